@@ -1,0 +1,39 @@
+# Thin wrapper around Meson. `make demo` and `make check` are the two commands the README
+# promises; everything else is a convenience.
+BUILD      ?= build
+BUILD_SAN  ?= build-san
+MESON      ?= meson
+DEMO_ARGS  ?=
+
+.PHONY: all deps build demo check check-asan bench fuzz clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	$(MESON) setup $(BUILD)
+
+build: deps $(BUILD)/build.ninja
+	$(MESON) compile -C $(BUILD)
+
+demo: build
+	$(BUILD)/tools/inca-demo $(DEMO_ARGS)
+
+check: build
+	$(MESON) test -C $(BUILD) --print-errorlogs --num-processes 2
+
+$(BUILD_SAN)/build.ninja:
+	$(MESON) setup $(BUILD_SAN) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+
+check-asan: deps $(BUILD_SAN)/build.ninja
+	$(MESON) compile -C $(BUILD_SAN)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(MESON) test -C $(BUILD_SAN) --print-errorlogs --num-processes 2 --timeout-multiplier 4
+
+bench: build
+	$(BUILD)/bench/inca-bench-all
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN)

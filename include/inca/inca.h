@@ -1,0 +1,146 @@
+/* libinca: the public API of the INCA client library.
+ * Communicators, in-network (INC) and host-based collectives, statistics.
+ * Nothing in this header does I/O by itself; every call documents its cost and owner. */
+#ifndef INCA_INCA_H
+#define INCA_INCA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INCA_VERSION_MAJOR 0
+#define INCA_VERSION_MINOR 1
+
+/* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber. */
+enum inca_dtype {
+	INCA_INT8 = 0,
+	INCA_UINT8 = 1,
+	INCA_INT16 = 2,
+	INCA_UINT16 = 3,
+	INCA_INT32 = 4,
+	INCA_UINT32 = 5,
+	INCA_INT64 = 6,
+	INCA_UINT64 = 7,
+	INCA_FP16 = 8, /* IEEE 754 binary16 */
+	INCA_BF16 = 9, /* bfloat16 */
+	INCA_FP32 = 10,
+	INCA_FP64 = 11,
+	INCA_DTYPE_COUNT
+};
+
+/* Reduction operators. Wire values too. Bitwise ops are defined for integer types only. */
+enum inca_op {
+	INCA_SUM = 0,
+	INCA_PROD = 1,
+	INCA_MIN = 2,
+	INCA_MAX = 3,
+	INCA_BAND = 4,
+	INCA_BOR = 5,
+	INCA_BXOR = 6,
+	INCA_OP_COUNT
+};
+
+/* Algorithm selection for collectives that have both an INC and a host path. */
+enum inca_algo {
+	INCA_ALGO_AUTO = 0, /* INC when the communicator has a switch, else ring */
+	INCA_ALGO_INC = 1,  /* in-network aggregation through the switch */
+	INCA_ALGO_RING = 2, /* host-based ring over TCP between the ranks */
+};
+
+/* Size of one element in bytes, 0 for an invalid type. */
+size_t inca_dtype_size(enum inca_dtype dt);
+/* Short names ("fp32", "sum"); "?" for invalid values. Static strings. */
+const char *inca_dtype_name(enum inca_dtype dt);
+const char *inca_op_name(enum inca_op op);
+/* Parse a name back; returns the value or -EINVAL. */
+int inca_dtype_parse(const char *name);
+int inca_op_parse(const char *name);
+/* 1 if the switch and the host kernels can reduce this pair, else 0. */
+int inca_op_valid(enum inca_dtype dt, enum inca_op op);
+/* Message for a negative errno returned by this library (static string). */
+const char *inca_strerror(int err);
+
+/* Log sink: the library never prints by itself. level: 0 error, 1 warning, 2 info, 3 debug. */
+typedef void (*inca_log_fn)(void *ctx, int level, const char *msg);
+
+struct inca_comm;
+
+/* Options for inca_comm_create. Zero-initialise, then set what you need.
+ * Addresses are "ipv4:port" strings; they are copied, the caller keeps ownership. */
+struct inca_comm_opts {
+	int rank; /* 0..size-1 */
+	int size; /* number of ranks, >= 1 */
+
+	/* Host path (ring, barrier, rendezvous). Rank 0 listens on bootstrap_addr, every other
+	 * rank connects to it to exchange addresses. Required when size > 1. */
+	const char *bootstrap_addr;
+	const char *host_ip; /* local IPv4 to bind the host-path sockets to; default 127.0.0.1 */
+
+	/* INC path. switch_addr NULL: no switch, INCA_ALGO_INC returns -ENOTSUP. */
+	const char *switch_addr; /* e.g. "127.0.0.1:4791" */
+	const char *data_addr;   /* local "ip:port" for the data-plane UDP socket (port 0: any) */
+	uint16_t tree_id;
+	uint32_t key;        /* group key, carried as RETH R_Key */
+	uint32_t switch_qpn; /* destination QP of the switch for this tree; 0: 0x100 + tree_id */
+	uint32_t qpn;        /* this client's QP number; 0: 0x1000 + bfr_id */
+	uint16_t bfr_id;     /* BFR-id (1..65535); 0: rank + 1 */
+	uint16_t bsl_bits;   /* BIER bit-string length, 64..4096, power of two; 0: 64 */
+	uint16_t nslots;     /* switch slot pool size for the tree = window; 0: 256 */
+	uint16_t mtu;        /* RoCE MTU, 256..4096 bytes of IB payload; 0: 4096 */
+	uint32_t rto_us;     /* initial retransmission timeout; 0: 20000 */
+	uint32_t rto_max_us; /* backoff cap; 0: 200000 */
+	uint32_t retx_limit; /* N consecutive timeouts of one packet before failing; 0: 20 */
+	uint32_t timeout_ms; /* host-path connect / receive timeout; 0: 30000 */
+
+	/* Test-only fault injection: drop this fraction of data-plane packets on send and on
+	 * receive (0 = off), from a generator seeded with seed. */
+	double drop_rate;
+	uint64_t seed;
+
+	inca_log_fn log_fn; /* NULL: silent */
+	void *log_ctx;
+	int log_level; /* messages at or below this level go to log_fn */
+};
+
+/* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or
+ * timeout_ms passes. Returns 0 and an owned communicator in *out, or -errno:
+ * -EINVAL bad options, -ETIMEDOUT peers missing, -EADDRINUSE, ... */
+int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out);
+/* Close sockets and free everything. NULL is accepted. */
+void inca_comm_destroy(struct inca_comm *comm);
+
+int inca_comm_rank(const struct inca_comm *comm);
+int inca_comm_size(const struct inca_comm *comm);
+
+/* AllReduce `count` elements. sendbuf == recvbuf is the in-place form. Every rank must call it
+ * with the same count, dtype, op and algo, in the same order. Returns 0 or -errno:
+ * -EINVAL bad arguments, -ENOTSUP no switch / unsupported pair, -ETIMEDOUT the retransmission
+ * limit was reached (the INC path is then unusable until a new communicator), -EIO. */
+int inca_allreduce(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		   enum inca_dtype dt, enum inca_op op);
+int inca_allreduce_algo(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+			enum inca_dtype dt, enum inca_op op, enum inca_algo algo);
+
+/* Host-path barrier over the ring. */
+int inca_barrier(struct inca_comm *comm);
+
+struct inca_comm_stats {
+	uint64_t tx_pkts, tx_bytes;     /* data-plane packets sent, including retransmissions */
+	uint64_t rx_pkts, rx_bytes;     /* data-plane packets received */
+	uint64_t retransmits;           /* packets sent again after a timeout */
+	uint64_t timeouts;              /* retransmission timer expiries */
+	uint64_t rx_dup_results;        /* results for chunks already completed */
+	uint64_t rx_bad;                /* packets that failed decoding or did not match */
+	uint64_t injected_drops;        /* fault injection */
+	uint64_t inc_calls, ring_calls; /* collectives by path */
+};
+/* Copy the counters. Cheap. */
+int inca_comm_get_stats(const struct inca_comm *comm, struct inca_comm_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,29 @@
+/* lib/util: small dependency-free helpers shared by every module: monotonic time, a seeded
+ * RNG (one stream per component), address parsing. No globals, no allocation. */
+#ifndef INCA_UTIL_H
+#define INCA_UTIL_H
+
+#include <stdint.h>
+#include <netinet/in.h>
+
+/* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
+uint64_t util_now_ns(void);
+
+/* xoshiro256** generator: deterministic for a seed, cheap, not cryptographic. */
+struct util_rng {
+	uint64_t s[4];
+};
+void util_rng_seed(struct util_rng *r, uint64_t seed);
+uint64_t util_rng_next(struct util_rng *r);
+/* Uniform double in [0, 1). */
+double util_rng_double(struct util_rng *r);
+/* Uniform integer in [0, n), n > 0. */
+uint64_t util_rng_below(struct util_rng *r, uint64_t n);
+
+/* Parse "a.b.c.d:port" (port required unless default_port >= 0 is given for a bare address).
+ * Returns 0 or -EINVAL. */
+int util_parse_addr(const char *s, int default_port, struct sockaddr_in *out);
+/* Format as "a.b.c.d:port" into buf (at least 22 bytes). Returns buf. */
+char *util_format_addr(const struct sockaddr_in *a, char *buf, unsigned long cap);
+
+#endif

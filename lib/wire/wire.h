@@ -1,0 +1,190 @@
+/* lib/wire: encoder and strict decoder for INCA packets on RoCEv2.
+ * Eth | IPv4 (DF) | UDP dst 4791 | BTH (0x2B) | RETH | ImmDt | INCA header | data | pad | ICRC.
+ * The byte layout is specified in docs/protocol.md; this header is its C mirror.
+ * No I/O, no allocation, no globals except constant tables: safe from any thread. */
+#ifndef INCA_WIRE_H
+#define INCA_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inca/inca.h"
+
+#define WIRE_ROCE_UDP_PORT 4791
+#define WIRE_ETH_LEN 14
+#define WIRE_IPV4_LEN 20
+#define WIRE_UDP_LEN 8
+#define WIRE_BTH_LEN 12
+#define WIRE_RETH_LEN 16
+#define WIRE_IMMDT_LEN 4
+#define WIRE_ICRC_LEN 4
+#define WIRE_OPCODE_UC_WRITE_ONLY_IMM 0x2B
+#define WIRE_PKEY_DEFAULT 0xFFFF
+
+#define WIRE_INCA_VERSION 1
+#define WIRE_INCA_FIXED_LEN 20 /* INCA header without the bit-string */
+#define WIRE_BSL_MIN 64        /* bits */
+#define WIRE_BSL_MAX 4096
+
+/* Bytes before the INCA header in the UDP payload (BTH + RETH + ImmDt). */
+#define WIRE_ROCE_HDR_LEN (WIRE_BTH_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN)
+/* Largest UDP payload an INCA packet can have: headers + IB payload up to 4096 + pad + ICRC. */
+#define WIRE_MAX_UDP_PAYLOAD (WIRE_ROCE_HDR_LEN + 4096 + 3 + WIRE_ICRC_LEN)
+#define WIRE_MTU_MIN 256
+#define WIRE_MTU_MAX 4096
+
+/* INCA header flags (low nibble of byte 0). */
+#define WIRE_F_RESULT 0x1 /* downward: an aggregation result (root -> members) */
+#define WIRE_F_RETX 0x2   /* the sender retransmitted this packet after a timeout */
+#define WIRE_F_MASK 0x3
+
+/* Collective codes (wire values). */
+enum wire_coll {
+	WIRE_COLL_ALLREDUCE = 1,
+	WIRE_COLL_REDUCE = 2,
+	WIRE_COLL_BCAST = 3,
+	WIRE_COLL_BARRIER = 4,
+	WIRE_COLL_ALLGATHER = 5,
+	WIRE_COLL_REDUCE_SCATTER = 6,
+	WIRE_COLL_ALLTOALL = 7,
+	WIRE_COLL_SCATTER = 8,
+	WIRE_COLL_GATHER = 9,
+	WIRE_COLL_MAX = 9
+};
+
+/* Why a packet was rejected. 0 is success; values index wire_err_name(). */
+enum wire_err {
+	WIRE_OK = 0,
+	WIRE_E_TRUNCATED,   /* shorter than its headers say */
+	WIRE_E_ETHERTYPE,   /* not IPv4 */
+	WIRE_E_IPV4,        /* version / IHL / options / total length */
+	WIRE_E_IP_CSUM,     /* IPv4 header checksum */
+	WIRE_E_FRAGMENT,    /* DF clear, MF set or fragment offset != 0 */
+	WIRE_E_PROTO,       /* not UDP */
+	WIRE_E_UDP_PORT,    /* destination port != 4791 */
+	WIRE_E_UDP_LEN,     /* UDP length disagrees with the IP length */
+	WIRE_E_OPCODE,      /* BTH opcode != 0x2B */
+	WIRE_E_BTH,         /* TVer != 0 or reserved bits set */
+	WIRE_E_PAD,         /* PadCnt does not make the IB payload a multiple of 4, or pad != 0 */
+	WIRE_E_DMALEN,      /* RETH DMA length != INCA header + data */
+	WIRE_E_VERSION,     /* INCA version != 1 */
+	WIRE_E_FLAGS,       /* unknown flag bits */
+	WIRE_E_COLL,        /* unknown collective */
+	WIRE_E_DTYPE,       /* unknown data type */
+	WIRE_E_OP,          /* unknown op, or op invalid for the type */
+	WIRE_E_BSL,         /* BSL code outside 1..7 */
+	WIRE_E_COUNT,       /* data length != count * element size */
+	WIRE_E_RESERVED,    /* reserved field not zero */
+	WIRE_E_ICRC,        /* ICRC mismatch */
+	WIRE_E_TOO_BIG,     /* IB payload larger than 4096 */
+	WIRE_E_COUNT_MAX_   /* number of reasons */
+};
+/* Stable snake_case name of a reason ("truncated", "icrc", ...), for counters and logs. */
+const char *wire_err_name(enum wire_err e);
+
+struct wire_bth {
+	uint8_t opcode;
+	uint8_t se, migreq, padcnt, tver;
+	uint16_t pkey;
+	uint8_t fecn, becn;
+	uint32_t dest_qp; /* 24 bits */
+	uint8_t ack_req;
+	uint32_t psn; /* 24 bits */
+};
+
+struct wire_reth {
+	uint64_t va;      /* byte offset of this chunk in the collective buffer */
+	uint32_t rkey;    /* group key */
+	uint32_t dma_len; /* INCA header + data bytes (the IB payload without pad) */
+};
+
+/* The INCA header. `bits` points at the BIER bit-string in wire order (bit position 1 is the
+ * least significant bit of the last byte, RFC 8279); it is borrowed: from the packet buffer
+ * after decode, from the caller before encode. */
+struct wire_inca {
+	uint8_t version; /* WIRE_INCA_VERSION */
+	uint8_t flags;   /* WIRE_F_* */
+	uint8_t coll;    /* enum wire_coll */
+	uint8_t dtype;   /* enum inca_dtype */
+	uint8_t op;      /* enum inca_op */
+	uint16_t tree_id;
+	uint16_t slot;
+	uint32_t round;
+	uint16_t bfr_id; /* sender's BFR-id (0: none, e.g. the root sending down) */
+	uint8_t bsl_code; /* RFC 8296 BSL encoding: 1 = 64 bits ... 7 = 4096 bits */
+	uint8_t si;       /* BIER set identifier */
+	uint16_t count;   /* elements in the data */
+	const uint8_t *bits; /* bsl/8 bytes */
+};
+
+/* A decoded (or to-be-encoded) INCA packet: the UDP payload. Pointers are borrowed. */
+struct wire_pkt {
+	struct wire_bth bth;
+	struct wire_reth reth;
+	uint32_t imm; /* ImmDt: message id */
+	struct wire_inca inca;
+	const uint8_t *data; /* count * element size bytes */
+	uint32_t data_len;
+	uint32_t icrc; /* as carried (decode) */
+};
+
+/* IPv4/UDP facts the ICRC covers but a UDP socket does not show. Addresses and ports in host
+ * byte order. ip_id is 0 for unconnected sockets with IP_PMTUDISC_DO (docs/protocol.md). */
+struct wire_ipinfo {
+	uint32_t src_ip, dst_ip;
+	uint16_t src_port, dst_port;
+	uint16_t ip_id;
+};
+
+/* Bit-string length in bytes for a BSL code (8..512), 0 if invalid. */
+size_t wire_bsl_bytes(uint8_t bsl_code);
+/* BSL code for a length in bits (64..4096, power of two), 0 if invalid. */
+uint8_t wire_bsl_code(unsigned bsl_bits);
+/* INCA header length for a BSL code (20 + bsl/8). */
+size_t wire_inca_hdr_len(uint8_t bsl_code);
+/* Largest data bytes per packet for a RoCE MTU (IB payload limit), element size and BSL code:
+ * rounded down to a whole number of elements. 0 if nothing fits. */
+size_t wire_max_data(unsigned mtu, size_t elem_size, uint8_t bsl_code);
+/* UDP payload length of a packet (headers + data + pad + ICRC). */
+size_t wire_udp_payload_len(uint8_t bsl_code, size_t data_len);
+
+/* Encode pkt into buf as a UDP payload (BTH .. ICRC). Computes padcnt, dma_len, version and the
+ * ICRC over ip (which must describe the datagram the kernel will build); other fields are taken
+ * from pkt as given. Returns the length written, or -EINVAL (bad field) / -ENOSPC (cap). */
+int wire_encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+		    const struct wire_ipinfo *ip);
+
+/* Strictly decode a UDP payload. On success returns WIRE_OK and fills *out with pointers into
+ * buf. If ip is non-NULL the ICRC is verified against it (WIRE_E_ICRC on mismatch), else the
+ * ICRC is only read. Never reads outside buf[0..len). */
+enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *out,
+			      const struct wire_ipinfo *ip);
+
+/* Full frames (Ethernet onward), for captures, the simulator and tests. Encode writes
+ * Eth (given MACs) | IPv4 (DF, TTL 64, checksum) | UDP (checksum 0) | UDP payload. */
+int wire_encode_frame(uint8_t *buf, size_t cap, const uint8_t dst_mac[6], const uint8_t src_mac[6],
+		      const struct wire_pkt *pkt, const struct wire_ipinfo *ip);
+/* Decode and check every layer, including the IPv4 checksum and the ICRC (always). On success
+ * fills *out and, if ip_out is non-NULL, the addresses found. */
+enum wire_err wire_decode_frame(const uint8_t *buf, size_t len, struct wire_pkt *out,
+				struct wire_ipinfo *ip_out);
+
+/* RoCEv2 ICRC of a UDP payload whose last 4 bytes are the ICRC field (not covered).
+ * Cost: one CRC-32 pass over the payload. */
+uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *udp_payload, size_t len);
+
+/* --- BIER bit-strings in wire order (RFC 8279 numbering). len is in bytes. --- */
+/* Bit position (1..len*8) of BFR-id k in set si: returns 0 if k is not in that set. */
+unsigned wire_bier_bp(uint16_t bfr_id, unsigned bsl_bits, uint8_t si);
+/* BFR-id for bit position bp of set si. */
+uint16_t wire_bier_bfr_id(unsigned bp, unsigned bsl_bits, uint8_t si);
+void wire_bier_set(uint8_t *bits, size_t len, unsigned bp);
+void wire_bier_clear(uint8_t *bits, size_t len, unsigned bp);
+bool wire_bier_test(const uint8_t *bits, size_t len, unsigned bp);
+/* Lowest set bit position at or above `from` (1-based), or 0 if none. */
+unsigned wire_bier_next(const uint8_t *bits, size_t len, unsigned from);
+unsigned wire_bier_popcount(const uint8_t *bits, size_t len);
+bool wire_bier_empty(const uint8_t *bits, size_t len);
+
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages INCA needs to build, test and demo, if any are missing.
+# Safe to run repeatedly: does nothing when everything is present.
+set -euo pipefail
+
+PKGS=(
+  gcc make meson ninja-build pkg-config zlib1g-dev   # build
+  clang libclang-rt-14-dev                           # libFuzzer + sanitizers for fuzz tests
+  tshark python3-scapy                               # wire-format conformance tests
+  python3-matplotlib                                 # plots
+  iproute2 nftables                                  # netns fabric tests (later issues)
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
