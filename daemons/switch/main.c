@@ -1,2 +1,312 @@
-/* placeholder: being written */
-int main(void) { return 1; }
+/* inca-switch: command line, configuration loading, signal handling and the stats timer.
+ * The main thread only waits for signals and writes statistics; the data plane runs in the
+ * worker threads of dataplane.c. Usage and file format: docs/switch.md. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "switch.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: inca-switch [options]\n"
+		"  -c, --config FILE          standalone config file (docs/switch.md)\n"
+		"  -l, --listen IP[:PORT]     data-plane address (default 0.0.0.0:4791)\n"
+		"  -t, --threads N            worker threads, one SO_REUSEPORT socket each (1)\n"
+		"      --tree SPEC            add a tree, e.g. 'id=1,key=0x5eed0001,slots=256,\n"
+		"                             members=1@127.0.0.10:4791+2@127.0.0.11:4791'\n"
+		"      --check-icrc yes|no    verify the RoCEv2 ICRC of received packets (yes)\n"
+		"      --no-icrc              same as --check-icrc no\n"
+		"      --stats-file PATH      JSON statistics, rewritten periodically\n"
+		"      --stats-interval-ms N  period of --stats-file (1000; 0: SIGUSR1/exit only)\n"
+		"      --stats-stdout         print the JSON statistics on stdout at exit\n"
+		"      --reflect              echo valid-looking packets back (I/O baseline)\n"
+		"      --drop-rate P          drop this fraction of packets on rx and on tx\n"
+		"      --seed S               seed of the fault injection generator (1)\n"
+		"      --ready-file PATH      create PATH once sockets are bound and trees built\n"
+		"      --check-config         print the effective configuration and exit\n"
+		"  -v, --verbose              more logging on stderr (repeat: -vv, -vvv)\n"
+		"  -h, --help                 this text\n"
+		"Signals: SIGUSR1 writes statistics now; SIGTERM/SIGINT stop cleanly.\n");
+}
+
+enum {
+	OPT_TREE = 256,
+	OPT_CHECK_ICRC,
+	OPT_NO_ICRC,
+	OPT_STATS_FILE,
+	OPT_STATS_INTERVAL,
+	OPT_STATS_STDOUT,
+	OPT_REFLECT,
+	OPT_DROP_RATE,
+	OPT_SEED,
+	OPT_READY_FILE,
+	OPT_CHECK_CONFIG,
+};
+
+static const struct option long_opts[] = {
+	{ "config", required_argument, NULL, 'c' },
+	{ "listen", required_argument, NULL, 'l' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "tree", required_argument, NULL, OPT_TREE },
+	{ "check-icrc", required_argument, NULL, OPT_CHECK_ICRC },
+	{ "no-icrc", no_argument, NULL, OPT_NO_ICRC },
+	{ "stats-file", required_argument, NULL, OPT_STATS_FILE },
+	{ "stats-interval-ms", required_argument, NULL, OPT_STATS_INTERVAL },
+	{ "stats-stdout", no_argument, NULL, OPT_STATS_STDOUT },
+	{ "reflect", no_argument, NULL, OPT_REFLECT },
+	{ "drop-rate", required_argument, NULL, OPT_DROP_RATE },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "ready-file", required_argument, NULL, OPT_READY_FILE },
+	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* A global flag remembered until the config file (if any) has been read: flags win. */
+struct global_flag {
+	const char *key, *value;
+};
+
+static int write_ready_file(const char *path)
+{
+	char tmp[SW_CONF_PATH_MAX + 32];
+	FILE *f;
+
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n", (int)getpid());
+	if (fclose(f) != 0 || rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return -e;
+	}
+	return 0;
+}
+
+static void write_stats(struct sw_switch *sw, const char *path)
+{
+	int rc;
+
+	if (!path[0])
+		return;
+	rc = sw_stats_write_file(sw, path);
+	if (rc < 0)
+		sw_log(0, "cannot write stats to %s: %s", path, strerror(-rc));
+}
+
+int main(int argc, char **argv)
+{
+	static struct sw_config cfg;
+	struct global_flag gflags[32];
+	size_t ngflags = 0;
+	const char *trees[256];
+	size_t ntrees = 0;
+	const char *config_file = NULL, *ready_file = NULL;
+	struct sw_opts opts = { .seed = 1 };
+	bool stats_stdout = false, check_config = false;
+	char err[SW_CONF_ERR_MAX];
+	struct sw_switch *sw = NULL;
+	sigset_t sigs;
+	int opt, rc;
+	uint64_t next_stats_ns;
+
+	sw_config_init(&cfg);
+	while ((opt = getopt_long(argc, argv, "c:l:t:vh", long_opts, NULL)) != -1) {
+		const char *gkey = NULL;
+		char *end;
+
+		switch (opt) {
+		case 'c':
+			config_file = optarg;
+			break;
+		case 'l':
+			gkey = "listen";
+			break;
+		case 't':
+			gkey = "threads";
+			break;
+		case OPT_CHECK_ICRC:
+			gkey = "check_icrc";
+			break;
+		case OPT_NO_ICRC:
+			gkey = "check_icrc";
+			optarg = (char *)"no";
+			break;
+		case OPT_STATS_FILE:
+			gkey = "stats_file";
+			break;
+		case OPT_STATS_INTERVAL:
+			gkey = "stats_interval_ms";
+			break;
+		case OPT_TREE:
+			if (ntrees == sizeof trees / sizeof trees[0]) {
+				fprintf(stderr, "inca-switch: too many --tree flags\n");
+				return 2;
+			}
+			trees[ntrees++] = optarg;
+			break;
+		case OPT_STATS_STDOUT:
+			stats_stdout = true;
+			break;
+		case OPT_REFLECT:
+			opts.reflect = true;
+			break;
+		case OPT_DROP_RATE:
+			errno = 0;
+			opts.drop_rate = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !(opts.drop_rate >= 0) ||
+			    opts.drop_rate > 1) {
+				fprintf(stderr, "inca-switch: --drop-rate: bad value '%s' (0..1)\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_SEED:
+			errno = 0;
+			opts.seed = strtoull(optarg, &end, 0);
+			if (errno || *end || end == optarg) {
+				fprintf(stderr, "inca-switch: --seed: bad value '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_READY_FILE:
+			ready_file = optarg;
+			break;
+		case OPT_CHECK_CONFIG:
+			check_config = true;
+			break;
+		case 'v':
+			sw_verbosity++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (gkey) {
+			if (ngflags == sizeof gflags / sizeof gflags[0]) {
+				fprintf(stderr, "inca-switch: too many flags\n");
+				return 2;
+			}
+			gflags[ngflags++] = (struct global_flag){ gkey, optarg };
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "inca-switch: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+
+	/* File first, then flags override its globals, then flag trees are added. */
+	if (config_file && sw_config_parse_file(&cfg, config_file, err, sizeof err) < 0)
+		goto config_error;
+	for (size_t i = 0; i < ngflags; i++)
+		if (sw_config_set_global(&cfg, gflags[i].key, gflags[i].value, err, sizeof err) < 0)
+			goto config_error;
+	for (size_t i = 0; i < ntrees; i++)
+		if (sw_config_add_tree_spec(&cfg, trees[i], err, sizeof err) < 0)
+			goto config_error;
+	if (sw_config_validate(&cfg, err, sizeof err) < 0)
+		goto config_error;
+	if (check_config) {
+		sw_config_dump(&cfg, stdout);
+		sw_config_free(&cfg);
+		return 0;
+	}
+
+	/* Workers inherit this mask: only the main thread takes signals, via sigtimedwait. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = sw_switch_create(&cfg, &opts, &sw, err, sizeof err);
+	if (rc < 0) {
+		fprintf(stderr, "inca-switch: %s\n", err);
+		sw_config_free(&cfg);
+		return 1;
+	}
+	rc = sw_switch_start(sw);
+	if (rc < 0) {
+		sw_switch_destroy(sw);
+		sw_config_free(&cfg);
+		return 1;
+	}
+	{
+		char a[32];
+		sw_log(1, "%s on %s: %zu tree(s), %u thread(s), ICRC %s%s", 
+		       opts.reflect ? "reflecting" : "aggregating",
+		       util_format_addr(&cfg.listen, a, sizeof a), cfg.ntrees, cfg.threads,
+		       cfg.check_icrc ? "checked" : "not checked",
+		       opts.drop_rate > 0 ? ", fault injection on" : "");
+	}
+	if (ready_file) {
+		rc = write_ready_file(ready_file);
+		if (rc < 0)
+			sw_log(0, "cannot write ready file %s: %s", ready_file, strerror(-rc));
+	}
+
+	next_stats_ns = util_now_ns() + (uint64_t)cfg.stats_interval_ms * 1000000ull;
+	for (;;) {
+		struct timespec ts = { 1, 0 };
+		int sig;
+
+		if (cfg.stats_file[0] && cfg.stats_interval_ms) {
+			uint64_t now = util_now_ns();
+			uint64_t wait = next_stats_ns > now ? next_stats_ns - now : 0;
+			ts.tv_sec = (time_t)(wait / 1000000000ull);
+			ts.tv_nsec = (long)(wait % 1000000000ull);
+		}
+		sig = sigtimedwait(&sigs, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM) {
+			sw_log(1, "signal %d: stopping", sig);
+			break;
+		}
+		if (sig == SIGUSR1 || sig == SIGHUP) {
+			sw_switch_snapshot(sw, 500);
+			write_stats(sw, cfg.stats_file);
+			continue;
+		}
+		if (sig < 0 && errno == EAGAIN && cfg.stats_file[0] && cfg.stats_interval_ms &&
+		    util_now_ns() >= next_stats_ns) {
+			sw_switch_snapshot(sw, 500);
+			write_stats(sw, cfg.stats_file);
+			next_stats_ns += (uint64_t)cfg.stats_interval_ms * 1000000ull;
+			if (next_stats_ns < util_now_ns()) /* fell behind: do not burst */
+				next_stats_ns = util_now_ns() + (uint64_t)cfg.stats_interval_ms * 1000000ull;
+		}
+	}
+
+	sw_switch_stop(sw);
+	sw_switch_snapshot(sw, 0); /* workers are joined: copies directly */
+	write_stats(sw, cfg.stats_file);
+	if (stats_stdout)
+		sw_stats_write_json(sw, stdout);
+	if (ready_file)
+		unlink(ready_file);
+	sw_switch_destroy(sw);
+	sw_config_free(&cfg);
+	sw_log(1, "stopped");
+	return 0;
+
+config_error:
+	fprintf(stderr, "inca-switch: %s\n", err);
+	sw_config_free(&cfg);
+	return 2;
+}

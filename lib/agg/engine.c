@@ -1,1 +1,816 @@
-/* placeholder: being written */
+/* lib/agg/engine.c: the pure per-tree aggregation engine: slot pools with two versions per slot,
+ * contributor bitmaps, dedup, BIER replication of results (docs/protocol.md "Switch slot
+ * semantics"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/agg.h"
+
+/* Version states. A version is one round of one slot. */
+enum agg__state {
+	AGG__EMPTY = 0,  /* never used since create */
+	AGG__COLLECTING, /* contributions arriving */
+	AGG__UP_SENT,    /* non-root: all in, aggregate sent to the parent, no result seen yet */
+	AGG__COMPLETE,   /* result known (root: computed; non-root: received from the parent) */
+};
+
+#define AGG__NO_GROUP UINT16_MAX
+#define AGG__ALIGN 64
+#define AGG__FWD_DATA_MAX 4096 /* IB payload limit: nothing forwarded can carry more */
+
+/* Per-version metadata. `seen` and `heads` bitmaps live in separate arrays (bsl/8 bytes each)
+ * so this stays small and cache-friendly. */
+struct agg__ver {
+	uint32_t rnd;
+	uint8_t state;
+	uint8_t coll, dtype, op;
+	uint16_t count;
+	uint16_t nseen; /* popcount(seen): P-BMs are disjoint subsets of A-BM, so
+			 * nseen == popcount(A-BM) <=> seen == A-BM */
+	uint32_t imm;
+	uint32_t data_len;
+	uint64_t va;
+};
+
+/* A distinct BIFT neighbour: one copy of a replicated packet goes to each. fbm is the union of
+ * the F-BMs (and bit positions) of every entry through that neighbour, so a neighbour gets
+ * exactly one copy even if the configured F-BMs were narrower. */
+struct agg__group {
+	uint32_t nbr;
+	uint8_t *fbm;
+};
+
+struct agg_tree {
+	struct agg_tree_cfg cfg; /* copy; abm / bift / bift[i].fbm point at our own copies */
+	size_t bsl_bytes;        /* bit-string bytes, a multiple of 8 */
+	size_t nwords;           /* bsl_bytes / 8 */
+	uint8_t bsl_code;
+	unsigned nmembers;       /* popcount(A-BM) */
+
+	uint8_t *abm;
+	struct agg_bift_entry *bift;
+	uint8_t *bift_fbm;  /* nbift * bsl_bytes, as configured */
+	uint16_t *bp_group; /* [bsl_bits + 1]: bit position -> group, AGG__NO_GROUP if none */
+	uint16_t *bp_member; /* [bsl_bits + 1]: deterministic mode: bit position -> member index */
+	struct agg__group *groups;
+	uint8_t *group_fbm; /* ngroups * bsl_bytes */
+	size_t ngroups;
+	size_t max_sends;
+
+	/* Slot pool: only the slots of this shard. Local index li = slot / nshards. */
+	uint32_t nlocal;
+	uint16_t nshards; /* >= 1 */
+	struct agg__ver *vers; /* [nlocal * 2] */
+	uint8_t *seen;         /* [nlocal * 2 * bsl_bytes] */
+	uint8_t *heads;        /* deterministic: lowest bit of each contribution, same shape */
+	uint8_t *data;         /* [nlocal * 2 * ver_stride] */
+	size_t buf_stride;     /* slot_bytes rounded up to AGG__ALIGN */
+	size_t ver_stride;     /* accumulator + (deterministic) one buffer per member */
+
+	/* Output scratch, valid until the next input call. */
+	uint8_t *send_bits; /* max_sends * bsl_bytes */
+	uint8_t *rem_bits;  /* bsl_bytes: bits still to replicate */
+	uint8_t *fwd_data;  /* AGG__FWD_DATA_MAX: copy of a forwarded packet's data */
+
+	struct agg_tree_stats st;
+};
+
+/* ---------------------------------------------------------------- small helpers */
+
+static const uint8_t agg__elem_size[INCA_DTYPE_COUNT] = {
+	[INCA_INT8] = 1, [INCA_UINT8] = 1, [INCA_INT16] = 2, [INCA_UINT16] = 2,
+	[INCA_INT32] = 4, [INCA_UINT32] = 4, [INCA_INT64] = 8, [INCA_UINT64] = 8,
+	[INCA_FP16] = 2, [INCA_BF16] = 2, [INCA_FP32] = 4, [INCA_FP64] = 8,
+};
+
+/* Own type/op table: the engine must not depend on libinca (inca_op_valid lives there). */
+static bool agg__pair_valid(unsigned dt, unsigned op)
+{
+	if (dt >= INCA_DTYPE_COUNT || op >= INCA_OP_COUNT)
+		return false;
+	if (op >= INCA_BAND && dt >= INCA_FP16)
+		return false; /* bitwise ops are integer-only */
+	return true;
+}
+
+/* Bit-strings are handled a 64-bit word at a time; byte order inside a word does not matter for
+ * AND/OR/popcount as long as every operand is loaded the same way. Packet bit-strings may be
+ * unaligned, hence memcpy (which compiles to a plain load). */
+static inline uint64_t agg__ld(const uint8_t *p, size_t w)
+{
+	uint64_t x;
+	memcpy(&x, p + 8 * w, 8);
+	return x;
+}
+
+static inline void agg__st(uint8_t *p, size_t w, uint64_t x)
+{
+	memcpy(p + 8 * w, &x, 8);
+}
+
+/* RFC 8279 numbering: bit position 1 is the least significant bit of the last byte. */
+static inline void agg__set(uint8_t *bits, size_t len, unsigned bp)
+{
+	bits[len - 1 - (bp - 1) / 8] |= (uint8_t)(1u << ((bp - 1) & 7));
+}
+
+/* Lowest set bit position >= from (1-based), 0 if none. Skips zero words, so a sweep over the
+ * whole string costs O(len) plus O(1) per set bit. */
+static unsigned agg__next(const uint8_t *bits, size_t len, unsigned from)
+{
+	unsigned nbits = (unsigned)len * 8;
+	while (from >= 1 && from <= nbits) {
+		size_t byte = len - 1 - (from - 1) / 8;
+		unsigned b = bits[byte] >> ((from - 1) & 7);
+		if (b)
+			return from + (unsigned)__builtin_ctz(b);
+		from = ((from - 1) / 8 + 1) * 8 + 1; /* first bit of the next byte */
+		/* whole zero words: byte index counts down, words are 8-aligned byte groups */
+		while (from <= nbits && ((from - 1) / 8) % 8 == 0) {
+			size_t lo = len - 1 - (from - 1) / 8 - 7; /* first byte of this word */
+			if (agg__ld(bits, lo / 8) != 0)
+				break;
+			from += 64;
+		}
+	}
+	return 0;
+}
+
+static inline uint16_t agg__bp_of(uint16_t bfr_id, unsigned bsl_bits, uint8_t si)
+{
+	if (bfr_id == 0)
+		return 0;
+	unsigned k = (unsigned)bfr_id - 1;
+	if (k / bsl_bits != si)
+		return 0;
+	return (uint16_t)(k % bsl_bits + 1);
+}
+
+const char *agg_verdict_name(enum agg_verdict v)
+{
+	static const char *const names[AGG_VERDICT_COUNT] = {
+		[AGG_ABSORBED] = "absorbed",
+		[AGG_COMPLETED] = "completed",
+		[AGG_DUP_RESENT] = "dup_resent",
+		[AGG_DUP_UP_RESENT] = "dup_up_resent",
+		[AGG_DUP_IGNORED] = "dup_ignored",
+		[AGG_FORWARDED] = "forwarded",
+		[AGG_RESULT_DOWN] = "result_down",
+		[AGG_DROP_KEY] = "drop_key",
+		[AGG_DROP_TREE] = "drop_tree",
+		[AGG_DROP_SLOT] = "drop_slot",
+		[AGG_DROP_STALE] = "drop_stale",
+		[AGG_DROP_FUTURE] = "drop_future",
+		[AGG_DROP_MISMATCH] = "drop_mismatch",
+		[AGG_DROP_UNSUPPORTED] = "drop_unsupported",
+		[AGG_DROP_TOO_BIG] = "drop_too_big",
+		[AGG_DROP_BITMAP] = "drop_bitmap",
+		[AGG_DROP_SENDER] = "drop_sender",
+		[AGG_DROP_NO_ROUTE] = "drop_no_route",
+	};
+	if ((unsigned)v >= AGG_VERDICT_COUNT)
+		return "unknown";
+	return names[v];
+}
+
+/* ---------------------------------------------------------------- create / destroy */
+
+void agg_tree_destroy(struct agg_tree *t)
+{
+	if (!t)
+		return;
+	free(t->abm);
+	free(t->bift);
+	free(t->bift_fbm);
+	free(t->bp_group);
+	free(t->bp_member);
+	free(t->groups);
+	free(t->group_fbm);
+	free(t->vers);
+	free(t->seen);
+	free(t->heads);
+	free(t->data);
+	free(t->send_bits);
+	free(t->rem_bits);
+	free(t->fwd_data);
+	free(t);
+}
+
+static int agg__validate(const struct agg_tree_cfg *c)
+{
+	unsigned bsl = c->bsl_bits;
+	if (bsl < WIRE_BSL_MIN || bsl > WIRE_BSL_MAX || (bsl & (bsl - 1)))
+		return -EINVAL;
+	if (c->nslots < 1 || c->slot_bytes < 1 || c->slot_bytes > 4096)
+		return -EINVAL;
+	if (!c->abm || (c->nbift && !c->bift))
+		return -EINVAL;
+	if (!c->root && c->parent_nbr == AGG_NBR_NONE)
+		return -EINVAL;
+	if (c->nshards > 1 && c->shard >= c->nshards)
+		return -EINVAL;
+	size_t len = bsl / 8;
+	bool any = false;
+	for (size_t i = 0; i < len; i++)
+		any |= c->abm[i] != 0;
+	if (!any)
+		return -EINVAL;
+	for (size_t i = 0; i < c->nbift; i++) {
+		const struct agg_bift_entry *e = &c->bift[i];
+		if (e->bp < 1 || e->bp > bsl || e->nbr == AGG_NBR_NONE)
+			return -EINVAL;
+		for (size_t j = 0; j < i; j++)
+			if (c->bift[j].bp == e->bp)
+				return -EINVAL; /* two routes for one bit: ambiguous */
+	}
+	return 0;
+}
+
+static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
+{
+	size_t len = t->bsl_bytes, n = c->nbift;
+	unsigned bsl = c->bsl_bits;
+
+	t->bp_group = malloc((bsl + 1) * sizeof *t->bp_group);
+	t->bift = calloc(n ? n : 1, sizeof *t->bift);
+	t->bift_fbm = calloc(n ? n : 1, len);
+	t->groups = calloc(n ? n : 1, sizeof *t->groups);
+	t->group_fbm = calloc(n ? n : 1, len);
+	if (!t->bp_group || !t->bift || !t->bift_fbm || !t->groups || !t->group_fbm)
+		return -ENOMEM;
+	for (unsigned b = 0; b <= bsl; b++)
+		t->bp_group[b] = AGG__NO_GROUP;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct agg_bift_entry *e = &c->bift[i];
+		uint8_t *own = t->bift_fbm + i * len;
+		if (e->fbm)
+			memcpy(own, e->fbm, len);
+		else
+			agg__set(own, len, e->bp); /* no F-BM given: just its own bit */
+		t->bift[i] = *e;
+		t->bift[i].fbm = own;
+
+		size_t g;
+		for (g = 0; g < t->ngroups; g++)
+			if (t->groups[g].nbr == e->nbr)
+				break;
+		if (g == t->ngroups) {
+			t->groups[g].nbr = e->nbr;
+			t->groups[g].fbm = t->group_fbm + g * len;
+			t->ngroups++;
+		}
+		uint8_t *gf = t->groups[g].fbm;
+		for (size_t k = 0; k < len; k++)
+			gf[k] |= own[k];
+		agg__set(gf, len, e->bp);
+		t->bp_group[e->bp] = (uint16_t)g;
+	}
+	t->max_sends = t->ngroups + 1;
+	return 0;
+}
+
+int agg_tree_create(const struct agg_tree_cfg *cfg, struct agg_tree **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!cfg)
+		return -EINVAL;
+	int rc = agg__validate(cfg);
+	if (rc)
+		return rc;
+
+	struct agg_tree *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	t->cfg = *cfg;
+	t->bsl_bytes = cfg->bsl_bits / 8;
+	t->nwords = t->bsl_bytes / 8;
+	t->bsl_code = (uint8_t)(__builtin_ctz(cfg->bsl_bits) - 5);
+	size_t len = t->bsl_bytes;
+	unsigned bsl = cfg->bsl_bits;
+
+	rc = -ENOMEM;
+	t->abm = malloc(len);
+	if (!t->abm)
+		goto fail;
+	memcpy(t->abm, cfg->abm, len);
+	t->cfg.abm = t->abm;
+
+	rc = agg__build_bift(t, cfg);
+	if (rc)
+		goto fail;
+	t->cfg.bift = t->bift;
+
+	/* Every member must be reachable for results: each A-BM bit needs a BIFT entry. */
+	rc = -EINVAL;
+	for (unsigned bp = agg__next(t->abm, len, 1); bp; bp = agg__next(t->abm, len, bp + 1)) {
+		if (t->bp_group[bp] == AGG__NO_GROUP)
+			goto fail;
+		t->nmembers++;
+	}
+
+	rc = -ENOMEM;
+	t->nshards = cfg->nshards > 1 ? cfg->nshards : 1;
+	t->cfg.nshards = t->nshards;
+	if (t->nshards == 1)
+		t->cfg.shard = 0;
+	/* slots s < nslots with s % nshards == shard */
+	t->nlocal = cfg->nslots > t->cfg.shard
+			    ? (cfg->nslots - t->cfg.shard + t->nshards - 1) / t->nshards
+			    : 0;
+
+	/* Memory: nlocal * 2 versions * (1 + members if deterministic) * slot_bytes (rounded to
+	 * 64) of data, plus 2 bit-strings per version. Example: 256 slots, 4 KiB, 64 members:
+	 * 2 MiB normally, 130 MiB deterministic. Pages are touched only when a slot is used. */
+	t->buf_stride = ((size_t)cfg->slot_bytes + AGG__ALIGN - 1) / AGG__ALIGN * AGG__ALIGN;
+	size_t nbufs = 1 + (cfg->deterministic ? t->nmembers : 0);
+	t->ver_stride = t->buf_stride * nbufs;
+	size_t nver = (size_t)(t->nlocal ? t->nlocal : 1) * 2, data_bytes, bits_bytes;
+	if (__builtin_mul_overflow(nver, t->ver_stride, &data_bytes) ||
+	    __builtin_mul_overflow(nver, len, &bits_bytes))
+		goto fail;
+	t->vers = calloc(nver, sizeof *t->vers);
+	t->seen = calloc(1, bits_bytes);
+	if (!t->vers || !t->seen)
+		goto fail;
+	if (posix_memalign((void **)&t->data, AGG__ALIGN, data_bytes)) {
+		t->data = NULL;
+		goto fail;
+	}
+	if (cfg->deterministic) {
+		t->heads = calloc(1, bits_bytes);
+		t->bp_member = calloc(bsl + 1, sizeof *t->bp_member);
+		if (!t->heads || !t->bp_member)
+			goto fail;
+		uint16_t idx = 0;
+		for (unsigned bp = agg__next(t->abm, len, 1); bp; bp = agg__next(t->abm, len, bp + 1))
+			t->bp_member[bp] = idx++;
+	}
+
+	t->send_bits = calloc(t->max_sends, len);
+	t->rem_bits = calloc(1, len);
+	t->fwd_data = malloc(AGG__FWD_DATA_MAX);
+	if (!t->send_bits || !t->rem_bits || !t->fwd_data)
+		goto fail;
+
+	*out = t;
+	return 0;
+fail:
+	agg_tree_destroy(t);
+	return rc;
+}
+
+size_t agg_tree_max_sends(const struct agg_tree *t)
+{
+	return t ? t->max_sends : 0;
+}
+
+void agg_tree_get_stats(const struct agg_tree *t, struct agg_tree_stats *out)
+{
+	if (t && out)
+		*out = t->st;
+}
+
+const struct agg_tree_cfg *agg_tree_cfg(const struct agg_tree *t)
+{
+	return t ? &t->cfg : NULL;
+}
+
+/* ---------------------------------------------------------------- input path */
+
+/* Output cursor for one input call: bounded by min(cap, max_sends), so the per-send
+ * bit-string storage (max_sends strings) can never overflow. */
+struct agg__out {
+	struct agg_send *v;
+	size_t cap, n;
+};
+
+static inline struct agg__ver *agg__ver_of(struct agg_tree *t, uint32_t li, uint32_t rnd)
+{
+	return &t->vers[(size_t)li * 2 + (rnd & 1)];
+}
+
+static inline size_t agg__vidx(const struct agg_tree *t, const struct agg__ver *v)
+{
+	return (size_t)(v - t->vers);
+}
+
+static inline uint8_t *agg__seen(struct agg_tree *t, const struct agg__ver *v)
+{
+	return t->seen + agg__vidx(t, v) * t->bsl_bytes;
+}
+
+static inline uint8_t *agg__heads(struct agg_tree *t, const struct agg__ver *v)
+{
+	return t->heads + agg__vidx(t, v) * t->bsl_bytes;
+}
+
+/* Buffer 0 is the accumulator / result; deterministic mode: buffer 1 + member index holds
+ * that member's (or sub-tree's) contribution. */
+static inline uint8_t *agg__buf(struct agg_tree *t, const struct agg__ver *v, size_t i)
+{
+	return t->data + agg__vidx(t, v) * t->ver_stride + i * t->buf_stride;
+}
+
+/* Append a send with the header of version v (slot, round, meta). */
+static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
+				  uint16_t slot, uint32_t nbr, uint8_t flags, uint16_t bfr_id)
+{
+	if (o->n >= o->cap)
+		return NULL;
+	struct agg_send *s = &o->v[o->n];
+	uint8_t *bits = t->send_bits + o->n * t->bsl_bytes;
+	o->n++;
+
+	memset(s, 0, sizeof *s);
+	s->nbr = nbr;
+	struct wire_pkt *p = &s->pkt;
+	uint32_t ib_len = (uint32_t)(WIRE_INCA_FIXED_LEN + t->bsl_bytes + v->data_len);
+	p->bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
+	p->bth.pkey = WIRE_PKEY_DEFAULT;
+	p->bth.padcnt = (uint8_t)((4 - ib_len % 4) % 4);
+	p->reth.va = v->va;
+	p->reth.rkey = t->cfg.rkey;
+	p->reth.dma_len = ib_len;
+	p->imm = v->imm;
+	p->inca.version = WIRE_INCA_VERSION;
+	p->inca.flags = flags;
+	p->inca.coll = v->coll;
+	p->inca.dtype = v->dtype;
+	p->inca.op = v->op;
+	p->inca.tree_id = t->cfg.tree_id;
+	p->inca.slot = slot;
+	p->inca.round = v->rnd;
+	p->inca.bfr_id = bfr_id;
+	p->inca.bsl_code = t->bsl_code;
+	p->inca.si = t->cfg.si;
+	p->inca.count = v->count;
+	p->inca.bits = bits;
+	p->data = agg__buf(t, v, 0);
+	p->data_len = v->data_len;
+	t->st.tx_pkts++;
+	t->st.tx_bytes += v->data_len;
+	return s;
+}
+
+/* BIER replication of version v's result to the bits in t->rem_bits (consumed): for the lowest
+ * remaining bit, one copy to its neighbour with bits AND F-BM, then clear F-BM; repeat. Each
+ * neighbour gets at most one copy. Cost O(copies * bsl/8 + data pointer setup). Returns the
+ * number of copies. */
+static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
+			     uint16_t slot)
+{
+	uint8_t *rem = t->rem_bits;
+	size_t len = t->bsl_bytes, sent = 0;
+	for (unsigned bp = agg__next(rem, len, 1); bp; bp = agg__next(rem, len, bp + 1)) {
+		uint16_t g = t->bp_group[bp];
+		if (g == AGG__NO_GROUP)
+			continue; /* unreachable: callers only pass bits within A-BM */
+		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, WIRE_F_RESULT, 0);
+		if (!s)
+			break; /* caller's cap too small: behaves like loss */
+		uint8_t *bits = (uint8_t *)s->pkt.inca.bits;
+		const uint8_t *f = t->groups[g].fbm;
+		for (size_t w = 0; w < t->nwords; w++) {
+			uint64_t r = agg__ld(rem, w), m = agg__ld(f, w);
+			agg__st(bits, w, r & m);
+			agg__st(rem, w, r & ~m);
+		}
+		sent++;
+	}
+	return sent;
+}
+
+/* Non-root: the version's aggregate toward the parent, P-BM = A-BM, sender = own BFR-id. */
+static bool agg__send_up(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
+			 uint16_t slot)
+{
+	struct agg_send *s = agg__emit(t, o, v, slot, t->cfg.parent_nbr, 0, t->cfg.own_bfr_id);
+	if (!s)
+		return false;
+	memcpy((uint8_t *)s->pkt.inca.bits, t->abm, t->bsl_bytes);
+	return true;
+}
+
+/* Checks shared by both directions after the bitmap tests: slot ownership, type/op, sizes.
+ * On success stores the local slot index. */
+static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struct wire_pkt *p,
+					   uint32_t *li)
+{
+	uint16_t slot = p->inca.slot;
+	if (slot >= t->cfg.nslots || slot % t->nshards != t->cfg.shard)
+		return AGG_DROP_SLOT;
+	*li = slot / t->nshards;
+	unsigned dt = p->inca.dtype, op = p->inca.op;
+	if (!agg__pair_valid(dt, op))
+		return AGG_DROP_UNSUPPORTED;
+	if (t->cfg.dtype_mask && !(t->cfg.dtype_mask & (1u << dt)))
+		return AGG_DROP_UNSUPPORTED;
+	if (t->cfg.op_mask && !(t->cfg.op_mask & (1u << op)))
+		return AGG_DROP_UNSUPPORTED;
+	if (p->data_len > t->cfg.slot_bytes)
+		return AGG_DROP_TOO_BIG;
+	if (p->data_len != (uint32_t)p->inca.count * agg__elem_size[dt] ||
+	    (p->data_len && !p->data))
+		return AGG_DROP_MISMATCH;
+	return AGG_ABSORBED; /* "ok" */
+}
+
+/* Round r uses version r & 1. The other live round of a slot is r - 1 or r + 1; anything
+ * older than the version's round is stale. A jump of more than 2 within a version (or more
+ * than 1 past the other version) means a member skipped a round it could not have skipped:
+ * round r is only sent after r - 1 completed everywhere, which needed r - 2 complete here. */
+static enum agg_verdict agg__check_round(const struct agg__ver *v, const struct agg__ver *other,
+					 uint32_t rnd)
+{
+	if (v->state != AGG__EMPTY) {
+		if (rnd < v->rnd)
+			return AGG_DROP_STALE;
+		if ((uint64_t)rnd > (uint64_t)v->rnd + 2)
+			return AGG_DROP_FUTURE;
+	}
+	if (other->state != AGG__EMPTY) {
+		if ((uint64_t)other->rnd > (uint64_t)rnd + 1)
+			return AGG_DROP_STALE;
+		if ((uint64_t)rnd > (uint64_t)other->rnd + 1)
+			return AGG_DROP_FUTURE;
+	}
+	return AGG_ABSORBED;
+}
+
+static bool agg__meta_eq(const struct agg__ver *v, const struct wire_pkt *p)
+{
+	return v->coll == p->inca.coll && v->dtype == p->inca.dtype && v->op == p->inca.op &&
+	       v->count == p->inca.count && v->va == p->reth.va && v->imm == p->imm;
+}
+
+/* Start round rnd on version v (the round two before it is finished everywhere). */
+static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire_pkt *p)
+{
+	v->rnd = p->inca.round;
+	v->state = AGG__COLLECTING;
+	v->coll = p->inca.coll;
+	v->dtype = p->inca.dtype;
+	v->op = p->inca.op;
+	v->count = p->inca.count;
+	v->imm = p->imm;
+	v->va = p->reth.va;
+	v->data_len = p->data_len;
+	v->nseen = 0;
+	memset(agg__seen(t, v), 0, t->bsl_bytes);
+	if (t->heads)
+		memset(agg__heads(t, v), 0, t->bsl_bytes);
+}
+
+/* Deterministic mode: fold the stored contributions into the accumulator in ascending order of
+ * their lowest bit position (= rank order when BFR-ids follow ranks). */
+static void agg__det_reduce(struct agg_tree *t, struct agg__ver *v)
+{
+	const uint8_t *heads = agg__heads(t, v);
+	uint8_t *acc = agg__buf(t, v, 0);
+	size_t len = t->bsl_bytes;
+	bool first = true;
+	for (unsigned bp = agg__next(heads, len, 1); bp; bp = agg__next(heads, len, bp + 1)) {
+		const uint8_t *src = agg__buf(t, v, 1 + (size_t)t->bp_member[bp]);
+		if (first)
+			memcpy(acc, src, v->data_len);
+		else
+			(void)agg_reduce(acc, src, v->count, (enum inca_dtype)v->dtype,
+					 (enum inca_op)v->op); /* pair checked on entry */
+		first = false;
+	}
+}
+
+/* Unchanged copy toward the root. Bits and data are copied: the caller's packet buffer is only
+ * borrowed during the call. */
+static enum agg_verdict agg__forward(struct agg_tree *t, struct agg__out *o,
+				     const struct wire_pkt *p)
+{
+	if (p->data_len > AGG__FWD_DATA_MAX || (p->data_len && !p->data))
+		return AGG_DROP_TOO_BIG;
+	if (o->n < o->cap) {
+		struct agg_send *s = &o->v[o->n];
+		uint8_t *bits = t->send_bits + o->n * t->bsl_bytes;
+		o->n++;
+		s->nbr = t->cfg.parent_nbr;
+		s->pkt = *p;
+		memcpy(bits, p->inca.bits, t->bsl_bytes);
+		if (p->data_len)
+			memcpy(t->fwd_data, p->data, p->data_len);
+		s->pkt.inca.bits = bits;
+		s->pkt.data = p->data_len ? t->fwd_data : NULL;
+		t->st.tx_pkts++;
+		t->st.tx_bytes += p->data_len;
+	}
+	t->st.forwarded++;
+	return AGG_FORWARDED;
+}
+
+/* check_sender: the contribution's lowest P-BM bit must be reached through the ingress
+ * neighbour, and so must the sender's own BFR-id if the BIFT knows it (a member's packet:
+ * the same bit; a child switch's aggregate: its id is usually not in our BIFT). */
+static bool agg__sender_ok(const struct agg_tree *t, const struct wire_pkt *p, unsigned low_bp,
+			   uint32_t ingress)
+{
+	if (ingress == AGG_NBR_NONE)
+		return false;
+	uint16_t g = t->bp_group[low_bp];
+	if (g == AGG__NO_GROUP || t->groups[g].nbr != ingress)
+		return false;
+	uint16_t sbp = agg__bp_of(p->inca.bfr_id, t->cfg.bsl_bits, t->cfg.si);
+	if (sbp && t->bp_group[sbp] != AGG__NO_GROUP && t->groups[t->bp_group[sbp]].nbr != ingress)
+		return false;
+	return true;
+}
+
+static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt *p,
+				      uint32_t ingress, struct agg__out *o)
+{
+	const uint8_t *pbm = p->inca.bits;
+	size_t len = t->bsl_bytes, nw = t->nwords;
+
+	uint64_t in = 0, outside = 0;
+	for (size_t w = 0; w < nw; w++) {
+		uint64_t x = agg__ld(pbm, w), a = agg__ld(t->abm, w);
+		in |= x & a;
+		outside |= x & ~a;
+	}
+	if (!in && !outside)
+		return AGG_DROP_BITMAP; /* empty P-BM: nobody's contribution */
+	if (!in) {
+		if (t->cfg.root)
+			return AGG_DROP_NO_ROUTE;
+		return agg__forward(t, o, p);
+	}
+	if (outside)
+		return AGG_DROP_BITMAP;
+
+	unsigned low_bp = agg__next(pbm, len, 1);
+	if (t->cfg.check_sender && !agg__sender_ok(t, p, low_bp, ingress))
+		return AGG_DROP_SENDER;
+
+	uint32_t li;
+	enum agg_verdict r = agg__check_payload(t, p, &li);
+	if (r != AGG_ABSORBED)
+		return r;
+	uint32_t rnd = p->inca.round;
+	struct agg__ver *v = agg__ver_of(t, li, rnd), *other = agg__ver_of(t, li, rnd ^ 1);
+	r = agg__check_round(v, other, rnd);
+	if (r != AGG_ABSORBED)
+		return r;
+
+	uint8_t *seen;
+	if (v->state != AGG__EMPTY && v->rnd == rnd) {
+		if (!agg__meta_eq(v, p))
+			return AGG_DROP_MISMATCH;
+		seen = agg__seen(t, v);
+		uint64_t ovl = 0, fresh = 0;
+		for (size_t w = 0; w < nw; w++) {
+			uint64_t x = agg__ld(pbm, w), s = agg__ld(seen, w);
+			ovl |= x & s;
+			fresh |= x & ~s;
+		}
+		if (ovl && fresh)
+			return AGG_DROP_BITMAP; /* partial overlap: not a contribution we can split */
+		if (ovl) {
+			t->st.duplicates++;
+			switch (v->state) {
+			case AGG__COMPLETE:
+				memcpy(t->rem_bits, pbm, len);
+				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot);
+				return AGG_DUP_RESENT;
+			case AGG__UP_SENT:
+				if (agg__send_up(t, o, v, p->inca.slot))
+					t->st.results_resent++;
+				return AGG_DUP_UP_RESENT;
+			default:
+				return AGG_DUP_IGNORED;
+			}
+		}
+		/* seen == A-BM once up-sent/complete, so a fresh P-BM within A-BM means the
+		 * version is still collecting. */
+	} else {
+		agg__reset(t, v, p);
+		seen = agg__seen(t, v);
+	}
+
+	/* absorb */
+	unsigned added = 0;
+	for (size_t w = 0; w < nw; w++) {
+		uint64_t x = agg__ld(pbm, w);
+		added += (unsigned)__builtin_popcountll(x);
+		agg__st(seen, w, agg__ld(seen, w) | x);
+	}
+	if (t->heads) {
+		if (p->data_len)
+			memcpy(agg__buf(t, v, 1 + (size_t)t->bp_member[low_bp]), p->data,
+			       p->data_len);
+		agg__set(agg__heads(t, v), len, low_bp);
+	} else if (v->nseen == 0) {
+		if (p->data_len)
+			memcpy(agg__buf(t, v, 0), p->data, p->data_len);
+	} else if (v->count) {
+		(void)agg_reduce(agg__buf(t, v, 0), p->data, v->count, (enum inca_dtype)v->dtype,
+				 (enum inca_op)v->op); /* pair checked above */
+	}
+	v->nseen = (uint16_t)(v->nseen + added);
+	t->st.contributions++;
+	if (v->nseen < t->nmembers)
+		return AGG_ABSORBED;
+
+	/* complete */
+	if (t->heads)
+		agg__det_reduce(t, v);
+	t->st.aggregations++;
+	if (t->cfg.root) {
+		v->state = AGG__COMPLETE;
+		memcpy(t->rem_bits, t->abm, len);
+		agg__replicate(t, o, v, p->inca.slot);
+	} else {
+		v->state = AGG__UP_SENT;
+		agg__send_up(t, o, v, p->inca.slot);
+	}
+	return AGG_COMPLETED;
+}
+
+/* Non-root: a RESULT from the parent. Store it (it is authoritative even if our own round is
+ * still collecting, e.g. after a restart) and replicate to packet bits AND A-BM. */
+static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pkt *p,
+					uint32_t ingress, struct agg__out *o)
+{
+	if (t->cfg.root)
+		return AGG_DROP_NO_ROUTE; /* the root has no parent to hear results from */
+	if (t->cfg.check_sender && ingress != t->cfg.parent_nbr)
+		return AGG_DROP_SENDER;
+	uint64_t any = 0;
+	for (size_t w = 0; w < t->nwords; w++) {
+		uint64_t x = agg__ld(p->inca.bits, w) & agg__ld(t->abm, w);
+		any |= x;
+		agg__st(t->rem_bits, w, x);
+	}
+	if (!any)
+		return AGG_DROP_BITMAP; /* nobody below us is addressed */
+
+	uint32_t li;
+	enum agg_verdict r = agg__check_payload(t, p, &li);
+	if (r != AGG_ABSORBED)
+		return r;
+	uint32_t rnd = p->inca.round;
+	struct agg__ver *v = agg__ver_of(t, li, rnd), *other = agg__ver_of(t, li, rnd ^ 1);
+	r = agg__check_round(v, other, rnd);
+	if (r != AGG_ABSORBED)
+		return r;
+	if (v->state != AGG__EMPTY && v->rnd == rnd) {
+		if (!agg__meta_eq(v, p))
+			return AGG_DROP_MISMATCH;
+	} else {
+		agg__reset(t, v, p);
+	}
+	if (v->state != AGG__COMPLETE) {
+		if (p->data_len)
+			memcpy(agg__buf(t, v, 0), p->data, p->data_len);
+		memcpy(agg__seen(t, v), t->abm, t->bsl_bytes);
+		v->nseen = (uint16_t)t->nmembers;
+		v->state = AGG__COMPLETE;
+	}
+	t->st.results_down++;
+	agg__replicate(t, o, v, p->inca.slot);
+	return AGG_RESULT_DOWN;
+}
+
+enum agg_verdict agg_tree_input(struct agg_tree *t, const struct wire_pkt *pkt, uint32_t ingress_nbr,
+				struct agg_send *out, size_t cap, size_t *nsent)
+{
+	size_t ignored;
+	if (!nsent)
+		nsent = &ignored;
+	*nsent = 0;
+	if (!t || !pkt)
+		return AGG_DROP_TREE;
+
+	struct agg__out o = { .v = out, .cap = out ? cap : 0, .n = 0 };
+	if (o.cap > t->max_sends)
+		o.cap = t->max_sends;
+	t->st.rx_pkts++;
+	t->st.rx_bytes += pkt->data_len;
+
+	enum agg_verdict r;
+	if (pkt->reth.rkey != t->cfg.rkey)
+		r = AGG_DROP_KEY;
+	else if (pkt->inca.tree_id != t->cfg.tree_id)
+		r = AGG_DROP_TREE;
+	else if (pkt->inca.bsl_code != t->bsl_code || pkt->inca.si != t->cfg.si || !pkt->inca.bits)
+		r = AGG_DROP_BITMAP;
+	else if (pkt->inca.flags & WIRE_F_RESULT)
+		r = agg__input_down(t, pkt, ingress_nbr, &o);
+	else
+		r = agg__input_up(t, pkt, ingress_nbr, &o);
+
+	if (r >= AGG_DROP_FIRST)
+		t->st.drops[r]++;
+	*nsent = o.n;
+	return r;
+}

@@ -1,1 +1,268 @@
-/* placeholder: being written */
+/* libinca communicator: option validation and defaults, create/destroy, accessors, statistics,
+ * logging through the caller's log_fn, and the AllReduce path selection (INC vs. host ring).
+ * The transports live in bootstrap.c, ring.c and inc.c. */
+#include "client/client.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire/wire.h"
+
+void client_log(const struct client_cfg *cfg, int level, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (!cfg->log_fn || level > cfg->log_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cfg->log_fn(cfg->log_ctx, level, msg);
+}
+
+/* A bare IPv4 address (no port), not 0.0.0.0: it is advertised to peers or covered by the
+ * ICRC, so it must be the address packets really carry. */
+static int parse_ip(const char *s, struct in_addr *out)
+{
+	struct sockaddr_in sa;
+
+	if (strchr(s, ':') || util_parse_addr(s, 0, &sa) < 0 || sa.sin_addr.s_addr == INADDR_ANY)
+		return -EINVAL;
+	*out = sa.sin_addr;
+	return 0;
+}
+
+/* "ip:port" or bare "ip" (default_port); the IP must be concrete. Port 0 allowed only if
+ * allow_port0. */
+static int parse_endpoint(const char *s, int default_port, bool allow_port0, struct sockaddr_in *out)
+{
+	if (util_parse_addr(s, default_port, out) < 0 || out->sin_addr.s_addr == INADDR_ANY)
+		return -EINVAL;
+	if (!allow_port0 && out->sin_port == 0)
+		return -EINVAL;
+	return 0;
+}
+
+int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	if (o->size < 1 || o->rank < 0 || o->rank >= o->size)
+		return -EINVAL;
+	cfg->rank = o->rank;
+	cfg->size = o->size;
+
+	if (parse_ip(o->host_ip ? o->host_ip : "127.0.0.1", &cfg->host_ip) < 0)
+		return -EINVAL;
+	if (o->bootstrap_addr) {
+		if (parse_endpoint(o->bootstrap_addr, -1, false, &cfg->bootstrap_sa) < 0)
+			return -EINVAL;
+		cfg->have_bootstrap = true;
+	} else if (o->size > 1) {
+		return -EINVAL;
+	}
+
+	/* Data-plane settings are validated even without a switch so a bad value never hides. */
+	cfg->bsl_bits = o->bsl_bits ? o->bsl_bits : 64;
+	cfg->bsl_code = wire_bsl_code(cfg->bsl_bits);
+	if (!cfg->bsl_code)
+		return -EINVAL;
+	if (o->bfr_id) {
+		cfg->bfr_id = o->bfr_id;
+	} else {
+		if (o->rank + 1 > 65535)
+			return -EINVAL;
+		cfg->bfr_id = (uint16_t)(o->rank + 1);
+	}
+	if ((cfg->bfr_id - 1u) / cfg->bsl_bits > 255)
+		return -EINVAL; /* SI is one byte */
+	cfg->si = (uint8_t)((cfg->bfr_id - 1u) / cfg->bsl_bits);
+	cfg->tree_id = o->tree_id;
+	cfg->key = o->key;
+	cfg->switch_qpn = o->switch_qpn ? o->switch_qpn : 0x100u + o->tree_id;
+	cfg->qpn = o->qpn ? o->qpn : 0x1000u + cfg->bfr_id;
+	if (cfg->switch_qpn > 0xFFFFFFu || cfg->qpn > 0xFFFFFFu)
+		return -EINVAL;
+	cfg->nslots = o->nslots ? o->nslots : 256;
+	cfg->mtu = o->mtu ? o->mtu : 4096;
+	if (cfg->mtu < WIRE_MTU_MIN || cfg->mtu > WIRE_MTU_MAX)
+		return -EINVAL;
+	/* Every data type must fit at least one element per packet. */
+	if (wire_max_data(cfg->mtu, 8, cfg->bsl_code) == 0)
+		return -EINVAL;
+	cfg->rto_us = o->rto_us ? o->rto_us : 20000;
+	if (o->rto_max_us) {
+		if (o->rto_max_us < cfg->rto_us)
+			return -EINVAL;
+		cfg->rto_max_us = o->rto_max_us;
+	} else {
+		cfg->rto_max_us = cfg->rto_us > 200000 ? cfg->rto_us : 200000;
+	}
+	cfg->retx_limit = o->retx_limit ? o->retx_limit : 20;
+	cfg->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+	if (!(o->drop_rate >= 0.0 && o->drop_rate < 1.0)) /* also rejects NaN */
+		return -EINVAL;
+	cfg->drop_rate = o->drop_rate;
+	cfg->seed = o->seed;
+
+	if (o->switch_addr) {
+		if (parse_endpoint(o->switch_addr, WIRE_ROCE_UDP_PORT, false, &cfg->switch_sa) < 0)
+			return -EINVAL;
+		cfg->have_switch = true;
+	}
+	if (o->data_addr) {
+		if (parse_endpoint(o->data_addr, WIRE_ROCE_UDP_PORT, true, &cfg->data_sa) < 0)
+			return -EINVAL;
+	} else {
+		cfg->data_sa.sin_family = AF_INET;
+		cfg->data_sa.sin_addr = cfg->host_ip;
+		cfg->data_sa.sin_port = htons(WIRE_ROCE_UDP_PORT);
+	}
+
+	cfg->log_fn = o->log_fn;
+	cfg->log_ctx = o->log_ctx;
+	cfg->log_level = o->log_level;
+	return 0;
+}
+
+int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
+{
+	struct inca_comm *c;
+	int rc;
+
+	if (!opts || !out)
+		return -EINVAL;
+	*out = NULL;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	c->ring_send_fd = c->ring_recv_fd = -1;
+	rc = client_cfg_resolve(opts, &c->cfg);
+	if (rc < 0)
+		goto fail;
+	if (c->cfg.size > 1) {
+		c->ring_tmp = malloc(CLIENT_RING_TMP_BYTES);
+		if (!c->ring_tmp) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	/* Open the data plane first: a busy UDP port fails fast, before peers wait on us. */
+	if (c->cfg.have_switch) {
+		rc = client_inc_open(c);
+		if (rc < 0)
+			goto fail;
+	}
+	if (c->cfg.size > 1) {
+		rc = client_bootstrap(c);
+		if (rc < 0)
+			goto fail;
+	}
+	client_log(&c->cfg, 2, "rank %d/%d ready (%s)", c->cfg.rank, c->cfg.size,
+		   c->inc ? "inc+ring" : "ring");
+	*out = c;
+	return 0;
+fail:
+	client_log(&c->cfg, 0, "inca_comm_create: %s", inca_strerror(rc));
+	inca_comm_destroy(c);
+	return rc;
+}
+
+void inca_comm_destroy(struct inca_comm *c)
+{
+	if (!c)
+		return;
+	client_inc_close(c);
+	if (c->ring_send_fd >= 0)
+		close(c->ring_send_fd);
+	if (c->ring_recv_fd >= 0)
+		close(c->ring_recv_fd);
+	free(c->ring_tmp);
+	free(c);
+}
+
+int inca_comm_rank(const struct inca_comm *c)
+{
+	return c ? c->cfg.rank : -EINVAL;
+}
+
+int inca_comm_size(const struct inca_comm *c)
+{
+	return c ? c->cfg.size : -EINVAL;
+}
+
+int inca_comm_get_stats(const struct inca_comm *c, struct inca_comm_stats *out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	*out = c->stats;
+	return 0;
+}
+
+int inca_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		   enum inca_dtype dt, enum inca_op op)
+{
+	return inca_allreduce_algo(c, sendbuf, recvbuf, count, dt, op, INCA_ALGO_AUTO);
+}
+
+/* Path choice. AUTO takes INC while the communicator has a working switch path; once INC hit
+ * its retransmission limit (inc_broken) AUTO falls back to the ring for the rest of the
+ * communicator's life, while an explicit INCA_ALGO_INC keeps failing fast with -ETIMEDOUT. */
+int inca_allreduce_algo(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+			enum inca_dtype dt, enum inca_op op, enum inca_algo algo)
+{
+	size_t elem, total;
+	bool use_inc;
+	int rc;
+
+	if (!c || (unsigned)dt >= INCA_DTYPE_COUNT || (unsigned)op >= INCA_OP_COUNT)
+		return -EINVAL;
+	if (algo != INCA_ALGO_AUTO && algo != INCA_ALGO_INC && algo != INCA_ALGO_RING)
+		return -EINVAL;
+	if (!inca_op_valid(dt, op))
+		return -ENOTSUP;
+	if (algo == INCA_ALGO_INC && !c->inc)
+		return -ENOTSUP;
+	if (count == 0)
+		return 0;
+	elem = inca_dtype_size(dt);
+	if (!sendbuf || !recvbuf || elem == 0 || count > SIZE_MAX / elem)
+		return -EINVAL;
+	total = count * elem;
+	if (sendbuf != recvbuf) {
+		uintptr_t s = (uintptr_t)sendbuf, r = (uintptr_t)recvbuf;
+		if (s < r + total && r < s + total)
+			return -EINVAL; /* partial overlap: neither in-place nor out-of-place */
+	}
+
+	if (algo == INCA_ALGO_INC)
+		use_inc = true;
+	else if (algo == INCA_ALGO_RING)
+		use_inc = false;
+	else
+		use_inc = c->inc && !c->inc_broken;
+
+	c->coll_seq++;
+	if (use_inc) {
+		if (c->inc_broken)
+			return -ETIMEDOUT;
+		c->stats.inc_calls++;
+		rc = client_inc_allreduce(c, sendbuf, recvbuf, count, dt, op);
+	} else {
+		c->stats.ring_calls++;
+		rc = client_ring_allreduce(c, sendbuf, recvbuf, count, dt, op);
+	}
+	return rc;
+}
+
+int inca_barrier(struct inca_comm *c)
+{
+	if (!c)
+		return -EINVAL;
+	c->coll_seq++;
+	return client_ring_barrier(c);
+}

@@ -1,1 +1,408 @@
-/* placeholder: being written */
+/* lib/wire codec: encoder and strict decoder for the UDP payload (BTH .. ICRC) and for whole
+ * Ethernet/IPv4/UDP frames. The ICRC lives in icrc.c, BIER bit-string helpers in bier.c.
+ * Every read is preceded by a length check; nothing here allocates or keeps state. */
+#include "wire/wire.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "wire/wire_internal.h"
+
+/* Byte offsets inside the UDP payload. */
+#define OFF_RETH WIRE_BTH_LEN
+#define OFF_IMM (WIRE_BTH_LEN + WIRE_RETH_LEN)
+#define OFF_INCA WIRE_ROCE_HDR_LEN
+#define IB_PAYLOAD_MAX 4096u
+
+#define ETHERTYPE_IPV4 0x0800
+#define IP_DF 0x4000
+#define IP_MF 0x2000
+#define IP_RF 0x8000
+#define IP_OFFMASK 0x1FFF
+#define IP_TTL_DEFAULT 64
+#define IPPROTO_UDP_ 17
+
+static const uint8_t elem_size_tab[INCA_DTYPE_COUNT] = {
+	[INCA_INT8] = 1,  [INCA_UINT8] = 1,  [INCA_INT16] = 2, [INCA_UINT16] = 2,
+	[INCA_INT32] = 4, [INCA_UINT32] = 4, [INCA_INT64] = 8, [INCA_UINT64] = 8,
+	[INCA_FP16] = 2,  [INCA_BF16] = 2,   [INCA_FP32] = 4,  [INCA_FP64] = 8,
+};
+
+size_t wire__elem_size(unsigned dtype)
+{
+	return dtype < INCA_DTYPE_COUNT ? elem_size_tab[dtype] : 0;
+}
+
+int wire__op_valid(unsigned dtype, unsigned op)
+{
+	if (dtype >= INCA_DTYPE_COUNT || op >= INCA_OP_COUNT)
+		return 0;
+	if (op == INCA_BAND || op == INCA_BOR || op == INCA_BXOR)
+		return dtype <= INCA_UINT64; /* integer types are 0..7 */
+	return 1;
+}
+
+static const char *const err_names[WIRE_E_COUNT_MAX_] = {
+	[WIRE_OK] = "ok",
+	[WIRE_E_TRUNCATED] = "truncated",
+	[WIRE_E_ETHERTYPE] = "ethertype",
+	[WIRE_E_IPV4] = "ipv4",
+	[WIRE_E_IP_CSUM] = "ip_csum",
+	[WIRE_E_FRAGMENT] = "fragment",
+	[WIRE_E_PROTO] = "proto",
+	[WIRE_E_UDP_PORT] = "udp_port",
+	[WIRE_E_UDP_LEN] = "udp_len",
+	[WIRE_E_OPCODE] = "opcode",
+	[WIRE_E_BTH] = "bth",
+	[WIRE_E_PAD] = "pad",
+	[WIRE_E_DMALEN] = "dmalen",
+	[WIRE_E_VERSION] = "version",
+	[WIRE_E_FLAGS] = "flags",
+	[WIRE_E_COLL] = "coll",
+	[WIRE_E_DTYPE] = "dtype",
+	[WIRE_E_OP] = "op",
+	[WIRE_E_BSL] = "bsl",
+	[WIRE_E_COUNT] = "count",
+	[WIRE_E_RESERVED] = "reserved",
+	[WIRE_E_ICRC] = "icrc",
+	[WIRE_E_TOO_BIG] = "too_big",
+};
+
+const char *wire_err_name(enum wire_err e)
+{
+	if ((unsigned)e >= WIRE_E_COUNT_MAX_)
+		return "unknown";
+	return err_names[e];
+}
+
+size_t wire_bsl_bytes(uint8_t bsl_code)
+{
+	/* RFC 8296: code k means 2^(k+5) bits, i.e. 2^(k+2) bytes. */
+	if (bsl_code < 1 || bsl_code > 7)
+		return 0;
+	return (size_t)4 << bsl_code;
+}
+
+uint8_t wire_bsl_code(unsigned bsl_bits)
+{
+	for (uint8_t c = 1; c <= 7; c++)
+		if (bsl_bits == (32u << c))
+			return c;
+	return 0;
+}
+
+size_t wire_inca_hdr_len(uint8_t bsl_code)
+{
+	size_t bl = wire_bsl_bytes(bsl_code);
+	return bl ? WIRE_INCA_FIXED_LEN + bl : 0;
+}
+
+size_t wire_max_data(unsigned mtu, size_t elem_size, uint8_t bsl_code)
+{
+	size_t hdr = wire_inca_hdr_len(bsl_code);
+	if (!hdr || elem_size == 0 || mtu < WIRE_MTU_MIN || mtu > WIRE_MTU_MAX || mtu <= hdr)
+		return 0;
+	size_t n = (mtu - hdr) / elem_size;
+	if (n > UINT16_MAX) /* the count field is 16 bits */
+		n = UINT16_MAX;
+	return n * elem_size;
+}
+
+static size_t pad_for(size_t ib_payload)
+{
+	return (4 - ib_payload % 4) % 4;
+}
+
+size_t wire_udp_payload_len(uint8_t bsl_code, size_t data_len)
+{
+	size_t hdr = wire_inca_hdr_len(bsl_code);
+	if (!hdr)
+		return 0;
+	size_t ib = hdr + data_len;
+	return WIRE_ROCE_HDR_LEN + ib + pad_for(ib) + WIRE_ICRC_LEN;
+}
+
+/* Everything the decoder would reject is refused here too, so a packet this encoder produced
+ * always decodes. */
+static int check_pkt(const struct wire_pkt *p)
+{
+	const struct wire_bth *b = &p->bth;
+	const struct wire_inca *h = &p->inca;
+
+	if (b->opcode != WIRE_OPCODE_UC_WRITE_ONLY_IMM || b->tver != 0 || b->se > 1 ||
+	    b->migreq > 1 || b->fecn > 1 || b->becn > 1 || b->ack_req > 1 ||
+	    b->dest_qp > 0xFFFFFF || b->psn > 0xFFFFFF)
+		return -EINVAL;
+	if ((h->flags & ~WIRE_F_MASK) || h->coll < 1 || h->coll > WIRE_COLL_MAX ||
+	    !wire__op_valid(h->dtype, h->op) || !wire_bsl_bytes(h->bsl_code))
+		return -EINVAL;
+	size_t es = wire__elem_size(h->dtype);
+	if ((size_t)h->count * es != p->data_len || (p->data_len && !p->data))
+		return -EINVAL;
+	if (wire_inca_hdr_len(h->bsl_code) + p->data_len > IB_PAYLOAD_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+int wire_encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+		    const struct wire_ipinfo *ip)
+{
+	if (!buf || !pkt || !ip)
+		return -EINVAL;
+	int rc = check_pkt(pkt);
+	if (rc)
+		return rc;
+
+	const struct wire_inca *h = &pkt->inca;
+	size_t bl = wire_bsl_bytes(h->bsl_code);
+	size_t hdr = WIRE_INCA_FIXED_LEN + bl;
+	size_t ib = hdr + pkt->data_len;
+	size_t pad = pad_for(ib);
+	size_t total = WIRE_ROCE_HDR_LEN + ib + pad + WIRE_ICRC_LEN;
+	if (total > cap)
+		return -ENOSPC;
+
+	/* Data first, then the bit-string, then the fixed headers: memmove keeps this correct
+	 * when the caller built data and/or bits in place inside buf. */
+	uint8_t *inca = buf + OFF_INCA;
+	if (pkt->data_len)
+		memmove(inca + hdr, pkt->data, pkt->data_len);
+	if (h->bits)
+		memmove(inca + WIRE_INCA_FIXED_LEN, h->bits, bl);
+	else
+		memset(inca + WIRE_INCA_FIXED_LEN, 0, bl);
+	memset(inca + ib, 0, pad);
+
+	const struct wire_bth *b = &pkt->bth;
+	buf[0] = b->opcode;
+	buf[1] = (uint8_t)(b->se << 7 | b->migreq << 6 | pad << 4 | b->tver);
+	wire__st16(buf + 2, b->pkey);
+	buf[4] = (uint8_t)(b->fecn << 7 | b->becn << 6);
+	wire__st24(buf + 5, b->dest_qp);
+	buf[8] = (uint8_t)(b->ack_req << 7);
+	wire__st24(buf + 9, b->psn);
+
+	wire__st64(buf + OFF_RETH, pkt->reth.va);
+	wire__st32(buf + OFF_RETH + 8, pkt->reth.rkey);
+	wire__st32(buf + OFF_RETH + 12, (uint32_t)ib);
+	wire__st32(buf + OFF_IMM, pkt->imm);
+
+	inca[0] = (uint8_t)(WIRE_INCA_VERSION << 4 | h->flags);
+	inca[1] = h->coll;
+	inca[2] = h->dtype;
+	inca[3] = h->op;
+	wire__st16(inca + 4, h->tree_id);
+	wire__st16(inca + 6, h->slot);
+	wire__st32(inca + 8, h->round);
+	wire__st16(inca + 12, h->bfr_id);
+	inca[14] = h->bsl_code;
+	inca[15] = h->si;
+	wire__st16(inca + 16, h->count);
+	inca[18] = 0;
+	inca[19] = 0;
+
+	uint32_t crc = wire_icrc(ip, buf, total);
+	uint8_t *c = buf + total - WIRE_ICRC_LEN;
+	c[0] = (uint8_t)crc;
+	c[1] = (uint8_t)(crc >> 8);
+	c[2] = (uint8_t)(crc >> 16);
+	c[3] = (uint8_t)(crc >> 24);
+	return (int)total;
+}
+
+enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *out,
+			      const struct wire_ipinfo *ip)
+{
+	if (!buf || !out || len < WIRE_BTH_LEN)
+		return WIRE_E_TRUNCATED;
+	/* Opcode first: other RoCE traffic on port 4791 is "not ours", not "broken". */
+	if (buf[0] != WIRE_OPCODE_UC_WRITE_ONLY_IMM)
+		return WIRE_E_OPCODE;
+	if ((buf[1] & 0x0F) || (buf[4] & 0x3F) || (buf[8] & 0x7F))
+		return WIRE_E_BTH;
+	if (len < WIRE_ROCE_HDR_LEN + WIRE_INCA_FIXED_LEN + WIRE_ICRC_LEN)
+		return WIRE_E_TRUNCATED;
+	if (len > WIRE_MAX_UDP_PAYLOAD)
+		return WIRE_E_TOO_BIG;
+
+	const uint8_t *inca = buf + OFF_INCA;
+	if (inca[0] >> 4 != WIRE_INCA_VERSION)
+		return WIRE_E_VERSION;
+	if (inca[0] & 0x0F & ~WIRE_F_MASK)
+		return WIRE_E_FLAGS;
+	if (inca[1] < 1 || inca[1] > WIRE_COLL_MAX)
+		return WIRE_E_COLL;
+	size_t es = wire__elem_size(inca[2]);
+	if (!es)
+		return WIRE_E_DTYPE;
+	if (!wire__op_valid(inca[2], inca[3]))
+		return WIRE_E_OP;
+	if ((inca[14] & 0xF0) || inca[18] || inca[19])
+		return WIRE_E_RESERVED;
+	size_t bl = wire_bsl_bytes(inca[14]);
+	if (!bl)
+		return WIRE_E_BSL;
+
+	size_t hdr = WIRE_INCA_FIXED_LEN + bl;
+	size_t ib_total = len - WIRE_ROCE_HDR_LEN - WIRE_ICRC_LEN; /* IB payload + pad */
+	if (ib_total < hdr)
+		return WIRE_E_TRUNCATED;
+	if (ib_total % 4)
+		return WIRE_E_PAD;
+	size_t padcnt = (buf[1] >> 4) & 3;
+	size_t ib = ib_total - padcnt;
+	if (ib < hdr) /* the pad would eat into the header */
+		return WIRE_E_PAD;
+	if (ib > IB_PAYLOAD_MAX)
+		return WIRE_E_TOO_BIG;
+	for (size_t i = 0; i < padcnt; i++)
+		if (inca[ib + i])
+			return WIRE_E_PAD;
+	if (wire__ld32(buf + OFF_RETH + 12) != ib)
+		return WIRE_E_DMALEN;
+	uint16_t count = wire__ld16(inca + 16);
+	size_t data_len = ib - hdr;
+	if ((size_t)count * es != data_len)
+		return WIRE_E_COUNT;
+
+	const uint8_t *c = buf + len - WIRE_ICRC_LEN;
+	uint32_t icrc = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
+			(uint32_t)c[3] << 24;
+	if (ip && wire_icrc(ip, buf, len) != icrc)
+		return WIRE_E_ICRC;
+
+	struct wire_bth *b = &out->bth;
+	b->opcode = buf[0];
+	b->se = buf[1] >> 7;
+	b->migreq = (buf[1] >> 6) & 1;
+	b->padcnt = (uint8_t)padcnt;
+	b->tver = 0;
+	b->pkey = wire__ld16(buf + 2);
+	b->fecn = buf[4] >> 7;
+	b->becn = (buf[4] >> 6) & 1;
+	b->dest_qp = wire__ld24(buf + 5);
+	b->ack_req = buf[8] >> 7;
+	b->psn = wire__ld24(buf + 9);
+
+	out->reth.va = wire__ld64(buf + OFF_RETH);
+	out->reth.rkey = wire__ld32(buf + OFF_RETH + 8);
+	out->reth.dma_len = (uint32_t)ib;
+	out->imm = wire__ld32(buf + OFF_IMM);
+
+	struct wire_inca *h = &out->inca;
+	h->version = WIRE_INCA_VERSION;
+	h->flags = inca[0] & 0x0F;
+	h->coll = inca[1];
+	h->dtype = inca[2];
+	h->op = inca[3];
+	h->tree_id = wire__ld16(inca + 4);
+	h->slot = wire__ld16(inca + 6);
+	h->round = wire__ld32(inca + 8);
+	h->bfr_id = wire__ld16(inca + 12);
+	h->bsl_code = inca[14];
+	h->si = inca[15];
+	h->count = count;
+	h->bits = inca + WIRE_INCA_FIXED_LEN;
+
+	out->data = inca + hdr;
+	out->data_len = (uint32_t)data_len;
+	out->icrc = icrc;
+	return WIRE_OK;
+}
+
+/* RFC 1071 one's-complement sum over an IPv4 header (20 bytes). */
+static uint16_t ip_csum(const uint8_t *h)
+{
+	uint32_t s = 0;
+	for (int i = 0; i < WIRE_IPV4_LEN; i += 2)
+		s += wire__ld16(h + i);
+	while (s >> 16)
+		s = (s & 0xFFFF) + (s >> 16);
+	return (uint16_t)~s;
+}
+
+int wire_encode_frame(uint8_t *buf, size_t cap, const uint8_t dst_mac[6], const uint8_t src_mac[6],
+		      const struct wire_pkt *pkt, const struct wire_ipinfo *ip)
+{
+	const size_t l2l3 = WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN;
+	if (!buf || !dst_mac || !src_mac || !pkt || !ip)
+		return -EINVAL;
+	if (cap < l2l3)
+		return -ENOSPC;
+	int n = wire_encode_udp(buf + l2l3, cap - l2l3, pkt, ip);
+	if (n < 0)
+		return n;
+
+	memcpy(buf, dst_mac, 6);
+	memcpy(buf + 6, src_mac, 6);
+	wire__st16(buf + 12, ETHERTYPE_IPV4);
+
+	uint8_t *iph = buf + WIRE_ETH_LEN;
+	iph[0] = 0x45;
+	iph[1] = 0; /* TOS/ECN: masked out of the ICRC, so any value would verify */
+	wire__st16(iph + 2, (uint16_t)(WIRE_IPV4_LEN + WIRE_UDP_LEN + n));
+	wire__st16(iph + 4, ip->ip_id);
+	wire__st16(iph + 6, IP_DF);
+	iph[8] = IP_TTL_DEFAULT;
+	iph[9] = IPPROTO_UDP_;
+	wire__st16(iph + 10, 0);
+	wire__st32(iph + 12, ip->src_ip);
+	wire__st32(iph + 16, ip->dst_ip);
+	wire__st16(iph + 10, ip_csum(iph));
+
+	uint8_t *udp = iph + WIRE_IPV4_LEN;
+	wire__st16(udp, ip->src_port);
+	wire__st16(udp + 2, ip->dst_port);
+	wire__st16(udp + 4, (uint16_t)(WIRE_UDP_LEN + n));
+	wire__st16(udp + 6, 0); /* no UDP checksum: the ICRC protects the payload (RoCEv2 practice) */
+	return (int)l2l3 + n;
+}
+
+enum wire_err wire_decode_frame(const uint8_t *buf, size_t len, struct wire_pkt *out,
+				struct wire_ipinfo *ip_out)
+{
+	if (!buf || !out || len < WIRE_ETH_LEN)
+		return WIRE_E_TRUNCATED;
+	if (wire__ld16(buf + 12) != ETHERTYPE_IPV4)
+		return WIRE_E_ETHERTYPE;
+	if (len < WIRE_ETH_LEN + WIRE_IPV4_LEN)
+		return WIRE_E_TRUNCATED;
+
+	const uint8_t *iph = buf + WIRE_ETH_LEN;
+	if (iph[0] != 0x45) /* version 4, no options */
+		return WIRE_E_IPV4;
+	size_t tot = wire__ld16(iph + 2);
+	if (tot < WIRE_IPV4_LEN + WIRE_UDP_LEN)
+		return WIRE_E_IPV4;
+	/* Bytes after the IP datagram (Ethernet padding or FCS in captures) are ignored. */
+	if (len - WIRE_ETH_LEN < tot)
+		return WIRE_E_TRUNCATED;
+	if (ip_csum(iph) != 0)
+		return WIRE_E_IP_CSUM;
+	uint16_t frag = wire__ld16(iph + 6);
+	if (frag & IP_RF)
+		return WIRE_E_IPV4;
+	if (!(frag & IP_DF) || (frag & (IP_MF | IP_OFFMASK)))
+		return WIRE_E_FRAGMENT;
+	if (iph[9] != IPPROTO_UDP_)
+		return WIRE_E_PROTO;
+
+	const uint8_t *udp = iph + WIRE_IPV4_LEN;
+	struct wire_ipinfo info = {
+		.src_ip = wire__ld32(iph + 12),
+		.dst_ip = wire__ld32(iph + 16),
+		.src_port = wire__ld16(udp),
+		.dst_port = wire__ld16(udp + 2),
+		.ip_id = wire__ld16(iph + 4),
+	};
+	if (info.dst_port != WIRE_ROCE_UDP_PORT)
+		return WIRE_E_UDP_PORT;
+	if (wire__ld16(udp + 4) != tot - WIRE_IPV4_LEN)
+		return WIRE_E_UDP_LEN;
+
+	enum wire_err e = wire_decode_udp(udp + WIRE_UDP_LEN, tot - WIRE_IPV4_LEN - WIRE_UDP_LEN,
+					  out, &info);
+	if (e == WIRE_OK && ip_out)
+		*ip_out = info;
+	return e;
+}

@@ -1,0 +1,462 @@
+/* bench-switch: inca-switch's aggregating data path against its own UDP reflector
+ * (inca-switch --reflect) under the same load generator, in one run. The generator emulates N
+ * members (one UDP socket each on 127.1.K.(10+i):4791), keeps a window of slots in flight per
+ * member with real INCA packets (lib/wire, valid ICRC, proper slot rounds) and counts what
+ * comes back. Figures are packets handled per second by the daemon (its input rate); the same
+ * number of packets leaves it in both modes (one result per contribution / one echo per
+ * packet), so the two modes are compared in the same units. Prints figures, asserts nothing. */
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "launch.h"
+#include "util/util.h"
+#include "wire/wire.h"
+
+#define MAX_MEMBERS 16
+#define MAX_BATCH 64
+#define MAX_SLOTS 1024
+#define RTO_NS (50ull * 1000000ull)
+
+struct slot_state {
+	uint32_t round;
+	uint64_t sent_ns;
+	bool outstanding;
+};
+
+struct member {
+	int fd;
+	uint32_t ip; /* host order */
+	uint32_t psn;
+	uint8_t pbm[8];
+	struct slot_state slot[MAX_SLOTS];
+	/* transmit batch */
+	uint8_t txbuf[MAX_BATCH][WIRE_MAX_UDP_PAYLOAD];
+	struct iovec txiov[MAX_BATCH];
+	struct mmsghdr txm[MAX_BATCH];
+	int ntx;
+};
+
+struct gen {
+	int nmem;
+	unsigned nslots;
+	unsigned batch;
+	size_t data_len;
+	uint16_t count;
+	uint16_t tree_id;
+	uint32_t key;
+	uint32_t sw_ip;
+	struct sockaddr_in sw_addr;
+	bool reflect;
+	struct member *m;
+	uint8_t data[4096];
+	/* counters */
+	uint64_t tx, rx_ok, rx_other, rx_bytes, retx, send_err;
+};
+
+struct run_res {
+	double secs;
+	double in_pps, out_pps, goodput_gbps, daemon_cpu, pkts_per_cpu_s;
+	uint64_t tx, rx, retx, daemon_rx, daemon_drops;
+};
+
+static int open_member(struct member *mb, const char *ip)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1, big = 8 << 20;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	/* DF and IPv4 ID 0 on an unconnected socket: what the ICRC assumes (protocol.md). */
+	int pmtu = IP_PMTUDISC_DO;
+	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	struct sockaddr_in a;
+	if (util_parse_addr(ip, 4791, &a)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	mb->fd = fd;
+	mb->ip = ntohl(a.sin_addr.s_addr);
+	return 0;
+}
+
+static void flush_member(struct gen *g, struct member *mb)
+{
+	int off = 0;
+	while (off < mb->ntx) {
+		int n = sendmmsg(mb->fd, mb->txm + off, (unsigned)(mb->ntx - off), 0);
+		if (n <= 0) {
+			if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR)) {
+				struct pollfd p = { .fd = mb->fd, .events = POLLOUT };
+				poll(&p, 1, 1);
+				continue;
+			}
+			g->send_err += (uint64_t)(mb->ntx - off);
+			break;
+		}
+		off += n;
+	}
+	mb->ntx = 0;
+}
+
+static void queue_send(struct gen *g, int mi, unsigned s, bool retx)
+{
+	struct member *mb = &g->m[mi];
+	if (mb->ntx == (int)g->batch)
+		flush_member(g, mb);
+	struct slot_state *ss = &mb->slot[s];
+	uint64_t gseq = (uint64_t)ss->round * g->nslots + s;
+	struct wire_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
+	p.bth.pkey = WIRE_PKEY_DEFAULT;
+	p.bth.dest_qp = 0x100u + g->tree_id;
+	p.bth.psn = mb->psn++ & 0xFFFFFF;
+	p.reth.va = gseq * g->data_len;
+	p.reth.rkey = g->key;
+	p.imm = (uint32_t)gseq;
+	p.inca.version = WIRE_INCA_VERSION;
+	p.inca.flags = retx ? WIRE_F_RETX : 0;
+	p.inca.coll = WIRE_COLL_ALLREDUCE;
+	p.inca.dtype = INCA_FP32;
+	p.inca.op = INCA_SUM;
+	p.inca.tree_id = g->tree_id;
+	p.inca.slot = (uint16_t)s;
+	p.inca.round = ss->round;
+	p.inca.bfr_id = (uint16_t)(mi + 1);
+	p.inca.bsl_code = 1;
+	p.inca.count = g->count;
+	p.inca.bits = mb->pbm;
+	p.data = g->data;
+	p.data_len = (uint32_t)g->data_len;
+	struct wire_ipinfo ip = { .src_ip = mb->ip, .dst_ip = g->sw_ip, .src_port = 4791,
+				  .dst_port = 4791, .ip_id = 0 };
+	int len = wire_encode_udp(mb->txbuf[mb->ntx], WIRE_MAX_UDP_PAYLOAD, &p, &ip);
+	if (len < 0) {
+		g->send_err++;
+		return;
+	}
+	mb->txiov[mb->ntx].iov_len = (size_t)len;
+	mb->ntx++;
+	ss->sent_ns = util_now_ns();
+	ss->outstanding = true;
+	g->tx++;
+	if (retx)
+		g->retx++;
+}
+
+/* Receive what is waiting on member mi; returns packets read. */
+static int poll_member(struct gen *g, int mi, uint8_t (*rxbuf)[WIRE_MAX_UDP_PAYLOAD + 64],
+		       struct mmsghdr *rxm)
+{
+	struct member *mb = &g->m[mi];
+	int n = recvmmsg(mb->fd, rxm, g->batch, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return 0;
+	for (int k = 0; k < n; k++) {
+		struct wire_pkt p;
+		/* No ICRC check here: the echo carries the sender's ICRC over swapped addresses,
+		 * and the generator's cost must not depend on the mode. */
+		if (wire_decode_udp(rxbuf[k], rxm[k].msg_len, &p, NULL) != WIRE_OK) {
+			g->rx_other++;
+			continue;
+		}
+		unsigned s = p.inca.slot;
+		bool want_result = !g->reflect;
+		if (s >= g->nslots || !mb->slot[s].outstanding || p.inca.round != mb->slot[s].round ||
+		    want_result != !!(p.inca.flags & WIRE_F_RESULT)) {
+			g->rx_other++; /* duplicate result or stale echo */
+			continue;
+		}
+		g->rx_ok++;
+		g->rx_bytes += p.data_len;
+		mb->slot[s].outstanding = false;
+		mb->slot[s].round++;
+		queue_send(g, mi, s, false);
+	}
+	flush_member(g, mb);
+	return n;
+}
+
+static void drain(struct gen *g)
+{
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
+	for (int i = 0; i < g->nmem; i++)
+		while (recv(g->m[i].fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			;
+}
+
+static int run_one(struct gen *g, double warm_s, double secs, pid_t daemon, struct run_res *r)
+{
+	static uint8_t rxbuf[MAX_BATCH][WIRE_MAX_UDP_PAYLOAD + 64];
+	static struct iovec rxiov[MAX_BATCH];
+	static struct mmsghdr rxm[MAX_BATCH];
+	for (unsigned k = 0; k < MAX_BATCH; k++) {
+		rxiov[k].iov_base = rxbuf[k];
+		rxiov[k].iov_len = sizeof(rxbuf[k]);
+		memset(&rxm[k], 0, sizeof(rxm[k]));
+		rxm[k].msg_hdr.msg_iov = &rxiov[k];
+		rxm[k].msg_hdr.msg_iovlen = 1;
+	}
+	drain(g);
+	g->tx = g->rx_ok = g->rx_other = g->rx_bytes = g->retx = g->send_err = 0;
+	for (int i = 0; i < g->nmem; i++) {
+		struct member *mb = &g->m[i];
+		memset(mb->slot, 0, sizeof(mb->slot));
+		mb->psn = 0;
+		mb->ntx = 0;
+		for (unsigned k = 0; k < MAX_BATCH; k++) {
+			mb->txiov[k].iov_base = mb->txbuf[k];
+			memset(&mb->txm[k], 0, sizeof(mb->txm[k]));
+			mb->txm[k].msg_hdr.msg_name = &g->sw_addr;
+			mb->txm[k].msg_hdr.msg_namelen = sizeof(g->sw_addr);
+			mb->txm[k].msg_hdr.msg_iov = &mb->txiov[k];
+			mb->txm[k].msg_hdr.msg_iovlen = 1;
+		}
+	}
+	/* Open the window: every member sends round 0 of every slot. */
+	for (unsigned s = 0; s < g->nslots; s++)
+		for (int i = 0; i < g->nmem; i++)
+			queue_send(g, i, s, false);
+	for (int i = 0; i < g->nmem; i++)
+		flush_member(g, &g->m[i]);
+
+	uint64_t t0 = util_now_ns();
+	uint64_t t_meas = t0 + (uint64_t)(warm_s * 1e9), t_end = t_meas + (uint64_t)(secs * 1e9);
+	uint64_t next_rto_scan = t0 + 5000000;
+	bool measuring = false;
+	uint64_t tx0 = 0, rx0 = 0, bytes0 = 0, retx0 = 0;
+	double cpu0 = 0;
+	struct pollfd pf[MAX_MEMBERS];
+	for (int i = 0; i < g->nmem; i++)
+		pf[i] = (struct pollfd){ .fd = g->m[i].fd, .events = POLLIN };
+	for (;;) {
+		uint64_t now = util_now_ns();
+		if (!measuring && now >= t_meas) {
+			measuring = true;
+			tx0 = g->tx;
+			rx0 = g->rx_ok;
+			bytes0 = g->rx_bytes;
+			retx0 = g->retx;
+			cpu0 = launch_proc_cpu_s(daemon);
+			t_meas = now;
+		}
+		if (now >= t_end)
+			break;
+		int got = 0;
+		for (int i = 0; i < g->nmem; i++)
+			got += poll_member(g, i, rxbuf, rxm);
+		if (now >= next_rto_scan) {
+			next_rto_scan = now + 5000000;
+			for (int i = 0; i < g->nmem; i++) {
+				for (unsigned s = 0; s < g->nslots; s++) {
+					struct slot_state *ss = &g->m[i].slot[s];
+					if (ss->outstanding && now - ss->sent_ns > RTO_NS)
+						queue_send(g, i, s, true);
+				}
+				flush_member(g, &g->m[i]);
+			}
+		}
+		if (!got)
+			poll(pf, (nfds_t)g->nmem, 1);
+	}
+	uint64_t t1 = util_now_ns();
+	double cpu1 = launch_proc_cpu_s(daemon);
+	r->secs = (double)(t1 - t_meas) * 1e-9;
+	r->tx = g->tx - tx0;
+	r->rx = g->rx_ok - rx0;
+	r->retx = g->retx - retx0;
+	r->in_pps = (double)r->tx / r->secs;
+	r->out_pps = (double)r->rx / r->secs;
+	r->goodput_gbps = (double)(g->rx_bytes - bytes0) * 8 / r->secs / 1e9;
+	r->daemon_cpu = cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) / r->secs : -1;
+	r->pkts_per_cpu_s = r->daemon_cpu > 0 ? r->in_pps / r->daemon_cpu : 0;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: bench-switch [options]\n"
+		"  --members N      emulated members (default 4)\n"
+		"  --slots N        slots = window per member (default 256)\n"
+		"  --bytes LIST     data bytes per packet, e.g. 64,1024,max (default 64,1024,max)\n"
+		"  --batch N        sendmmsg/recvmmsg batch of the generator (default 32)\n"
+		"  --time S         measured seconds per run (default 2), after 0.3 s warmup\n"
+		"  --threads N      switch worker threads (default 1)\n"
+		"  --no-icrc        switch does not verify ICRCs (default: verifies)\n"
+		"  --addr-index K   loopback block 127.1.K.x (default 40)\n"
+		"  --switch PATH    inca-switch binary\n"
+		"  --json FILE      append one JSON line per run and per ratio\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "members", required_argument, 0, 'm' }, { "slots", required_argument, 0, 's' },
+		{ "bytes", required_argument, 0, 'b' },   { "batch", required_argument, 0, 'B' },
+		{ "time", required_argument, 0, 'T' },    { "threads", required_argument, 0, 't' },
+		{ "no-icrc", no_argument, 0, 'I' },       { "addr-index", required_argument, 0, 'a' },
+		{ "switch", required_argument, 0, 'S' },  { "json", required_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
+	};
+	struct launch_cfg cfg;
+	launch_cfg_defaults(&cfg);
+	cfg.addr_index = 40;
+	cfg.stats_interval_ms = 0;
+	const char *bytes_list = "64,1024,max", *json_path = NULL;
+	unsigned batch = 32;
+	double secs = 2.0;
+	int c;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'm': cfg.nranks = atoi(optarg); break;
+		case 's': cfg.nslots = (uint16_t)atoi(optarg); break;
+		case 'b': bytes_list = optarg; break;
+		case 'B': batch = (unsigned)atoi(optarg); break;
+		case 'T': secs = atof(optarg); break;
+		case 't': cfg.switch_threads = atoi(optarg); break;
+		case 'I': cfg.check_icrc = false; break;
+		case 'a': cfg.addr_index = (unsigned)atoi(optarg); break;
+		case 'S': cfg.switch_path = optarg; break;
+		case 'j': json_path = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (cfg.nranks < 1 || cfg.nranks > MAX_MEMBERS || cfg.nslots < 1 || cfg.nslots > MAX_SLOTS ||
+	    batch < 1 || batch > MAX_BATCH || secs <= 0 || cfg.addr_index < 1 ||
+	    cfg.addr_index > 255) {
+		usage(stderr);
+		return 2;
+	}
+
+	struct launch_addrs a;
+	launch_addrs_init(&a, cfg.addr_index);
+	struct gen g;
+	memset(&g, 0, sizeof(g));
+	g.nmem = cfg.nranks;
+	g.nslots = cfg.nslots;
+	g.batch = batch;
+	g.tree_id = cfg.tree_id;
+	g.key = cfg.key;
+	util_parse_addr(a.switch_ip, 4791, &g.sw_addr);
+	g.sw_ip = ntohl(g.sw_addr.sin_addr.s_addr);
+	for (size_t i = 0; i < sizeof(g.data) / 4; i++) {
+		float f = (float)(i % 7);
+		memcpy(g.data + i * 4, &f, 4);
+	}
+	g.m = calloc((size_t)g.nmem, sizeof(*g.m));
+	if (!g.m)
+		return 2;
+	for (int i = 0; i < g.nmem; i++) {
+		char ip[LAUNCH_IP_LEN];
+		launch_rank_ip(&a, i, ip);
+		int rc = open_member(&g.m[i], ip);
+		if (rc) {
+			fprintf(stderr, "bench-switch: bind %s:4791: %s\n", ip, strerror(-rc));
+			return 2;
+		}
+		wire_bier_set(g.m[i].pbm, 8, wire_bier_bp((uint16_t)(i + 1), 64, 0));
+	}
+	FILE *jf = json_path ? fopen(json_path, "a") : NULL;
+
+	size_t maxdata = wire_max_data(4096, 4, 1);
+	printf("# bench-switch: inca-switch aggregating vs inca-switch --reflect, same generator\n");
+	printf("# %d members on %s10.., switch %s:4791, window %u slots per member, generator "
+	       "batch %u, %.1f s per run (+0.3 s warmup), switch threads %d, check_icrc %s\n",
+	       g.nmem, a.prefix, a.switch_ip, g.nslots, batch, secs, cfg.switch_threads,
+	       cfg.check_icrc ? "yes" : "no");
+	printf("# in_pps = packets the generator sent = packets the daemon had to handle per "
+	       "second; out_pps = responses received (results or echoes)\n");
+	printf("# cpu = daemon CPU (cores); pkts/cpu-s = in_pps / cpu\n");
+	printf("#%8s %8s %12s %12s %10s %6s %12s %8s\n", "data(B)", "daemon", "in_pps", "out_pps",
+	       "Gbit/s", "cpu", "pkts/cpu-s", "retx");
+	fflush(stdout);
+
+	int fails = 0;
+	char list[256];
+	snprintf(list, sizeof(list), "%s", bytes_list);
+	char *save = NULL;
+	for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t db = !strcmp(tok, "max") ? maxdata : (size_t)strtoul(tok, NULL, 10);
+		db = db / 4 * 4;
+		if (db < 4 || db > maxdata) {
+			fprintf(stderr, "bench-switch: bad size %s (4..%zu)\n", tok, maxdata);
+			fails++;
+			continue;
+		}
+		g.data_len = db;
+		g.count = (uint16_t)(db / 4);
+		struct run_res res[2];
+		for (int mode = 0; mode < 2; mode++) {
+			cfg.reflect = mode == 1;
+			g.reflect = cfg.reflect;
+			struct launch_switch sw;
+			if (launch_switch_start(&cfg, &a, NULL, &sw)) {
+				fails++;
+				break;
+			}
+			run_one(&g, 0.3, secs, sw.pid, &res[mode]);
+			struct json *st = NULL;
+			int rc = launch_switch_stop(&sw, &st);
+			if (rc)
+				fails++;
+			res[mode].daemon_rx = (uint64_t)json_num(json_get(st, "rx_pkts"), 0);
+			res[mode].daemon_drops = (uint64_t)json_num(json_get(st, "drops_total"), 0);
+			json_free(st);
+			const struct run_res *r = &res[mode];
+			printf(" %8zu %8s %12.0f %12.0f %10.3f %6.2f %12.0f %8llu\n", db,
+			       mode ? "reflect" : "switch", r->in_pps, r->out_pps, r->goodput_gbps,
+			       r->daemon_cpu, r->pkts_per_cpu_s, (unsigned long long)r->retx);
+			if (r->daemon_drops)
+				printf("#   note: the daemon counted %llu drops\n",
+				       (unsigned long long)r->daemon_drops);
+			if (jf)
+				fprintf(jf, "{\"tool\":\"bench-switch\",\"mode\":\"%s\",\"members\":%d,"
+					    "\"slots\":%u,\"batch\":%u,\"data_bytes\":%zu,\"secs\":%.3f,"
+					    "\"in_pps\":%.1f,\"out_pps\":%.1f,\"goodput_gbps\":%.4f,"
+					    "\"daemon_cpu\":%.3f,\"pkts_per_cpu_s\":%.1f,\"retx\":%llu,"
+					    "\"daemon_rx_pkts\":%llu,\"daemon_drops\":%llu}\n",
+					mode ? "reflect" : "switch", g.nmem, g.nslots, batch, db, r->secs,
+					r->in_pps, r->out_pps, r->goodput_gbps, r->daemon_cpu,
+					r->pkts_per_cpu_s, (unsigned long long)r->retx,
+					(unsigned long long)r->daemon_rx,
+					(unsigned long long)r->daemon_drops);
+			fflush(stdout);
+		}
+		double ratio = res[1].in_pps > 0 ? res[0].in_pps / res[1].in_pps : 0;
+		double ratio_cpu = res[1].pkts_per_cpu_s > 0 ? res[0].pkts_per_cpu_s /
+								 res[1].pkts_per_cpu_s : 0;
+		printf("# %zu B: switch/reflector = %.2f in packets/s (%s 0.8), %.2f in packets per "
+		       "daemon CPU-second\n", db, ratio, ratio >= 0.8 ? ">=" : "<", ratio_cpu);
+		if (jf)
+			fprintf(jf, "{\"tool\":\"bench-switch\",\"mode\":\"ratio\",\"data_bytes\":%zu,"
+				    "\"pps_ratio\":%.4f,\"per_cpu_ratio\":%.4f}\n",
+				db, ratio, ratio_cpu);
+		fflush(stdout);
+	}
+	if (jf)
+		fclose(jf);
+	for (int i = 0; i < g.nmem; i++)
+		close(g.m[i].fd);
+	free(g.m);
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,100 @@
+/* inca-switch configuration: the standalone config file format, the flags-only --tree form, and
+ * the validated in-memory result. Pure parsing (no sockets, no engine): shared by the daemon,
+ * its unit tests and the libFuzzer harness. The format is documented in docs/switch.md. */
+#ifndef INCA_SW_CONFIG_H
+#define INCA_SW_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <netinet/in.h>
+
+#define SW_CONF_PATH_MAX 1024
+#define SW_CONF_ERR_MAX 512
+#define SW_THREADS_MAX 64
+#define SW_PORT_DEFAULT 4791      /* RoCEv2 UDP port, used when an address has no :port */
+#define SW_QPN_TREE_BASE 0x100    /* default switch QPN of tree t: 0x100 + t */
+#define SW_QPN_MEMBER_BASE 0x1000 /* default client QPN of BFR-id k: 0x1000 + k (libinca) */
+
+/* A client attached directly to this switch. */
+struct sw_conf_member {
+	uint16_t bfr_id;
+	struct sockaddr_in addr;
+	uint32_t qpn; /* the client's QP: DestQP of results sent to it */
+	int line;
+};
+
+/* A child switch (this switch is its parent) and the BFR-ids below it. */
+struct sw_conf_child {
+	struct sockaddr_in addr;
+	uint32_t qpn; /* the child's QPN for this tree */
+	uint16_t *bfr_ids; /* owned, sorted, unique */
+	size_t nbfr;
+	int line;
+};
+
+struct sw_conf_tree {
+	uint16_t id;
+	uint32_t key;      /* R_Key */
+	uint32_t qpn;      /* this switch's QPN for the tree (DestQP of packets it accepts) */
+	uint16_t slots;
+	uint32_t slot_bytes;
+	unsigned bsl_bits;
+	uint8_t si;
+	bool root;
+	uint16_t bfr_id; /* own BFR-id, sender of upward aggregates (leaf) */
+	bool has_parent;
+	struct sockaddr_in parent;
+	uint32_t parent_qpn;
+	bool deterministic;
+	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
+	struct sw_conf_member *members; /* owned */
+	size_t nmembers;
+	struct sw_conf_child *children; /* owned */
+	size_t nchildren;
+	int line; /* where the tree was declared (0: from flags) */
+	/* Parser bookkeeping: which single-valued keys were given (bit per key). */
+	uint32_t seen_keys;
+};
+
+struct sw_config {
+	struct sockaddr_in listen;
+	unsigned threads;
+	bool check_icrc;
+	char stats_file[SW_CONF_PATH_MAX]; /* "" = none */
+	unsigned stats_interval_ms;        /* 0 = only on SIGUSR1 and at exit */
+	struct sw_conf_tree *trees;        /* owned */
+	size_t ntrees;
+};
+
+/* Defaults: listen 0.0.0.0:4791, 1 thread, ICRC checked, interval 1000 ms, no trees. */
+void sw_config_init(struct sw_config *c);
+void sw_config_free(struct sw_config *c);
+
+/* Parse config text (need not be NUL-terminated) named `name` (used in messages) into c, which
+ * must come from sw_config_init; global keys overwrite, trees are added. On error returns
+ * -EINVAL and writes "name:line: message" into err (cap bytes). Trees are validated when their
+ * block closes; call sw_config_validate after all sources were applied. */
+int sw_config_parse_text(struct sw_config *c, const char *text, size_t len, const char *name,
+			 char *err, size_t cap);
+/* Read and parse a file. -errno if it cannot be read (message in err). */
+int sw_config_parse_file(struct sw_config *c, const char *path, char *err, size_t cap);
+/* Add a tree from the flags-only form, e.g.
+ * "id=1,key=0x5eed0001,slots=256,members=1@127.0.0.10:4791+2@127.0.0.11:4791". */
+int sw_config_add_tree_spec(struct sw_config *c, const char *spec, char *err, size_t cap);
+/* Set a global key ("listen", "threads", ...) as the file would; used by flags too. */
+int sw_config_set_global(struct sw_config *c, const char *key, const char *value, char *err,
+			 size_t cap);
+/* Whole-config checks (at least one tree, ...). */
+int sw_config_validate(const struct sw_config *c, char *err, size_t cap);
+
+/* Find a tree by id, NULL if absent. */
+const struct sw_conf_tree *sw_config_find_tree(const struct sw_config *c, uint16_t id);
+/* Does the tree (directly or through a child) cover BFR-id k? */
+bool sw_conf_tree_covers(const struct sw_conf_tree *t, uint16_t k);
+
+/* Print the effective configuration in the file format (round-trips through the parser). */
+void sw_config_dump(const struct sw_config *c, FILE *f);
+
+#endif

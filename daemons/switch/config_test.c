@@ -1,0 +1,353 @@
+/* Unit tests for the inca-switch config parser: the documented example, defaults, the
+ * flags-only --tree form, the dump round trip, and one reject case per error class (each must
+ * name the right line). */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond)                                                                        \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+			failures++;                                                        \
+		}                                                                          \
+	} while (0)
+#define CHECK_EQ(a, b)                                                                     \
+	do {                                                                               \
+		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
+		if (a_ != b_) {                                                            \
+			fprintf(stderr, "%s:%d: %s == %s failed: %llu != %llu\n", __FILE__,   \
+				__LINE__, #a, #b, a_, b_);                                 \
+			failures++;                                                        \
+		}                                                                          \
+	} while (0)
+
+static const char example[] =
+	"# comment\n"
+	"listen = 127.0.0.1:4791\n"
+	"threads = 2\n"
+	"check_icrc = no            # yes|no, default yes\n"
+	"stats_file = /tmp/stats.json   # optional\n"
+	"stats_interval_ms = 500\n"
+	"\n"
+	"tree 1 {\n"
+	"  key = 0x5eed0001          # R_Key\n"
+	"  qpn = 0x101\n"
+	"  slots = 128\n"
+	"  slot_bytes = 1024\n"
+	"  bsl = 64                  # bits\n"
+	"  si = 0\n"
+	"  role = root               # root | leaf\n"
+	"  bfr_id = 0\n"
+	"  deterministic = yes\n"
+	"  member = 1 127.0.0.10:4791 qpn 0x1001\n"
+	"  member = 2 127.0.0.11\n"
+	"  child = 127.0.0.2:4791 qpn 0x101 bfr 3-4,7\n"
+	"}\n"
+	"tree 2 {\n"
+	"  key = 7\n"
+	"  role = leaf\n"
+	"  bfr_id = 9\n"
+	"  parent = 127.0.0.1:4792 qpn 0x102\n"
+	"  member = 1 127.0.0.10:4791\n"
+	"}\n";
+
+static int parse(struct sw_config *c, const char *text, char *err)
+{
+	sw_config_init(c);
+	err[0] = 0;
+	return sw_config_parse_text(c, text, strlen(text), "t.conf", err, SW_CONF_ERR_MAX);
+}
+
+static void test_example(void)
+{
+	struct sw_config c;
+	char err[SW_CONF_ERR_MAX];
+	const struct sw_conf_tree *t;
+
+	CHECK_EQ(parse(&c, example, err), 0);
+	if (err[0])
+		fprintf(stderr, "unexpected error: %s\n", err);
+	CHECK_EQ(ntohl(c.listen.sin_addr.s_addr), 0x7f000001);
+	CHECK_EQ(ntohs(c.listen.sin_port), 4791);
+	CHECK_EQ(c.threads, 2);
+	CHECK(!c.check_icrc);
+	CHECK(!strcmp(c.stats_file, "/tmp/stats.json"));
+	CHECK_EQ(c.stats_interval_ms, 500);
+	CHECK_EQ(c.ntrees, 2);
+	t = sw_config_find_tree(&c, 1);
+	CHECK(t != NULL);
+	if (t) {
+		CHECK_EQ(t->key, 0x5eed0001);
+		CHECK_EQ(t->qpn, 0x101);
+		CHECK_EQ(t->slots, 128);
+		CHECK_EQ(t->slot_bytes, 1024);
+		CHECK_EQ(t->bsl_bits, 64);
+		CHECK(t->root);
+		CHECK(t->deterministic);
+		CHECK(t->check_sender);
+		CHECK_EQ(t->nmembers, 2);
+		CHECK_EQ(t->members[0].bfr_id, 1);
+		CHECK_EQ(t->members[0].qpn, 0x1001);
+		CHECK_EQ(t->members[1].qpn, 0x1002); /* default 0x1000 + bfr */
+		CHECK_EQ(ntohs(t->members[1].addr.sin_port), 4791); /* bare address */
+		CHECK_EQ(ntohl(t->members[1].addr.sin_addr.s_addr), 0x7f00000b);
+		CHECK_EQ(t->nchildren, 1);
+		CHECK_EQ(t->children[0].nbfr, 3);
+		CHECK_EQ(t->children[0].bfr_ids[0], 3);
+		CHECK_EQ(t->children[0].bfr_ids[1], 4);
+		CHECK_EQ(t->children[0].bfr_ids[2], 7);
+		CHECK(sw_conf_tree_covers(t, 7));
+		CHECK(sw_conf_tree_covers(t, 2));
+		CHECK(!sw_conf_tree_covers(t, 5));
+	}
+	t = sw_config_find_tree(&c, 2);
+	CHECK(t != NULL);
+	if (t) {
+		CHECK(!t->root);
+		CHECK(t->has_parent);
+		CHECK_EQ(t->parent_qpn, 0x102);
+		CHECK_EQ(ntohs(t->parent.sin_port), 4792);
+		CHECK_EQ(t->qpn, 0x102); /* default 0x100 + id */
+		CHECK_EQ(t->slots, 256);
+		CHECK_EQ(t->slot_bytes, 4096);
+		CHECK_EQ(t->bfr_id, 9);
+	}
+	CHECK_EQ(sw_config_validate(&c, err, sizeof err), 0);
+
+	/* The dump parses back to the same configuration. */
+	{
+		char *buf = NULL;
+		size_t n = 0;
+		FILE *f = open_memstream(&buf, &n);
+		struct sw_config c2;
+		sw_config_dump(&c, f);
+		fclose(f);
+		sw_config_init(&c2);
+		CHECK_EQ(sw_config_parse_text(&c2, buf, n, "dump", err, sizeof err), 0);
+		CHECK_EQ(c2.ntrees, 2);
+		CHECK_EQ(c2.threads, 2);
+		CHECK(!c2.check_icrc);
+		CHECK_EQ(c2.trees[0].children[0].nbfr, 3);
+		CHECK_EQ(c2.trees[0].members[1].qpn, 0x1002);
+		CHECK(c2.trees[0].deterministic);
+		CHECK_EQ(c2.trees[1].parent_qpn, 0x102);
+		sw_config_free(&c2);
+		free(buf);
+	}
+	sw_config_free(&c);
+}
+
+static void test_defaults(void)
+{
+	struct sw_config c;
+	char err[SW_CONF_ERR_MAX];
+
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\nmember = 64 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(c.threads, 1);
+	CHECK(c.check_icrc);
+	CHECK_EQ(c.stats_interval_ms, 1000);
+	CHECK_EQ(c.listen.sin_addr.s_addr, 0);
+	CHECK_EQ(ntohs(c.listen.sin_port), 4791);
+	CHECK_EQ(c.trees[0].qpn, 0x105);
+	CHECK(c.trees[0].root);
+	CHECK_EQ(c.trees[0].members[0].qpn, 0x1040);
+	/* "010" is decimal ten, not octal. */
+	sw_config_free(&c);
+	CHECK_EQ(parse(&c, "threads = 010\ntree 5 {\nkey = 1\nmember = 1 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(c.threads, 10);
+	sw_config_free(&c);
+	/* si 1 with bsl 64 covers 65..128. */
+	CHECK_EQ(parse(&c, "tree 1 {\nkey=1\nsi=1\nmember = 65 127.0.0.1\nmember = 128 127.0.0.2\n}\n",
+		       err), 0);
+	sw_config_free(&c);
+	CHECK_EQ(sw_config_validate(&c, err, sizeof err) < 0, 1); /* no trees */
+}
+
+static void test_spec(void)
+{
+	struct sw_config c;
+	char err[SW_CONF_ERR_MAX] = "";
+	const struct sw_conf_tree *t;
+
+	sw_config_init(&c);
+	CHECK_EQ(sw_config_add_tree_spec(&c,
+					 "id=1,key=0x5eed0001,slots=256,"
+					 "members=1@127.0.0.10:4791+2@127.0.0.11:4791/0x2222",
+					 err, sizeof err),
+		 0);
+	if (err[0])
+		fprintf(stderr, "unexpected error: %s\n", err);
+	t = sw_config_find_tree(&c, 1);
+	CHECK(t != NULL);
+	if (t) {
+		CHECK_EQ(t->key, 0x5eed0001);
+		CHECK_EQ(t->qpn, 0x101);
+		CHECK_EQ(t->nmembers, 2);
+		CHECK_EQ(t->members[0].qpn, 0x1001);
+		CHECK_EQ(t->members[1].qpn, 0x2222);
+	}
+	CHECK_EQ(sw_config_add_tree_spec(&c,
+					 "id=2,key=3,role=leaf,bfr_id=4,parent=127.0.0.1:4792/0x300,"
+					 "child=127.0.0.3:4791/5-6+9,member=1@127.0.0.10",
+					 err, sizeof err),
+		 0);
+	t = sw_config_find_tree(&c, 2);
+	CHECK(t != NULL);
+	if (t) {
+		CHECK(!t->root);
+		CHECK_EQ(t->parent_qpn, 0x300);
+		CHECK_EQ(t->nchildren, 1);
+		CHECK_EQ(t->children[0].nbfr, 3);
+		CHECK_EQ(t->children[0].qpn, 0x102);
+	}
+	/* Duplicate id across flags. */
+	CHECK(sw_config_add_tree_spec(&c, "id=2,key=1,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(strstr(err, "duplicate tree 2") != NULL);
+	CHECK(sw_config_add_tree_spec(&c, "key=1,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(strstr(err, "missing id") != NULL);
+	CHECK(sw_config_add_tree_spec(&c, "id=9,key=1,members=1-127.0.0.10", err, sizeof err) < 0);
+	CHECK(strstr(err, "bad member") != NULL);
+	CHECK(sw_config_add_tree_spec(&c, "id=9,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(strstr(err, "missing key") != NULL);
+	sw_config_free(&c);
+
+	sw_config_init(&c);
+	CHECK_EQ(sw_config_set_global(&c, "threads", "4", err, sizeof err), 0);
+	CHECK_EQ(c.threads, 4);
+	CHECK(sw_config_set_global(&c, "threads", "0", err, sizeof err) < 0);
+	CHECK(strstr(err, "--threads") != NULL);
+	CHECK(sw_config_set_global(&c, "listen", "1.2.3", err, sizeof err) < 0);
+	sw_config_free(&c);
+}
+
+struct reject {
+	const char *text;
+	const char *want; /* substring of the message, including "t.conf:LINE:" */
+};
+
+static const struct reject rejects[] = {
+	{ "bogus = 1\n", "t.conf:1: unknown key 'bogus'" },
+	{ "\nthreads = many\n", "t.conf:2: bad value 'many' for 'threads'" },
+	{ "threads = 0\n", "t.conf:1: value '0' for 'threads' out of range" },
+	{ "threads = 99999999999999999999999\n", "out of range" },
+	{ "listen = 1.2.3.4:99999\n", "t.conf:1: bad address" },
+	{ "check_icrc = maybe\n", "t.conf:1: bad value 'maybe'" },
+	{ "threads = 1\nthreads = 2\n", "t.conf:2: duplicate key 'threads'" },
+	{ "threads\n", "t.conf:1: expected 'key = value'" },
+	{ "threads =\n", "t.conf:1: missing value" },
+	{ "= 3\n", "t.conf:1: missing key" },
+	{ "}\n", "t.conf:1: '}' without an open tree" },
+	{ "tree x {\n}\n", "t.conf:1: bad value 'x' for 'tree id'" },
+	{ "tree 1\n", "t.conf:1: expected 'tree <id> {'" },
+	{ "tree 1 {\nkey = 1\nmember = 1 127.0.0.1\n", "t.conf:1: tree 1: missing '}'" },
+	{ "tree 1 {\nkey = 1\ntree 2 {\n", "t.conf:3: tree inside tree 1" },
+	{ "tree 1 {\nmember = 1 127.0.0.1\n}\n", "t.conf:1: tree 1: missing key" },
+	{ "tree 1 {\nkey = 1\nkey = 2\n}\n", "t.conf:3: duplicate key 'key' in tree 1" },
+	{ "tree 1 {\nkey = 1\nfoo = 2\n}\n", "t.conf:3: unknown tree key 'foo'" },
+	{ "tree 1 {\nkey = 1\n}\n", "t.conf:1: tree 1: no members or children" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\n}\ntree 1 {\n",
+	  "t.conf:5: duplicate tree 1 (first defined at line 1)" },
+	{ "tree 1 {\nkey=1\nmember = 65 127.0.0.1\n}\n",
+	  "t.conf:3: tree 1: member BFR-id 65 outside the BSL range of si 0 (1..64)" },
+	{ "tree 1 {\nkey=1\nsi=1\nmember = 64 127.0.0.1\n}\n", "t.conf:4: tree 1: member BFR-id 64" },
+	{ "tree 1 {\nkey=1\nmember = 0 127.0.0.1\n}\n", "t.conf:3: value '0' for 'member BFR-id'" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nmember = 1 127.0.0.2\n}\n",
+	  "t.conf:4: tree 1: BFR-id 1 used twice" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nchild = 127.0.0.2 bfr 2-5,1\n}\n",
+	  "t.conf:4: tree 1: BFR-id 1 used twice" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nmember = 2 127.0.0.1:4791\n}\n",
+	  "t.conf:4: tree 1: address 127.0.0.1:4791 used by two neighbours" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1 qpx 3\n}\n", "t.conf:3: bad member option 'qpx'" },
+	{ "tree 1 {\nkey=1\nmember = 1\n}\n", "t.conf:3: bad member" },
+	{ "tree 1 {\nkey=1\nmember = 1 300.0.0.1\n}\n", "t.conf:3: bad address '300.0.0.1'" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1 qpn 0x1000000\n}\n", "t.conf:3: value '0x1000000'" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 qpn 5\n}\n", "t.conf:3: child without 'bfr LIST'" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 4-2\n}\n", "t.conf:3: bad BFR-id list '4-2'" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 2,2\n}\n", "t.conf:3: BFR-id 2 listed twice" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 70\n}\n", "t.conf:3: tree 1: child BFR-id 70" },
+	{ "tree 1 {\nkey=1\nbsl = 100\nmember = 1 127.0.0.1\n}\n", "t.conf:3: bsl 100 is not a power" },
+	{ "tree 1 {\nkey=1\nbsl = 8192\n}\n", "t.conf:3: value '8192' for 'bsl' out of range" },
+	{ "tree 1 {\nkey=1\nslots = 0\n}\n", "t.conf:3: value '0' for 'slots'" },
+	{ "tree 1 {\nkey=1\nslot_bytes = 4097\n}\n", "t.conf:3: value '4097' for 'slot_bytes'" },
+	{ "tree 1 {\nkey=1\nrole = spine\n}\n", "t.conf:3: bad role 'spine'" },
+	{ "tree 1 {\nkey=1\nrole = leaf\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:1: tree 1: role leaf needs a parent" },
+	{ "tree 1 {\nkey=1\nparent = 127.0.0.9\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:1: tree 1: parent given but role is root" },
+	{ "tree 1 {\nkey=1\nrole=leaf\nparent = 127.0.0.1\nmember = 1 127.0.0.1\n}\n",
+	  "address 127.0.0.1:4791 used by two neighbours" },
+	{ "tree 1 {\nkey=0x1ffffffff\n}\n", "t.conf:2: value '0x1ffffffff' for 'key' out of range" },
+	{ "tree 1 {\nkey=1\ndeterministic = sometimes\n}\n", "t.conf:3: bad value 'sometimes'" },
+	{ "tree 1 {\nkey=1\nsi=255\nbsl=4096\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:1: tree 1: si 255 with bsl 4096 has no valid BFR-ids" },
+};
+
+static void test_rejects(void)
+{
+	for (size_t i = 0; i < sizeof rejects / sizeof rejects[0]; i++) {
+		struct sw_config c;
+		char err[SW_CONF_ERR_MAX];
+		int rc = parse(&c, rejects[i].text, err);
+
+		if (rc >= 0 || !strstr(err, rejects[i].want)) {
+			fprintf(stderr, "reject case %zu: rc %d, message '%s', wanted '%s'\n", i, rc,
+				err, rejects[i].want);
+			failures++;
+		}
+		sw_config_free(&c);
+	}
+}
+
+static void test_file(void)
+{
+	struct sw_config c;
+	char err[SW_CONF_ERR_MAX];
+	char path[] = "/tmp/inca-sw-conf-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f;
+
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	f = fdopen(fd, "w");
+	fputs(example, f);
+	fputs("tree 1 {\n", f); /* duplicate on line 29 */
+	fclose(f);
+	sw_config_init(&c);
+	CHECK(sw_config_parse_file(&c, path, err, sizeof err) < 0);
+	{
+		char want[128];
+		snprintf(want, sizeof want, "%s:29: duplicate tree 1", path);
+		CHECK(strstr(err, want) != NULL);
+		if (!strstr(err, want))
+			fprintf(stderr, "got '%s'\n", err);
+	}
+	sw_config_free(&c);
+	unlink(path);
+	sw_config_init(&c);
+	CHECK(sw_config_parse_file(&c, "/nonexistent/inca.conf", err, sizeof err) < 0);
+	CHECK(strstr(err, "/nonexistent/inca.conf: cannot open") != NULL);
+	sw_config_free(&c);
+}
+
+int main(void)
+{
+	test_example();
+	test_defaults();
+	test_spec();
+	test_rejects();
+	test_file();
+	if (failures) {
+		fprintf(stderr, "%d failure(s)\n", failures);
+		return 1;
+	}
+	printf("config_test: all passed\n");
+	return 0;
+}

@@ -1,0 +1,781 @@
+/* inca-switch data plane: builds the per-tree runtime (neighbours, A-BM, BIFT, engine shards),
+ * the SO_REUSEPORT sockets with their classic-BPF slot steering, and runs the run-to-completion
+ * worker loop (recvmmsg -> decode -> authorise -> agg_tree_input -> encode -> sendmmsg).
+ * The reflect mode shares this exact loop; only the per-packet step differs. */
+#include "switch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <netinet/ip.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SO_ATTACH_REUSEPORT_CBPF
+#define SO_ATTACH_REUSEPORT_CBPF 51
+#endif
+
+#define SW_SOCKBUF_BYTES (32 << 20)
+#define SW_RX_TIMEOUT_MS 50 /* how often an idle worker looks at stop / snapshot requests */
+#define SW_RX_BUF_BYTES 8192 /* > WIRE_MAX_UDP_PAYLOAD: anything bigger is MSG_TRUNC */
+/* Byte offset of the INCA slot field in the UDP payload: BTH + RETH + ImmDt + 6. The BPF
+ * steering program and wire.h must agree on it. */
+#define SW_SLOT_OFFSET (WIRE_ROCE_HDR_LEN + 6)
+
+static const char *const sw_drop_names[SW_DROP_COUNT] = {
+	[SW_DROP_UNKNOWN_TREE] = "unknown_tree",
+	[SW_DROP_BAD_QPN] = "bad_qpn",
+	[SW_DROP_UNKNOWN_SENDER] = "unknown_sender",
+	[SW_DROP_NOT_INCA] = "not_inca",
+	[SW_DROP_INJECTED_RX] = "injected_rx",
+	[SW_DROP_INJECTED_TX] = "injected_tx",
+	[SW_DROP_TX_ENCODE] = "tx_encode",
+	[SW_DROP_TX_ERROR] = "tx_error",
+};
+
+const char *sw_drop_name(enum sw_drop d)
+{
+	return (unsigned)d < SW_DROP_COUNT ? sw_drop_names[d] : "?";
+}
+
+/* ---------------------------------------------------------------- per-worker I/O buffers */
+
+#define SW_CMSG_BYTES CMSG_SPACE(sizeof(struct in_pktinfo))
+
+struct sw_io {
+	/* receive side: SW_BATCH datagrams */
+	struct mmsghdr rmsg[SW_BATCH];
+	struct iovec riov[SW_BATCH];
+	struct sockaddr_in rname[SW_BATCH];
+	union {
+		char buf[SW_CMSG_BYTES];
+		struct cmsghdr align;
+	} rctl[SW_BATCH];
+	uint8_t *rbuf; /* SW_BATCH * SW_RX_BUF_BYTES */
+
+	/* send side: tx_cap datagrams, flushed when the next packet might not fit */
+	size_t tx_cap, ntx;
+	struct mmsghdr *tmsg;
+	struct iovec *tiov;
+	struct sockaddr_in *tname;
+	union {
+		char buf[SW_CMSG_BYTES];
+		struct cmsghdr align;
+	} *tctl;
+	uint8_t *tbuf; /* tx_cap * WIRE_MAX_UDP_PAYLOAD */
+	struct agg_send *sends;
+};
+
+static void io_free(struct sw_io *io)
+{
+	if (!io)
+		return;
+	free(io->rbuf);
+	free(io->tmsg);
+	free(io->tiov);
+	free(io->tname);
+	free(io->tctl);
+	free(io->tbuf);
+	free(io->sends);
+	free(io);
+}
+
+static struct sw_io *io_new(size_t max_sends)
+{
+	struct sw_io *io = calloc(1, sizeof *io);
+
+	if (!io)
+		return NULL;
+	io->tx_cap = 4 * SW_BATCH + max_sends;
+	io->rbuf = malloc((size_t)SW_BATCH * SW_RX_BUF_BYTES);
+	io->tmsg = calloc(io->tx_cap, sizeof *io->tmsg);
+	io->tiov = calloc(io->tx_cap, sizeof *io->tiov);
+	io->tname = calloc(io->tx_cap, sizeof *io->tname);
+	io->tctl = calloc(io->tx_cap, sizeof *io->tctl);
+	io->tbuf = malloc(io->tx_cap * WIRE_MAX_UDP_PAYLOAD);
+	io->sends = calloc(max_sends ? max_sends : 1, sizeof *io->sends);
+	if (!io->rbuf || !io->tmsg || !io->tiov || !io->tname || !io->tctl || !io->tbuf ||
+	    !io->sends) {
+		io_free(io);
+		return NULL;
+	}
+	for (size_t i = 0; i < SW_BATCH; i++) {
+		io->riov[i].iov_base = io->rbuf + i * SW_RX_BUF_BYTES;
+		io->riov[i].iov_len = SW_RX_BUF_BYTES;
+		io->rmsg[i].msg_hdr.msg_iov = &io->riov[i];
+		io->rmsg[i].msg_hdr.msg_iovlen = 1;
+		io->rmsg[i].msg_hdr.msg_name = &io->rname[i];
+		io->rmsg[i].msg_hdr.msg_control = io->rctl[i].buf;
+	}
+	return io;
+}
+
+/* ---------------------------------------------------------------- tree runtime */
+
+static uint32_t nbr_hash(uint32_t ip_be, uint16_t port_be, uint32_t mask)
+{
+	uint64_t k = ((uint64_t)ip_be << 16) | port_be;
+	return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> 40) & mask;
+}
+
+/* Source address -> neighbour index, or UINT32_MAX. Read-only, any thread. */
+static uint32_t nbr_lookup(const struct sw_tree *t, const struct sockaddr_in *a)
+{
+	uint32_t h = nbr_hash(a->sin_addr.s_addr, a->sin_port, t->hmask);
+
+	for (;;) {
+		uint32_t e = t->hash[h];
+		if (!e)
+			return UINT32_MAX;
+		if (t->nbr[e - 1].addr.sin_addr.s_addr == a->sin_addr.s_addr &&
+		    t->nbr[e - 1].addr.sin_port == a->sin_port)
+			return e - 1;
+		h = (h + 1) & t->hmask;
+	}
+}
+
+static int tree_build(struct sw_tree *t, const struct sw_conf_tree *ct, char *err, size_t cap)
+{
+	size_t bsl_bytes = ct->bsl_bits / 8, nbift = 0, nbits = 0, k = 0;
+	uint32_t hsize = 4;
+
+	t->conf = ct;
+	t->nnbr = (uint32_t)(ct->nmembers + ct->nchildren + (ct->has_parent ? 1 : 0));
+	for (size_t i = 0; i < ct->nchildren; i++)
+		nbits += ct->children[i].nbfr;
+	nbits += ct->nmembers;
+	while (hsize < 2 * t->nnbr)
+		hsize <<= 1;
+	t->hmask = hsize - 1;
+	t->nbr = calloc(t->nnbr, sizeof *t->nbr);
+	t->psn = aligned_alloc(64, t->nnbr * sizeof *t->psn);
+	t->hash = calloc(hsize, sizeof *t->hash);
+	t->abm = calloc(1, bsl_bytes);
+	/* one F-BM per member, one per child */
+	t->fbm = calloc(ct->nmembers + ct->nchildren + 1, bsl_bytes);
+	t->bift = calloc(nbits + 1, sizeof *t->bift);
+	if (!t->nbr || !t->psn || !t->hash || !t->abm || !t->fbm || !t->bift) {
+		snprintf(err, cap, "out of memory");
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < t->nnbr; i++) {
+		atomic_init(&t->psn[i].tx_next, 0);
+		atomic_init(&t->psn[i].rx_next, UINT32_MAX);
+	}
+	for (size_t i = 0; i < ct->nmembers; i++, k++) {
+		const struct sw_conf_member *m = &ct->members[i];
+		unsigned bp = wire_bier_bp(m->bfr_id, ct->bsl_bits, ct->si);
+		uint8_t *fbm = t->fbm + k * bsl_bytes;
+
+		t->nbr[k] = (struct sw_nbr){ SW_NBR_MEMBER, m->bfr_id, m->addr, m->qpn };
+		if (!bp) {
+			snprintf(err, cap, "tree %u: BFR-id %u not in si %u", ct->id, m->bfr_id, ct->si);
+			return -EINVAL;
+		}
+		wire_bier_set(t->abm, bsl_bytes, bp);
+		wire_bier_set(fbm, bsl_bytes, bp);
+		t->bift[nbift++] = (struct agg_bift_entry){ .bp = bp, .nbr = (uint32_t)k, .fbm = fbm };
+	}
+	for (size_t i = 0; i < ct->nchildren; i++, k++) {
+		const struct sw_conf_child *c = &ct->children[i];
+		uint8_t *fbm = t->fbm + k * bsl_bytes;
+
+		t->nbr[k] = (struct sw_nbr){ SW_NBR_CHILD, 0, c->addr, c->qpn };
+		for (size_t j = 0; j < c->nbfr; j++) {
+			unsigned bp = wire_bier_bp(c->bfr_ids[j], ct->bsl_bits, ct->si);
+			if (!bp) {
+				snprintf(err, cap, "tree %u: BFR-id %u not in si %u", ct->id,
+					 c->bfr_ids[j], ct->si);
+				return -EINVAL;
+			}
+			wire_bier_set(t->abm, bsl_bytes, bp);
+			wire_bier_set(fbm, bsl_bytes, bp);
+		}
+		for (size_t j = 0; j < c->nbfr; j++)
+			t->bift[nbift++] = (struct agg_bift_entry){
+				.bp = wire_bier_bp(c->bfr_ids[j], ct->bsl_bits, ct->si),
+				.nbr = (uint32_t)k,
+				.fbm = fbm,
+			};
+	}
+	if (ct->has_parent) {
+		t->nbr[k] = (struct sw_nbr){ SW_NBR_PARENT, 0, ct->parent, ct->parent_qpn };
+		k++;
+	}
+	for (uint32_t i = 0; i < t->nnbr; i++) {
+		uint32_t h = nbr_hash(t->nbr[i].addr.sin_addr.s_addr, t->nbr[i].addr.sin_port,
+				      t->hmask);
+		while (t->hash[h])
+			h = (h + 1) & t->hmask;
+		t->hash[h] = i + 1;
+	}
+	t->acfg = (struct agg_tree_cfg){
+		.tree_id = ct->id,
+		.rkey = ct->key,
+		.nslots = ct->slots,
+		.slot_bytes = ct->slot_bytes,
+		.bsl_bits = ct->bsl_bits,
+		.si = ct->si,
+		.abm = t->abm,
+		.root = ct->root,
+		.parent_nbr = ct->has_parent ? t->nnbr - 1 : AGG_NBR_NONE,
+		.own_bfr_id = ct->bfr_id,
+		.nbift = nbift,
+		.bift = t->bift,
+		.deterministic = ct->deterministic,
+		.check_sender = ct->check_sender,
+	};
+	return 0;
+}
+
+static void tree_release(struct sw_tree *t)
+{
+	free(t->nbr);
+	free(t->psn);
+	free(t->hash);
+	free(t->abm);
+	free(t->fbm);
+	free(t->bift);
+}
+
+/* ---------------------------------------------------------------- sockets */
+
+static void set_buf(int fd, int force_opt, int opt, int bytes)
+{
+	/* SO_*BUFFORCE ignores net.core.[rw]mem_max but needs CAP_NET_ADMIN; fall back. */
+	if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof bytes) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof bytes);
+}
+
+static int open_socket(const struct sw_config *cfg, bool reuseport, char *err, size_t cap)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int one = 1, pmtu = IP_PMTUDISC_DO;
+	struct timeval tv = { .tv_sec = 0, .tv_usec = SW_RX_TIMEOUT_MS * 1000 };
+	char a[32];
+
+	if (fd < 0) {
+		snprintf(err, cap, "socket: %s", strerror(errno));
+		return -errno;
+	}
+	if ((reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+	    setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) < 0 ||
+	    /* DF set and IPv4 ID 0 on every datagram: the ICRC covers the ID (FACTS.md). */
+	    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+		int e = errno;
+		snprintf(err, cap, "setsockopt: %s", strerror(e));
+		close(fd);
+		return -e;
+	}
+	set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, SW_SOCKBUF_BYTES);
+	set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, SW_SOCKBUF_BYTES);
+	if (bind(fd, (const struct sockaddr *)&cfg->listen, sizeof cfg->listen) < 0) {
+		int e = errno;
+		snprintf(err, cap, "bind %s: %s", util_format_addr(&cfg->listen, a, sizeof a),
+			 strerror(e));
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* Steer each datagram to the socket (= worker) owning its slot: index = slot % n. The kernel
+ * runs this with the UDP payload at offset 0; a load past the end ends the program with 0. */
+static int attach_steering(int fd, unsigned nthreads, char *err, size_t cap)
+{
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SW_SLOT_OFFSET),
+		BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, nthreads),
+		BPF_STMT(BPF_RET | BPF_A, 0),
+	};
+	struct sock_fprog prog = { .len = sizeof code / sizeof code[0], .filter = code };
+
+	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) < 0) {
+		snprintf(err, cap, "SO_ATTACH_REUSEPORT_CBPF: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- create / destroy */
+
+int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struct sw_switch **out,
+		     char *err, size_t cap)
+{
+	struct sw_switch *sw = calloc(1, sizeof *sw);
+	int rc = -ENOMEM;
+
+	if (!sw) {
+		snprintf(err, cap, "out of memory");
+		return -ENOMEM;
+	}
+	sw->cfg = cfg;
+	sw->opts = *o;
+	sw->listen_any = cfg->listen.sin_addr.s_addr == htonl(INADDR_ANY);
+	sw->ntrees = cfg->ntrees;
+	sw->nworkers = cfg->threads;
+	sw->start_ns = util_now_ns();
+	atomic_init(&sw->stop, false);
+	atomic_init(&sw->snap_req, 0);
+	sw->trees = calloc(sw->ntrees ? sw->ntrees : 1, sizeof *sw->trees);
+	sw->tree_index = malloc(65536 * sizeof *sw->tree_index);
+	sw->w = calloc(sw->nworkers, sizeof *sw->w);
+	if (!sw->trees || !sw->tree_index || !sw->w) {
+		snprintf(err, cap, "out of memory");
+		goto fail;
+	}
+	for (unsigned i = 0; i < sw->nworkers; i++)
+		sw->w[i].fd = -1;
+	memset(sw->tree_index, 0xff, 65536 * sizeof *sw->tree_index);
+	for (size_t i = 0; i < sw->ntrees; i++) {
+		rc = tree_build(&sw->trees[i], &cfg->trees[i], err, cap);
+		if (rc < 0)
+			goto fail;
+		sw->trees[i].qp_base = (uint32_t)sw->nqp;
+		sw->nqp += sw->trees[i].nnbr;
+		sw->tree_index[cfg->trees[i].id] = (uint16_t)i;
+	}
+
+	for (unsigned wi = 0; wi < sw->nworkers; wi++) {
+		struct sw_worker *w = &sw->w[wi];
+
+		w->sw = sw;
+		w->idx = wi;
+		atomic_init(&w->snap_ack, 0);
+		util_rng_seed(&w->rng, o->seed * 0x100000001b3ull + wi + 1);
+		w->agg = calloc(sw->ntrees ? sw->ntrees : 1, sizeof *w->agg);
+		w->qp = calloc(sw->nqp ? sw->nqp : 1, sizeof *w->qp);
+		w->snap_qp = calloc(sw->nqp ? sw->nqp : 1, sizeof *w->snap_qp);
+		w->snap_tree = calloc(sw->ntrees ? sw->ntrees : 1, sizeof *w->snap_tree);
+		if (!w->agg || !w->qp || !w->snap_qp || !w->snap_tree) {
+			snprintf(err, cap, "out of memory");
+			rc = -ENOMEM;
+			goto fail;
+		}
+		w->max_sends = 1;
+		for (size_t i = 0; i < sw->ntrees; i++) {
+			struct agg_tree_cfg tc = sw->trees[i].acfg;
+			tc.shard = (uint16_t)wi;
+			tc.nshards = (uint16_t)sw->nworkers;
+			rc = agg_tree_create(&tc, &w->agg[i]);
+			if (rc < 0) {
+				snprintf(err, cap, "tree %u: engine refused the configuration: %s",
+					 tc.tree_id, strerror(-rc));
+				goto fail;
+			}
+			if (agg_tree_max_sends(w->agg[i]) > w->max_sends)
+				w->max_sends = agg_tree_max_sends(w->agg[i]);
+		}
+		w->io = io_new(w->max_sends);
+		if (!w->io) {
+			snprintf(err, cap, "out of memory");
+			rc = -ENOMEM;
+			goto fail;
+		}
+		/* Bind order = index in the reuseport group = what the BPF program returns. */
+		rc = open_socket(cfg, sw->nworkers > 1, err, cap);
+		if (rc < 0)
+			goto fail;
+		w->fd = rc;
+	}
+	if (sw->nworkers > 1) {
+		rc = attach_steering(sw->w[0].fd, sw->nworkers, err, cap);
+		if (rc < 0)
+			goto fail;
+	}
+	*out = sw;
+	return 0;
+fail:
+	sw_switch_destroy(sw);
+	return rc < 0 ? rc : -EINVAL;
+}
+
+void sw_switch_destroy(struct sw_switch *sw)
+{
+	if (!sw)
+		return;
+	for (unsigned wi = 0; sw->w && wi < sw->nworkers; wi++) {
+		struct sw_worker *w = &sw->w[wi];
+		if (w->fd >= 0)
+			close(w->fd);
+		for (size_t i = 0; w->agg && i < sw->ntrees; i++)
+			agg_tree_destroy(w->agg[i]);
+		free(w->agg);
+		free(w->qp);
+		free(w->snap_qp);
+		free(w->snap_tree);
+		io_free(w->io);
+	}
+	for (size_t i = 0; sw->trees && i < sw->ntrees; i++)
+		tree_release(&sw->trees[i]);
+	free(sw->trees);
+	free(sw->tree_index);
+	free(sw->w);
+	free(sw);
+}
+
+/* ---------------------------------------------------------------- hot path */
+
+static bool inject_drop(struct sw_worker *w)
+{
+	return w->sw->opts.drop_rate > 0 && util_rng_double(&w->rng) < w->sw->opts.drop_rate;
+}
+
+static void flush_tx(struct sw_worker *w)
+{
+	struct sw_io *io = w->io;
+	size_t done = 0;
+
+	while (done < io->ntx) {
+		int r = sendmmsg(w->fd, io->tmsg + done, (unsigned)(io->ntx - done), 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			/* The first datagram failed (e.g. ENETUNREACH): count it, go on. */
+			w->cnt.sw_drops[SW_DROP_TX_ERROR]++;
+			sw_log(3, "worker %u: sendmmsg: %s", w->idx, strerror(errno));
+			done++;
+			continue;
+		}
+		w->cnt.tx_batches++;
+		for (int i = 0; i < r; i++) {
+			w->cnt.tx_pkts++;
+			w->cnt.tx_bytes += io->tiov[done + (size_t)i].iov_len;
+		}
+		done += (size_t)r;
+	}
+	io->ntx = 0;
+}
+
+/* Queue one datagram. src_ip (network order) is only put in IP_PKTINFO when listening on the
+ * wildcard address, so the kernel uses the address the ICRC was computed with. */
+static struct msghdr *queue_tx(struct sw_worker *w, const void *data, size_t len,
+			       const struct sockaddr_in *to, uint32_t src_ip_be)
+{
+	struct sw_io *io = w->io;
+	size_t k = io->ntx++;
+	struct msghdr *m = &io->tmsg[k].msg_hdr;
+
+	io->tname[k] = *to;
+	io->tiov[k].iov_base = (void *)data;
+	io->tiov[k].iov_len = len;
+	memset(m, 0, sizeof *m);
+	m->msg_name = &io->tname[k];
+	m->msg_namelen = sizeof io->tname[k];
+	m->msg_iov = &io->tiov[k];
+	m->msg_iovlen = 1;
+	if (w->sw->listen_any) {
+		struct cmsghdr *c;
+		struct in_pktinfo pi = { 0 };
+
+		m->msg_control = io->tctl[k].buf;
+		m->msg_controllen = SW_CMSG_BYTES;
+		c = CMSG_FIRSTHDR(m);
+		c->cmsg_level = IPPROTO_IP;
+		c->cmsg_type = IP_PKTINFO;
+		c->cmsg_len = CMSG_LEN(sizeof pi);
+		pi.ipi_spec_dst.s_addr = src_ip_be;
+		memcpy(CMSG_DATA(c), &pi, sizeof pi);
+	}
+	return m;
+}
+
+static void drop_log(const struct sw_worker *w, const char *why, const struct sockaddr_in *from)
+{
+	char a[32];
+
+	if (sw_verbosity >= 3)
+		sw_log(3, "worker %u: drop %s from %s", w->idx, why,
+		       util_format_addr(from, a, sizeof a));
+}
+
+/* Per neighbour receive accounting, including PSN continuity (UC: gaps are only counted). */
+static void qp_rx(struct sw_worker *w, struct sw_tree *t, uint32_t nbr, uint32_t psn, size_t len)
+{
+	struct sw_qp_stats *q = &w->qp[t->qp_base + nbr];
+	uint32_t expect = atomic_exchange_explicit(&t->psn[nbr].rx_next, (psn + 1) & 0xFFFFFF,
+						   memory_order_relaxed);
+
+	q->rx_pkts++;
+	q->rx_bytes += len;
+	if (expect != UINT32_MAX && expect != psn) {
+		uint32_t d = (psn - expect) & 0xFFFFFF;
+		if (d < 0x800000) {
+			q->psn_gaps++;
+			q->psn_lost += d;
+		} else {
+			q->psn_reorder++;
+		}
+	}
+}
+
+static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uint32_t src_ip_be)
+{
+	struct sw_io *io = w->io;
+	const struct sw_nbr *nb;
+	struct wire_ipinfo ip;
+	uint8_t *buf;
+	int len;
+
+	if (s->nbr >= t->nnbr) {
+		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
+		return;
+	}
+	nb = &t->nbr[s->nbr];
+	s->pkt.bth.dest_qp = nb->qpn;
+	s->pkt.bth.psn = atomic_fetch_add_explicit(&t->psn[s->nbr].tx_next, 1,
+						   memory_order_relaxed) & 0xFFFFFF;
+	ip = (struct wire_ipinfo){
+		.src_ip = ntohl(src_ip_be),
+		.dst_ip = ntohl(nb->addr.sin_addr.s_addr),
+		.src_port = ntohs(w->sw->cfg->listen.sin_port),
+		.dst_port = ntohs(nb->addr.sin_port),
+		.ip_id = 0,
+	};
+	buf = io->tbuf + io->ntx * WIRE_MAX_UDP_PAYLOAD;
+	len = wire_encode_udp(buf, WIRE_MAX_UDP_PAYLOAD, &s->pkt, &ip);
+	if (len < 0) {
+		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
+		sw_log(2, "worker %u: tree %u: encode failed: %d", w->idx, t->conf->id, len);
+		return;
+	}
+	if (inject_drop(w)) {
+		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
+		return;
+	}
+	w->qp[t->qp_base + s->nbr].tx_pkts++;
+	w->qp[t->qp_base + s->nbr].tx_bytes += (uint64_t)len;
+	queue_tx(w, buf, (size_t)len, &nb->addr, src_ip_be);
+}
+
+static void handle_inca(struct sw_worker *w, uint8_t *buf, size_t len,
+			const struct sockaddr_in *from, uint32_t dst_ip_be)
+{
+	struct sw_switch *sw = w->sw;
+	struct wire_pkt pkt;
+	struct wire_ipinfo ip = {
+		.src_ip = ntohl(from->sin_addr.s_addr),
+		.dst_ip = ntohl(dst_ip_be),
+		.src_port = ntohs(from->sin_port),
+		.dst_port = ntohs(sw->cfg->listen.sin_port),
+		.ip_id = 0,
+	};
+	enum wire_err e = wire_decode_udp(buf, len, &pkt, sw->cfg->check_icrc ? &ip : NULL);
+	struct sw_tree *t;
+	uint16_t ti;
+	uint32_t nbr, src_ip_be;
+	size_t nsent = 0;
+	enum agg_verdict v;
+
+	if (e != WIRE_OK) {
+		w->cnt.wire_drops[(unsigned)e < WIRE_E_COUNT_MAX_ ? e : WIRE_E_TRUNCATED]++;
+		drop_log(w, wire_err_name(e), from);
+		return;
+	}
+	ti = sw->tree_index[pkt.inca.tree_id];
+	if (ti == UINT16_MAX) {
+		w->cnt.sw_drops[SW_DROP_UNKNOWN_TREE]++;
+		drop_log(w, "unknown_tree", from);
+		return;
+	}
+	t = &sw->trees[ti];
+	if (pkt.bth.dest_qp != t->conf->qpn) {
+		w->cnt.sw_drops[SW_DROP_BAD_QPN]++;
+		drop_log(w, "bad_qpn", from);
+		return;
+	}
+	nbr = nbr_lookup(t, from);
+	if (nbr == UINT32_MAX) {
+		w->cnt.sw_drops[SW_DROP_UNKNOWN_SENDER]++;
+		drop_log(w, "unknown_sender", from);
+		return;
+	}
+	qp_rx(w, t, nbr, pkt.bth.psn, len);
+	if (w->io->ntx + w->max_sends > w->io->tx_cap)
+		flush_tx(w);
+	v = agg_tree_input(w->agg[ti], &pkt, nbr, w->io->sends, w->max_sends, &nsent);
+	w->cnt.verdicts[(unsigned)v < AGG_VERDICT_COUNT ? v : AGG_DROP_FIRST]++;
+	if (v >= AGG_DROP_FIRST)
+		drop_log(w, agg_verdict_name(v), from);
+	src_ip_be = sw->listen_any ? dst_ip_be : sw->cfg->listen.sin_addr.s_addr;
+	for (size_t i = 0; i < nsent && i < w->max_sends; i++)
+		emit(w, t, &w->io->sends[i], src_ip_be);
+}
+
+/* The benchmark baseline: same sockets, steering and batching, no decode, no copy. */
+static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
+			   const struct sockaddr_in *from, uint32_t dst_ip_be)
+{
+	if (len < WIRE_ROCE_HDR_LEN + WIRE_INCA_FIXED_LEN + 8 + WIRE_ICRC_LEN ||
+	    buf[0] != WIRE_OPCODE_UC_WRITE_ONLY_IMM) {
+		w->cnt.sw_drops[SW_DROP_NOT_INCA]++;
+		return;
+	}
+	if (inject_drop(w)) {
+		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
+		return;
+	}
+	if (w->io->ntx + 1 > w->io->tx_cap)
+		flush_tx(w);
+	w->cnt.reflected++;
+	queue_tx(w, buf, len, from, dst_ip_be);
+}
+
+static uint32_t pktinfo_dst(struct msghdr *m)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof pi);
+			return pi.ipi_addr.s_addr;
+		}
+	return 0;
+}
+
+void sw_worker_take_snapshot(struct sw_worker *w)
+{
+	struct sw_switch *sw = w->sw;
+
+	w->snap_cnt = w->cnt;
+	memcpy(w->snap_qp, w->qp, sw->nqp * sizeof *w->qp);
+	for (size_t i = 0; i < sw->ntrees; i++)
+		agg_tree_get_stats(w->agg[i], &w->snap_tree[i]);
+}
+
+static void check_snapshot(struct sw_worker *w)
+{
+	uint64_t req = atomic_load_explicit(&w->sw->snap_req, memory_order_acquire);
+
+	if (req != w->snap_seen) {
+		sw_worker_take_snapshot(w);
+		w->snap_seen = req;
+		atomic_store_explicit(&w->snap_ack, req, memory_order_release);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct sw_worker *w = arg;
+	struct sw_switch *sw = w->sw;
+	struct sw_io *io = w->io;
+	bool reflect = sw->opts.reflect;
+
+	sw_log(2, "worker %u: running on fd %d", w->idx, w->fd);
+	while (!atomic_load_explicit(&sw->stop, memory_order_relaxed)) {
+		int n;
+
+		for (int i = 0; i < SW_BATCH; i++) {
+			io->rmsg[i].msg_hdr.msg_namelen = sizeof io->rname[i];
+			io->rmsg[i].msg_hdr.msg_controllen = SW_CMSG_BYTES;
+			io->rmsg[i].msg_hdr.msg_flags = 0;
+		}
+		/* Block for the first datagram (up to SO_RCVTIMEO), then take what is queued. */
+		n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_WAITFORONE, NULL);
+		if (n <= 0) {
+			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+				sw_log(0, "worker %u: recvmmsg: %s", w->idx, strerror(errno));
+				struct timespec ts = { 0, 10 * 1000 * 1000 };
+				nanosleep(&ts, NULL); /* do not spin on a persistent error */
+			}
+			check_snapshot(w);
+			continue;
+		}
+		w->cnt.rx_batches++;
+		for (int i = 0; i < n; i++) {
+			struct msghdr *m = &io->rmsg[i].msg_hdr;
+			uint8_t *buf = io->riov[i].iov_base;
+			size_t len = io->rmsg[i].msg_len;
+
+			w->cnt.rx_pkts++;
+			w->cnt.rx_bytes += len;
+			if (m->msg_flags & MSG_TRUNC) {
+				w->cnt.wire_drops[WIRE_E_TOO_BIG]++;
+				continue;
+			}
+			if (inject_drop(w)) {
+				w->cnt.sw_drops[SW_DROP_INJECTED_RX]++;
+				continue;
+			}
+			if (reflect)
+				handle_reflect(w, buf, len, &io->rname[i], pktinfo_dst(m));
+			else
+				handle_inca(w, buf, len, &io->rname[i], pktinfo_dst(m));
+		}
+		/* Reflected datagrams point into the receive buffers: send before reusing them. */
+		flush_tx(w);
+		check_snapshot(w);
+	}
+	flush_tx(w);
+	sw_log(2, "worker %u: stopped", w->idx);
+	return NULL;
+}
+
+int sw_switch_start(struct sw_switch *sw)
+{
+	for (unsigned i = 0; i < sw->nworkers; i++) {
+		int rc = pthread_create(&sw->w[i].thread, NULL, worker_main, &sw->w[i]);
+		if (rc) {
+			sw_log(0, "pthread_create: %s", strerror(rc));
+			sw_switch_stop(sw);
+			return -rc;
+		}
+		sw->w[i].started = true;
+	}
+	return 0;
+}
+
+void sw_switch_stop(struct sw_switch *sw)
+{
+	atomic_store(&sw->stop, true);
+	for (unsigned i = 0; i < sw->nworkers; i++)
+		if (sw->w[i].started) {
+			pthread_join(sw->w[i].thread, NULL);
+			sw->w[i].started = false;
+		}
+}
+
+void sw_switch_snapshot(struct sw_switch *sw, unsigned timeout_ms)
+{
+	uint64_t req = atomic_fetch_add_explicit(&sw->snap_req, 1, memory_order_acq_rel) + 1;
+	uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	for (unsigned i = 0; i < sw->nworkers; i++) {
+		struct sw_worker *w = &sw->w[i];
+		if (!w->started) {
+			sw_worker_take_snapshot(w);
+			continue;
+		}
+		while (atomic_load_explicit(&w->snap_ack, memory_order_acquire) < req &&
+		       util_now_ns() < deadline) {
+			struct timespec ts = { 0, 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- logging */
+
+int sw_verbosity;
+
+void sw_log(int level, const char *fmt, ...)
+{
+	char msg[1024];
+	struct timespec ts;
+	va_list ap;
+
+	if (level > sw_verbosity)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* One write per line so lines from several threads do not interleave. */
+	fprintf(stderr, "%lld.%06ld inca-switch: %s%s\n", (long long)ts.tv_sec,
+		ts.tv_nsec / 1000, level == 0 ? "error: " : "", msg);
+}

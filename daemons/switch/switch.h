@@ -1,0 +1,165 @@
+/* inca-switch internals shared by main.c, dataplane.c and stats.c: the runtime built from a
+ * sw_config (trees, neighbours, per-thread workers), counters and the stats snapshot protocol.
+ * Not a library API: daemon-private, may print. See docs/switch.md for the threading model. */
+#ifndef INCA_SW_SWITCH_H
+#define INCA_SW_SWITCH_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <netinet/in.h>
+
+#include "agg/agg.h"
+#include "config.h"
+#include "util/util.h"
+#include "wire/wire.h"
+
+#define SW_BATCH 64 /* datagrams per recvmmsg / typical sendmmsg */
+
+/* ---------------------------------------------------------------- logging (stderr) */
+/* 0 errors and warnings, 1 (-v) startup/shutdown info, 2 (-vv) per-event debug,
+ * 3 (-vvv) one line per dropped packet. */
+extern int sw_verbosity;
+void sw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---------------------------------------------------------------- counters */
+
+/* Drop reasons the switch itself decides (the decoder's and the engine's have their own). */
+enum sw_drop {
+	SW_DROP_UNKNOWN_TREE,   /* INCA tree id not configured */
+	SW_DROP_BAD_QPN,        /* BTH DestQP is not the tree's switch QPN */
+	SW_DROP_UNKNOWN_SENDER, /* source ip:port is no neighbour of the tree (authorisation) */
+	SW_DROP_NOT_INCA,       /* reflect mode: not even a plausible INCA packet */
+	SW_DROP_INJECTED_RX,    /* --drop-rate on receive */
+	SW_DROP_INJECTED_TX,    /* --drop-rate on send */
+	SW_DROP_TX_ENCODE,      /* wire_encode_udp refused an engine packet (a bug) */
+	SW_DROP_TX_ERROR,       /* sendmmsg failed for the datagram */
+	SW_DROP_COUNT
+};
+const char *sw_drop_name(enum sw_drop d);
+
+/* Per neighbour (per QP) counters, one copy per worker thread. */
+struct sw_qp_stats {
+	uint64_t rx_pkts, rx_bytes; /* UDP payload bytes */
+	uint64_t tx_pkts, tx_bytes;
+	uint64_t psn_gaps;    /* received PSN jumped forward (packets missing before it) */
+	uint64_t psn_lost;    /* sum of those forward jumps */
+	uint64_t psn_reorder; /* received PSN older than expected (late or duplicate) */
+};
+
+/* Global counters of one worker. */
+struct sw_counters {
+	uint64_t rx_pkts, rx_bytes; /* datagrams received (before any check) */
+	uint64_t tx_pkts, tx_bytes; /* datagrams handed to the kernel */
+	uint64_t reflected;         /* reflect mode: datagrams echoed */
+	uint64_t rx_batches, tx_batches; /* recvmmsg / sendmmsg calls that moved data */
+	uint64_t wire_drops[WIRE_E_COUNT_MAX_];
+	uint64_t sw_drops[SW_DROP_COUNT];
+	uint64_t verdicts[AGG_VERDICT_COUNT]; /* every agg_tree_input result */
+};
+
+/* ---------------------------------------------------------------- runtime */
+
+enum sw_nbr_kind { SW_NBR_MEMBER, SW_NBR_CHILD, SW_NBR_PARENT };
+
+/* A neighbour of a tree: immutable after start. Neighbour index = engine nbr id. */
+struct sw_nbr {
+	enum sw_nbr_kind kind;
+	uint16_t bfr_id; /* member: its BFR-id; child/parent: 0 */
+	struct sockaddr_in addr;
+	uint32_t qpn; /* DestQP of packets sent to it */
+};
+
+/* Cross-thread per-QP state: the BTH PSN is one sequence per QP whichever worker sends, so
+ * it is an atomic (relaxed; one cache line per neighbour to avoid false sharing). */
+struct sw_nbr_psn {
+	_Atomic uint32_t tx_next; /* next PSN we send to this neighbour */
+	_Atomic uint32_t rx_next; /* PSN expected next from it; UINT32_MAX before the first */
+	char pad_[56];
+} __attribute__((aligned(64)));
+
+struct sw_tree {
+	const struct sw_conf_tree *conf;
+	uint32_t nnbr;
+	struct sw_nbr *nbr;      /* members, then children, then the parent */
+	struct sw_nbr_psn *psn;  /* nnbr */
+	uint32_t *hash;          /* ip:port -> nbr index + 1 (0 = empty), open addressing */
+	uint32_t hmask;
+	uint32_t qp_base;        /* offset of this tree's neighbours in per-worker qp arrays */
+	struct agg_tree_cfg acfg; /* template; shard/nshards set per worker */
+	uint8_t *abm, *fbm;       /* backing storage referenced by acfg */
+	struct agg_bift_entry *bift;
+};
+
+struct sw_switch;
+
+struct sw_worker {
+	struct sw_switch *sw;
+	unsigned idx;
+	int fd;
+	pthread_t thread;
+	bool started;
+	struct agg_tree **agg; /* one engine shard per tree */
+	size_t max_sends;      /* largest agg_tree_max_sends over trees */
+	struct util_rng rng;   /* fault injection */
+
+	/* Live counters: written only by this worker. */
+	struct sw_counters cnt;
+	struct sw_qp_stats *qp; /* sw->nqp */
+
+	/* Snapshot: written by the worker on request, read by the stats writer after the
+	 * acknowledgement (release/acquire on snap_ack). */
+	uint64_t snap_seen;
+	_Atomic uint64_t snap_ack;
+	struct sw_counters snap_cnt;
+	struct sw_qp_stats *snap_qp;
+	struct agg_tree_stats *snap_tree; /* ntrees */
+
+	/* I/O buffers (see dataplane.c). */
+	struct sw_io *io;
+};
+
+struct sw_opts {
+	bool reflect;     /* echo valid-looking datagrams instead of aggregating */
+	double drop_rate; /* fault injection on rx and tx, 0 = off */
+	uint64_t seed;
+};
+
+struct sw_switch {
+	const struct sw_config *cfg; /* borrowed, must outlive the switch */
+	struct sw_opts opts;
+	size_t ntrees;
+	struct sw_tree *trees;
+	uint16_t *tree_index; /* 65536 entries: tree id -> index, UINT16_MAX = none */
+	size_t nqp;           /* total neighbours over all trees */
+	unsigned nworkers;
+	struct sw_worker *w;
+	bool listen_any;      /* listening on 0.0.0.0: source address taken per packet */
+	_Atomic bool stop;
+	_Atomic uint64_t snap_req;
+	uint64_t start_ns;
+};
+
+/* Build trees, neighbour tables, engine shards and bound sockets (nothing runs yet).
+ * Returns 0 or -errno with a message in err. */
+int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struct sw_switch **out,
+		     char *err, size_t cap);
+/* Start one thread per worker. Signals should be blocked by the caller first. */
+int sw_switch_start(struct sw_switch *sw);
+/* Ask workers to stop and join them (returns within ~the socket receive timeout). */
+void sw_switch_stop(struct sw_switch *sw);
+void sw_switch_destroy(struct sw_switch *sw);
+/* Refresh every worker's snapshot: asks running workers and waits up to timeout_ms (a worker
+ * that does not answer keeps its previous snapshot); stopped workers are copied directly. */
+void sw_switch_snapshot(struct sw_switch *sw, unsigned timeout_ms);
+/* Copy a worker's live counters into its snapshot (worker thread, or after join). */
+void sw_worker_take_snapshot(struct sw_worker *w);
+
+/* stats.c: JSON of the current snapshots (docs/switch.md has the schema). */
+void sw_stats_write_json(const struct sw_switch *sw, FILE *f);
+/* Write atomically (temp file + rename). Returns 0 or -errno. */
+int sw_stats_write_file(const struct sw_switch *sw, const char *path);
+
+#endif

@@ -1,0 +1,742 @@
+/* Daemon tests for inca-switch: start the real binary, speak INCA/RoCEv2 to it over loopback
+ * (127.0.0.x, each case its own addresses) with packets built by lib/wire, and check results,
+ * drop reasons in the stats JSON and a clean SIGTERM exit.
+ * Usage: switch_test PATH-TO-inca-switch allreduce|threads|multilevel|reflect */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agg/agg.h"
+#include "util/util.h"
+#include "wire/wire.h"
+
+#define MAX_SWITCHES 2
+#define COUNT 16 /* int32 elements per packet */
+
+static const char *switch_path;
+static pid_t children[MAX_SWITCHES];
+static char tmpdir[64];
+
+static void kill_children(void)
+{
+	for (int i = 0; i < MAX_SWITCHES; i++)
+		if (children[i] > 0) {
+			kill(children[i], SIGKILL);
+			waitpid(children[i], NULL, 0);
+			children[i] = 0;
+		}
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "FAIL: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	kill_children();
+	exit(1);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	kill_children();
+	_exit(3);
+}
+
+#define CHECK(cond)                                                                         \
+	do {                                                                                \
+		if (!(cond))                                                                \
+			die("%s:%d: %s", __FILE__, __LINE__, #cond);                        \
+	} while (0)
+#define CHECK_EQ(a, b)                                                                      \
+	do {                                                                                \
+		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);  \
+		if (a_ != b_)                                                               \
+			die("%s:%d: %s == %s: %llu != %llu", __FILE__, __LINE__, #a, #b, a_, b_); \
+	} while (0)
+
+/* ---------------------------------------------------------------- process control */
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	size_t n;
+
+	if (!f)
+		return NULL;
+	buf = calloc(1, 1 << 20);
+	CHECK(buf != NULL);
+	n = fread(buf, 1, (1 << 20) - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	return buf;
+}
+
+/* Start inca-switch with argv (NULL-terminated, without argv[0]) and wait for its ready file. */
+static void start_switch(int idx, const char *ready, char *const args[])
+{
+	char *argv[32];
+	int n = 0;
+	pid_t pid;
+
+	argv[n++] = (char *)switch_path;
+	for (int i = 0; args[i]; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	unlink(ready);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		execv(switch_path, argv);
+		perror("execv");
+		_exit(127);
+	}
+	children[idx] = pid;
+	for (int i = 0; i < 500; i++) { /* up to 5 s */
+		int st;
+		if (access(ready, F_OK) == 0)
+			return;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			children[idx] = 0;
+			die("inca-switch exited early (status %d)", st);
+		}
+		usleep(10000);
+	}
+	die("inca-switch did not create %s", ready);
+}
+
+/* SIGTERM and expect exit status 0 within 5 s. */
+static void stop_switch(int idx)
+{
+	pid_t pid = children[idx];
+	int st = 0;
+
+	CHECK(pid > 0);
+	CHECK(kill(pid, SIGTERM) == 0);
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			children[idx] = 0;
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				die("inca-switch did not exit cleanly (status 0x%x)", st);
+			return;
+		}
+		usleep(10000);
+	}
+	die("inca-switch did not stop after SIGTERM");
+}
+
+/* ---------------------------------------------------------------- stats JSON */
+
+/* Value of "key": N inside the object that starts at the first "section": { (or anywhere if
+ * section is NULL). The switch writes every key of a section, so absence is an error. */
+static long long json_get(const char *json, const char *section, const char *key)
+{
+	const char *p = json, *end;
+	char pat[128];
+
+	if (section) {
+		snprintf(pat, sizeof pat, "\"%s\": {", section);
+		p = strstr(json, pat);
+		if (!p)
+			return -1;
+	}
+	end = strchr(p + 1, '}');
+	snprintf(pat, sizeof pat, "\"%s\": ", key);
+	p = strstr(p, pat);
+	if (!p || (end && p > end && section))
+		return -1;
+	return strtoll(p + strlen(pat), NULL, 10);
+}
+
+/* ---------------------------------------------------------------- members */
+
+struct member {
+	int fd;
+	struct sockaddr_in addr;
+	uint16_t bfr;
+	uint32_t qpn;
+	uint32_t psn;
+	uint32_t rx_psn; /* next PSN expected from the switch */
+	bool psn_any_order; /* several switch threads: PSNs unique, not in arrival order */
+	uint8_t psn_seen[4096];
+	struct sockaddr_in sw; /* its switch */
+	uint32_t sw_qpn;
+	uint16_t tree;
+	uint32_t key;
+};
+
+static int open_sock(const char *ip, uint16_t port, struct sockaddr_in *out)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int pmtu = IP_PMTUDISC_DO;
+	struct timeval tv = { 2, 0 };
+	char a[64];
+
+	CHECK(fd >= 0);
+	snprintf(a, sizeof a, "%s:%u", ip, port);
+	CHECK(util_parse_addr(a, -1, out) == 0);
+	/* DF + IP ID 0, so the switch can verify our ICRC. */
+	CHECK(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	if (bind(fd, (struct sockaddr *)out, sizeof *out) < 0)
+		die("bind %s: %s", a, strerror(errno));
+	return fd;
+}
+
+static void member_init(struct member *m, const char *ip, uint16_t bfr, const char *sw_ip,
+			uint16_t tree, uint32_t key)
+{
+	char a[64];
+
+	memset(m, 0, sizeof *m);
+	m->fd = open_sock(ip, 4791, &m->addr);
+	m->bfr = bfr;
+	m->qpn = 0x1000 + bfr;
+	m->tree = tree;
+	m->key = key;
+	m->sw_qpn = 0x100 + tree;
+	snprintf(a, sizeof a, "%s:4791", sw_ip);
+	CHECK(util_parse_addr(a, -1, &m->sw) == 0);
+}
+
+static struct wire_ipinfo ipinfo(const struct sockaddr_in *src, const struct sockaddr_in *dst)
+{
+	return (struct wire_ipinfo){
+		.src_ip = ntohl(src->sin_addr.s_addr),
+		.dst_ip = ntohl(dst->sin_addr.s_addr),
+		.src_port = ntohs(src->sin_port),
+		.dst_port = ntohs(dst->sin_port),
+		.ip_id = 0,
+	};
+}
+
+static int32_t value(const struct member *m, uint16_t slot, uint32_t round, int i)
+{
+	return (int32_t)(m->bfr * 1000 + slot * 10 + i + (int32_t)round * 100000);
+}
+
+/* A contribution of member m for (slot, round), encoded into buf. */
+static int build(const struct member *m, uint16_t slot, uint32_t round, uint8_t *buf, size_t cap,
+		 uint8_t *bits)
+{
+	static int32_t data[COUNT];
+	struct wire_pkt p;
+	struct wire_ipinfo ip = ipinfo(&m->addr, &m->sw);
+	int len;
+
+	for (int i = 0; i < COUNT; i++)
+		data[i] = value(m, slot, round, i);
+	memset(bits, 0, 8);
+	wire_bier_set(bits, 8, wire_bier_bp(m->bfr, 64, 0));
+	memset(&p, 0, sizeof p);
+	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
+	p.bth.pkey = WIRE_PKEY_DEFAULT;
+	p.bth.dest_qp = m->sw_qpn;
+	p.bth.psn = m->psn & 0xFFFFFF;
+	p.reth.va = (uint64_t)slot * sizeof data;
+	p.reth.rkey = m->key;
+	p.imm = round * 1000u + slot;
+	p.inca.version = WIRE_INCA_VERSION;
+	p.inca.coll = WIRE_COLL_ALLREDUCE;
+	p.inca.dtype = INCA_INT32;
+	p.inca.op = INCA_SUM;
+	p.inca.tree_id = m->tree;
+	p.inca.slot = slot;
+	p.inca.round = round;
+	p.inca.bfr_id = m->bfr;
+	p.inca.bsl_code = 1;
+	p.inca.si = 0;
+	p.inca.count = COUNT;
+	p.inca.bits = bits;
+	p.data = (const uint8_t *)data;
+	p.data_len = sizeof data;
+	len = wire_encode_udp(buf, cap, &p, &ip);
+	CHECK(len > 0);
+	return len;
+}
+
+static void send_raw(struct member *m, const uint8_t *buf, size_t len)
+{
+	ssize_t r = sendto(m->fd, buf, len, 0, (struct sockaddr *)&m->sw, sizeof m->sw);
+	CHECK(r == (ssize_t)len);
+	m->psn++;
+}
+
+static void contribute(struct member *m, uint16_t slot, uint32_t round)
+{
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD], bits[8];
+	int len = build(m, slot, round, buf, sizeof buf, bits);
+	send_raw(m, buf, (size_t)len);
+}
+
+/* Receive one result and check it: from the switch, ICRC valid, addressed to m's QP, PSN in
+ * sequence, the sum of all members' values. Returns the slot. */
+static uint16_t expect_result(struct member *m, struct member *const *all, int nall,
+			      uint32_t round_mask_check, uint32_t *round_out)
+{
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
+	struct sockaddr_in from;
+	socklen_t fl = sizeof from;
+	struct wire_pkt p;
+	struct wire_ipinfo ip;
+	enum wire_err e;
+	ssize_t n = recvfrom(m->fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+
+	(void)round_mask_check;
+	if (n < 0)
+		die("member %u: no result (%s)", m->bfr, strerror(errno));
+	CHECK(from.sin_addr.s_addr == m->sw.sin_addr.s_addr && from.sin_port == m->sw.sin_port);
+	ip = ipinfo(&m->sw, &m->addr);
+	e = wire_decode_udp(buf, (size_t)n, &p, &ip);
+	if (e != WIRE_OK)
+		die("member %u: result rejected: %s", m->bfr, wire_err_name(e));
+	CHECK(p.inca.flags & WIRE_F_RESULT);
+	CHECK_EQ(p.bth.dest_qp, m->qpn);
+	if (m->psn_any_order) {
+		CHECK(p.bth.psn < sizeof m->psn_seen);
+		CHECK(!m->psn_seen[p.bth.psn]); /* one PSN sequence per QP across threads */
+		m->psn_seen[p.bth.psn] = 1;
+	} else {
+		CHECK_EQ(p.bth.psn, m->rx_psn & 0xFFFFFF);
+	}
+	m->rx_psn++;
+	CHECK_EQ(p.reth.rkey, m->key);
+	CHECK_EQ(p.inca.tree_id, m->tree);
+	CHECK_EQ(p.inca.count, COUNT);
+	CHECK_EQ(p.data_len, COUNT * 4);
+	CHECK(wire_bier_test(p.inca.bits, 8, wire_bier_bp(m->bfr, 64, 0)));
+	for (int i = 0; i < COUNT; i++) {
+		int32_t want = 0, got;
+		for (int k = 0; k < nall; k++)
+			want += value(all[k], p.inca.slot, p.inca.round, i);
+		memcpy(&got, p.data + 4 * i, 4);
+		if (got != want)
+			die("member %u slot %u round %u elem %d: got %d want %d", m->bfr,
+			    p.inca.slot, p.inca.round, i, got, want);
+	}
+	if (round_out)
+		*round_out = p.inca.round;
+	return p.inca.slot;
+}
+
+/* Every member contributes to slots [0, nslots) of `round`, then every member collects
+ * nslots results covering each slot once. */
+static void run_round(struct member *const *ms, int n, uint16_t nslots, uint32_t round)
+{
+	for (uint16_t s = 0; s < nslots; s++)
+		for (int k = 0; k < n; k++)
+			contribute(ms[k], s, round);
+	for (int k = 0; k < n; k++) {
+		uint8_t seen[256] = { 0 };
+		for (uint16_t s = 0; s < nslots; s++) {
+			uint32_t r;
+			uint16_t slot = expect_result(ms[k], ms, n, 0, &r);
+			CHECK(slot < nslots);
+			CHECK_EQ(r, round);
+			CHECK(!seen[slot]);
+			seen[slot] = 1;
+		}
+	}
+}
+
+/* Recompute the ICRC after editing a packet (same byte order the encoder used). */
+static void fix_icrc(const struct member *m, uint8_t *buf, size_t len, uint32_t orig_icrc,
+		     bool le)
+{
+	struct wire_ipinfo ip = ipinfo(&m->addr, &m->sw);
+	uint32_t c = wire_icrc(&ip, buf, len);
+
+	(void)orig_icrc;
+	if (le) {
+		buf[len - 4] = (uint8_t)c;
+		buf[len - 3] = (uint8_t)(c >> 8);
+		buf[len - 2] = (uint8_t)(c >> 16);
+		buf[len - 1] = (uint8_t)(c >> 24);
+	} else {
+		buf[len - 4] = (uint8_t)(c >> 24);
+		buf[len - 3] = (uint8_t)(c >> 16);
+		buf[len - 2] = (uint8_t)(c >> 8);
+		buf[len - 1] = (uint8_t)c;
+	}
+}
+
+static bool icrc_is_le(const struct member *m, const uint8_t *buf, size_t len)
+{
+	struct wire_ipinfo ip = ipinfo(&m->addr, &m->sw);
+	uint32_t c = wire_icrc(&ip, buf, len);
+	uint8_t le[4] = { (uint8_t)c, (uint8_t)(c >> 8), (uint8_t)(c >> 16), (uint8_t)(c >> 24) };
+
+	return memcmp(buf + len - 4, le, 4) == 0;
+}
+
+/* Wait until the stats file shows drops_total >= want (after SIGUSR1). */
+static char *wait_stats(const char *path, pid_t pid, const char *key, long long want)
+{
+	for (int i = 0; i < 100; i++) {
+		char *j;
+		kill(pid, SIGUSR1);
+		usleep(30000);
+		j = read_file(path);
+		if (j && json_get(j, NULL, key) >= want)
+			return j;
+		free(j);
+	}
+	die("stats file %s never showed %s >= %lld", path, key, want);
+}
+
+/* ---------------------------------------------------------------- cases */
+
+static void test_allreduce(void)
+{
+	char conf[128], stats[128], ready[128];
+	struct member m[4];
+	struct member *ms[3] = { &m[0], &m[1], &m[2] };
+	const uint32_t key = 0x5eed0001;
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD], bits[8];
+	int len;
+	bool le;
+	char *j;
+
+	snprintf(conf, sizeof conf, "%s/switch.conf", tmpdir);
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	{
+		char text[2048];
+		snprintf(text, sizeof text,
+			 "# test switch\n"
+			 "listen = 127.0.0.99:4791\n"
+			 "threads = 1\n"
+			 "check_icrc = yes\n"
+			 "stats_file = %s\n"
+			 "stats_interval_ms = 100\n"
+			 "tree 1 {\n"
+			 "  key = 0x5eed0001\n"
+			 "  qpn = 0x101\n"
+			 "  slots = 8\n"
+			 "  slot_bytes = 4096\n"
+			 "  role = root\n"
+			 "  member = 1 127.0.0.100:4791 qpn 0x1001\n"
+			 "  member = 2 127.0.0.101:4791\n"
+			 "  member = 3 127.0.0.102:4791\n"
+			 "}\n",
+			 stats);
+		write_file(conf, text);
+	}
+	start_switch(0, ready, (char *const[]){ "-c", conf, "--ready-file", ready, NULL });
+	member_init(&m[0], "127.0.0.100", 1, "127.0.0.99", 1, key);
+	member_init(&m[1], "127.0.0.101", 2, "127.0.0.99", 1, key);
+	member_init(&m[2], "127.0.0.102", 3, "127.0.0.99", 1, key);
+	member_init(&m[3], "127.0.0.103", 4, "127.0.0.99", 1, key); /* not a member */
+
+	run_round(ms, 3, 4, 0);
+	run_round(ms, 3, 4, 1);
+	run_round(ms, 3, 8, 2); /* slots 4..7 start at round 2: rounds are per slot */
+
+	/* A retransmitted contribution of a completed round gets the stored result again. */
+	contribute(&m[1], 3, 2);
+	CHECK_EQ(expect_result(&m[1], ms, 3, 0, NULL), 3);
+
+	/* Malformed and unauthorised packets, one per reason, all on slot 5 round 3. */
+	len = build(&m[0], 5, 3, buf, sizeof buf, bits);
+	le = icrc_is_le(&m[0], buf, (size_t)len);
+	{
+		/* wrong R_Key: RETH R_Key at UDP payload offset 12 + 8 */
+		uint8_t b[WIRE_MAX_UDP_PAYLOAD];
+		memcpy(b, buf, (size_t)len);
+		b[20] ^= 0xff;
+		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		send_raw(&m[0], b, (size_t)len);
+		/* unknown tree: INCA tree id at 32 + 4 */
+		memcpy(b, buf, (size_t)len);
+		b[36] = 0x00;
+		b[37] = 77;
+		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		send_raw(&m[0], b, (size_t)len);
+		/* bad QPN: BTH DestQP at 5..7 */
+		memcpy(b, buf, (size_t)len);
+		b[7] ^= 0x55;
+		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		send_raw(&m[0], b, (size_t)len);
+		/* truncated */
+		send_raw(&m[0], buf, 20);
+		/* bad DMA length: RETH DMA length at 24..27 */
+		memcpy(b, buf, (size_t)len);
+		b[27] += 4;
+		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		send_raw(&m[0], b, (size_t)len);
+		/* bad ICRC */
+		memcpy(b, buf, (size_t)len);
+		b[len - 1] ^= 0x01;
+		send_raw(&m[0], b, (size_t)len);
+		/* unknown dtype: INCA byte 2 */
+		memcpy(b, buf, (size_t)len);
+		b[34] = 12;
+		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		send_raw(&m[0], b, (size_t)len);
+	}
+	/* unknown source address, otherwise a perfect packet */
+	contribute(&m[3], 5, 3);
+
+	/* The valid packet still aggregates fine afterwards. */
+	run_round(ms, 3, 8, 3);
+
+	j = wait_stats(stats, children[0], "drops_total", 8);
+	CHECK_EQ(json_get(j, "drops", agg_verdict_name(AGG_DROP_KEY)), 1);
+	CHECK_EQ(json_get(j, "drops", "unknown_tree"), 1);
+	CHECK_EQ(json_get(j, "drops", "bad_qpn"), 1);
+	CHECK_EQ(json_get(j, "drops", wire_err_name(WIRE_E_TRUNCATED)), 1);
+	CHECK_EQ(json_get(j, "drops", wire_err_name(WIRE_E_DMALEN)), 1);
+	CHECK_EQ(json_get(j, "drops", wire_err_name(WIRE_E_ICRC)), 1);
+	CHECK_EQ(json_get(j, "drops", wire_err_name(WIRE_E_DTYPE)), 1);
+	CHECK_EQ(json_get(j, "drops", "unknown_sender"), 1);
+	CHECK_EQ(json_get(j, NULL, "drops_total"), 8);
+	free(j);
+
+	stop_switch(0);
+	j = read_file(stats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, NULL, "drops_total"), 8);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 4 + 4 + 8 + 8);
+	CHECK_EQ(json_get(j, NULL, "contributions"), 3 * (4 + 4 + 8 + 8));
+	CHECK_EQ(json_get(j, NULL, "results_resent"), 1);
+	/* every datagram the members sent was received */
+	CHECK_EQ(json_get(j, NULL, "rx_pkts"), 3 * 24 + 1 + 8);
+	CHECK_EQ(json_get(j, NULL, "tx_pkts"), 3 * 24 + 1);
+	CHECK(strstr(j, "\"addr\": \"127.0.0.100:4791\", \"qpn\": 4097") != NULL);
+	free(j);
+	for (int i = 0; i < 4; i++)
+		close(m[i].fd);
+}
+
+/* Two worker threads, flags-only configuration: the BPF steering must deliver every slot to
+ * the shard that owns it (otherwise drop_slot counts), and both threads must get work. */
+static void test_threads(void)
+{
+	char stats[128], ready[128];
+	struct member m[2];
+	struct member *ms[2] = { &m[0], &m[1] };
+	char *j;
+
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	start_switch(0, ready,
+		     (char *const[]){ "--listen", "127.0.0.104:4791", "--threads", "2", "--tree",
+				      "id=2,key=0x77,slots=8,members=1@127.0.0.105:4791+2@127.0.0.106",
+				      "--stats-file", stats, "--stats-interval-ms", "0",
+				      "--ready-file", ready, NULL });
+	member_init(&m[0], "127.0.0.105", 1, "127.0.0.104", 2, 0x77);
+	member_init(&m[1], "127.0.0.106", 2, "127.0.0.104", 2, 0x77);
+	m[0].psn_any_order = m[1].psn_any_order = true;
+	for (uint32_t r = 0; r < 3; r++)
+		run_round(ms, 2, 8, r);
+	for (int k = 0; k < 2; k++) /* PSNs 0..23 each seen once */
+		for (int i = 0; i < 24; i++)
+			CHECK(m[k].psn_seen[i]);
+	stop_switch(0);
+	j = read_file(stats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, NULL, "threads"), 2);
+	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 24);
+	{
+		/* per_thread entries: both threads received packets (slot % 2 steering) */
+		const char *p = strstr(j, "\"thread\": 0, \"rx_pkts\": ");
+		const char *q = strstr(j, "\"thread\": 1, \"rx_pkts\": ");
+		CHECK(p && q);
+		CHECK_EQ(strtoll(p + strlen("\"thread\": 0, \"rx_pkts\": "), NULL, 10), 24);
+		CHECK_EQ(strtoll(q + strlen("\"thread\": 1, \"rx_pkts\": "), NULL, 10), 24);
+	}
+	free(j);
+	close(m[0].fd);
+	close(m[1].fd);
+}
+
+/* Two levels: root (member 1 + child leaf covering 2-3) and leaf (members 2, 3). */
+static void test_multilevel(void)
+{
+	char rconf[128], lconf[128], rstats[128], lstats[128], rready[128], lready[128];
+	char text[2048];
+	struct member m[3];
+	struct member *ms[3] = { &m[0], &m[1], &m[2] };
+	char *j;
+
+	snprintf(rconf, sizeof rconf, "%s/root.conf", tmpdir);
+	snprintf(lconf, sizeof lconf, "%s/leaf.conf", tmpdir);
+	snprintf(rstats, sizeof rstats, "%s/root.json", tmpdir);
+	snprintf(lstats, sizeof lstats, "%s/leaf.json", tmpdir);
+	snprintf(rready, sizeof rready, "%s/root.ready", tmpdir);
+	snprintf(lready, sizeof lready, "%s/leaf.ready", tmpdir);
+	snprintf(text, sizeof text,
+		 "listen = 127.0.0.107:4791\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = root\n"
+		 " member = 1 127.0.0.109:4791\n child = 127.0.0.108:4791 bfr 2-3\n}\n",
+		 rstats);
+	write_file(rconf, text);
+	snprintf(text, sizeof text,
+		 "listen = 127.0.0.108:4791\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = leaf\n bfr_id = 0\n"
+		 " parent = 127.0.0.107:4791\n"
+		 " member = 2 127.0.0.110:4791\n member = 3 127.0.0.111:4791\n}\n",
+		 lstats);
+	write_file(lconf, text);
+	start_switch(0, rready, (char *const[]){ "-c", rconf, "--ready-file", rready, NULL });
+	start_switch(1, lready, (char *const[]){ "-c", lconf, "--ready-file", lready, NULL });
+	member_init(&m[0], "127.0.0.109", 1, "127.0.0.107", 3, 0x33);
+	member_init(&m[1], "127.0.0.110", 2, "127.0.0.108", 3, 0x33);
+	member_init(&m[2], "127.0.0.111", 3, "127.0.0.108", 3, 0x33);
+	run_round(ms, 3, 4, 0);
+	run_round(ms, 3, 4, 1);
+	stop_switch(1);
+	stop_switch(0);
+	j = read_file(rstats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 8);
+	CHECK(strstr(j, "\"kind\": \"child\"") != NULL);
+	free(j);
+	j = read_file(lstats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 8);
+	CHECK_EQ(json_get(j, NULL, "results_down"), 8);
+	free(j);
+	for (int i = 0; i < 3; i++)
+		close(m[i].fd);
+}
+
+/* --reflect: valid-looking datagrams come back byte for byte; junk is counted. */
+static void test_reflect(void)
+{
+	char stats[128], ready[128];
+	struct member m;
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD], back[WIRE_MAX_UDP_PAYLOAD + 16], bits[8];
+	int len;
+	ssize_t n;
+	char *j;
+
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	start_switch(0, ready,
+		     (char *const[]){ "--listen", "127.0.0.112:4791", "--reflect", "--tree",
+				      "id=4,key=1,members=1@127.0.0.113", "--stats-file", stats,
+				      "--ready-file", ready, NULL });
+	member_init(&m, "127.0.0.113", 1, "127.0.0.112", 4, 1);
+	len = build(&m, 0, 0, buf, sizeof buf, bits);
+	for (int i = 0; i < 5; i++) {
+		send_raw(&m, buf, (size_t)len);
+		n = recv(m.fd, back, sizeof back, 0);
+		CHECK_EQ(n, len);
+		CHECK(memcmp(buf, back, (size_t)len) == 0);
+	}
+	send_raw(&m, (const uint8_t *)"junk", 4);
+	/* a further valid packet proves the junk was processed before we stop */
+	send_raw(&m, buf, (size_t)len);
+	CHECK_EQ(recv(m.fd, back, sizeof back, 0), len);
+	stop_switch(0);
+	j = read_file(stats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, NULL, "reflected"), 6);
+	CHECK_EQ(json_get(j, "drops", "not_inca"), 1);
+	CHECK(strstr(j, "\"mode\": \"reflect\"") != NULL);
+	free(j);
+	close(m.fd);
+}
+
+/* Bad configurations exit non-zero with file:line. */
+static void test_badconfig(void)
+{
+	char conf[128], cmd[512];
+	char *out;
+	int st;
+
+	snprintf(conf, sizeof conf, "%s/bad.conf", tmpdir);
+	write_file(conf, "listen = 127.0.0.1:4791\ntree 1 {\n  key = 1\n  colour = blue\n}\n");
+	snprintf(cmd, sizeof cmd, "%s -c %s 2>%s/err.txt", switch_path, conf, tmpdir);
+	st = system(cmd);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+	snprintf(cmd, sizeof cmd, "%s/err.txt", tmpdir);
+	out = read_file(cmd);
+	CHECK(out != NULL);
+	{
+		char want[256];
+		snprintf(want, sizeof want, "%s:4: unknown tree key 'colour'", conf);
+		if (!strstr(out, want))
+			die("expected '%s' in '%s'", want, out);
+	}
+	free(out);
+}
+
+static void cleanup_tmp(void)
+{
+	char cmd[128];
+
+	if (tmpdir[0]) {
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *which;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s PATH-TO-inca-switch CASE\n", argv[0]);
+		return 2;
+	}
+	switch_path = argv[1];
+	which = argv[2];
+	if (access(switch_path, X_OK) != 0) {
+		fprintf(stderr, "%s not executable\n", switch_path);
+		return 77;
+	}
+	signal(SIGALRM, on_alarm);
+	alarm(40);
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/inca-swtest-XXXXXX");
+	CHECK(mkdtemp(tmpdir) != NULL);
+	atexit(cleanup_tmp);
+
+	if (!strcmp(which, "allreduce"))
+		test_allreduce();
+	else if (!strcmp(which, "threads"))
+		test_threads();
+	else if (!strcmp(which, "multilevel"))
+		test_multilevel();
+	else if (!strcmp(which, "reflect"))
+		test_reflect();
+	else if (!strcmp(which, "badconfig"))
+		test_badconfig();
+	else
+		die("unknown case '%s'", which);
+	kill_children();
+	printf("switch_test %s: passed\n", which);
+	return 0;
+}

@@ -1,0 +1,831 @@
+/* lib/agg/engine_test.c: unit tests of the aggregation engine: config validation, single-level
+ * trees of 2..300 members (BSL 64/256/4096, SI 0/1), BIER replication, duplicates, forwarding,
+ * RESULT handling at a non-root, every drop verdict, sharding, deterministic float order. */
+#include <math.h>
+
+#include "engine_test_util.h"
+
+/* ---------------------------------------------------------------- a configurable test tree */
+
+#define T_MAX_MEMBERS 512
+
+struct ttree {
+	struct agg_tree_cfg cfg;
+	size_t len;
+	unsigned n;
+	unsigned bp[T_MAX_MEMBERS];   /* member i's bit position */
+	uint16_t bfr[T_MAX_MEMBERS];  /* member i's BFR-id */
+	uint32_t nbr[T_MAX_MEMBERS];  /* member i's neighbour */
+	unsigned ngroups, groupsize;
+	uint8_t abm[TU_BITS_MAX];
+	uint8_t fbm[T_MAX_MEMBERS][TU_BITS_MAX]; /* group g's F-BM */
+	struct agg_bift_entry bift[T_MAX_MEMBERS];
+};
+
+#define NBR_BASE 1000u
+
+/* n members spread over the bit-string (stride bsl/n) in set si; groupsize members share a
+ * neighbour (1: each member is its own neighbour). */
+static void ttree_init(struct ttree *t, unsigned bsl, uint8_t si, unsigned n, unsigned groupsize,
+		       uint16_t nslots, uint32_t slot_bytes, bool root)
+{
+	memset(t, 0, sizeof *t);
+	CHECK(n <= T_MAX_MEMBERS && n <= bsl);
+	t->len = bsl / 8;
+	t->n = n;
+	t->groupsize = groupsize;
+	unsigned stride = bsl / n;
+	for (unsigned i = 0; i < n; i++) {
+		t->bp[i] = 1 + i * stride;
+		t->bfr[i] = (uint16_t)(si * bsl + t->bp[i]);
+		t->nbr[i] = NBR_BASE + i / groupsize;
+		tu_set(t->abm, t->len, t->bp[i]);
+		tu_set(t->fbm[i / groupsize], t->len, t->bp[i]);
+	}
+	t->ngroups = (n + groupsize - 1) / groupsize;
+	for (unsigned i = 0; i < n; i++) {
+		t->bift[i].bp = t->bp[i];
+		t->bift[i].nbr = t->nbr[i];
+		t->bift[i].fbm = t->fbm[i / groupsize];
+	}
+	t->cfg.tree_id = 42;
+	t->cfg.rkey = 0x5eed;
+	t->cfg.nslots = nslots;
+	t->cfg.slot_bytes = slot_bytes;
+	t->cfg.bsl_bits = bsl;
+	t->cfg.si = si;
+	t->cfg.abm = t->abm;
+	t->cfg.root = root;
+	t->cfg.parent_nbr = root ? AGG_NBR_NONE : 77;
+	t->cfg.own_bfr_id = root ? 0 : 900;
+	t->cfg.nbift = n;
+	t->cfg.bift = t->bift;
+	t->cfg.check_sender = true;
+}
+
+static struct agg_tree *ttree_create(const struct ttree *t)
+{
+	struct agg_tree *e = NULL;
+	int rc = agg_tree_create(&t->cfg, &e);
+	CHECK_EQ(rc, 0);
+	CHECK(e);
+	return e;
+}
+
+static int64_t val64(unsigned m, uint64_t g, unsigned e)
+{
+	return (int64_t)(tu_mix((uint64_t)m << 40 ^ g << 12 ^ e) >> 8) - ((int64_t)1 << 55);
+}
+
+/* Checks the header of an engine send against the round it belongs to. */
+static void check_hdr(const struct ttree *t, const struct wire_pkt *p, uint16_t slot, uint32_t rnd,
+		      uint8_t flags, uint16_t bfr, enum inca_dtype dt, enum inca_op op,
+		      uint16_t count)
+{
+	CHECK_EQ(p->bth.opcode, WIRE_OPCODE_UC_WRITE_ONLY_IMM);
+	CHECK_EQ(p->bth.pkey, WIRE_PKEY_DEFAULT);
+	CHECK_EQ(p->bth.dest_qp, 0);
+	CHECK_EQ(p->bth.psn, 0);
+	CHECK_EQ(p->reth.rkey, t->cfg.rkey);
+	CHECK_EQ(p->reth.va, (uint64_t)slot * 4096 + (uint64_t)rnd * 4096 * t->cfg.nslots);
+	CHECK_EQ(p->imm, rnd * t->cfg.nslots + slot);
+	CHECK_EQ(p->inca.version, WIRE_INCA_VERSION);
+	CHECK_EQ(p->inca.flags, flags);
+	CHECK_EQ(p->inca.coll, WIRE_COLL_ALLREDUCE);
+	CHECK_EQ(p->inca.dtype, dt);
+	CHECK_EQ(p->inca.op, op);
+	CHECK_EQ(p->inca.tree_id, t->cfg.tree_id);
+	CHECK_EQ(p->inca.slot, slot);
+	CHECK_EQ(p->inca.round, rnd);
+	CHECK_EQ(p->inca.bfr_id, bfr);
+	CHECK_EQ(p->inca.bsl_code, tu_bsl_code(t->cfg.bsl_bits));
+	CHECK_EQ(p->inca.si, t->cfg.si);
+	CHECK_EQ(p->inca.count, count);
+	CHECK_EQ(p->data_len, count * tu_esize(dt));
+	CHECK(p->inca.bits);
+	CHECK(p->data || count == 0);
+}
+
+static void fill_up(const struct ttree *t, struct tu_pkt *p, unsigned m, uint16_t slot, uint32_t rnd,
+		    uint16_t count)
+{
+	tu_pkt_up(p, &t->cfg, t->bfr[m], slot, rnd, INCA_INT64, INCA_SUM, count);
+	uint64_t g = (uint64_t)rnd * t->cfg.nslots + slot;
+	for (unsigned e = 0; e < count; e++) {
+		int64_t x = val64(m, g, e);
+		memcpy(p->data + 8 * e, &x, 8);
+	}
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_verdict_names(void)
+{
+	for (int i = 0; i < AGG_VERDICT_COUNT; i++) {
+		const char *n = agg_verdict_name((enum agg_verdict)i);
+		CHECK(n && *n);
+		for (const char *c = n; *c; c++)
+			CHECK((*c >= 'a' && *c <= 'z') || *c == '_');
+		for (int j = 0; j < i; j++)
+			CHECK(strcmp(n, agg_verdict_name((enum agg_verdict)j)) != 0);
+	}
+	CHECK(strcmp(agg_verdict_name(AGG_DROP_KEY), "drop_key") == 0);
+	CHECK(strcmp(agg_verdict_name(AGG_DUP_UP_RESENT), "dup_up_resent") == 0);
+	CHECK(strcmp(agg_verdict_name(AGG_VERDICT_COUNT), "unknown") == 0);
+}
+
+static void expect_einval(const struct agg_tree_cfg *c, int line)
+{
+	struct agg_tree *e = (struct agg_tree *)1;
+	int rc = agg_tree_create(c, &e);
+	if (rc != -EINVAL || e != NULL) {
+		fprintf(stderr, "engine_test.c:%d: expected -EINVAL, got %d\n", line, rc);
+		exit(1);
+	}
+}
+
+static void test_create_validation(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 8, 256, false);
+	struct agg_tree *e = ttree_create(t);
+	CHECK_EQ(agg_tree_max_sends(e), 5);
+	const struct agg_tree_cfg *c = agg_tree_cfg(e);
+	CHECK(c && c->abm != t->abm && memcmp(c->abm, t->abm, 8) == 0); /* copied */
+	CHECK(c->bift != t->bift && c->bift[2].bp == t->bp[2]);
+	agg_tree_destroy(e);
+	agg_tree_destroy(NULL);
+
+	struct agg_tree_cfg b;
+	CHECK_EQ(agg_tree_create(&t->cfg, NULL), -EINVAL);
+	expect_einval(NULL, __LINE__);
+#define BAD(stmt)                          \
+	do {                               \
+		b = t->cfg;                \
+		stmt;                      \
+		expect_einval(&b, __LINE__); \
+	} while (0)
+	BAD(b.bsl_bits = 32);
+	BAD(b.bsl_bits = 96);
+	BAD(b.bsl_bits = 8192);
+	BAD(b.nslots = 0);
+	BAD(b.slot_bytes = 0);
+	BAD(b.slot_bytes = 4097);
+	BAD(b.abm = NULL);
+	uint8_t zero[8] = { 0 };
+	BAD(b.abm = zero);
+	struct agg_bift_entry bad[4];
+	memcpy(bad, t->bift, sizeof bad);
+	bad[1].bp = 0;
+	BAD(b.bift = bad);
+	bad[1].bp = 65;
+	BAD(b.bift = bad);
+	bad[1].bp = t->bp[0]; /* duplicate bit position */
+	BAD(b.bift = bad);
+	memcpy(bad, t->bift, sizeof bad);
+	bad[3].nbr = AGG_NBR_NONE;
+	BAD(b.bift = bad);
+	BAD(b.nbift = 3); /* member 4's bit has no entry */
+	BAD(b.bift = NULL);
+	BAD(b.parent_nbr = AGG_NBR_NONE);
+	BAD(b.nshards = 4; b.shard = 4);
+#undef BAD
+	/* the root needs no parent; nshards 1 ignores shard; BIFT may list non-members */
+	b = t->cfg;
+	b.root = true;
+	b.parent_nbr = AGG_NBR_NONE;
+	b.nshards = 1;
+	b.shard = 9;
+	CHECK_EQ(agg_tree_create(&b, &e), 0);
+	agg_tree_destroy(e);
+	free(t);
+}
+
+/* n members, every chunk's contributions fed in random order interleaved across the window.
+ * Each round must complete exactly once with the exact sum, one copy per neighbour. */
+static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned groupsize,
+			     uint16_t nslots, unsigned nchunks, uint16_t count, uint64_t seed)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, bsl, si, n, groupsize, nslots, 8u * count, true);
+	struct agg_tree *e = ttree_create(t);
+	CHECK_EQ(agg_tree_max_sends(e), t->ngroups + 1);
+	struct tu_rng rng = { seed };
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send *out = calloc(cap, sizeof *out);
+	size_t *order = calloc((size_t)nslots * n, sizeof *order);
+	unsigned *got = calloc(nslots, sizeof *got);
+	unsigned *completed = calloc(nchunks, sizeof *completed);
+	struct tu_pkt *p = malloc(sizeof *p);
+	unsigned seen_groups[T_MAX_MEMBERS];
+
+	for (unsigned base = 0; base < nchunks; base += nslots) {
+		unsigned w = nchunks - base < nslots ? nchunks - base : nslots;
+		size_t k = 0;
+		for (unsigned c = 0; c < w; c++)
+			for (unsigned m = 0; m < n; m++)
+				order[k++] = (size_t)c * n + m;
+		tu_shuffle(&rng, order, k);
+		memset(got, 0, nslots * sizeof *got);
+		for (size_t i = 0; i < k; i++) {
+			unsigned c = (unsigned)(order[i] / n), m = (unsigned)(order[i] % n);
+			uint64_t g = base + c;
+			uint16_t slot = (uint16_t)(g % nslots);
+			uint32_t rnd = (uint32_t)(g / nslots);
+			fill_up(t, p, m, slot, rnd, count);
+			size_t ns = 99;
+			enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
+			got[c]++;
+			if (got[c] < n) {
+				CHECK_VERDICT(v, AGG_ABSORBED);
+				CHECK_EQ(ns, 0);
+				continue;
+			}
+			CHECK_VERDICT(v, AGG_COMPLETED);
+			completed[g]++;
+			CHECK_EQ(ns, t->ngroups);
+			memset(seen_groups, 0, sizeof seen_groups);
+			for (size_t s = 0; s < ns; s++) {
+				const struct wire_pkt *r = &out[s].pkt;
+				check_hdr(t, r, slot, rnd, WIRE_F_RESULT, 0, INCA_INT64, INCA_SUM,
+					  count);
+				CHECK(out[s].nbr >= NBR_BASE && out[s].nbr < NBR_BASE + t->ngroups);
+				unsigned grp = out[s].nbr - NBR_BASE;
+				CHECK_EQ(seen_groups[grp]++, 0); /* one copy per neighbour */
+				/* bit-string = A-BM AND F-BM of that neighbour */
+				CHECK(memcmp(r->inca.bits, t->fbm[grp], t->len) == 0);
+				for (unsigned x = 0; x < count; x++) {
+					int64_t want = 0, have;
+					for (unsigned mm = 0; mm < n; mm++)
+						want = (int64_t)((uint64_t)want +
+								 (uint64_t)val64(mm, g, x));
+					memcpy(&have, r->data + 8 * x, 8);
+					CHECK_EQ(have, want);
+				}
+			}
+		}
+	}
+	for (unsigned g = 0; g < nchunks; g++)
+		CHECK_EQ(completed[g], 1);
+
+	struct agg_tree_stats st;
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.rx_pkts, (uint64_t)nchunks * n);
+	CHECK_EQ(st.rx_bytes, (uint64_t)nchunks * n * count * 8);
+	CHECK_EQ(st.contributions, (uint64_t)nchunks * n);
+	CHECK_EQ(st.aggregations, nchunks);
+	CHECK_EQ(st.tx_pkts, (uint64_t)nchunks * t->ngroups);
+	CHECK_EQ(st.tx_bytes, (uint64_t)nchunks * t->ngroups * count * 8);
+	CHECK_EQ(st.duplicates, 0);
+	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
+		CHECK_EQ(st.drops[v], 0);
+
+	agg_tree_destroy(e);
+	free(out);
+	free(order);
+	free(got);
+	free(completed);
+	free(p);
+	free(t);
+}
+
+static void test_single_level(void)
+{
+	run_single_level(64, 0, 2, 1, 4, 64, 4, 1);
+	run_single_level(64, 0, 3, 1, 8, 100, 1, 2);
+	run_single_level(64, 0, 17, 4, 16, 200, 16, 3);
+	run_single_level(64, 0, 64, 1, 32, 200, 8, 4);
+	run_single_level(64, 0, 64, 8, 256, 600, 2, 5);
+	run_single_level(64, 1, 10, 3, 4, 40, 4, 6); /* SI 1: BFR-ids 65.. */
+	run_single_level(256, 0, 100, 1, 16, 80, 8, 7);
+	run_single_level(256, 0, 256, 16, 8, 40, 8, 8);
+	run_single_level(4096, 0, 300, 20, 4, 12, 32, 9);
+	run_single_level(64, 0, 5, 1, 1, 30, 512, 10); /* one slot, full 4 KiB chunks */
+}
+
+static void feed_expect(struct agg_tree *e, const struct wire_pkt *p, uint32_t ingress,
+			struct agg_send *out, size_t cap, enum agg_verdict want, size_t want_ns,
+			int line)
+{
+	size_t ns = 1234;
+	enum agg_verdict v = agg_tree_input(e, p, ingress, out, cap, &ns);
+	if (v != want || ns != want_ns) {
+		fprintf(stderr, "engine_test.c:%d: got %s/%zu sends, expected %s/%zu\n", line,
+			agg_verdict_name(v), ns, agg_verdict_name(want), want_ns);
+		exit(1);
+	}
+}
+#define FEED(e, p, in, want, ns) feed_expect(e, &(p)->pkt, in, out, cap, want, ns, __LINE__)
+
+/* Root duplicates: ignored while collecting, re-sent to exactly the duplicate's P-BM when
+ * complete (also multi-bit P-BMs spanning neighbours), partial overlaps dropped. */
+static void test_root_duplicates(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, true);
+	/* members 0 and 1 share a neighbour (F-BM {1,2}); 2 and 3 have their own */
+	memset(t->fbm, 0, sizeof t->fbm);
+	tu_set(t->fbm[0], 8, t->bp[0]);
+	tu_set(t->fbm[0], 8, t->bp[1]);
+	tu_set(t->fbm[1], 8, t->bp[2]);
+	tu_set(t->fbm[2], 8, t->bp[3]);
+	uint32_t nb[4] = { 10, 10, 11, 12 };
+	const uint8_t *fb[4] = { t->fbm[0], t->fbm[0], t->fbm[1], t->fbm[2] };
+	for (int i = 0; i < 4; i++) {
+		t->nbr[i] = nb[i];
+		t->bift[i].nbr = nb[i];
+		t->bift[i].fbm = fb[i];
+	}
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	CHECK_EQ(cap, 4);
+	struct agg_send out[4];
+	struct tu_pkt *p = malloc(sizeof *p), *q = malloc(sizeof *q);
+
+	fill_up(t, p, 0, 0, 0, 4);
+	FEED(e, p, 10, AGG_ABSORBED, 0);
+	FEED(e, p, 10, AGG_DUP_IGNORED, 0);
+	fill_up(t, p, 1, 0, 0, 4);
+	FEED(e, p, 10, AGG_ABSORBED, 0);
+	fill_up(t, p, 2, 0, 0, 4);
+	FEED(e, p, 11, AGG_ABSORBED, 0);
+	fill_up(t, p, 3, 0, 0, 4);
+	FEED(e, p, 12, AGG_COMPLETED, 3);
+	CHECK_EQ(out[0].nbr, 10);
+	CHECK(memcmp(out[0].pkt.inca.bits, t->fbm[0], 8) == 0);
+	CHECK_EQ(out[1].nbr, 11);
+	CHECK_EQ(out[2].nbr, 12);
+	int64_t sum0;
+	memcpy(&sum0, out[0].pkt.data, 8);
+	CHECK_EQ(sum0, (int64_t)((uint64_t)val64(0, 0, 0) + (uint64_t)val64(1, 0, 0) +
+				 (uint64_t)val64(2, 0, 0) + (uint64_t)val64(3, 0, 0)));
+
+	/* duplicate of member 1 (shares nbr 10 with member 0): only its own bit */
+	fill_up(t, p, 1, 0, 0, 4);
+	FEED(e, p, 10, AGG_DUP_RESENT, 1);
+	CHECK_EQ(out[0].nbr, 10);
+	check_hdr(t, &out[0].pkt, 0, 0, WIRE_F_RESULT, 0, INCA_INT64, INCA_SUM, 4);
+	uint8_t want[8] = { 0 };
+	tu_set(want, 8, t->bp[1]);
+	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
+	int64_t x;
+	memcpy(&x, out[0].pkt.data, 8);
+	CHECK_EQ(x, sum0);
+
+	/* a multi-bit duplicate (e.g. a child switch's aggregate) spanning two neighbours */
+	fill_up(t, q, 2, 0, 0, 4);
+	tu_set(q->bits, 8, t->bp[3]);
+	FEED(e, q, 11, AGG_DUP_RESENT, 2);
+	CHECK_EQ(out[0].nbr, 11);
+	CHECK_EQ(out[1].nbr, 12);
+	memset(want, 0, 8);
+	tu_set(want, 8, t->bp[2]);
+	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
+	memset(want, 0, 8);
+	tu_set(want, 8, t->bp[3]);
+	CHECK(memcmp(out[1].pkt.inca.bits, want, 8) == 0);
+
+	/* slot 1: multi-bit contribution {0,1}, then partial overlap {1,2} is dropped */
+	fill_up(t, q, 0, 1, 0, 4);
+	tu_set(q->bits, 8, t->bp[1]);
+	FEED(e, q, 10, AGG_ABSORBED, 0);
+	fill_up(t, p, 1, 1, 0, 4);
+	tu_set(p->bits, 8, t->bp[2]);
+	FEED(e, p, 10, AGG_DROP_BITMAP, 0);
+	fill_up(t, p, 1, 1, 0, 4);
+	FEED(e, p, 10, AGG_DUP_IGNORED, 0);
+
+	/* cap smaller than needed behaves like loss: only cap copies, state still advances */
+	fill_up(t, p, 2, 1, 0, 4);
+	FEED(e, p, 11, AGG_ABSORBED, 0);
+	fill_up(t, p, 3, 1, 0, 4);
+	feed_expect(e, &p->pkt, 12, out, 1, AGG_COMPLETED, 1, __LINE__);
+	feed_expect(e, &p->pkt, 12, NULL, 0, AGG_DUP_RESENT, 0, __LINE__);
+	FEED(e, p, 12, AGG_DUP_RESENT, 1);
+	CHECK_EQ(out[0].nbr, 12);
+
+	struct agg_tree_stats st;
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.duplicates, 6);
+	CHECK_EQ(st.results_resent, 4);
+	CHECK_EQ(st.aggregations, 2);
+	CHECK_EQ(st.contributions, 7);
+	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 1);
+	CHECK_EQ(st.tx_pkts, 3 + 1 + 2 + 1 + 1);
+	agg_tree_destroy(e);
+	free(p);
+	free(q);
+	free(t);
+}
+
+/* Non-root: aggregate up, duplicate -> aggregate again, RESULT from the parent stored and
+ * replicated to packet bits AND A-BM, later duplicates get the stored result. */
+static void test_nonroot(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, false);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[8];
+	struct tu_pkt *p = malloc(sizeof *p), *r = malloc(sizeof *r);
+	int64_t sum = 0;
+
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 2, 5, 3);
+		sum = (int64_t)((uint64_t)sum + (uint64_t)val64(m, 5 * 4 + 2, 1));
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 1);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		CHECK_EQ(out[0].nbr, 77);
+		check_hdr(t, &out[0].pkt, 2, 5, 0, 900, INCA_INT64, INCA_SUM, 3);
+		CHECK(memcmp(out[0].pkt.inca.bits, t->abm, 8) == 0); /* P-BM = A-BM */
+		int64_t x;
+		memcpy(&x, out[0].pkt.data + 8, 8);
+		CHECK_EQ(x, sum);
+		if (pass == 0) {
+			fill_up(t, p, 2, 2, 5, 3);
+			FEED(e, p, t->nbr[2], AGG_DUP_UP_RESENT, 1);
+		}
+	}
+
+	/* RESULT from the parent: bits = all members + one bit that is not ours */
+	fill_up(t, r, 0, 2, 5, 3);
+	r->pkt.inca.flags = WIRE_F_RESULT;
+	r->pkt.inca.bfr_id = 0;
+	memcpy(r->bits, t->abm, 8);
+	tu_set(r->bits, 8, 60);
+	for (unsigned i = 0; i < 3; i++) {
+		int64_t v = 1000 + i; /* authoritative, deliberately not our own sum */
+		memcpy(r->data + 8 * i, &v, 8);
+	}
+	FEED(e, r, 5, AGG_DROP_SENDER, 0); /* not from the parent */
+	FEED(e, r, 77, AGG_RESULT_DOWN, 4);
+	for (unsigned s = 0; s < 4; s++) {
+		CHECK_EQ(out[s].nbr, t->nbr[s]);
+		check_hdr(t, &out[s].pkt, 2, 5, WIRE_F_RESULT, 0, INCA_INT64, INCA_SUM, 3);
+		uint8_t want[8] = { 0 };
+		tu_set(want, 8, t->bp[s]);
+		CHECK(memcmp(out[s].pkt.inca.bits, want, 8) == 0);
+		int64_t x;
+		memcpy(&x, out[s].pkt.data + 16, 8);
+		CHECK_EQ(x, 1002);
+	}
+	/* duplicate from a member now gets the stored result */
+	fill_up(t, p, 3, 2, 5, 3);
+	FEED(e, p, t->nbr[3], AGG_DUP_RESENT, 1);
+	CHECK_EQ(out[0].nbr, t->nbr[3]);
+	int64_t x;
+	memcpy(&x, out[0].pkt.data, 8);
+	CHECK_EQ(x, 1000);
+	/* the parent re-sends to one member only */
+	memset(r->bits, 0, 8);
+	tu_set(r->bits, 8, t->bp[1]);
+	FEED(e, r, 77, AGG_RESULT_DOWN, 1);
+	CHECK_EQ(out[0].nbr, t->nbr[1]);
+	/* nobody of ours addressed */
+	memset(r->bits, 0, 8);
+	tu_set(r->bits, 8, 60);
+	FEED(e, r, 77, AGG_DROP_BITMAP, 0);
+
+	/* a RESULT for a round we never saw (e.g. after a restart) is stored too */
+	fill_up(t, r, 0, 3, 0, 3);
+	r->pkt.inca.flags = WIRE_F_RESULT;
+	memcpy(r->bits, t->abm, 8);
+	FEED(e, r, 77, AGG_RESULT_DOWN, 4);
+	fill_up(t, p, 1, 3, 0, 3);
+	FEED(e, p, t->nbr[1], AGG_DUP_RESENT, 1);
+	/* stale RESULT once the version moved on to round 2 */
+	fill_up(t, p, 1, 3, 2, 3);
+	FEED(e, p, t->nbr[1], AGG_ABSORBED, 0);
+	FEED(e, r, 77, AGG_DROP_STALE, 0);
+	/* mismatching RESULT for a live round */
+	fill_up(t, r, 0, 3, 2, 3);
+	r->pkt.inca.flags = WIRE_F_RESULT;
+	memcpy(r->bits, t->abm, 8);
+	r->pkt.imm ^= 1;
+	FEED(e, r, 77, AGG_DROP_MISMATCH, 0);
+
+	struct agg_tree_stats st;
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.results_down, 3);
+	CHECK_EQ(st.aggregations, 1);
+	CHECK_EQ(st.duplicates, 3);
+	CHECK_EQ(st.results_resent, 3);
+	CHECK_EQ(st.drops[AGG_DROP_SENDER], 1);
+	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 1);
+	CHECK_EQ(st.drops[AGG_DROP_STALE], 1);
+	CHECK_EQ(st.drops[AGG_DROP_MISMATCH], 1);
+	agg_tree_destroy(e);
+	free(p);
+	free(r);
+	free(t);
+}
+
+/* P-BM AND A-BM empty: forwarded unchanged (a copy) to the parent; at the root: no route. */
+static void test_forwarding(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, false);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[8];
+	struct tu_pkt *p = malloc(sizeof *p);
+
+	tu_pkt_up(p, &t->cfg, 50, 300 /* not even our slot range */, 9, INCA_FP32, INCA_MAX, 200);
+	p->pkt.inca.flags = WIRE_F_RETX;
+	p->pkt.bth.psn = 12345;
+	p->pkt.bth.dest_qp = 0x100;
+	for (unsigned i = 0; i < 800; i++)
+		p->data[i] = (uint8_t)(i * 7);
+	FEED(e, p, 3, AGG_FORWARDED, 1);
+	const struct wire_pkt *f = &out[0].pkt;
+	CHECK_EQ(out[0].nbr, 77);
+	CHECK(f->inca.bits != p->bits && f->data != p->data); /* engine-owned copies */
+	CHECK(memcmp(f->inca.bits, p->bits, 8) == 0);
+	CHECK_EQ(f->data_len, 800);
+	CHECK(memcmp(f->data, p->data, 800) == 0);
+	CHECK_EQ(f->inca.flags, WIRE_F_RETX);
+	CHECK_EQ(f->inca.bfr_id, 50);
+	CHECK_EQ(f->inca.slot, 300);
+	CHECK_EQ(f->inca.round, 9);
+	CHECK_EQ(f->inca.dtype, INCA_FP32);
+	CHECK_EQ(f->inca.op, INCA_MAX);
+	CHECK_EQ(f->inca.count, 200);
+	CHECK_EQ(f->reth.va, p->pkt.reth.va);
+	CHECK_EQ(f->imm, p->pkt.imm);
+	CHECK_EQ(f->bth.psn, 12345);
+	memset(p->data, 0, 800);
+	memset(p->bits, 0, 8);
+	CHECK_EQ(f->data[799], (uint8_t)(799 * 7));
+	CHECK(tu_test(f->inca.bits, 8, 50));
+
+	struct agg_tree_stats st;
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.forwarded, 1);
+	CHECK_EQ(st.tx_pkts, 1);
+	CHECK_EQ(st.contributions, 0);
+	agg_tree_destroy(e);
+
+	t->cfg.root = true;
+	e = ttree_create(t);
+	tu_pkt_up(p, &t->cfg, 50, 0, 0, INCA_INT64, INCA_SUM, 1);
+	FEED(e, p, 3, AGG_DROP_NO_ROUTE, 0);
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
+/* Every drop verdict, each counted once in stats.drops[]. */
+static void test_drops(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, true);
+	t->cfg.dtype_mask = 1u << INCA_INT64 | 1u << INCA_FP32;
+	t->cfg.op_mask = 1u << INCA_SUM | 1u << INCA_MAX | 1u << INCA_BAND;
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[8];
+	struct tu_pkt *p = malloc(sizeof *p);
+	unsigned want[AGG_VERDICT_COUNT] = { 0 }, fed = 0;
+#define DROP(setup, verdict, ingress)                   \
+	do {                                            \
+		fill_up(t, p, 0, 0, 0, 4);              \
+		setup;                                  \
+		FEED(e, p, ingress, verdict, 0);        \
+		want[verdict]++;                        \
+		fed++;                                  \
+	} while (0)
+
+	DROP(p->pkt.reth.rkey ^= 1, AGG_DROP_KEY, t->nbr[0]);
+	DROP(p->pkt.inca.tree_id = 43, AGG_DROP_TREE, t->nbr[0]);
+	DROP(p->pkt.inca.slot = 4, AGG_DROP_SLOT, t->nbr[0]);
+	DROP(p->pkt.inca.bsl_code = 2, AGG_DROP_BITMAP, t->nbr[0]);
+	DROP(p->pkt.inca.si = 1, AGG_DROP_BITMAP, t->nbr[0]);
+	DROP(p->pkt.inca.bits = NULL, AGG_DROP_BITMAP, t->nbr[0]);
+	DROP(memset(p->bits, 0, 8), AGG_DROP_BITMAP, t->nbr[0]);          /* empty P-BM */
+	DROP(tu_set(p->bits, 8, 64), AGG_DROP_BITMAP, t->nbr[0]);         /* not within A-BM */
+	DROP(memset(p->bits, 0, 8); tu_set(p->bits, 8, 64), AGG_DROP_NO_ROUTE, t->nbr[0]);
+	DROP(p->pkt.inca.flags = WIRE_F_RESULT, AGG_DROP_NO_ROUTE, t->nbr[0]); /* at the root */
+	DROP((void)0, AGG_DROP_SENDER, t->nbr[1]);                          /* wrong ingress */
+	DROP((void)0, AGG_DROP_SENDER, AGG_NBR_NONE);
+	DROP(p->pkt.inca.bfr_id = t->bfr[1], AGG_DROP_SENDER, t->nbr[0]); /* sender lives elsewhere */
+	DROP(p->pkt.inca.dtype = INCA_INT32; p->pkt.data_len = 16, AGG_DROP_UNSUPPORTED, t->nbr[0]);
+	DROP(p->pkt.inca.op = INCA_PROD, AGG_DROP_UNSUPPORTED, t->nbr[0]);
+	DROP(p->pkt.inca.dtype = INCA_FP32; p->pkt.inca.op = INCA_BAND; p->pkt.data_len = 16,
+	     AGG_DROP_UNSUPPORTED, t->nbr[0]); /* bitwise on floats */
+	DROP(p->pkt.inca.dtype = 12, AGG_DROP_UNSUPPORTED, t->nbr[0]);
+	DROP(p->pkt.inca.op = 7, AGG_DROP_UNSUPPORTED, t->nbr[0]);
+	DROP(p->pkt.inca.count = 9; p->pkt.data_len = 72, AGG_DROP_TOO_BIG, t->nbr[0]);
+	DROP(p->pkt.data_len = 24, AGG_DROP_MISMATCH, t->nbr[0]); /* count * size != len */
+
+	/* a live round: later packets must match the first one's meta */
+	fill_up(t, p, 0, 0, 0, 4);
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	fed++;
+#define MIS(setup)                                                           \
+	do {                                                                 \
+		fill_up(t, p, 1, 0, 0, 4);                                   \
+		setup;                                                       \
+		FEED(e, p, t->nbr[1], AGG_DROP_MISMATCH, 0);                 \
+		want[AGG_DROP_MISMATCH]++;                                   \
+		fed++;                                                       \
+	} while (0)
+	MIS(p->pkt.inca.count = 3; p->pkt.data_len = 24);
+	MIS(p->pkt.inca.dtype = INCA_FP32; p->pkt.data_len = 16; p->pkt.inca.count = 4;
+	    p->pkt.data_len = 16);
+	MIS(p->pkt.inca.op = INCA_MAX);
+	MIS(p->pkt.reth.va += 8);
+	MIS(p->pkt.imm += 1);
+	MIS(p->pkt.inca.coll = WIRE_COLL_REDUCE);
+#undef MIS
+	/* finish round 0 of slot 0 */
+	for (unsigned m = 1; m < 4; m++) {
+		fill_up(t, p, m, 0, 0, 4);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
+		fed++;
+	}
+	/* round 4 on version 0 (holding round 0), round 3 with version 0 at 0: skipped rounds */
+	fill_up(t, p, 0, 0, 4, 4);
+	FEED(e, p, t->nbr[0], AGG_DROP_FUTURE, 0);
+	fill_up(t, p, 0, 0, 3, 4);
+	FEED(e, p, t->nbr[0], AGG_DROP_FUTURE, 0);
+	want[AGG_DROP_FUTURE] += 2;
+	fed += 2;
+	/* rounds 1 and 2 start; round 0 is then stale (and so is an ancient round 1 later) */
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 0, 1, 4);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
+		fed++;
+	}
+	fill_up(t, p, 0, 0, 0, 4);
+	FEED(e, p, t->nbr[0], AGG_DUP_RESENT, 4 - 3); /* round 0 still live: re-send */
+	fed++;
+	fill_up(t, p, 2, 0, 2, 4);
+	FEED(e, p, t->nbr[2], AGG_ABSORBED, 0);
+	fed++;
+	fill_up(t, p, 0, 0, 0, 4);
+	FEED(e, p, t->nbr[0], AGG_DROP_STALE, 0);
+	want[AGG_DROP_STALE]++;
+	fed++;
+
+	struct agg_tree_stats st;
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.rx_pkts, fed);
+	for (int v = 0; v < AGG_VERDICT_COUNT; v++) {
+		if (v >= AGG_DROP_FIRST)
+			CHECK(want[v] >= 1); /* every drop verdict exercised here */
+		CHECK_EQ(st.drops[v], want[v]);
+	}
+	CHECK_EQ(st.aggregations, 2);
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+#undef DROP
+}
+
+/* Slot sharding: this instance owns slot % nshards == shard only. */
+static void test_sharding(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 3, 1, 10, 64, true);
+	t->cfg.nshards = 3;
+	t->cfg.shard = 1;
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[8];
+	struct tu_pkt *p = malloc(sizeof *p);
+	for (uint16_t s = 0; s < 12; s++) {
+		for (unsigned m = 0; m < 3; m++) {
+			fill_up(t, p, m, s, 0, 2);
+			if (s >= 10 || s % 3 != 1) {
+				FEED(e, p, t->nbr[m], AGG_DROP_SLOT, 0);
+				continue;
+			}
+			FEED(e, p, t->nbr[m], m < 2 ? AGG_ABSORBED : AGG_COMPLETED, m < 2 ? 0 : 3);
+		}
+		if (s < 10 && s % 3 == 1) {
+			int64_t x;
+			memcpy(&x, out[2].pkt.data + 8, 8);
+			CHECK_EQ(x, (int64_t)((uint64_t)val64(0, s, 1) + (uint64_t)val64(1, s, 1) +
+					      (uint64_t)val64(2, s, 1)));
+		}
+	}
+	struct agg_tree_stats st;
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.aggregations, 3); /* slots 1, 4, 7 */
+	CHECK_EQ(st.drops[AGG_DROP_SLOT], 3 * 9);
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
+/* ---------------------------------------------------------------- deterministic mode */
+
+static void fill_float(uint8_t *dst, enum inca_dtype dt, unsigned count, uint64_t seed)
+{
+	for (unsigned i = 0; i < count; i++) {
+		uint64_t h = tu_mix(seed * 1000003 + i);
+		double mant = (double)(h & 0xFFFFFF) / 16777216.0 + 0.5;
+		int ex = (int)((h >> 24) % 40) - 20;
+		double v = ldexp(mant, ex) * ((h >> 40) & 1 ? -1.0 : 1.0);
+		if (dt == INCA_FP32) {
+			float f = (float)v;
+			memcpy(dst + 4 * i, &f, 4);
+		} else if (dt == INCA_FP64) {
+			memcpy(dst + 8 * i, &v, 8);
+		} else {
+			uint16_t x = dt == INCA_FP16 ? agg_fp32_to_fp16((float)(v / 64.0))
+						     : agg_fp32_to_bf16((float)v);
+			memcpy(dst + 2 * i, &x, 2);
+		}
+	}
+}
+
+/* Contributions arrive in random orders; the deterministic engine's result must equal, bit for
+ * bit, the reduction in ascending bit-position order. The same data through the ordinary
+ * engine must differ for some order (otherwise this test could not detect anything). */
+static void run_deterministic(enum inca_dtype dt, unsigned n, unsigned per, unsigned trials)
+{
+	const unsigned count = 64;
+	size_t esz = tu_esize(dt), bytes = count * esz;
+	unsigned ncontrib = n / per;
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, n, 1, 4, (uint32_t)bytes, true);
+	t->cfg.check_sender = false;
+	t->cfg.deterministic = true;
+	struct agg_tree *det = ttree_create(t);
+	t->cfg.deterministic = false;
+	struct agg_tree *plain = ttree_create(t);
+	size_t cap = agg_tree_max_sends(det);
+	struct agg_send *out = calloc(cap, sizeof *out);
+	uint8_t (*contrib)[512] = calloc(ncontrib, sizeof *contrib);
+	uint8_t ref[512];
+	size_t order[64];
+	struct tu_rng rng = { 77 + dt };
+	struct tu_pkt *p = malloc(sizeof *p);
+	unsigned plain_differs = 0;
+
+	for (unsigned trial = 0; trial < trials; trial++) {
+		uint16_t slot = (uint16_t)(trial % 4);
+		uint32_t rnd = trial / 4;
+		for (unsigned c = 0; c < ncontrib; c++)
+			fill_float(contrib[c], dt, count, trial * 64 + c);
+		/* reference: ascending bit position = ascending contribution index */
+		memcpy(ref, contrib[0], bytes);
+		for (unsigned c = 1; c < ncontrib; c++)
+			CHECK_EQ(agg_reduce(ref, contrib[c], count, dt, INCA_SUM), 0);
+		for (unsigned c = 0; c < ncontrib; c++)
+			order[c] = c;
+		tu_shuffle(&rng, order, ncontrib);
+		for (int which = 0; which < 2; which++) {
+			struct agg_tree *e = which ? plain : det;
+			for (unsigned k = 0; k < ncontrib; k++) {
+				unsigned c = (unsigned)order[k];
+				tu_pkt_up(p, &t->cfg, t->bfr[c * per], slot, rnd, dt, INCA_SUM,
+					  (uint16_t)count);
+				for (unsigned b = 1; b < per; b++) /* multi-bit P-BM */
+					tu_set(p->bits, 8, t->bp[c * per + b]);
+				memcpy(p->data, contrib[c], bytes);
+				size_t ns;
+				enum agg_verdict v = agg_tree_input(e, &p->pkt, 1, out, cap, &ns);
+				CHECK_VERDICT(v, k + 1 < ncontrib ? AGG_ABSORBED : AGG_COMPLETED);
+			}
+			CHECK_EQ(out[0].pkt.data_len, bytes);
+			if (!which)
+				CHECK(memcmp(out[0].pkt.data, ref, bytes) == 0);
+			else
+				plain_differs += memcmp(out[0].pkt.data, ref, bytes) != 0;
+		}
+	}
+	CHECK(plain_differs > 0);
+	agg_tree_destroy(det);
+	agg_tree_destroy(plain);
+	free(out);
+	free(contrib);
+	free(p);
+	free(t);
+}
+
+static void test_deterministic(void)
+{
+	run_deterministic(INCA_FP32, 16, 1, 200);
+	run_deterministic(INCA_FP32, 16, 4, 60); /* child aggregates {1-4},{5-8},.. */
+	run_deterministic(INCA_FP64, 24, 1, 100);
+	run_deterministic(INCA_BF16, 8, 1, 100);
+	run_deterministic(INCA_FP16, 8, 2, 100);
+}
+
+int main(void)
+{
+	test_verdict_names();
+	test_create_validation();
+	test_single_level();
+	test_root_duplicates();
+	test_nonroot();
+	test_forwarding();
+	test_drops();
+	test_sharding();
+	test_deterministic();
+	printf("engine_test: ok\n");
+	return 0;
+}

@@ -1,0 +1,386 @@
+/* libinca host-path bootstrap: TCP rendezvous at rank 0 (bootstrap_addr) to exchange every
+ * rank's ring listener, then a TCP ring (connect to rank+1, accept from rank-1). Also the
+ * deadline-bounded nonblocking TCP helpers the ring uses. Nothing here touches the data plane. */
+#include "client/client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BOOT_MAGIC 0x494e4342u /* "INCB" */
+#define RING_MAGIC 0x494e4352u /* "INCR" */
+#define BOOT_VERSION 1u
+#define HELLO_LEN 24
+#define RING_HELLO_LEN 24
+#define TABLE_HDR_LEN 16
+#define TABLE_ENT_LEN 8
+/* One unresponsive stranger must not eat the whole join timeout at rank 0. */
+#define HELLO_WAIT_NS (2000ull * 1000 * 1000)
+#define TCP_BUF_BYTES (4 << 20)
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+int client_poll_one(int fd, short events, uint64_t deadline_ns)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+
+	for (;;) {
+		uint64_t now = util_now_ns();
+		int rc, ms;
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		ms = (int)min_u64((deadline_ns - now + 999999) / 1000000, INT_MAX);
+		rc = poll(&p, 1, ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -errno;
+		if (rc > 0)
+			return p.revents;
+	}
+}
+
+int client_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		int rc = client_poll_one(fd, POLLOUT, deadline_ns);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int client_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		int rc = client_poll_one(fd, POLLIN, deadline_ns);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void tcp_tune(int fd)
+{
+	int one = 1, buf = TCP_BUF_BYTES;
+
+	/* Best effort: the kernel caps the buffers at rmem_max / wmem_max. Set before
+	 * listen/connect so the window scale is negotiated for them. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+static int tcp_listen(const struct sockaddr_in *sa, int backlog, int *out)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	tcp_tune(fd);
+	if (bind(fd, (const struct sockaddr *)sa, sizeof *sa) < 0 || listen(fd, backlog) < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return 0;
+}
+
+static void sleep_until_or(uint64_t deadline_ns, uint64_t max_ns)
+{
+	uint64_t now = util_now_ns(), d = deadline_ns > now ? deadline_ns - now : 0;
+	struct timespec ts;
+
+	d = min_u64(d, max_ns);
+	ts.tv_sec = (time_t)(d / 1000000000ull);
+	ts.tv_nsec = (long)(d % 1000000000ull);
+	nanosleep(&ts, NULL);
+}
+
+/* Connect from src_ip to sa, retrying refusals (the peer may not listen yet) until the deadline. */
+static int tcp_connect(struct in_addr src_ip, const struct sockaddr_in *sa, uint64_t deadline_ns, int *out)
+{
+	for (;;) {
+		struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr = src_ip };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), err = 0;
+		socklen_t el = sizeof err;
+
+		if (fd < 0)
+			return -errno;
+		tcp_tune(fd);
+		if (bind(fd, (struct sockaddr *)&src, sizeof src) < 0) {
+			err = errno;
+			close(fd);
+			return -err;
+		}
+		if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0) {
+			*out = fd;
+			return 0;
+		}
+		err = errno;
+		if (err == EINPROGRESS) {
+			int rc = client_poll_one(fd, POLLOUT, deadline_ns);
+			if (rc < 0) {
+				close(fd);
+				return rc;
+			}
+			err = 0;
+			if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+				err = errno;
+			if (err == 0) {
+				*out = fd;
+				return 0;
+			}
+		}
+		close(fd);
+		if (err != ECONNREFUSED && err != ECONNRESET && err != ETIMEDOUT &&
+		    err != EHOSTUNREACH && err != ENETUNREACH && err != EAGAIN)
+			return -err;
+		if (util_now_ns() >= deadline_ns)
+			return -ETIMEDOUT;
+		sleep_until_or(deadline_ns, 20ull * 1000 * 1000);
+	}
+}
+
+/* Accept one connection before the deadline. */
+static int tcp_accept(int lfd, uint64_t deadline_ns, int *out)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			int one = 1;
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+			*out = fd;
+			return 0;
+		}
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		int rc = client_poll_one(lfd, POLLIN, deadline_ns);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* Rank 0: collect every other rank's hello, then send the table back to all. */
+static int boot_root(struct inca_comm *c, uint8_t *table, uint64_t deadline_ns)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	int n = cfg->size, lfd = -1, got = 1, rc;
+	int *conns = malloc(sizeof(int) * (size_t)n);
+
+	if (!conns)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		conns[i] = -1;
+	rc = tcp_listen(&cfg->bootstrap_sa, n < 1024 ? n + 16 : 1024, &lfd);
+	if (rc < 0)
+		goto out;
+	while (got < n) {
+		uint8_t h[HELLO_LEN] = { 0 };
+		int fd;
+		uint32_t r;
+
+		rc = tcp_accept(lfd, deadline_ns, &fd);
+		if (rc < 0)
+			goto out;
+		rc = client_tcp_recv_all(fd, h, sizeof h, min_u64(deadline_ns, util_now_ns() + HELLO_WAIT_NS));
+		r = get32(h + 12);
+		if (rc < 0 || get32(h) != BOOT_MAGIC || get32(h + 4) != BOOT_VERSION ||
+		    get32(h + 8) != (uint32_t)n || r == 0 || r >= (uint32_t)n || conns[r] >= 0) {
+			client_log(cfg, 1, "bootstrap: rejected a connection (rank %u)", (unsigned)r);
+			close(fd);
+			continue;
+		}
+		conns[r] = fd;
+		memcpy(table + TABLE_HDR_LEN + (size_t)r * TABLE_ENT_LEN, h + 16, TABLE_ENT_LEN);
+		got++;
+	}
+	for (int i = 1; i < n; i++) {
+		rc = client_tcp_send_all(conns[i], table, TABLE_HDR_LEN + (size_t)n * TABLE_ENT_LEN,
+					 deadline_ns);
+		if (rc < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	for (int i = 0; i < n; i++)
+		if (conns[i] >= 0)
+			close(conns[i]);
+	if (lfd >= 0)
+		close(lfd);
+	free(conns);
+	return rc;
+}
+
+/* Other ranks: register with rank 0 and receive the table. */
+static int boot_leaf(struct inca_comm *c, const uint8_t own_ent[TABLE_ENT_LEN], uint8_t *table,
+		     uint64_t deadline_ns)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	uint8_t h[HELLO_LEN] = { 0 };
+	int fd, rc;
+
+	rc = tcp_connect(cfg->host_ip, &cfg->bootstrap_sa, deadline_ns, &fd);
+	if (rc < 0)
+		return rc;
+	put32(h, BOOT_MAGIC);
+	put32(h + 4, BOOT_VERSION);
+	put32(h + 8, (uint32_t)cfg->size);
+	put32(h + 12, (uint32_t)cfg->rank);
+	memcpy(h + 16, own_ent, TABLE_ENT_LEN);
+	rc = client_tcp_send_all(fd, h, sizeof h, deadline_ns);
+	if (rc == 0)
+		rc = client_tcp_recv_all(fd, table, TABLE_HDR_LEN + (size_t)cfg->size * TABLE_ENT_LEN,
+					 deadline_ns);
+	close(fd);
+	if (rc == -ECONNRESET)
+		rc = -ETIMEDOUT; /* rank 0 gave up waiting for someone */
+	if (rc < 0)
+		return rc;
+	if (get32(table) != BOOT_MAGIC || get32(table + 4) != (uint32_t)cfg->size)
+		return -EPROTO;
+	return 0;
+}
+
+static void ent_to_sa(const uint8_t *e, struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof *sa);
+	sa->sin_family = AF_INET;
+	memcpy(&sa->sin_addr.s_addr, e, 4); /* stored in network order */
+	memcpy(&sa->sin_port, e + 4, 2);
+}
+
+int client_bootstrap(struct inca_comm *c)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	uint64_t deadline_ns = util_now_ns() + (uint64_t)cfg->timeout_ms * 1000000ull;
+	struct sockaddr_in own = { .sin_family = AF_INET, .sin_addr = cfg->host_ip }, right_sa;
+	socklen_t sl = sizeof own;
+	size_t table_len = TABLE_HDR_LEN + (size_t)cfg->size * TABLE_ENT_LEN;
+	uint8_t *table = calloc(1, table_len), ent[TABLE_ENT_LEN] = { 0 }, rh[RING_HELLO_LEN];
+	int lfd = -1, rc, right = (cfg->rank + 1) % cfg->size, left = (cfg->rank + cfg->size - 1) % cfg->size;
+
+	if (!table)
+		return -ENOMEM;
+	/* Our ring listener first, so its address can go into the table. */
+	rc = tcp_listen(&own, 16, &lfd);
+	if (rc < 0)
+		goto out;
+	if (getsockname(lfd, (struct sockaddr *)&own, &sl) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	memcpy(ent, &own.sin_addr.s_addr, 4);
+	memcpy(ent + 4, &own.sin_port, 2);
+
+	if (cfg->rank == 0) {
+		/* The nonce ties ring connections to this job: a stray peer from another job
+		 * on a reused port is rejected instead of being spliced into our ring. */
+		uint64_t nonce = util_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
+		put32(table, BOOT_MAGIC);
+		put32(table + 4, (uint32_t)cfg->size);
+		put32(table + 8, (uint32_t)(nonce >> 32));
+		put32(table + 12, (uint32_t)nonce);
+		memcpy(table + TABLE_HDR_LEN, ent, TABLE_ENT_LEN);
+		rc = boot_root(c, table, deadline_ns);
+	} else {
+		rc = boot_leaf(c, ent, table, deadline_ns);
+	}
+	if (rc < 0)
+		goto out;
+
+	/* Ring: connect right (send side), then accept left (receive side). Connecting first
+	 * cannot deadlock: the kernel completes the handshake from the listen backlog. */
+	ent_to_sa(table + TABLE_HDR_LEN + (size_t)right * TABLE_ENT_LEN, &right_sa);
+	rc = tcp_connect(cfg->host_ip, &right_sa, deadline_ns, &c->ring_send_fd);
+	if (rc < 0)
+		goto out;
+	memset(rh, 0, sizeof rh);
+	put32(rh, RING_MAGIC);
+	put32(rh + 4, (uint32_t)cfg->size);
+	put32(rh + 8, (uint32_t)cfg->rank);
+	memcpy(rh + 16, table + 8, 8);
+	rc = client_tcp_send_all(c->ring_send_fd, rh, sizeof rh, deadline_ns);
+	if (rc < 0)
+		goto out;
+	while (c->ring_recv_fd < 0) {
+		uint8_t got[RING_HELLO_LEN] = { 0 };
+		int fd;
+
+		rc = tcp_accept(lfd, deadline_ns, &fd);
+		if (rc < 0)
+			goto out;
+		rc = client_tcp_recv_all(fd, got, sizeof got, min_u64(deadline_ns, util_now_ns() + HELLO_WAIT_NS));
+		if (rc < 0 || get32(got) != RING_MAGIC || get32(got + 4) != (uint32_t)cfg->size ||
+		    get32(got + 8) != (uint32_t)left || memcmp(got + 16, table + 8, 8) != 0) {
+			client_log(cfg, 1, "bootstrap: rejected a ring connection");
+			close(fd);
+			if (rc == -ETIMEDOUT && util_now_ns() >= deadline_ns)
+				goto out;
+			continue;
+		}
+		c->ring_recv_fd = fd;
+	}
+	client_log(cfg, 3, "bootstrap: ring up (left %d, right %d)", left, right);
+	rc = 0;
+out:
+	if (lfd >= 0)
+		close(lfd);
+	free(table);
+	return rc;
+}

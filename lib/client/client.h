@@ -1,0 +1,86 @@
+/* lib/client internals: the communicator struct shared by comm.c (lifecycle, dispatch),
+ * bootstrap.c (TCP rendezvous + ring sockets), ring.c (host AllReduce), inc.c (INC data path).
+ * Not installed. Internal names use the client_ prefix so the version map hides them. */
+#ifndef INCA_CLIENT_H
+#define INCA_CLIENT_H
+
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inca/inca.h"
+#include "util/util.h"
+
+/* Resolved configuration: inca_comm_opts with every default filled in and every address
+ * parsed. Owned by the communicator (no borrowed strings survive inca_comm_create). */
+struct client_cfg {
+	int rank, size;
+	bool have_bootstrap;
+	struct sockaddr_in bootstrap_sa;
+	struct in_addr host_ip;
+
+	bool have_switch;
+	struct sockaddr_in switch_sa;
+	struct sockaddr_in data_sa; /* concrete IP; port may be 0 until bound */
+	uint16_t tree_id;
+	uint32_t key;
+	uint32_t switch_qpn, qpn; /* 24-bit */
+	uint16_t bfr_id;
+	unsigned bsl_bits;
+	uint8_t bsl_code, si;
+	uint16_t nslots, mtu;
+	uint32_t rto_us, rto_max_us, retx_limit, timeout_ms;
+	double drop_rate;
+	uint64_t seed;
+
+	inca_log_fn log_fn;
+	void *log_ctx;
+	int log_level;
+};
+
+struct client_inc; /* inc.c: data-plane socket, in-flight table, batch buffers */
+
+struct inca_comm {
+	struct client_cfg cfg;
+
+	/* Host path: a TCP ring. send_fd goes to rank+1, recv_fd comes from rank-1.
+	 * -1 when size == 1. Once a ring operation fails midway the byte streams are out of
+	 * step, so the ring is marked broken and every later host-path call fails -EIO. */
+	int ring_send_fd, ring_recv_fd;
+	bool ring_broken;
+	uint8_t *ring_tmp; /* staging buffer for reduce steps, CLIENT_RING_TMP_BYTES */
+	uint64_t coll_seq; /* collectives issued so far; checked across ranks by the ring */
+
+	struct client_inc *inc; /* NULL without a switch */
+	bool inc_broken;        /* retransmission limit reached: INC is unusable */
+
+	struct inca_comm_stats stats;
+};
+
+#define CLIENT_RING_TMP_BYTES (1u << 20)
+
+/* comm.c */
+void client_log(const struct client_cfg *cfg, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg);
+
+/* bootstrap.c: TCP helpers with absolute deadlines (util_now_ns clock). */
+int client_bootstrap(struct inca_comm *c);
+int client_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);
+int client_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns);
+int client_poll_one(int fd, short events, uint64_t deadline_ns);
+
+/* ring.c */
+int client_ring_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+			  enum inca_dtype dt, enum inca_op op);
+int client_ring_barrier(struct inca_comm *c);
+
+/* inc.c */
+int client_inc_open(struct inca_comm *c);
+void client_inc_close(struct inca_comm *c);
+int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+			 enum inca_dtype dt, enum inca_op op);
+
+#endif

@@ -1,0 +1,214 @@
+/* Unit tests for the libinca communicator without peers: option validation and defaults,
+ * argument checks of the collectives, size-1 communicators (copy semantics), strerror, two
+ * communicators in one process, data-plane socket binding. Public API only. */
+#include <math.h>
+
+#include "client/client_test_util.h"
+
+static int log_calls;
+
+static void count_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	(void)level;
+	(void)msg;
+	log_calls++;
+}
+
+static int try_create(const struct inca_comm_opts *o)
+{
+	struct inca_comm *c = (struct inca_comm *)0x1;
+	int rc = inca_comm_create(o, &c);
+
+	if (rc == 0)
+		inca_comm_destroy(c);
+	else
+		CHECK(c == NULL);
+	return rc;
+}
+
+static struct inca_comm_opts base(void)
+{
+	struct inca_comm_opts o;
+
+	memset(&o, 0, sizeof o);
+	o.size = 1;
+	return o;
+}
+
+static void test_validation(void)
+{
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+
+	CHECK_EQ(inca_comm_create(NULL, &c), -EINVAL);
+	o = base();
+	CHECK_EQ(inca_comm_create(&o, NULL), -EINVAL);
+	CHECK_EQ(try_create(&o), 0);
+
+#define BAD(stmt)                                       \
+	do {                                            \
+		o = base();                             \
+		stmt;                                   \
+		CHECK_EQ(try_create(&o), -EINVAL);      \
+	} while (0)
+	BAD(o.size = 0);
+	BAD(o.size = -3);
+	BAD(o.rank = -1);
+	BAD(o.rank = 1);
+	BAD((o.size = 2, o.rank = 0)); /* size > 1 needs bootstrap_addr */
+	BAD((o.size = 2, o.bootstrap_addr = "127.0.0.1"));    /* port required */
+	BAD((o.size = 2, o.bootstrap_addr = "127.0.0.1:0"));  /* port 0 */
+	BAD((o.size = 2, o.bootstrap_addr = "0.0.0.0:1234")); /* not a concrete address */
+	BAD(o.bootstrap_addr = "localhost:1234");
+	BAD(o.host_ip = "nope");
+	BAD(o.host_ip = "0.0.0.0");
+	BAD(o.host_ip = "127.0.0.1:5");
+	BAD(o.switch_addr = "1.2.3");
+	BAD(o.switch_addr = "0.0.0.0:4791");
+	BAD(o.switch_addr = "127.0.0.1:70000");
+	BAD(o.data_addr = "0.0.0.0:0"); /* the ICRC needs our real source address */
+	BAD(o.data_addr = "x:1");
+	BAD(o.bsl_bits = 100);
+	BAD(o.bsl_bits = 32);
+	BAD(o.bsl_bits = 8192);
+	BAD(o.mtu = 128);
+	BAD(o.mtu = 5000);
+	BAD((o.mtu = 256, o.bsl_bits = 4096)); /* header alone exceeds the MTU */
+	BAD((o.rto_us = 1000, o.rto_max_us = 999));
+	BAD(o.drop_rate = 1.0);
+	BAD(o.drop_rate = -0.1);
+	BAD(o.drop_rate = NAN);
+	BAD(o.qpn = 0x1000000);
+	BAD(o.switch_qpn = 0x1000000);
+	BAD(o.bfr_id = 65535); /* SI = 65534 / 64 > 255 */
+#undef BAD
+
+	/* Valid corner values. */
+	o = base();
+	o.bsl_bits = 4096;
+	o.mtu = 4096;
+	o.bfr_id = 65535; /* SI 15 with BSL 4096 */
+	o.qpn = 0xFFFFFF;
+	o.rto_us = 5;
+	CHECK_EQ(try_create(&o), 0);
+	o = base();
+	o.host_ip = "127.0.0.1";
+	o.drop_rate = 0.5;
+	o.log_fn = count_log;
+	o.log_level = 3;
+	CHECK_EQ(try_create(&o), 0);
+}
+
+static void test_size1(void)
+{
+	struct inca_comm_opts o = base();
+	struct inca_comm *a, *b;
+	struct inca_comm_stats st;
+	int32_t in[5] = { 1, -2, 3, -4, 5 }, out[5] = { 0 }, inplace[5] = { 7, 8, 9, 10, 11 };
+	double f[3] = { 1.5, -2.25, 3.0 }, fo[3];
+
+	CHECK_EQ(inca_comm_create(&o, &a), 0);
+	CHECK_EQ(inca_comm_create(&o, &b), 0); /* no global state: two in one process */
+	CHECK_EQ(inca_comm_rank(a), 0);
+	CHECK_EQ(inca_comm_size(a), 1);
+	CHECK_EQ(inca_comm_rank(NULL), -EINVAL);
+
+	CHECK_EQ(inca_allreduce(a, in, out, 5, INCA_INT32, INCA_SUM), 0);
+	CHECK(memcmp(in, out, sizeof in) == 0);
+	CHECK_EQ(inca_allreduce(b, inplace, inplace, 5, INCA_INT32, INCA_MAX), 0);
+	CHECK_EQ(inplace[4], 11);
+	CHECK_EQ(inca_allreduce_algo(a, f, fo, 3, INCA_FP64, INCA_PROD, INCA_ALGO_RING), 0);
+	CHECK(memcmp(f, fo, sizeof f) == 0);
+	CHECK_EQ(inca_barrier(a), 0);
+
+	/* Argument checks. */
+	CHECK_EQ(inca_allreduce(a, NULL, NULL, 0, INCA_INT32, INCA_SUM), 0);
+	CHECK_EQ(inca_allreduce(NULL, in, out, 5, INCA_INT32, INCA_SUM), -EINVAL);
+	CHECK_EQ(inca_allreduce(a, in, out, 5, (enum inca_dtype)INCA_DTYPE_COUNT, INCA_SUM), -EINVAL);
+	CHECK_EQ(inca_allreduce(a, in, out, 5, (enum inca_dtype)-1, INCA_SUM), -EINVAL);
+	CHECK_EQ(inca_allreduce(a, in, out, 5, INCA_INT32, (enum inca_op)INCA_OP_COUNT), -EINVAL);
+	CHECK_EQ(inca_allreduce_algo(a, in, out, 5, INCA_INT32, INCA_SUM, (enum inca_algo)7), -EINVAL);
+	CHECK_EQ(inca_allreduce(a, f, fo, 3, INCA_FP64, INCA_BXOR), -ENOTSUP);
+	CHECK_EQ(inca_allreduce_algo(a, in, out, 5, INCA_INT32, INCA_SUM, INCA_ALGO_INC), -ENOTSUP);
+	CHECK_EQ(inca_allreduce(a, NULL, out, 5, INCA_INT32, INCA_SUM), -EINVAL);
+	CHECK_EQ(inca_allreduce(a, in, in + 1, 4, INCA_INT32, INCA_SUM), -EINVAL); /* overlap */
+	CHECK_EQ(inca_allreduce(a, in, out, SIZE_MAX / 2, INCA_INT32, INCA_SUM), -EINVAL);
+
+	CHECK_EQ(inca_comm_get_stats(a, NULL), -EINVAL);
+	CHECK_EQ(inca_comm_get_stats(a, &st), 0);
+	CHECK_EQ(st.ring_calls, 2);
+	CHECK_EQ(st.inc_calls, 0);
+	CHECK_EQ(st.tx_pkts, 0);
+	inca_comm_destroy(a);
+	inca_comm_destroy(b);
+	inca_comm_destroy(NULL);
+}
+
+static void test_data_socket(void)
+{
+	struct inca_comm_opts o = base();
+	struct inca_comm *a, *b;
+	char addr[32];
+	int port = 23000 + (int)(getpid() % 1000);
+
+	/* A switch address makes create bind the data-plane socket; port 0 means any. */
+	o.switch_addr = "127.0.0.1:4791";
+	o.data_addr = "127.0.0.1:0";
+	CHECK_EQ(inca_comm_create(&o, &a), 0);
+	CHECK_EQ(inca_comm_create(&o, &b), 0);
+	inca_comm_destroy(b);
+	inca_comm_destroy(a);
+
+	/* The same explicit port twice: the second fails with -EADDRINUSE. */
+	for (int tries = 0; tries < 50; tries++, port++) {
+		int rc;
+		snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+		o.data_addr = addr;
+		rc = inca_comm_create(&o, &a);
+		if (rc == -EADDRINUSE)
+			continue;
+		CHECK_EQ(rc, 0);
+		CHECK_EQ(inca_comm_create(&o, &b), -EADDRINUSE);
+		inca_comm_destroy(a);
+		return;
+	}
+	CHECK(!"no free port");
+}
+
+static void test_strerror(void)
+{
+	int errs[] = { 0, -EINVAL, -ENOTSUP, -ETIMEDOUT, -EIO, -EPROTO, -EADDRINUSE, -ENOMEM, -12345 };
+
+	for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+		const char *s = inca_strerror(errs[i]);
+		CHECK(s != NULL && s[0] != 0);
+	}
+	CHECK(strcmp(inca_strerror(-EINVAL), inca_strerror(EINVAL)) == 0);
+	CHECK(strcmp(inca_strerror(-ETIMEDOUT), inca_strerror(-EINVAL)) != 0);
+}
+
+static void test_dtype_exports(void)
+{
+	/* Implemented in lib/agg/dtype.c, exported by libinca. */
+	CHECK_EQ(inca_dtype_size(INCA_FP16), 2);
+	CHECK_EQ(inca_dtype_size(INCA_UINT64), 8);
+	CHECK(strcmp(inca_dtype_name(INCA_FP32), "fp32") == 0);
+	CHECK(strcmp(inca_op_name(INCA_SUM), "sum") == 0);
+	CHECK_EQ(inca_dtype_parse("int16"), INCA_INT16);
+	CHECK_EQ(inca_op_parse("max"), INCA_MAX);
+	CHECK_EQ(inca_op_valid(INCA_FP32, INCA_BAND), 0);
+	CHECK_EQ(inca_op_valid(INCA_INT8, INCA_BAND), 1);
+}
+
+int main(void)
+{
+	test_validation();
+	test_size1();
+	test_data_socket();
+	test_strerror();
+	test_dtype_exports();
+	CHECK_EQ(log_calls > 0, 1); /* the one create with a log_fn logged "ready" */
+	printf("comm_test: ok\n");
+	return 0;
+}

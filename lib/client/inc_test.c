@@ -1,0 +1,508 @@
+/* Unit tests for the INC data path against an in-process fake switch thread on loopback:
+ * an echo switch (one member: the result is the contribution) and the real lib/agg engine
+ * (three members as threads). Faults on both sides: loss, duplicates, corruption, reordering,
+ * a dead switch. The fake switch also checks the client's packets (ICRC, fields, window rule). */
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#include "agg/agg.h"
+#include "client/client_test_util.h"
+#include "util/util.h"
+#include "wire/wire.h"
+
+#define PORT_BASE 22000
+#define MAXM 8
+#define MAXSLOTS 64
+#define HOLD 4
+
+enum fsw_mode { FSW_ECHO, FSW_ENGINE };
+
+struct fsw_cfg {
+	enum fsw_mode mode;
+	int nmembers;
+	uint16_t nslots, tree_id;
+	uint32_t key, switch_qpn;
+	double drop;             /* incoming packets dropped at random */
+	unsigned dup_every;      /* every Nth result is sent twice */
+	unsigned corrupt_every;  /* every Nth result has a flipped data byte (ICRC fails) */
+	bool reorder;            /* results are released in reverse order, HOLD at a time */
+	bool dead;               /* receive and check, never answer */
+};
+
+struct fsw {
+	struct fsw_cfg cfg;
+	int fd;
+	struct sockaddr_in addr;
+	pthread_t th;
+	atomic_int stop;
+	struct util_rng rng;
+	struct agg_tree *tree;
+	struct sockaddr_in member[MAXM + 1];
+	int64_t answered[MAXM + 1][MAXSLOTS]; /* highest round whose result went to a member */
+	uint32_t psn;
+	unsigned nresults;
+	uint8_t held[HOLD][WIRE_MAX_UDP_PAYLOAD];
+	size_t held_len[HOLD];
+	int held_to[HOLD], nheld;
+	/* results, read after join */
+	unsigned long rx, bad, violations, tx;
+};
+
+static void fsw_send_raw(struct fsw *s, int bfr, const uint8_t *buf, size_t len)
+{
+	if (sendto(s->fd, buf, len, 0, (struct sockaddr *)&s->member[bfr], sizeof s->member[bfr]) > 0)
+		s->tx++;
+}
+
+static void fsw_release(struct fsw *s)
+{
+	while (s->nheld > 0) {
+		s->nheld--;
+		fsw_send_raw(s, s->held_to[s->nheld], s->held[s->nheld], s->held_len[s->nheld]);
+	}
+}
+
+static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
+{
+	struct wire_ipinfo ip = {
+		.src_ip = ntohl(s->addr.sin_addr.s_addr), .src_port = ntohs(s->addr.sin_port),
+		.dst_ip = ntohl(s->member[bfr].sin_addr.s_addr), .dst_port = ntohs(s->member[bfr].sin_port),
+	};
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD];
+	int len;
+
+	p->bth.dest_qp = 0x1000u + (uint32_t)bfr;
+	p->bth.psn = s->psn++ & 0xFFFFFF;
+	if ((int64_t)p->inca.round > s->answered[bfr][p->inca.slot])
+		s->answered[bfr][p->inca.slot] = p->inca.round;
+	len = wire_encode_udp(buf, sizeof buf, p, &ip);
+	if (len < 0) {
+		s->bad++;
+		return;
+	}
+	s->nresults++;
+	if (s->cfg.corrupt_every && s->nresults % s->cfg.corrupt_every == 0)
+		buf[len - 6] ^= 0x40;
+	int copies = s->cfg.dup_every && s->nresults % s->cfg.dup_every == 0 ? 2 : 1;
+	for (int k = 0; k < copies; k++) {
+		if (s->cfg.reorder) {
+			memcpy(s->held[s->nheld], buf, (size_t)len);
+			s->held_len[s->nheld] = (size_t)len;
+			s->held_to[s->nheld++] = bfr;
+			if (s->nheld == HOLD)
+				fsw_release(s);
+		} else {
+			fsw_send_raw(s, bfr, buf, (size_t)len);
+		}
+	}
+}
+
+static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struct sockaddr_in *from)
+{
+	struct wire_ipinfo ip = {
+		.src_ip = ntohl(from->sin_addr.s_addr), .src_port = ntohs(from->sin_port),
+		.dst_ip = ntohl(s->addr.sin_addr.s_addr), .dst_port = ntohs(s->addr.sin_port),
+	};
+	struct wire_pkt p;
+	uint8_t own[8] = { 0 };
+	int bfr;
+
+	s->rx++;
+	if (s->cfg.drop > 0 && util_rng_double(&s->rng) < s->cfg.drop)
+		return;
+	if (wire_decode_udp(buf, len, &p, &ip) != WIRE_OK) {
+		s->bad++;
+		return;
+	}
+	bfr = p.inca.bfr_id;
+	if (bfr < 1 || bfr > s->cfg.nmembers) {
+		s->bad++;
+		return;
+	}
+	wire_bier_set(own, sizeof own, wire_bier_bp((uint16_t)bfr, 64, 0));
+	if ((p.inca.flags & WIRE_F_RESULT) || p.bth.dest_qp != s->cfg.switch_qpn ||
+	    p.inca.coll != WIRE_COLL_ALLREDUCE || p.inca.bsl_code != 1 || memcmp(p.inca.bits, own, 8) ||
+	    p.reth.rkey != s->cfg.key || p.inca.tree_id != s->cfg.tree_id ||
+	    p.inca.slot != p.imm % s->cfg.nslots || p.inca.round != p.imm / s->cfg.nslots) {
+		s->bad++;
+		return;
+	}
+	s->member[bfr] = *from;
+	/* Self-clocking: round r of a slot only after the result of round r-1 went out. */
+	if ((int64_t)p.inca.round > s->answered[bfr][p.inca.slot] + 1)
+		s->violations++;
+	if (s->cfg.dead)
+		return;
+	if (s->cfg.mode == FSW_ECHO) {
+		p.inca.flags = WIRE_F_RESULT;
+		p.inca.bfr_id = 0;
+		fsw_emit(s, &p, bfr);
+		return;
+	}
+	struct agg_send out[MAXM + 1];
+	size_t ns = 0;
+	agg_tree_input(s->tree, &p, (uint32_t)bfr - 1, out, MAXM + 1, &ns);
+	for (size_t i = 0; i < ns; i++)
+		fsw_emit(s, &out[i].pkt, (int)out[i].nbr + 1);
+}
+
+static void *fsw_main(void *arg)
+{
+	struct fsw *s = arg;
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
+
+	while (!atomic_load(&s->stop)) {
+		struct pollfd pf = { .fd = s->fd, .events = POLLIN };
+		struct sockaddr_in from;
+		socklen_t fl = sizeof from;
+
+		if (poll(&pf, 1, 5) <= 0) {
+			fsw_release(s); /* idle: let held results go */
+			continue;
+		}
+		ssize_t n = recvfrom(s->fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		if (n > 0)
+			fsw_input(s, buf, (size_t)n, &from);
+	}
+	return NULL;
+}
+
+static void fsw_start(struct fsw *s, const struct fsw_cfg *cfg, uint64_t seed)
+{
+	socklen_t sl = sizeof s->addr;
+	int pmtu = IP_PMTUDISC_DO, big = 8 << 20;
+
+	memset(s, 0, sizeof *s);
+	s->cfg = *cfg;
+	util_rng_seed(&s->rng, seed);
+	for (int m = 0; m <= MAXM; m++)
+		for (int k = 0; k < MAXSLOTS; k++)
+			s->answered[m][k] = -1;
+	CHECK(cfg->nslots <= MAXSLOTS && cfg->nmembers <= MAXM);
+	s->fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(s->fd >= 0);
+	setsockopt(s->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+	if (setsockopt(s->fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) < 0)
+		setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+	s->addr.sin_family = AF_INET;
+	s->addr.sin_addr.s_addr = htonl(0x7f000001);
+	CHECK(bind(s->fd, (struct sockaddr *)&s->addr, sizeof s->addr) == 0);
+	CHECK(getsockname(s->fd, (struct sockaddr *)&s->addr, &sl) == 0);
+	if (cfg->mode == FSW_ENGINE) {
+		uint8_t abm[8] = { 0 }, fbm[MAXM][8];
+		struct agg_bift_entry bift[MAXM];
+		for (int m = 1; m <= cfg->nmembers; m++) {
+			unsigned bp = wire_bier_bp((uint16_t)m, 64, 0);
+			wire_bier_set(abm, 8, bp);
+			memset(fbm[m - 1], 0, 8);
+			wire_bier_set(fbm[m - 1], 8, bp);
+			bift[m - 1] = (struct agg_bift_entry){ .bp = bp, .nbr = (uint32_t)m - 1, .fbm = fbm[m - 1] };
+		}
+		struct agg_tree_cfg tc = {
+			.tree_id = cfg->tree_id, .rkey = cfg->key, .nslots = cfg->nslots, .slot_bytes = 4096,
+			.bsl_bits = 64, .abm = abm, .root = true, .nbift = (size_t)cfg->nmembers, .bift = bift,
+		};
+		CHECK_EQ(agg_tree_create(&tc, &s->tree), 0);
+	}
+	CHECK_EQ(pthread_create(&s->th, NULL, fsw_main, s), 0);
+}
+
+static void fsw_stop(struct fsw *s)
+{
+	atomic_store(&s->stop, 1);
+	pthread_join(s->th, NULL);
+	close(s->fd);
+	agg_tree_destroy(s->tree);
+}
+
+static void opts_for(struct inca_comm_opts *o, const struct fsw *s, char *swaddr, size_t cap)
+{
+	memset(o, 0, sizeof *o);
+	snprintf(swaddr, cap, "127.0.0.1:%u", (unsigned)ntohs(s->addr.sin_port));
+	o->size = 1;
+	o->switch_addr = swaddr;
+	o->data_addr = "127.0.0.10:0";
+	o->tree_id = s->cfg.tree_id;
+	o->key = s->cfg.key;
+	o->nslots = s->cfg.nslots;
+	o->switch_qpn = s->cfg.switch_qpn;
+}
+
+/* Size-1 AllReduce through the echo switch: the result must equal the input. */
+static void echo_roundtrips(struct inca_comm *c, size_t max_count)
+{
+	static const enum inca_dtype dts[] = { INCA_INT8, INCA_FP32, INCA_INT32, INCA_UINT64, INCA_BF16 };
+	size_t counts[] = { 1, 7, 1000, 4093, max_count };
+
+	for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+		for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+			size_t bytes = counts[k] * inca_dtype_size(dts[d]);
+			uint8_t *in = malloc(bytes), *out = malloc(bytes), *keep = malloc(bytes);
+			struct util_rng r;
+			bool inplace = (k + d) % 2;
+
+			CHECK(in && out && keep);
+			util_rng_seed(&r, k * 131 + d);
+			for (size_t i = 0; i < bytes; i++)
+				in[i] = (uint8_t)util_rng_next(&r);
+			if (dts[d] == INCA_FP32) /* finite floats only: the echo must not be confused by NaN */
+				for (size_t i = 0; i < counts[k]; i++)
+					((float *)in)[i] = (float)(int)(util_rng_next(&r) % 1000);
+			if (dts[d] == INCA_BF16)
+				for (size_t i = 0; i < counts[k]; i++)
+					((uint16_t *)in)[i] = 0x3f80; /* 1.0 */
+			memcpy(keep, in, bytes);
+			memset(out, 0, bytes);
+			CHECK_EQ(inca_allreduce_algo(c, in, inplace ? in : out, counts[k], dts[d], INCA_SUM,
+						     INCA_ALGO_INC), 0);
+			CHECK(memcmp(inplace ? in : out, keep, bytes) == 0);
+			free(in);
+			free(out);
+			free(keep);
+		}
+	}
+}
+
+static void test_echo_clean(void)
+{
+	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 3, .key = 0xabcd1234,
+			      .switch_qpn = 0x4242 };
+	struct fsw s;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_comm_stats st;
+	char sw[32];
+	int32_t v = 5, r = 0;
+
+	fsw_start(&s, &fc, 1);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.rto_us = 200000;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	echo_roundtrips(c, 100003);
+	{
+		/* A large buffer: many rounds of every slot, 64-bit offsets. */
+		size_t big = 32u << 20;
+		uint8_t *x = malloc(big), *y = malloc(big);
+		CHECK(x && y);
+		for (size_t i = 0; i < big; i++)
+			x[i] = (uint8_t)(i * 2654435761u >> 13);
+		CHECK_EQ(inca_allreduce_algo(c, x, y, big / 4, INCA_UINT32, INCA_BXOR, INCA_ALGO_INC), 0);
+		CHECK(memcmp(x, y, big) == 0);
+		free(x);
+		free(y);
+	}
+	CHECK_EQ(inca_allreduce(c, &v, &r, 1, INCA_INT32, INCA_SUM), 0); /* AUTO -> INC */
+	CHECK_EQ(r, 5);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(st.inc_calls, 27);
+	CHECK_EQ(st.ring_calls, 0);
+	CHECK_EQ(st.rx_bad, 0);
+	CHECK(st.tx_pkts >= 100003 * 8 / 4000 && st.rx_pkts >= st.tx_pkts - st.retransmits);
+	inca_comm_destroy(c);
+	fsw_stop(&s);
+	CHECK_EQ(s.bad, 0);
+	CHECK_EQ(s.violations, 0);
+}
+
+static void test_echo_faults(void)
+{
+	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 9, .key = 77,
+			      .switch_qpn = 0x109, .drop = 0.1, .dup_every = 5, .corrupt_every = 7,
+			      .reorder = true };
+	struct fsw s;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_comm_stats st;
+	char sw[32];
+
+	fsw_start(&s, &fc, 2);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.switch_qpn = 0; /* default 0x100 + tree_id */
+	o.rto_us = 2000;
+	o.rto_max_us = 20000;
+	o.retx_limit = 200;
+	o.drop_rate = 0.05;
+	o.seed = 42;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	echo_roundtrips(c, 50001);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK(st.retransmits > 0 && st.timeouts >= st.retransmits);
+	CHECK(st.injected_drops > 0);
+	CHECK(st.rx_dup_results > 0);
+	CHECK(st.rx_bad > 0); /* the corrupted copies */
+	inca_comm_destroy(c);
+	fsw_stop(&s);
+	CHECK_EQ(s.bad, 0);
+	CHECK_EQ(s.violations, 0);
+}
+
+static void test_echo_dead(void)
+{
+	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 8, .tree_id = 1, .switch_qpn = 0x101,
+			      .dead = true };
+	struct fsw s;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_comm_stats st;
+	char sw[32];
+	int64_t buf[100] = { 0 }, out[100];
+
+	fsw_start(&s, &fc, 3);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.rto_us = 1000;
+	o.rto_max_us = 4000;
+	o.retx_limit = 4;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	for (int i = 0; i < 100; i++)
+		buf[i] = i;
+	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), -ETIMEDOUT);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(st.timeouts, 4);
+	CHECK_EQ(st.retransmits, 3);
+	/* The INC path is now broken: INC fails at once, AUTO falls back to the host path. */
+	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), -ETIMEDOUT);
+	CHECK_EQ(inca_allreduce(c, buf, out, 100, INCA_INT64, INCA_SUM), 0);
+	CHECK(memcmp(buf, out, sizeof buf) == 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(st.tx_pkts, 4);
+	CHECK_EQ(st.ring_calls, 1);
+	inca_comm_destroy(c);
+	fsw_stop(&s);
+	CHECK_EQ(s.bad, 0);
+}
+
+/* ---- three members through the real aggregation engine, ranks as threads ---- */
+
+struct member {
+	int rank, n, rc;
+	const char *boot, *sw;
+	double drop;
+	const struct fsw *s;
+	struct inca_comm_stats st;
+};
+
+static int member_work(struct inca_comm *c, int rank, int n)
+{
+	const size_t count = 100003;
+	int32_t *a = malloc(count * 4), *b = malloc(count * 4);
+	float f[3001];
+	uint8_t u[5000];
+	int rc = 0;
+
+	if (!a || !b)
+		return -ENOMEM;
+	for (int it = 0; it < 3 && rc == 0; it++) {
+		for (size_t i = 0; i < count; i++)
+			a[i] = (int32_t)(i * 7 + (size_t)rank * 1000003u) - it;
+		rc = inca_allreduce_algo(c, a, it == 1 ? a : b, count, INCA_INT32, INCA_SUM, INCA_ALGO_INC);
+		const int32_t *res = it == 1 ? a : b;
+		for (size_t i = 0; i < count && rc == 0; i++) {
+			int64_t e = 0;
+			for (int r = 0; r < n; r++)
+				e += (int64_t)(int32_t)(i * 7 + (size_t)r * 1000003u) - it;
+			if (res[i] != (int32_t)e)
+				rc = -EBADMSG;
+		}
+	}
+	for (int i = 0; i < 3001; i++)
+		f[i] = (float)(i % 17) - (float)rank;
+	if (rc == 0)
+		rc = inca_allreduce(c, f, f, 3001, INCA_FP32, INCA_SUM);
+	for (int i = 0; i < 3001 && rc == 0; i++)
+		if (f[i] != (float)(n * (i % 17)) - (float)(n * (n - 1) / 2))
+			rc = -EBADMSG;
+	for (int i = 0; i < 5000; i++)
+		u[i] = (uint8_t)((i + rank * 50) % 251);
+	if (rc == 0)
+		rc = inca_allreduce_algo(c, u, u, 5000, INCA_UINT8, INCA_MAX, INCA_ALGO_INC);
+	for (int i = 0; i < 5000 && rc == 0; i++) {
+		uint8_t e = 0;
+		for (int r = 0; r < n; r++)
+			if ((uint8_t)((i + r * 50) % 251) > e)
+				e = (uint8_t)((i + r * 50) % 251);
+		if (u[i] != e)
+			rc = -EBADMSG;
+	}
+	if (rc == 0)
+		rc = inca_barrier(c);
+	free(a);
+	free(b);
+	return rc;
+}
+
+static void *member_main(void *arg)
+{
+	struct member *m = arg;
+	char data[32];
+	struct inca_comm_opts o = {
+		.rank = m->rank, .size = m->n, .bootstrap_addr = m->boot, .switch_addr = m->sw,
+		.data_addr = data, .tree_id = m->s->cfg.tree_id, .key = m->s->cfg.key,
+		.switch_qpn = m->s->cfg.switch_qpn, .nslots = m->s->cfg.nslots, .timeout_ms = 10000,
+		.rto_us = 3000, .rto_max_us = 30000, .retx_limit = 200, .drop_rate = m->drop,
+		.seed = (uint64_t)m->rank + 1,
+	};
+	struct inca_comm *c;
+
+	snprintf(data, sizeof data, "127.0.0.%d:0", 10 + m->rank);
+	m->rc = inca_comm_create(&o, &c);
+	if (m->rc < 0)
+		return NULL;
+	m->rc = member_work(c, m->rank, m->n);
+	inca_comm_get_stats(c, &m->st);
+	inca_comm_destroy(c);
+	return NULL;
+}
+
+static void test_engine(double sw_drop, double cl_drop, unsigned dup_every, bool reorder, uint64_t seed)
+{
+	enum { N = 3 };
+	struct fsw_cfg fc = { .mode = FSW_ENGINE, .nmembers = N, .nslots = 32, .tree_id = 5, .key = 0x5eed,
+			      .switch_qpn = 0x105, .drop = sw_drop, .dup_every = dup_every, .reorder = reorder };
+
+	for (int attempt = 0; attempt < 20; attempt++) {
+		struct fsw s;
+		struct member m[N];
+		pthread_t th[N];
+		char boot[32], sw[32];
+
+		fsw_start(&s, &fc, seed);
+		snprintf(sw, sizeof sw, "127.0.0.1:%u", (unsigned)ntohs(s.addr.sin_port));
+		snprintf(boot, sizeof boot, "127.0.0.1:%d", PORT_BASE + (int)((getpid() * 3 + attempt * 37) % 1000));
+		for (int r = 0; r < N; r++) {
+			m[r] = (struct member){ .rank = r, .n = N, .boot = boot, .sw = sw, .drop = cl_drop, .s = &s };
+			CHECK_EQ(pthread_create(&th[r], NULL, member_main, &m[r]), 0);
+		}
+		for (int r = 0; r < N; r++)
+			pthread_join(th[r], NULL);
+		fsw_stop(&s);
+		if (m[0].rc == -EADDRINUSE)
+			continue;
+		for (int r = 0; r < N; r++) {
+			if (m[r].rc != 0)
+				fprintf(stderr, "member %d: %s\n", r, inca_strerror(m[r].rc));
+			CHECK_EQ(m[r].rc, 0);
+			CHECK_EQ(m[r].st.inc_calls, 5);
+			CHECK_EQ(m[r].st.rx_bad, 0);
+			if (cl_drop > 0)
+				CHECK(m[r].st.retransmits > 0);
+		}
+		CHECK_EQ(s.bad, 0);
+		CHECK_EQ(s.violations, 0);
+		return;
+	}
+	CHECK(!"no free bootstrap port");
+}
+
+int main(void)
+{
+	test_echo_clean();
+	test_echo_faults();
+	test_echo_dead();
+	test_engine(0, 0, 0, false, 11);
+	test_engine(0.05, 0.05, 9, true, 12);
+	printf("inc_test: ok\n");
+	return 0;
+}

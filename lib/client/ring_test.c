@@ -1,0 +1,295 @@
+/* Unit tests for the host path over loopback TCP: ring AllReduce with 2-4 forked ranks for
+ * every integer type and op (exact results checked against an independent reference), floats
+ * with exactly representable data, sizes 0/1/odd/10 MB, in-place and out-of-place, barrier,
+ * rank disagreement (-EPROTO), a dead peer, an idle timeout, and ranks as threads of one process. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+
+#include "client/client_test_util.h"
+
+#define PORT_BASE 21000
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+static bool dt_signed(enum inca_dtype dt)
+{
+	return dt == INCA_INT8 || dt == INCA_INT16 || dt == INCA_INT32 || dt == INCA_INT64;
+}
+
+/* Integer lanes as 64-bit values: sign-extended for signed types. */
+static uint64_t ld(const void *p, size_t i, enum inca_dtype dt)
+{
+	size_t w = inca_dtype_size(dt);
+	uint64_t v = 0;
+
+	memcpy(&v, (const uint8_t *)p + i * w, w); /* little-endian host */
+	if (dt_signed(dt) && w < 8 && (v >> (w * 8 - 1)) & 1)
+		v |= ~0ull << (w * 8);
+	return v;
+}
+
+static void st(void *p, size_t i, enum inca_dtype dt, uint64_t v)
+{
+	memcpy((uint8_t *)p + i * inca_dtype_size(dt), &v, inca_dtype_size(dt));
+}
+
+static void fill(void *buf, size_t count, enum inca_dtype dt, enum inca_op op, int rank, uint64_t seed)
+{
+	for (size_t i = 0; i < count; i++) {
+		uint64_t h = mix(seed ^ ((uint64_t)rank << 40) ^ i);
+		if (dt == INCA_FP32) /* small integers: every order of summation is exact */
+			((float *)buf)[i] = op == INCA_PROD ? (float)((int)(h % 3) - 1) * 2.0f
+							    : (float)((int64_t)(h % 2001) - 1000);
+		else if (dt == INCA_FP64)
+			((double *)buf)[i] = op == INCA_PROD ? (double)((int)(h % 5) - 2)
+							     : (double)((int64_t)(h % 200001) - 100000) / 4.0;
+		else
+			st(buf, i, dt, h);
+	}
+}
+
+/* Independent reference: acc = acc OP other, integer arithmetic mod 2^width. */
+static void ref_reduce(void *acc, const void *other, size_t count, enum inca_dtype dt, enum inca_op op)
+{
+	for (size_t i = 0; i < count; i++) {
+		if (dt == INCA_FP32) {
+			float *a = (float *)acc + i, b = ((const float *)other)[i];
+			*a = op == INCA_SUM ? *a + b : op == INCA_PROD ? *a * b : op == INCA_MIN ? (b < *a ? b : *a) : (b > *a ? b : *a);
+			continue;
+		}
+		if (dt == INCA_FP64) {
+			double *a = (double *)acc + i, b = ((const double *)other)[i];
+			*a = op == INCA_SUM ? *a + b : op == INCA_PROD ? *a * b : op == INCA_MIN ? (b < *a ? b : *a) : (b > *a ? b : *a);
+			continue;
+		}
+		uint64_t a = ld(acc, i, dt), b = ld(other, i, dt), r = 0;
+		bool lt = dt_signed(dt) ? (int64_t)b < (int64_t)a : b < a;
+		switch (op) {
+		case INCA_SUM: r = a + b; break;
+		case INCA_PROD: r = a * b; break;
+		case INCA_MIN: r = lt ? b : a; break;
+		case INCA_MAX: r = lt ? a : b; break;
+		case INCA_BAND: r = a & b; break;
+		case INCA_BOR: r = a | b; break;
+		case INCA_BXOR: r = a ^ b; break;
+		default: break;
+		}
+		st(acc, i, dt, r);
+	}
+}
+
+/* One AllReduce on every rank; each rank recomputes the expected result locally. */
+static int check_allreduce(struct inca_comm *c, int rank, int n, enum inca_dtype dt, enum inca_op op,
+			   size_t count, bool inplace, uint64_t seed)
+{
+	size_t bytes = count * inca_dtype_size(dt) + 1;
+	uint8_t *in = malloc(bytes), *out = malloc(bytes), *exp = malloc(bytes), *tmp = malloc(bytes);
+	int rc, bad = 0;
+
+	CHECK(in && out && exp && tmp);
+	fill(in, count, dt, op, rank, seed);
+	fill(exp, count, dt, op, 0, seed);
+	for (int r = 1; r < n; r++) {
+		fill(tmp, count, dt, op, r, seed);
+		ref_reduce(exp, tmp, count, dt, op);
+	}
+	memset(out, 0xA5, bytes);
+	if (inplace) {
+		rc = inca_allreduce_algo(c, in, in, count, dt, op, INCA_ALGO_RING);
+		memcpy(out, in, bytes - 1);
+	} else {
+		memcpy(tmp, in, bytes);
+		rc = inca_allreduce_algo(c, in, out, count, dt, op, INCA_ALGO_RING);
+		if (memcmp(tmp, in, bytes) != 0)
+			bad = 1; /* sendbuf must be left alone */
+		if (out[bytes - 1] != 0xA5)
+			bad = 1; /* no write past the end */
+	}
+	if (rc != 0 || bad || memcmp(out, exp, bytes - 1) != 0) {
+		fprintf(stderr, "rank %d: allreduce %s/%s count %zu inplace %d n %d: rc %d bad %d mismatch\n",
+			rank, inca_dtype_name(dt), inca_op_name(op), count, (int)inplace, n, rc, bad);
+		bad = 1;
+	}
+	free(in);
+	free(out);
+	free(exp);
+	free(tmp);
+	return bad;
+}
+
+static int rank_matrix(struct inca_comm *c, int rank, int n, void *arg)
+{
+	static const size_t counts[] = { 1, 2, 3, 5, 1000, 12345 };
+	uint64_t seed = 1;
+
+	(void)arg;
+	CHECK_EQ(inca_comm_rank(c), rank);
+	CHECK_EQ(inca_comm_size(c), n);
+	CHECK_EQ(inca_allreduce_algo(c, NULL, NULL, 0, INCA_INT32, INCA_SUM, INCA_ALGO_RING), 0);
+	for (int dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
+		if (dt == INCA_FP16 || dt == INCA_BF16)
+			continue; /* rounding of 16-bit floats is lib/agg's test matter */
+		for (int op = 0; op < INCA_OP_COUNT; op++) {
+			if (!inca_op_valid((enum inca_dtype)dt, (enum inca_op)op))
+				continue;
+			for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+				if (check_allreduce(c, rank, n, (enum inca_dtype)dt, (enum inca_op)op, counts[k],
+						    (k + (size_t)op) % 2 == 0, seed++))
+					return 1;
+		}
+	}
+	/* 10 MB, both forms. */
+	if (check_allreduce(c, rank, n, INCA_INT32, INCA_SUM, (10u << 20) / 4, false, seed++) ||
+	    check_allreduce(c, rank, n, INCA_UINT8, INCA_BXOR, (1u << 20) + 7, true, seed++))
+		return 1;
+	/* AUTO without a switch takes the ring. */
+	int32_t v = rank + 1, s = 0;
+	CHECK_EQ(inca_allreduce(c, &v, &s, 1, INCA_INT32, INCA_SUM), 0);
+	CHECK_EQ(s, n * (n + 1) / 2);
+	struct inca_comm_stats stt;
+	CHECK_EQ(inca_comm_get_stats(c, &stt), 0);
+	CHECK(stt.ring_calls > 50 && stt.inc_calls == 0);
+	return 0;
+}
+
+static int rank_barrier(struct inca_comm *c, int rank, int n, void *arg)
+{
+	atomic_int *entered = arg;
+
+	for (int it = 0; it < 20; it++) {
+		if (rank == it % n)
+			usleep(20000); /* a late rank: everyone else must wait for it */
+		atomic_fetch_add(&entered[it], 1);
+		CHECK_EQ(inca_barrier(c), 0);
+		CHECK_EQ(atomic_load(&entered[it]), n);
+	}
+	return 0;
+}
+
+static int rank_mismatch(struct inca_comm *c, int rank, int n, void *arg)
+{
+	int32_t buf[16] = { 0 };
+
+	(void)n;
+	(void)arg;
+	CHECK_EQ(inca_allreduce_algo(c, buf, buf, 4, INCA_INT32, INCA_SUM, INCA_ALGO_RING), 0);
+	/* Rank 0 reduces 10 elements, rank 1 eleven: both must refuse, not mix streams. */
+	CHECK_EQ(inca_allreduce_algo(c, buf, buf, 10 + (size_t)rank, INCA_INT32, INCA_SUM, INCA_ALGO_RING),
+		 -EPROTO);
+	CHECK_EQ(inca_barrier(c), -EIO); /* the host path stays broken */
+	return 0;
+}
+
+static int rank_dead_peer(struct inca_comm *c, int rank, int n, void *arg)
+{
+	int32_t buf[1000] = { 0 };
+	int rc;
+
+	(void)n;
+	(void)arg;
+	if (rank == 1)
+		return 0; /* leaves: its sockets close */
+	rc = inca_allreduce_algo(c, buf, buf, 1000, INCA_INT32, INCA_SUM, INCA_ALGO_RING);
+	CHECK(rc == -ECONNRESET || rc == -EPIPE);
+	return 0;
+}
+
+static int rank_idle(struct inca_comm *c, int rank, int n, void *arg)
+{
+	int32_t buf[4] = { 0 };
+
+	(void)n;
+	(void)arg;
+	if (rank == 1) {
+		usleep(2500 * 1000); /* alive but never joins the collective */
+		return 0;
+	}
+	CHECK_EQ(inca_allreduce_algo(c, buf, buf, 4, INCA_INT32, INCA_SUM, INCA_ALGO_RING), -ETIMEDOUT);
+	return 0;
+}
+
+/* Ranks as threads: communicators of one process share nothing. */
+struct thr {
+	int rank, n, rc;
+	const char *addr;
+};
+
+static void *thr_main(void *p)
+{
+	struct thr *t = p;
+	struct inca_comm_opts o = { .rank = t->rank, .size = t->n, .bootstrap_addr = t->addr, .timeout_ms = 10000 };
+	struct inca_comm *c;
+	int64_t buf[3001];
+
+	t->rc = inca_comm_create(&o, &c);
+	if (t->rc < 0)
+		return NULL;
+	for (int it = 0; it < 5 && t->rc == 0; it++) {
+		for (int i = 0; i < 3001; i++)
+			buf[i] = (int64_t)i * (t->rank + 1) - it;
+		t->rc = inca_allreduce_algo(c, buf, buf, 3001, INCA_INT64, INCA_SUM, INCA_ALGO_RING);
+		for (int i = 0; i < 3001 && t->rc == 0; i++)
+			if (buf[i] != (int64_t)i * t->n * (t->n + 1) / 2 - (int64_t)it * t->n)
+				t->rc = -EBADMSG;
+	}
+	if (t->rc == 0)
+		t->rc = inca_barrier(c);
+	inca_comm_destroy(c);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	enum { N = 3 };
+	for (int attempt = 0; attempt < 20; attempt++) {
+		char addr[32];
+		struct thr t[N];
+		pthread_t th[N];
+
+		snprintf(addr, sizeof addr, "127.0.0.1:%d", PORT_BASE + 500 + (int)((getpid() + attempt * 37) % 500));
+		for (int r = 0; r < N; r++) {
+			t[r] = (struct thr){ .rank = r, .n = N, .addr = addr };
+			CHECK_EQ(pthread_create(&th[r], NULL, thr_main, &t[r]), 0);
+		}
+		for (int r = 0; r < N; r++)
+			pthread_join(th[r], NULL);
+		if (t[0].rc == -EADDRINUSE)
+			continue; /* the others timed out waiting for a rank 0 that never listened */
+		for (int r = 0; r < N; r++)
+			CHECK_EQ(t[r].rc, 0);
+		return;
+	}
+	CHECK(!"no free bootstrap port");
+}
+
+int main(void)
+{
+	struct inca_comm_opts o;
+	atomic_int *shared;
+
+	memset(&o, 0, sizeof o);
+	o.timeout_ms = 20000;
+	for (int n = 2; n <= 4; n++)
+		CHECK_EQ(test_run_ranks(n, PORT_BASE, &o, rank_matrix, NULL), 0);
+
+	shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(shared != MAP_FAILED);
+	CHECK_EQ(test_run_ranks(3, PORT_BASE, &o, rank_barrier, shared), 0);
+	munmap(shared, 4096);
+
+	CHECK_EQ(test_run_ranks(2, PORT_BASE, &o, rank_mismatch, NULL), 0);
+	CHECK_EQ(test_run_ranks(3, PORT_BASE, &o, rank_dead_peer, NULL), 0);
+	o.timeout_ms = 1500;
+	CHECK_EQ(test_run_ranks(2, PORT_BASE, &o, rank_idle, NULL), 0);
+	test_threads();
+	printf("ring_test: ok\n");
+	return 0;
+}

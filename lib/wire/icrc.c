@@ -1,0 +1,52 @@
+/* lib/wire ICRC: the RoCEv2 invariant CRC over a pseudo header (8 bytes 0xFF, the IPv4 and UDP
+ * headers with their variant fields masked) and the BTH-onward UDP payload, using zlib's CRC-32.
+ * The IPv4 header is rebuilt from wire_ipinfo because a UDP socket never sees it. */
+#include "wire/wire.h"
+
+#include <zlib.h>
+
+#include "wire/wire_internal.h"
+
+/* crc32(0, "\xff" x 8 "\x45\xff", 10): the pseudo-LRH plus version/IHL and the masked TOS are
+ * the same in every packet, so the CRC continues from this constant (icrc_test checks it). */
+#define ICRC_PREFIX_CRC 0x11cef56eu
+
+/* Length of the variable pseudo-header part hashed after the constant prefix: the IPv4 header
+ * from total length on (18) + UDP header (8) + BTH (12). */
+#define ICRC_VAR_LEN (WIRE_IPV4_LEN - 2 + WIRE_UDP_LEN + WIRE_BTH_LEN)
+
+uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
+{
+	/* The IPv4 total length field must hold 28 + len. */
+	if (!ip || !p || len < WIRE_BTH_LEN + WIRE_ICRC_LEN ||
+	    len > 0xFFFF - WIRE_IPV4_LEN - WIRE_UDP_LEN)
+		return 0;
+
+	uint8_t h[ICRC_VAR_LEN];
+	/* IPv4 from byte 2: total length, ID, flags (DF, no fragments: the only shape the decoder
+	 * accepts), TTL masked, protocol, checksum masked, addresses. */
+	wire__st16(h + 0, (uint16_t)(WIRE_IPV4_LEN + WIRE_UDP_LEN + len));
+	wire__st16(h + 2, ip->ip_id);
+	h[4] = 0x40;
+	h[5] = 0x00;
+	h[6] = 0xFF;
+	h[7] = 17;
+	h[8] = 0xFF;
+	h[9] = 0xFF;
+	wire__st32(h + 10, ip->src_ip);
+	wire__st32(h + 14, ip->dst_ip);
+	/* UDP with its checksum masked. */
+	wire__st16(h + 18, ip->src_port);
+	wire__st16(h + 20, ip->dst_port);
+	wire__st16(h + 22, (uint16_t)(WIRE_UDP_LEN + len));
+	h[24] = 0xFF;
+	h[25] = 0xFF;
+	/* BTH with byte 4 (FECN, BECN, resv6) masked: switches may set FECN/BECN in flight. */
+	for (int i = 0; i < WIRE_BTH_LEN; i++)
+		h[26 + i] = p[i];
+	h[26 + 4] = 0xFF;
+
+	uLong crc = crc32(ICRC_PREFIX_CRC, h, ICRC_VAR_LEN);
+	crc = crc32(crc, p + WIRE_BTH_LEN, (uInt)(len - WIRE_BTH_LEN - WIRE_ICRC_LEN));
+	return (uint32_t)crc;
+}

@@ -1,0 +1,62 @@
+/* lib/wire private helpers shared by wire.c, icrc.c and bier.c: big-endian loads/stores and the
+ * wire-level tables (element sizes, op validity). Not installed, not used outside lib/wire. */
+#ifndef INCA_WIRE_INTERNAL_H
+#define INCA_WIRE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+static inline uint16_t wire__ld16(const uint8_t *p)
+{
+	return (uint16_t)((unsigned)p[0] << 8 | p[1]);
+}
+
+static inline uint32_t wire__ld24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+static inline uint32_t wire__ld32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline uint64_t wire__ld64(const uint8_t *p)
+{
+	return (uint64_t)wire__ld32(p) << 32 | wire__ld32(p + 4);
+}
+
+static inline void wire__st16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline void wire__st24(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 16);
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)v;
+}
+
+static inline void wire__st32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline void wire__st64(uint8_t *p, uint64_t v)
+{
+	wire__st32(p, (uint32_t)(v >> 32));
+	wire__st32(p + 4, (uint32_t)v);
+}
+
+/* Element size of a wire dtype value, 0 if unknown. Kept here (not inca_dtype_size) so that
+ * lib/wire does not depend on libinca. */
+size_t wire__elem_size(unsigned dtype);
+/* 1 if (dtype, op) is a valid wire combination: bitwise ops only on integer types. */
+int wire__op_valid(unsigned dtype, unsigned op);
+
+#endif

@@ -1,0 +1,86 @@
+/* tests/fuzz: seed corpus shared by the lib/wire harnesses. When INCA_FUZZ_SEED_DIR is set,
+ * LLVMFuzzerInitialize writes valid packets there (UDP payloads or whole frames), so libFuzzer
+ * starts from deep inside the decoder instead of from the first length check. */
+#ifndef INCA_FUZZ_WIRE_SEEDS_H
+#define INCA_FUZZ_WIRE_SEEDS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/wire.h"
+
+/* The addresses every UDP-payload seed's ICRC is computed for. */
+static const struct wire_ipinfo fuzz_ip = { 0x7F00000Au, 0x7F000001u, 4791, 4791, 0 };
+
+/* Abort on a broken property: libFuzzer reports it as a crash with the input. */
+#define FUZZ_ASSERT(c)                                                                    \
+	do {                                                                              \
+		if (!(c)) {                                                               \
+			fprintf(stderr, "property failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
+			abort();                                                          \
+		}                                                                         \
+	} while (0)
+
+static void fuzz_write_seeds(int frames)
+{
+	static const size_t esize[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
+	static const uint8_t mac[6] = { 2, 0, 0, 0, 0, 1 };
+	const char *dir = getenv("INCA_FUZZ_SEED_DIR");
+	if (!dir || !*dir)
+		return;
+	static uint8_t data[4096], bits[512], out[8192];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 31 + 7);
+	for (size_t i = 0; i < sizeof(bits); i++)
+		bits[i] = (uint8_t)(i % 5 == 0 ? 1u << (i % 8) : 0);
+	unsigned n = 0;
+	for (uint8_t dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
+		for (uint8_t bsl = 1; bsl <= 7; bsl += 2) {
+			/* small counts, and the largest that fits (IB payload near 4096: the
+			 * boundary where length checks matter most) */
+			unsigned counts[] = { 0, 1, 3, 17,
+					      (unsigned)(wire_max_data(4096, esize[dt], bsl) / esize[dt]) };
+			unsigned count = counts[(dt + bsl) % 5];
+			struct wire_pkt p;
+			memset(&p, 0, sizeof(p));
+			p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
+			p.bth.pkey = WIRE_PKEY_DEFAULT;
+			p.bth.dest_qp = 0x101;
+			p.bth.psn = n;
+			p.reth.va = n * 100u;
+			p.reth.rkey = 0x1234;
+			p.imm = n;
+			p.inca.flags = (uint8_t)(n % 4);
+			p.inca.coll = (uint8_t)(1 + n % WIRE_COLL_MAX);
+			p.inca.dtype = dt;
+			p.inca.op = (uint8_t)(dt <= INCA_UINT64 ? n % INCA_OP_COUNT : n % 4);
+			p.inca.tree_id = 1;
+			p.inca.slot = (uint16_t)n;
+			p.inca.round = n / 3;
+			p.inca.bfr_id = (uint16_t)(n % 70);
+			p.inca.bsl_code = bsl;
+			p.inca.si = (uint8_t)(n % 3);
+			p.inca.count = (uint16_t)count;
+			p.inca.bits = bits;
+			p.data = data;
+			p.data_len = (uint32_t)(count * esize[dt]);
+			struct wire_ipinfo ip = fuzz_ip;
+			if (frames)
+				ip.ip_id = (uint16_t)(n * 977);
+			int len = frames ? wire_encode_frame(out, sizeof(out), mac, mac, &p, &ip)
+					 : wire_encode_udp(out, sizeof(out), &p, &ip);
+			if (len < 0)
+				continue;
+			char path[4096];
+			snprintf(path, sizeof(path), "%s/seed-%03u", dir, n++);
+			FILE *f = fopen(path, "wb");
+			if (f) {
+				fwrite(out, 1, (size_t)len, f);
+				fclose(f);
+			}
+		}
+	}
+}
+
+#endif

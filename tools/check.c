@@ -1,0 +1,379 @@
+/* tools/check: test data generation and expected AllReduce results. The exact-mode reference
+ * is written independently of lib/agg (wrap-around integer arithmetic, doubles for floats);
+ * rank-order mode chains agg_reduce over the ranks like a deterministic switch does. */
+#include "check.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agg/agg.h"
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+static inline uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* Per call: one full mix of (seed, iter); per element one more; per rank a cheap remix, so
+ * computing all n ranks' values for verification costs little more than one hash. */
+static inline uint64_t elem_hash(uint64_t base, size_t i)
+{
+	return mix64(base + (uint64_t)i * GOLDEN);
+}
+
+static inline uint64_t rank_bits(uint64_t h, int rank)
+{
+	uint64_t x = h ^ ((uint64_t)(rank + 1) * 0xD1B54A32D192ED03ull);
+	x ^= x >> 32;
+	x *= 0xAEF17502108EF2D9ull;
+	x ^= x >> 29;
+	return x;
+}
+
+static uint64_t spec_base(const struct check_spec *s)
+{
+	return mix64(s->seed * 0x2545F4914F6CDD1Dull + s->iter * 0x9E6C63D0676A9A99ull +
+		     (uint64_t)s->dt * 131 + (uint64_t)s->op * 17 + (uint64_t)s->mode);
+}
+
+static bool is_float(enum inca_dtype dt)
+{
+	return dt == INCA_FP16 || dt == INCA_BF16 || dt == INCA_FP32 || dt == INCA_FP64;
+}
+
+static bool is_signed_int(enum inca_dtype dt)
+{
+	return dt == INCA_INT8 || dt == INCA_INT16 || dt == INCA_INT32 || dt == INCA_INT64;
+}
+
+/* ---------------------------------------------------------------- float formats */
+
+/* Round |d| (finite) to a binary format with mbits stored mantissa bits, exponent bias `bias`
+ * and largest unbiased exponent emax; returns the magnitude bits (no sign). */
+static uint32_t round_to_small_float(double ad, int mbits, int bias, int emax)
+{
+	if (ad == 0)
+		return 0;
+	int emin = 1 - bias;
+	int ex;
+	frexp(ad, &ex); /* ad = m * 2^ex, m in [0.5, 1) */
+	int e = ex - 1;
+	if (e < emin) {
+		/* Subnormal: multiples of 2^(emin - mbits); a carry into 2^mbits is the smallest
+		 * normal, whose encoding follows naturally. */
+		double q = nearbyint(ldexp(ad, mbits - emin));
+		return (uint32_t)q;
+	}
+	double q = nearbyint(ldexp(ad, mbits - e)); /* in [2^mbits, 2^(mbits+1)] */
+	if (q >= ldexp(1.0, mbits + 1)) {
+		q = ldexp(1.0, mbits);
+		e++;
+	}
+	if (e > emax)
+		return (uint32_t)((2 * bias + 1) << mbits); /* infinity */
+	return (uint32_t)(e + bias) << mbits | ((uint32_t)q - (1u << mbits));
+}
+
+static uint16_t double_to_small(double d, int mbits, int bias, int emax, int total_bits)
+{
+	uint16_t sign = signbit(d) ? (uint16_t)(1u << (total_bits - 1)) : 0;
+	if (isnan(d))
+		return (uint16_t)(sign | ((2 * bias + 1) << mbits) | (1u << (mbits - 1)));
+	if (isinf(d))
+		return (uint16_t)(sign | ((2 * bias + 1) << mbits));
+	return (uint16_t)(sign | round_to_small_float(fabs(d), mbits, bias, emax));
+}
+
+static double small_to_double(uint16_t h, int mbits, int bias, int total_bits)
+{
+	int ebits = total_bits - 1 - mbits;
+	unsigned sign = h >> (total_bits - 1);
+	unsigned e = (h >> mbits) & ((1u << ebits) - 1);
+	unsigned m = h & ((1u << mbits) - 1);
+	double v;
+	if (e == (1u << ebits) - 1)
+		v = m ? NAN : INFINITY;
+	else if (e == 0)
+		v = ldexp((double)m, 1 - bias - mbits);
+	else
+		v = ldexp((double)(m | (1u << mbits)), (int)e - bias - mbits);
+	return sign ? -v : v;
+}
+
+uint16_t check_double_to_fp16(double d)
+{
+	return double_to_small(d, 10, 15, 15, 16);
+}
+
+uint16_t check_double_to_bf16(double d)
+{
+	return double_to_small(d, 7, 127, 127, 16);
+}
+
+double check_fp16_to_double(uint16_t h)
+{
+	return small_to_double(h, 10, 15, 16);
+}
+
+double check_bf16_to_double(uint16_t h)
+{
+	return small_to_double(h, 7, 127, 16);
+}
+
+/* Store double d (already representable, or to be rounded) as element of type dt. */
+static void store_float(enum inca_dtype dt, void *p, double d)
+{
+	switch (dt) {
+	case INCA_FP16: {
+		uint16_t h = check_double_to_fp16(d);
+		memcpy(p, &h, 2);
+		break;
+	}
+	case INCA_BF16: {
+		uint16_t h = check_double_to_bf16(d);
+		memcpy(p, &h, 2);
+		break;
+	}
+	case INCA_FP32: {
+		float f = (float)d;
+		memcpy(p, &f, 4);
+		break;
+	}
+	default:
+		memcpy(p, &d, 8);
+		break;
+	}
+}
+
+static double load_float(enum inca_dtype dt, const void *p)
+{
+	switch (dt) {
+	case INCA_FP16: {
+		uint16_t h;
+		memcpy(&h, p, 2);
+		return check_fp16_to_double(h);
+	}
+	case INCA_BF16: {
+		uint16_t h;
+		memcpy(&h, p, 2);
+		return check_bf16_to_double(h);
+	}
+	case INCA_FP32: {
+		float f;
+		memcpy(&f, p, 4);
+		return f;
+	}
+	default: {
+		double d;
+		memcpy(&d, p, 8);
+		return d;
+	}
+	}
+}
+
+/* A random finite, non-zero, normal value of type dt (as a double), from bits x. Exponents
+ * stay moderate so min/max see a wide but overflow-free spread. */
+static double random_normal(enum inca_dtype dt, uint64_t x)
+{
+	double sign = (x & 1) ? -1.0 : 1.0;
+	int mbits = dt == INCA_FP16 ? 10 : dt == INCA_BF16 ? 7 : dt == INCA_FP32 ? 23 : 52;
+	int erange = dt == INCA_FP16 ? 28 : 60; /* fp16 normals span 2^-14..2^15 */
+	int e = (int)((x >> 1) % (uint64_t)erange) - erange / 2;
+	uint64_t m = (x >> 8) & ((1ull << (mbits < 52 ? mbits : 52)) - 1);
+	double mant = 1.0 + ldexp((double)m, -(mbits < 52 ? mbits : 52));
+	return sign * ldexp(mant, e);
+}
+
+/* Value of element (h, rank) as a double for float types. */
+static double float_value(const struct check_spec *s, uint64_t h, int rank)
+{
+	uint64_t x = rank_bits(h, rank);
+	bool exact = s->mode == CHECK_EXACT;
+	switch (s->op) {
+	case INCA_SUM:
+		if (exact) {
+			if (s->dt == INCA_FP16 || s->dt == INCA_BF16)
+				return (double)((int)(x % 17) - 8); /* small integers */
+			return ldexp((double)((int)(x % 129) - 64), -4); /* multiples of 1/16 */
+		}
+		/* Uniform in [-1, 1) scaled by 2^[-3, 3]: rounds on every addition. */
+		return ldexp((double)(int64_t)(x >> 11) * 0x1p-52 - 1.0, (int)((x & 7) % 7) - 3);
+	case INCA_PROD:
+		if (exact)
+			return ((x & 1) ? -1.0 : 1.0) * ldexp(1.0, (int)((x >> 1) % 3) - 1);
+		return ((x & 1) ? -1.0 : 1.0) * (0.5 + 1.5 * (double)(x >> 11) * 0x1p-53);
+	default: /* min, max: any finite value is exact */
+		return random_normal(s->dt, x);
+	}
+}
+
+static uint64_t int_value(enum inca_dtype dt, uint64_t h, int rank)
+{
+	uint64_t x = rank_bits(h, rank);
+	size_t es = inca_dtype_size(dt);
+	return es >= 8 ? x : x & ((1ull << (es * 8)) - 1);
+}
+
+static void store_int(size_t es, void *p, uint64_t v)
+{
+	switch (es) {
+	case 1: { uint8_t t = (uint8_t)v; memcpy(p, &t, 1); break; }
+	case 2: { uint16_t t = (uint16_t)v; memcpy(p, &t, 2); break; }
+	case 4: { uint32_t t = (uint32_t)v; memcpy(p, &t, 4); break; }
+	default: memcpy(p, &v, 8); break;
+	}
+}
+
+static int64_t sext(uint64_t v, size_t es)
+{
+	if (es >= 8)
+		return (int64_t)v;
+	unsigned sh = (unsigned)(64 - es * 8);
+	return (int64_t)(v << sh) >> sh;
+}
+
+void check_fill(const struct check_spec *s, int rank, void *buf, size_t first, size_t count)
+{
+	uint64_t base = spec_base(s);
+	size_t es = inca_dtype_size(s->dt);
+	uint8_t *p = buf;
+	if (is_float(s->dt)) {
+		for (size_t i = 0; i < count; i++)
+			store_float(s->dt, p + i * es, float_value(s, elem_hash(base, first + i), rank));
+	} else {
+		for (size_t i = 0; i < count; i++)
+			store_int(es, p + i * es, int_value(s->dt, elem_hash(base, first + i), rank));
+	}
+}
+
+static void expected_exact(const struct check_spec *s, uint64_t h, void *out)
+{
+	size_t es = inca_dtype_size(s->dt);
+	int n = s->nranks;
+	if (is_float(s->dt)) {
+		/* Min/max: keep the winner's bits (values are never +-0 or NaN, so no ties of
+		 * different encodings). Sum/prod: exact in double by construction. */
+		double acc = float_value(s, h, 0);
+		for (int r = 1; r < n; r++) {
+			double v = float_value(s, h, r);
+			switch (s->op) {
+			case INCA_SUM: acc += v; break;
+			case INCA_PROD: acc *= v; break;
+			case INCA_MIN: if (v < acc) acc = v; break;
+			case INCA_MAX: if (v > acc) acc = v; break;
+			default: break;
+			}
+		}
+		store_float(s->dt, out, acc);
+		return;
+	}
+	bool sg = is_signed_int(s->dt);
+	uint64_t acc = int_value(s->dt, h, 0);
+	for (int r = 1; r < n; r++) {
+		uint64_t v = int_value(s->dt, h, r);
+		switch (s->op) {
+		case INCA_SUM: acc += v; break;
+		case INCA_PROD: acc *= v; break;
+		case INCA_MIN:
+			if (sg ? sext(v, es) < sext(acc, es) : v < acc)
+				acc = v;
+			break;
+		case INCA_MAX:
+			if (sg ? sext(v, es) > sext(acc, es) : v > acc)
+				acc = v;
+			break;
+		case INCA_BAND: acc &= v; break;
+		case INCA_BOR: acc |= v; break;
+		case INCA_BXOR: acc ^= v; break;
+		default: break;
+		}
+	}
+	store_int(es, out, acc);
+}
+
+void check_expected(const struct check_spec *s, size_t index, void *out)
+{
+	uint64_t h = elem_hash(spec_base(s), index);
+	if (s->mode == CHECK_RANK_ORDER && is_float(s->dt)) {
+		uint8_t tmp[8];
+		check_fill(s, 0, out, index, 1);
+		for (int r = 1; r < s->nranks; r++) {
+			check_fill(s, r, tmp, index, 1);
+			agg_reduce(out, tmp, 1, s->dt, s->op);
+		}
+		return;
+	}
+	expected_exact(s, h, out);
+}
+
+#define VERIFY_BLOCK 2048
+
+size_t check_verify(const struct check_spec *s, const void *got, size_t first, size_t count,
+		    size_t *first_bad)
+{
+	size_t es = inca_dtype_size(s->dt);
+	const uint8_t *g = got;
+	size_t wrong = 0;
+	if (first_bad)
+		*first_bad = SIZE_MAX;
+	if (!es)
+		return count;
+	if (s->mode == CHECK_RANK_ORDER && is_float(s->dt)) {
+		/* Blockwise so the agg_reduce chain runs vectorised over contiguous data. */
+		uint8_t acc[VERIFY_BLOCK * 8], tmp[VERIFY_BLOCK * 8];
+		for (size_t off = 0; off < count; off += VERIFY_BLOCK) {
+			size_t n = count - off < VERIFY_BLOCK ? count - off : VERIFY_BLOCK;
+			check_fill(s, 0, acc, first + off, n);
+			for (int r = 1; r < s->nranks; r++) {
+				check_fill(s, r, tmp, first + off, n);
+				if (agg_reduce(acc, tmp, n, s->dt, s->op) != 0)
+					return count;
+			}
+			if (memcmp(acc, g + off * es, n * es) == 0)
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				if (memcmp(acc + i * es, g + (off + i) * es, es) != 0) {
+					if (first_bad && *first_bad == SIZE_MAX)
+						*first_bad = off + i;
+					wrong++;
+				}
+			}
+		}
+		return wrong;
+	}
+	uint64_t base = spec_base(s);
+	uint8_t exp[8];
+	for (size_t i = 0; i < count; i++) {
+		expected_exact(s, elem_hash(base, first + i), exp);
+		if (memcmp(exp, g + i * es, es) != 0) {
+			if (first_bad && *first_bad == SIZE_MAX)
+				*first_bad = i;
+			wrong++;
+		}
+	}
+	return wrong;
+}
+
+void check_format(enum inca_dtype dt, const void *buf, size_t index, char *out, size_t cap)
+{
+	size_t es = inca_dtype_size(dt);
+	const uint8_t *p = (const uint8_t *)buf + index * es;
+	if (is_float(dt)) {
+		uint64_t bits = 0;
+		memcpy(&bits, p, es);
+		snprintf(out, cap, "%.17g (0x%0*llx)", load_float(dt, p), (int)es * 2,
+			 (unsigned long long)bits);
+		return;
+	}
+	uint64_t v = 0;
+	memcpy(&v, p, es);
+	if (is_signed_int(dt))
+		snprintf(out, cap, "%lld", (long long)sext(v, es));
+	else
+		snprintf(out, cap, "%llu", (unsigned long long)v);
+}

@@ -1,0 +1,604 @@
+/* tools/launch: loopback job launcher — address plan, inca-switch child process with config,
+ * ready file and stats JSON, forked rank processes with a time bound. See launch.h. */
+#include "launch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+int launch_addrs_init(struct launch_addrs *a, unsigned index)
+{
+	if (index > 255)
+		return -EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->index = index;
+	a->switch_port = 4791;
+	if (index == 0) {
+		snprintf(a->prefix, sizeof(a->prefix), "127.0.0.");
+		snprintf(a->switch_ip, sizeof(a->switch_ip), "127.0.0.1");
+		snprintf(a->boot_ip, sizeof(a->boot_ip), "127.0.0.1");
+	} else {
+		snprintf(a->prefix, sizeof(a->prefix), "127.1.%u.", index);
+		snprintf(a->switch_ip, sizeof(a->switch_ip), "127.1.%u.1", index);
+		snprintf(a->boot_ip, sizeof(a->boot_ip), "127.1.%u.2", index);
+	}
+	/* A fresh port per run: a listener that closed first leaves TIME_WAIT sockets behind,
+	 * and two jobs with index 0 on one host must not meet at the same rendezvous. */
+	a->boot_port = (uint16_t)(20000 + ((unsigned)getpid() * 7919u + index * 131u) % 30000u);
+	return 0;
+}
+
+void launch_rank_ip(const struct launch_addrs *a, int rank, char out[LAUNCH_IP_LEN])
+{
+	snprintf(out, LAUNCH_IP_LEN, "%.16s%d", a->prefix, 10 + rank);
+}
+
+void launch_cfg_defaults(struct launch_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->nranks = 4;
+	c->tree_id = 1;
+	c->key = 0x5eed0001;
+	c->nslots = 256;
+	c->slot_bytes = 4096;
+	c->bsl_bits = 64;
+	c->check_icrc = true;
+	c->switch_threads = 1;
+	c->stats_interval_ms = 1000;
+	c->mtu = 4096;
+	c->timeout_ms = 30000;
+	c->seed = 1;
+	c->log_level = 0;
+	c->job_timeout_s = 600;
+}
+
+static int is_exec(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+int launch_find_switch(char *out, size_t cap)
+{
+	const char *env = getenv("INCA_SWITCH");
+	if (env && *env) {
+		snprintf(out, cap, "%s", env);
+		return is_exec(out) ? 0 : -ENOENT;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			static const char *const rel[] = {
+				"/../daemons/switch/inca-switch",
+				"/../../daemons/switch/inca-switch",
+				"/inca-switch",
+			};
+			for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+				snprintf(out, cap, "%s%s", exe, rel[i]);
+				if (is_exec(out))
+					return 0;
+			}
+		}
+	}
+	const char *path = getenv("PATH");
+	while (path && *path) {
+		size_t len = strcspn(path, ":");
+		snprintf(out, cap, "%.*s/inca-switch", (int)len, path);
+		if (len && is_exec(out))
+			return 0;
+		path += len;
+		if (*path == ':')
+			path++;
+	}
+	snprintf(out, cap, "inca-switch");
+	return -ENOENT;
+}
+
+static int write_config(const struct launch_cfg *c, const struct launch_addrs *a,
+			const struct launch_switch *sw)
+{
+	FILE *f = fopen(sw->conf_path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "# written by tools/launch.c for a loopback job (address index %u)\n", a->index);
+	fprintf(f, "listen = %s:%u\n", a->switch_ip, a->switch_port);
+	fprintf(f, "threads = %d\n", c->switch_threads > 0 ? c->switch_threads : 1);
+	fprintf(f, "check_icrc = %s\n", c->check_icrc ? "yes" : "no");
+	fprintf(f, "stats_file = %s\n", sw->stats_path);
+	fprintf(f, "stats_interval_ms = %u\n", c->stats_interval_ms ? c->stats_interval_ms : 1000);
+	fprintf(f, "\ntree %u {\n", c->tree_id);
+	fprintf(f, "  key = 0x%x\n", c->key);
+	fprintf(f, "  qpn = 0x%x\n", 0x100u + c->tree_id);
+	fprintf(f, "  slots = %u\n", c->nslots);
+	fprintf(f, "  slot_bytes = %u\n", c->slot_bytes);
+	fprintf(f, "  bsl = %u\n", c->bsl_bits);
+	fprintf(f, "  role = root\n");
+	fprintf(f, "  deterministic = %s\n", c->deterministic ? "yes" : "no");
+	for (int r = 0; r < c->nranks; r++) {
+		char ip[LAUNCH_IP_LEN];
+		launch_rank_ip(a, r, ip);
+		fprintf(f, "  member = %d %s:4791 qpn 0x%x\n", r + 1, ip, 0x1000u + (unsigned)r + 1);
+	}
+	fprintf(f, "}\n");
+	if (fclose(f) != 0)
+		return -errno;
+	return 0;
+}
+
+static void dump_file(const char *path, const char *what)
+{
+	char *txt = json_read_file(path, NULL);
+	if (txt && *txt)
+		fprintf(stderr, "---- %s (%s) ----\n%s---- end ----\n", what, path, txt);
+	free(txt);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static int exit_code(int wstatus)
+{
+	if (WIFEXITED(wstatus))
+		return WEXITSTATUS(wstatus);
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return 255;
+}
+
+static void rm_tree(const char *dir)
+{
+	if (getenv("INCA_KEEP_TMP"))
+		return;
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *e;
+		char p[600];
+		while ((e = readdir(d)) != NULL) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			unlink(p);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a,
+			const char *const *extra_args, struct launch_switch *sw)
+{
+	memset(sw, 0, sizeof(*sw));
+	sw->pid = -1;
+	if (c->switch_path)
+		snprintf(sw->path, sizeof(sw->path), "%s", c->switch_path);
+	else if (launch_find_switch(sw->path, sizeof(sw->path)) != 0) {
+		fprintf(stderr, "launch: inca-switch not found (build it, or set $INCA_SWITCH)\n");
+		return -ENOENT;
+	}
+	const char *tmp = getenv("TMPDIR");
+	snprintf(sw->dir, sizeof(sw->dir), "%s/inca-launch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(sw->dir))
+		return -errno;
+	snprintf(sw->conf_path, sizeof(sw->conf_path), "%s/switch.conf", sw->dir);
+	snprintf(sw->ready_path, sizeof(sw->ready_path), "%s/ready", sw->dir);
+	snprintf(sw->stats_path, sizeof(sw->stats_path), "%s/stats.json", sw->dir);
+	snprintf(sw->log_path, sizeof(sw->log_path), "%s/switch.log", sw->dir);
+	int rc = write_config(c, a, sw);
+	if (rc) {
+		rm_tree(sw->dir);
+		return rc;
+	}
+
+	const char *argv[32];
+	char drop[32], seed[32];
+	int n = 0;
+	argv[n++] = sw->path;
+	argv[n++] = "-c";
+	argv[n++] = sw->conf_path;
+	argv[n++] = "--ready-file";
+	argv[n++] = sw->ready_path;
+	if (c->switch_drop_rate > 0) {
+		snprintf(drop, sizeof(drop), "%g", c->switch_drop_rate);
+		snprintf(seed, sizeof(seed), "%llu", (unsigned long long)c->seed * 977 + 13);
+		argv[n++] = "--drop-rate";
+		argv[n++] = drop;
+		argv[n++] = "--seed";
+		argv[n++] = seed;
+	}
+	if (c->reflect)
+		argv[n++] = "--reflect";
+	if (c->switch_verbose)
+		argv[n++] = "-v";
+	for (int i = 0; extra_args && extra_args[i] && n < 31; i++)
+		argv[n++] = extra_args[i];
+	argv[n] = NULL;
+
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		rm_tree(sw->dir);
+		return rc;
+	}
+	if (pid == 0) {
+		/* The switch must not outlive a demo killed with ^C. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		int fd = open(sw->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(sw->path, (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", sw->path, strerror(errno));
+		_exit(127);
+	}
+	sw->pid = pid;
+
+	uint64_t deadline = util_now_ns() + 10ull * 1000000000ull;
+	while (util_now_ns() < deadline) {
+		if (access(sw->ready_path, F_OK) == 0)
+			return 0;
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			fprintf(stderr, "launch: inca-switch exited with status %d before ready\n",
+				exit_code(st));
+			dump_file(sw->conf_path, "switch config");
+			dump_file(sw->log_path, "switch log");
+			sw->pid = -1;
+			rm_tree(sw->dir);
+			return -EIO;
+		}
+		sleep_ms(5);
+	}
+	fprintf(stderr, "launch: inca-switch not ready after 10 s\n");
+	dump_file(sw->log_path, "switch log");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	sw->pid = -1;
+	rm_tree(sw->dir);
+	return -ETIMEDOUT;
+}
+
+int launch_switch_stop(struct launch_switch *sw, struct json **stats)
+{
+	if (stats)
+		*stats = NULL;
+	if (sw->pid <= 0)
+		return -ECHILD;
+	kill(sw->pid, SIGTERM);
+	int st = 0, code = -1;
+	uint64_t deadline = util_now_ns() + 10ull * 1000000000ull;
+	while (util_now_ns() < deadline) {
+		pid_t w = waitpid(sw->pid, &st, WNOHANG);
+		if (w == sw->pid) {
+			code = exit_code(st);
+			break;
+		}
+		if (w < 0) {
+			code = 255;
+			break;
+		}
+		sleep_ms(5);
+	}
+	if (code < 0) {
+		fprintf(stderr, "launch: inca-switch ignored SIGTERM for 10 s, killing it\n");
+		kill(sw->pid, SIGKILL);
+		waitpid(sw->pid, &st, 0);
+		code = exit_code(st);
+	}
+	sw->pid = -1;
+	if (code != 0)
+		dump_file(sw->log_path, "switch log");
+	if (stats) {
+		char *txt = json_read_file(sw->stats_path, NULL);
+		if (txt) {
+			size_t off = 0;
+			*stats = json_parse(txt, &off);
+			if (!*stats)
+				fprintf(stderr, "launch: %s: JSON error at byte %zu\n", sw->stats_path,
+					off);
+			free(txt);
+		} else {
+			fprintf(stderr, "launch: no stats file %s\n", sw->stats_path);
+		}
+	}
+	rm_tree(sw->dir);
+	return code;
+}
+
+double launch_proc_cpu_s(pid_t pid)
+{
+	char p[64], buf[1024];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	int fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* Fields after the parenthesised command name: state is field 3, utime 14, stime 15. */
+	char *s = strrchr(buf, ')');
+	if (!s)
+		return -1;
+	unsigned long long ut = 0, stime = 0;
+	if (sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stime) !=
+	    2)
+		return -1;
+	return (double)(ut + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, int rank,
+		      struct inca_comm_opts *o, char ipbuf[4][48])
+{
+	char ip[LAUNCH_IP_LEN];
+	launch_rank_ip(a, rank, ip);
+	memset(o, 0, sizeof(*o));
+	o->rank = rank;
+	o->size = c->nranks;
+	snprintf(ipbuf[0], 48, "%s:%u", a->boot_ip, a->boot_port);
+	snprintf(ipbuf[1], 48, "%s", ip);
+	snprintf(ipbuf[2], 48, "%s:4791", ip);
+	o->bootstrap_addr = ipbuf[0];
+	o->host_ip = ipbuf[1];
+	if (!c->no_switch) {
+		snprintf(ipbuf[3], 48, "%s:%u", a->switch_ip, a->switch_port);
+		o->switch_addr = ipbuf[3];
+		o->data_addr = ipbuf[2];
+	}
+	o->tree_id = c->tree_id;
+	o->key = c->key;
+	o->switch_qpn = 0x100u + c->tree_id;
+	o->bfr_id = (uint16_t)(rank + 1);
+	o->qpn = 0x1000u + (unsigned)rank + 1;
+	o->bsl_bits = c->bsl_bits;
+	o->nslots = c->nslots;
+	o->mtu = c->mtu;
+	o->rto_us = c->rto_us;
+	o->rto_max_us = c->rto_max_us;
+	o->retx_limit = c->retx_limit;
+	o->timeout_ms = c->timeout_ms;
+	o->drop_rate = c->client_drop_rate;
+	o->seed = c->seed * 1000003u + (uint64_t)rank * 7919u + 1;
+	if (c->log_level >= 0) {
+		o->log_fn = launch_log_stderr;
+		o->log_ctx = (void *)(intptr_t)rank;
+		o->log_level = c->log_level;
+	}
+}
+
+void launch_log_stderr(void *ctx, int level, const char *msg)
+{
+	static const char *const lv[] = { "error", "warning", "info", "debug" };
+	fprintf(stderr, "[rank %d] %s: %s\n", (int)(intptr_t)ctx,
+		level >= 0 && level <= 3 ? lv[level] : "log", msg);
+}
+
+void *launch_shm_alloc(size_t bytes)
+{
+	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		       -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void launch_shm_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes ? bytes : 1);
+}
+
+static int ranks_child(const struct launch_cfg *c, const struct launch_addrs *a, int rank,
+		       launch_rank_fn fn, void *arg)
+{
+	struct inca_comm_opts o;
+	char ipbuf[4][48];
+	launch_comm_opts(c, a, rank, &o, ipbuf);
+	struct inca_comm *comm = NULL;
+	int rc = inca_comm_create(&o, &comm);
+	if (rc) {
+		fprintf(stderr, "[rank %d] inca_comm_create: %s (%d)\n", rank, inca_strerror(rc), rc);
+		return 2;
+	}
+	rc = fn(comm, arg);
+	inca_comm_destroy(comm);
+	return rc < 0 || rc > 125 ? 1 : rc;
+}
+
+int launch_run_ranks(const struct launch_cfg *c, const struct launch_addrs *a, launch_rank_fn fn,
+		     void *arg, int *status)
+{
+	int n = c->nranks;
+	if (n < 1 || n > LAUNCH_MAX_RANKS)
+		return -EINVAL;
+	pid_t pids[LAUNCH_MAX_RANKS];
+	int codes[LAUNCH_MAX_RANKS];
+	bool done[LAUNCH_MAX_RANKS] = { 0 };
+	fflush(NULL);
+	for (int r = 0; r < n; r++) {
+		pid_t pid = fork();
+		if (pid < 0) {
+			for (int k = 0; k < r; k++)
+				kill(pids[k], SIGKILL);
+			for (int k = 0; k < r; k++)
+				waitpid(pids[k], NULL, 0);
+			return -errno;
+		}
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			int rc = ranks_child(c, a, r, fn, arg);
+			fflush(NULL);
+			_exit(rc);
+		}
+		pids[r] = pid;
+		codes[r] = -1;
+	}
+
+	uint64_t start = util_now_ns();
+	uint64_t deadline = start + (uint64_t)(c->job_timeout_s ? c->job_timeout_s : 600) *
+					    1000000000ull;
+	int left = n;
+	bool failed_once = false;
+	while (left > 0) {
+		bool progressed = false;
+		for (int r = 0; r < n; r++) {
+			if (done[r])
+				continue;
+			int st;
+			pid_t w = waitpid(pids[r], &st, WNOHANG);
+			if (w == pids[r] || w < 0) {
+				done[r] = true;
+				codes[r] = w < 0 ? 255 : exit_code(st);
+				left--;
+				progressed = true;
+				if (codes[r] != 0 && !failed_once) {
+					/* Peers of a dead rank block until their own timeouts; give
+					 * them a bounded grace period to report, then stop them. */
+					failed_once = true;
+					uint64_t grace = util_now_ns() + 40ull * 1000000000ull;
+					if (grace < deadline)
+						deadline = grace;
+				}
+			}
+		}
+		if (left == 0)
+			break;
+		if (util_now_ns() > deadline) {
+			for (int r = 0; r < n; r++) {
+				if (done[r])
+					continue;
+				fprintf(stderr, "launch: rank %d still running after the time bound; "
+						"killing it\n", r);
+				kill(pids[r], SIGKILL);
+				waitpid(pids[r], NULL, 0);
+				done[r] = true;
+				codes[r] = 124;
+			}
+			break;
+		}
+		if (!progressed)
+			sleep_ms(2);
+	}
+	int bad = 0;
+	for (int r = 0; r < n; r++) {
+		if (status)
+			status[r] = codes[r];
+		if (codes[r] != 0)
+			bad++;
+	}
+	return bad;
+}
+
+int launch_job(const struct launch_cfg *c, launch_rank_fn fn, void *arg, struct json **stats)
+{
+	struct launch_addrs a;
+	int rc = launch_addrs_init(&a, c->addr_index);
+	if (stats)
+		*stats = NULL;
+	if (rc)
+		return rc;
+	struct launch_switch sw;
+	if (!c->no_switch) {
+		rc = launch_switch_start(c, &a, NULL, &sw);
+		if (rc)
+			return rc;
+	}
+	int status[LAUNCH_MAX_RANKS];
+	int bad = launch_run_ranks(c, &a, fn, arg, status);
+	if (bad < 0) {
+		if (!c->no_switch)
+			launch_switch_stop(&sw, NULL);
+		return bad;
+	}
+	for (int r = 0; r < c->nranks; r++)
+		if (status[r] != 0)
+			fprintf(stderr, "launch: rank %d exited with status %d\n", r, status[r]);
+	if (!c->no_switch) {
+		int sc = launch_switch_stop(&sw, stats);
+		if (sc != 0) {
+			fprintf(stderr, "launch: inca-switch exit status %d\n", sc);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+void launch_sw_summarize(const struct json *stats, struct launch_sw_summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (!stats)
+		return;
+	/* docs/switch.md: engine counters are direct members of each "trees" entry; the
+	 * per-QP objects inside a tree repeat names like rx_pkts, so read members, not sums.
+	 * Drops: the switch-wide total (decoder, dispatch and engine reasons). */
+	const struct json *trees = json_get(stats, "trees");
+	for (const struct json *t = trees ? trees->kid : NULL; t; t = t->next) {
+		s->rx_pkts += json_num(json_get(t, "rx_pkts"), 0);
+		s->tx_pkts += json_num(json_get(t, "tx_pkts"), 0);
+		s->contributions += json_num(json_get(t, "contributions"), 0);
+		s->aggregations += json_num(json_get(t, "aggregations"), 0);
+		s->duplicates += json_num(json_get(t, "duplicates"), 0);
+		s->results_resent += json_num(json_get(t, "results_resent"), 0);
+	}
+	s->drops = json_num(json_get(stats, "drops_total"), json_sum_all(json_get(stats, "drops")));
+	s->sw_rx_pkts = json_num(json_get(stats, "rx_pkts"), 0);
+	s->sw_tx_pkts = json_num(json_get(stats, "tx_pkts"), 0);
+}
+
+const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int u = 0;
+	while (u < 4 && b >= 1024 && b % 1024 == 0) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, "%llu %s", (unsigned long long)b, units[u]);
+	return buf;
+}
+
+int launch_parse_bytes(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s || errno)
+		return -EINVAL;
+	unsigned shift = 0;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i')
+		end++;
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end != '\0')
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}

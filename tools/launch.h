@@ -1,0 +1,135 @@
+/* tools/launch: run an INCA job on loopback from one process — an address plan per test
+ * index, an inca-switch child (config file, ready file, SIGTERM, stats JSON) and N forked rank
+ * processes each running a function with its own communicator. Used by inca-demo, the
+ * benchmarks and the integration tests. Prints only to stderr, and only on failures. */
+#ifndef INCA_TOOLS_LAUNCH_H
+#define INCA_TOOLS_LAUNCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "inca/inca.h"
+#include "json.h"
+
+#define LAUNCH_MAX_RANKS 64
+#define LAUNCH_IP_LEN 32
+
+/* Loopback addresses of one job. Index 0 is the documented default (switch 127.0.0.1, rank r
+ * 127.0.0.(10+r)); index k in 1..255 owns the block 127.1.k.0/24 (switch 127.1.k.1, bootstrap
+ * 127.1.k.2, rank r 127.1.k.(10+r)), so tests with distinct indexes never share an address or a
+ * port and can run in parallel with each other and with suites that use 127.0.x.x. Every
+ * data-plane socket uses UDP 4791 like real RoCEv2. */
+struct launch_addrs {
+	unsigned index;
+	char switch_ip[LAUNCH_IP_LEN];
+	char boot_ip[LAUNCH_IP_LEN];
+	uint16_t switch_port;
+	uint16_t boot_port; /* TCP; derived from the pid so quick re-runs avoid TIME_WAIT */
+	char prefix[LAUNCH_IP_LEN]; /* "127.1.k." */
+};
+int launch_addrs_init(struct launch_addrs *a, unsigned index);
+/* Data / host IP of a rank: "<prefix>(10 + rank)". */
+void launch_rank_ip(const struct launch_addrs *a, int rank, char out[LAUNCH_IP_LEN]);
+
+/* Everything about one job. Zero-initialise, then call launch_cfg_defaults and adjust. */
+struct launch_cfg {
+	int nranks;
+	unsigned addr_index;
+	const char *switch_path; /* NULL: launch_find_switch() */
+	bool no_switch;          /* ring-only job: no inca-switch, comms without switch_addr */
+
+	/* switch / tree */
+	uint16_t tree_id;
+	uint32_t key;
+	uint16_t nslots;
+	uint32_t slot_bytes;
+	uint16_t bsl_bits;
+	bool deterministic;
+	bool check_icrc;
+	int switch_threads;
+	double switch_drop_rate; /* inca-switch --drop-rate */
+	bool reflect;            /* inca-switch --reflect (benchmarks) */
+	bool switch_verbose;
+	uint32_t stats_interval_ms;
+
+	/* clients */
+	uint16_t mtu;
+	double client_drop_rate;
+	uint32_t rto_us, rto_max_us, retx_limit, timeout_ms;
+	uint64_t seed;
+	int log_level; /* libinca messages at or below go to stderr (-1: none) */
+
+	unsigned job_timeout_s; /* ranks still running after this are killed (exit 124) */
+};
+void launch_cfg_defaults(struct launch_cfg *c);
+
+/* Path of the inca-switch binary: $INCA_SWITCH, else next to the running executable's build
+ * tree (<exe dir>/../daemons/switch, ../../daemons/switch), else "inca-switch" in $PATH. The
+ * result is written to out. Returns 0 or -ENOENT. */
+int launch_find_switch(char *out, size_t cap);
+
+/* A running inca-switch child. */
+struct launch_switch {
+	pid_t pid;
+	char dir[256]; /* private temp directory holding the files below */
+	char conf_path[300], ready_path[300], stats_path[300], log_path[300];
+	char path[512];
+};
+
+/* Write the config (one tree, members = ranks), start the switch with its stdout/stderr in
+ * log_path, and wait up to 10 s for the ready file. extra_args (NULL-terminated, may be NULL)
+ * are appended to the command line. Returns 0 or -errno (the log is copied to stderr). */
+int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a,
+			const char *const *extra_args, struct launch_switch *sw);
+/* SIGTERM, wait up to 10 s (then SIGKILL), read the stats file. Returns the switch's exit
+ * status (0 = clean, >0 exit code, 128+sig if killed); *stats (may be NULL) receives the parsed
+ * stats or NULL. Removes the temp directory unless $INCA_KEEP_TMP is set. */
+int launch_switch_stop(struct launch_switch *sw, struct json **stats);
+/* CPU seconds (user + system) the switch process used so far, or -1. */
+double launch_proc_cpu_s(pid_t pid);
+
+/* Fill opts for one rank. ipbuf must hold 4 strings of 48 bytes (they back opts' pointers). */
+void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, int rank,
+		      struct inca_comm_opts *opts, char ipbuf[4][48]);
+
+/* Memory shared by the parent and every rank process (MAP_SHARED|MAP_ANONYMOUS, zeroed). */
+void *launch_shm_alloc(size_t bytes);
+void launch_shm_free(void *p, size_t bytes);
+
+/* Function run by each rank process with its communicator. Its return value (0..125) becomes
+ * the process exit code. */
+typedef int (*launch_rank_fn)(struct inca_comm *comm, void *arg);
+
+/* Fork c->nranks processes; each creates its communicator from launch_comm_opts, runs fn,
+ * destroys the communicator and exits with fn's value (2 if inca_comm_create failed). Waits for
+ * all of them, at most c->job_timeout_s (then SIGKILL, exit 124). status[r] (may be NULL)
+ * receives each exit code (128+sig when killed by a signal). Returns the number of ranks that
+ * did not exit 0. stdout is flushed before forking. */
+int launch_run_ranks(const struct launch_cfg *c, const struct launch_addrs *a, launch_rank_fn fn,
+		     void *arg, int *status);
+
+/* Convenience: start the switch (unless no_switch), run the ranks, stop the switch.
+ * Returns 0 when the switch started and stopped cleanly and every rank exited 0; otherwise a
+ * positive failure count or -errno. *stats as in launch_switch_stop. */
+int launch_job(const struct launch_cfg *c, launch_rank_fn fn, void *arg, struct json **stats);
+
+/* Switch stats summary (sums over trees): the counters every tool prints. Missing keys read 0. */
+struct launch_sw_summary {
+	double rx_pkts, tx_pkts; /* per-tree engine counters, summed over trees */
+	double contributions, aggregations, duplicates, results_resent;
+	double drops;                /* switch-wide drops_total (every reason) */
+	double sw_rx_pkts, sw_tx_pkts; /* switch-wide socket counters */
+};
+void launch_sw_summarize(const struct json *stats, struct launch_sw_summary *out);
+
+/* libinca log sink printing "[rank N] msg" to stderr. ctx is the rank cast to a pointer. */
+void launch_log_stderr(void *ctx, int level, const char *msg);
+
+/* Human-readable byte count ("4 B", "64 KiB", "64 MiB"). */
+const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap);
+/* Parse "4", "64K", "1M", "1G" (binary multiples). Returns 0 or -EINVAL. */
+int launch_parse_bytes(const char *s, uint64_t *out);
+
+#endif
