@@ -9,12 +9,14 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
-#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launch.h"
@@ -24,7 +26,8 @@
 #define MAX_MEMBERS 16
 #define MAX_BATCH 64
 #define MAX_SLOTS 1024
-#define RTO_NS (50ull * 1000000ull)
+#define RTO_NS (250ull * 1000000ull) /* loopback with big buffers does not lose packets:
+					       only a stuck peer needs a retransmission */
 
 struct slot_state {
 	uint32_t round;
@@ -32,17 +35,27 @@ struct slot_state {
 	bool outstanding;
 };
 
+struct gen;
+
+/* One emulated member: its own socket and thread, so members run concurrently like hosts. */
 struct member {
+	struct gen *g;
+	int idx;
 	int fd;
 	uint32_t ip; /* host order */
 	uint32_t psn;
 	uint8_t pbm[8];
+	pthread_t thr;
 	struct slot_state slot[MAX_SLOTS];
-	/* transmit batch */
 	uint8_t txbuf[MAX_BATCH][WIRE_MAX_UDP_PAYLOAD];
 	struct iovec txiov[MAX_BATCH];
 	struct mmsghdr txm[MAX_BATCH];
 	int ntx;
+	uint8_t rxbuf[MAX_BATCH][WIRE_MAX_UDP_PAYLOAD + 64];
+	struct iovec rxiov[MAX_BATCH];
+	struct mmsghdr rxm[MAX_BATCH];
+	/* counters, read by the main thread while running */
+	_Atomic uint64_t tx, rx_ok, rx_other, rx_bytes, retx, send_err;
 };
 
 struct gen {
@@ -58,19 +71,22 @@ struct gen {
 	bool reflect;
 	struct member *m;
 	uint8_t data[4096];
-	/* counters */
-	uint64_t tx, rx_ok, rx_other, rx_bytes, retx, send_err;
+	_Atomic int stop;
 };
 
 struct run_res {
 	double secs;
 	double in_pps, out_pps, goodput_gbps, daemon_cpu, pkts_per_cpu_s;
-	uint64_t tx, rx, retx, daemon_rx, daemon_drops;
+	uint64_t tx, rx, retx, rx_other, send_err, daemon_rx, daemon_drops;
 };
+
+#define RELAXED memory_order_relaxed
+#define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), RELAXED)
+#define GET(x) atomic_load_explicit(&(x), RELAXED)
 
 static int open_member(struct member *mb, const char *ip)
 {
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (fd < 0)
 		return -errno;
 	int one = 1, big = 8 << 20;
@@ -82,6 +98,10 @@ static int open_member(struct member *mb, const char *ip)
 	/* DF and IPv4 ID 0 on an unconnected socket: what the ICRC assumes (protocol.md). */
 	int pmtu = IP_PMTUDISC_DO;
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	/* Blocking receive with a short timeout: the thread wakes for retransmission scans and
+	 * the stop flag without spinning. */
+	struct timeval tv = { 0, 2000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	struct sockaddr_in a;
 	if (util_parse_addr(ip, 4791, &a)) {
 		close(fd);
@@ -97,18 +117,15 @@ static int open_member(struct member *mb, const char *ip)
 	return 0;
 }
 
-static void flush_member(struct gen *g, struct member *mb)
+static void flush_member(struct member *mb)
 {
 	int off = 0;
 	while (off < mb->ntx) {
 		int n = sendmmsg(mb->fd, mb->txm + off, (unsigned)(mb->ntx - off), 0);
 		if (n <= 0) {
-			if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR)) {
-				struct pollfd p = { .fd = mb->fd, .events = POLLOUT };
-				poll(&p, 1, 1);
+			if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR))
 				continue;
-			}
-			g->send_err += (uint64_t)(mb->ntx - off);
+			ADD(mb->send_err, (uint64_t)(mb->ntx - off));
 			break;
 		}
 		off += n;
@@ -116,11 +133,11 @@ static void flush_member(struct gen *g, struct member *mb)
 	mb->ntx = 0;
 }
 
-static void queue_send(struct gen *g, int mi, unsigned s, bool retx)
+static void queue_send(struct member *mb, unsigned s, bool retx, uint64_t now)
 {
-	struct member *mb = &g->m[mi];
+	struct gen *g = mb->g;
 	if (mb->ntx == (int)g->batch)
-		flush_member(g, mb);
+		flush_member(mb);
 	struct slot_state *ss = &mb->slot[s];
 	uint64_t gseq = (uint64_t)ss->round * g->nslots + s;
 	struct wire_pkt p;
@@ -140,7 +157,7 @@ static void queue_send(struct gen *g, int mi, unsigned s, bool retx)
 	p.inca.tree_id = g->tree_id;
 	p.inca.slot = (uint16_t)s;
 	p.inca.round = ss->round;
-	p.inca.bfr_id = (uint16_t)(mi + 1);
+	p.inca.bfr_id = (uint16_t)(mb->idx + 1);
 	p.inca.bsl_code = 1;
 	p.inca.count = g->count;
 	p.inca.bits = mb->pbm;
@@ -150,49 +167,68 @@ static void queue_send(struct gen *g, int mi, unsigned s, bool retx)
 				  .dst_port = 4791, .ip_id = 0 };
 	int len = wire_encode_udp(mb->txbuf[mb->ntx], WIRE_MAX_UDP_PAYLOAD, &p, &ip);
 	if (len < 0) {
-		g->send_err++;
+		ADD(mb->send_err, 1);
 		return;
 	}
 	mb->txiov[mb->ntx].iov_len = (size_t)len;
 	mb->ntx++;
-	ss->sent_ns = util_now_ns();
+	ss->sent_ns = now;
 	ss->outstanding = true;
-	g->tx++;
+	ADD(mb->tx, 1);
 	if (retx)
-		g->retx++;
+		ADD(mb->retx, 1);
 }
 
-/* Receive what is waiting on member mi; returns packets read. */
-static int poll_member(struct gen *g, int mi, uint8_t (*rxbuf)[WIRE_MAX_UDP_PAYLOAD + 64],
-		       struct mmsghdr *rxm)
+static void *member_main(void *arg)
 {
-	struct member *mb = &g->m[mi];
-	int n = recvmmsg(mb->fd, rxm, g->batch, MSG_DONTWAIT, NULL);
-	if (n <= 0)
-		return 0;
-	for (int k = 0; k < n; k++) {
-		struct wire_pkt p;
-		/* No ICRC check here: the echo carries the sender's ICRC over swapped addresses,
-		 * and the generator's cost must not depend on the mode. */
-		if (wire_decode_udp(rxbuf[k], rxm[k].msg_len, &p, NULL) != WIRE_OK) {
-			g->rx_other++;
-			continue;
+	struct member *mb = arg;
+	struct gen *g = mb->g;
+	uint64_t now = util_now_ns(), next_scan = now + 10000000;
+	/* Open the window: round 0 of every slot. */
+	for (unsigned s = 0; s < g->nslots; s++)
+		queue_send(mb, s, false, now);
+	flush_member(mb);
+	while (!atomic_load(&g->stop)) {
+		int n = recvmmsg(mb->fd, mb->rxm, g->batch, MSG_WAITFORONE, NULL);
+		now = util_now_ns();
+		uint64_t ok = 0, other = 0, bytes = 0;
+		for (int k = 0; k < n; k++) {
+			struct wire_pkt p;
+			/* No ICRC check: an echo carries the sender's ICRC over swapped addresses,
+			 * and the generator's cost must not depend on the mode. */
+			if (wire_decode_udp(mb->rxbuf[k], mb->rxm[k].msg_len, &p, NULL) != WIRE_OK) {
+				other++;
+				continue;
+			}
+			unsigned s = p.inca.slot;
+			bool want_result = !g->reflect;
+			if (s >= g->nslots || !mb->slot[s].outstanding ||
+			    p.inca.round != mb->slot[s].round ||
+			    want_result != !!(p.inca.flags & WIRE_F_RESULT)) {
+				other++; /* duplicate result or stale echo */
+				continue;
+			}
+			ok++;
+			bytes += p.data_len;
+			mb->slot[s].outstanding = false;
+			mb->slot[s].round++;
+			queue_send(mb, s, false, now);
 		}
-		unsigned s = p.inca.slot;
-		bool want_result = !g->reflect;
-		if (s >= g->nslots || !mb->slot[s].outstanding || p.inca.round != mb->slot[s].round ||
-		    want_result != !!(p.inca.flags & WIRE_F_RESULT)) {
-			g->rx_other++; /* duplicate result or stale echo */
-			continue;
+		flush_member(mb);
+		ADD(mb->rx_ok, ok);
+		ADD(mb->rx_other, other);
+		ADD(mb->rx_bytes, bytes);
+		if (now >= next_scan) {
+			next_scan = now + 10000000;
+			for (unsigned s = 0; s < g->nslots; s++) {
+				struct slot_state *ss = &mb->slot[s];
+				if (ss->outstanding && now - ss->sent_ns > RTO_NS)
+					queue_send(mb, s, true, now);
+			}
+			flush_member(mb);
 		}
-		g->rx_ok++;
-		g->rx_bytes += p.data_len;
-		mb->slot[s].outstanding = false;
-		mb->slot[s].round++;
-		queue_send(g, mi, s, false);
 	}
-	flush_member(g, mb);
-	return n;
+	return NULL;
 }
 
 static void drain(struct gen *g)
@@ -203,25 +239,50 @@ static void drain(struct gen *g)
 			;
 }
 
+struct snap {
+	uint64_t tx, rx, bytes, retx, other, send_err;
+};
+
+static void take(struct gen *g, struct snap *sn)
+{
+	memset(sn, 0, sizeof(*sn));
+	for (int i = 0; i < g->nmem; i++) {
+		sn->tx += GET(g->m[i].tx);
+		sn->rx += GET(g->m[i].rx_ok);
+		sn->bytes += GET(g->m[i].rx_bytes);
+		sn->retx += GET(g->m[i].retx);
+		sn->other += GET(g->m[i].rx_other);
+		sn->send_err += GET(g->m[i].send_err);
+	}
+}
+
+static void sleep_until(uint64_t t)
+{
+	for (;;) {
+		uint64_t now = util_now_ns();
+		if (now >= t)
+			return;
+		uint64_t d = t - now;
+		struct timespec ts = { (time_t)(d / 1000000000ull), (long)(d % 1000000000ull) };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static int run_one(struct gen *g, double warm_s, double secs, pid_t daemon, struct run_res *r)
 {
-	static uint8_t rxbuf[MAX_BATCH][WIRE_MAX_UDP_PAYLOAD + 64];
-	static struct iovec rxiov[MAX_BATCH];
-	static struct mmsghdr rxm[MAX_BATCH];
-	for (unsigned k = 0; k < MAX_BATCH; k++) {
-		rxiov[k].iov_base = rxbuf[k];
-		rxiov[k].iov_len = sizeof(rxbuf[k]);
-		memset(&rxm[k], 0, sizeof(rxm[k]));
-		rxm[k].msg_hdr.msg_iov = &rxiov[k];
-		rxm[k].msg_hdr.msg_iovlen = 1;
-	}
 	drain(g);
-	g->tx = g->rx_ok = g->rx_other = g->rx_bytes = g->retx = g->send_err = 0;
+	atomic_store(&g->stop, 0);
 	for (int i = 0; i < g->nmem; i++) {
 		struct member *mb = &g->m[i];
 		memset(mb->slot, 0, sizeof(mb->slot));
 		mb->psn = 0;
 		mb->ntx = 0;
+		atomic_store(&mb->tx, 0);
+		atomic_store(&mb->rx_ok, 0);
+		atomic_store(&mb->rx_other, 0);
+		atomic_store(&mb->rx_bytes, 0);
+		atomic_store(&mb->retx, 0);
+		atomic_store(&mb->send_err, 0);
 		for (unsigned k = 0; k < MAX_BATCH; k++) {
 			mb->txiov[k].iov_base = mb->txbuf[k];
 			memset(&mb->txm[k], 0, sizeof(mb->txm[k]));
@@ -229,63 +290,43 @@ static int run_one(struct gen *g, double warm_s, double secs, pid_t daemon, stru
 			mb->txm[k].msg_hdr.msg_namelen = sizeof(g->sw_addr);
 			mb->txm[k].msg_hdr.msg_iov = &mb->txiov[k];
 			mb->txm[k].msg_hdr.msg_iovlen = 1;
+			mb->rxiov[k].iov_base = mb->rxbuf[k];
+			mb->rxiov[k].iov_len = sizeof(mb->rxbuf[k]);
+			memset(&mb->rxm[k], 0, sizeof(mb->rxm[k]));
+			mb->rxm[k].msg_hdr.msg_iov = &mb->rxiov[k];
+			mb->rxm[k].msg_hdr.msg_iovlen = 1;
 		}
 	}
-	/* Open the window: every member sends round 0 of every slot. */
-	for (unsigned s = 0; s < g->nslots; s++)
-		for (int i = 0; i < g->nmem; i++)
-			queue_send(g, i, s, false);
 	for (int i = 0; i < g->nmem; i++)
-		flush_member(g, &g->m[i]);
-
+		if (pthread_create(&g->m[i].thr, NULL, member_main, &g->m[i])) {
+			atomic_store(&g->stop, 1);
+			for (int k = 0; k < i; k++)
+				pthread_join(g->m[k].thr, NULL);
+			return -EAGAIN;
+		}
 	uint64_t t0 = util_now_ns();
-	uint64_t t_meas = t0 + (uint64_t)(warm_s * 1e9), t_end = t_meas + (uint64_t)(secs * 1e9);
-	uint64_t next_rto_scan = t0 + 5000000;
-	bool measuring = false;
-	uint64_t tx0 = 0, rx0 = 0, bytes0 = 0, retx0 = 0;
-	double cpu0 = 0;
-	struct pollfd pf[MAX_MEMBERS];
-	for (int i = 0; i < g->nmem; i++)
-		pf[i] = (struct pollfd){ .fd = g->m[i].fd, .events = POLLIN };
-	for (;;) {
-		uint64_t now = util_now_ns();
-		if (!measuring && now >= t_meas) {
-			measuring = true;
-			tx0 = g->tx;
-			rx0 = g->rx_ok;
-			bytes0 = g->rx_bytes;
-			retx0 = g->retx;
-			cpu0 = launch_proc_cpu_s(daemon);
-			t_meas = now;
-		}
-		if (now >= t_end)
-			break;
-		int got = 0;
-		for (int i = 0; i < g->nmem; i++)
-			got += poll_member(g, i, rxbuf, rxm);
-		if (now >= next_rto_scan) {
-			next_rto_scan = now + 5000000;
-			for (int i = 0; i < g->nmem; i++) {
-				for (unsigned s = 0; s < g->nslots; s++) {
-					struct slot_state *ss = &g->m[i].slot[s];
-					if (ss->outstanding && now - ss->sent_ns > RTO_NS)
-						queue_send(g, i, s, true);
-				}
-				flush_member(g, &g->m[i]);
-			}
-		}
-		if (!got)
-			poll(pf, (nfds_t)g->nmem, 1);
-	}
-	uint64_t t1 = util_now_ns();
+	sleep_until(t0 + (uint64_t)(warm_s * 1e9));
+	struct snap a, b;
+	double cpu0 = launch_proc_cpu_s(daemon);
+	uint64_t ta = util_now_ns();
+	take(g, &a);
+	sleep_until(ta + (uint64_t)(secs * 1e9));
+	take(g, &b);
+	uint64_t tb = util_now_ns();
 	double cpu1 = launch_proc_cpu_s(daemon);
-	r->secs = (double)(t1 - t_meas) * 1e-9;
-	r->tx = g->tx - tx0;
-	r->rx = g->rx_ok - rx0;
-	r->retx = g->retx - retx0;
+	atomic_store(&g->stop, 1);
+	for (int i = 0; i < g->nmem; i++)
+		pthread_join(g->m[i].thr, NULL);
+
+	r->secs = (double)(tb - ta) * 1e-9;
+	r->tx = b.tx - a.tx;
+	r->rx = b.rx - a.rx;
+	r->retx = b.retx - a.retx;
+	r->rx_other = b.other - a.other;
+	r->send_err = b.send_err;
 	r->in_pps = (double)r->tx / r->secs;
 	r->out_pps = (double)r->rx / r->secs;
-	r->goodput_gbps = (double)(g->rx_bytes - bytes0) * 8 / r->secs / 1e9;
+	r->goodput_gbps = (double)(b.bytes - a.bytes) * 8 / r->secs / 1e9;
 	r->daemon_cpu = cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) / r->secs : -1;
 	r->pkts_per_cpu_s = r->daemon_cpu > 0 ? r->in_pps / r->daemon_cpu : 0;
 	return 0;
@@ -368,6 +409,8 @@ int main(int argc, char **argv)
 		return 2;
 	for (int i = 0; i < g.nmem; i++) {
 		char ip[LAUNCH_IP_LEN];
+		g.m[i].g = &g;
+		g.m[i].idx = i;
 		launch_rank_ip(&a, i, ip);
 		int rc = open_member(&g.m[i], ip);
 		if (rc) {
@@ -429,6 +472,10 @@ int main(int argc, char **argv)
 			if (r->daemon_drops)
 				printf("#   note: the daemon counted %llu drops\n",
 				       (unsigned long long)r->daemon_drops);
+			if (r->send_err || r->rx_other)
+				printf("#   note: %llu stale/duplicate responses, %llu send errors\n",
+				       (unsigned long long)r->rx_other,
+				       (unsigned long long)r->send_err);
 			if (jf)
 				fprintf(jf, "{\"tool\":\"bench-switch\",\"mode\":\"%s\",\"members\":%d,"
 					    "\"slots\":%u,\"batch\":%u,\"data_bytes\":%zu,\"secs\":%.3f,"

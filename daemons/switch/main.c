@@ -250,7 +250,7 @@ int main(int argc, char **argv)
 	}
 	{
 		char a[32];
-		sw_log(1, "%s on %s: %zu tree(s), %u thread(s), ICRC %s%s", 
+		sw_log(1, "%s on %s: %zu tree(s), %u thread(s), ICRC %s%s",
 		       opts.reflect ? "reflecting" : "aggregating",
 		       util_format_addr(&cfg.listen, a, sizeof a), cfg.ntrees, cfg.threads,
 		       cfg.check_icrc ? "checked" : "not checked",

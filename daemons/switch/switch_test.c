@@ -1,7 +1,8 @@
 /* Daemon tests for inca-switch: start the real binary, speak INCA/RoCEv2 to it over loopback
  * (127.0.0.x, each case its own addresses) with packets built by lib/wire, and check results,
  * drop reasons in the stats JSON and a clean SIGTERM exit.
- * Usage: switch_test PATH-TO-inca-switch allreduce|threads|multilevel|reflect */
+ * Usage: switch_test PATH-TO-inca-switch allreduce|threads|multilevel|lossy|anyaddr|reflect|
+ *        badconfig */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -186,6 +187,7 @@ struct member {
 	uint32_t rx_psn; /* next PSN expected from the switch */
 	bool psn_any_order; /* several switch threads: PSNs unique, not in arrival order */
 	uint8_t psn_seen[4096];
+	uint8_t flags; /* INCA flags of the next contribution (WIRE_F_RETX) */
 	struct sockaddr_in sw; /* its switch */
 	uint32_t sw_qpn;
 	uint16_t tree;
@@ -213,8 +215,6 @@ static int open_sock(const char *ip, uint16_t port, struct sockaddr_in *out)
 static void member_init(struct member *m, const char *ip, uint16_t bfr, const char *sw_ip,
 			uint16_t tree, uint32_t key)
 {
-	char a[64];
-
 	memset(m, 0, sizeof *m);
 	m->fd = open_sock(ip, 4791, &m->addr);
 	m->bfr = bfr;
@@ -222,8 +222,7 @@ static void member_init(struct member *m, const char *ip, uint16_t bfr, const ch
 	m->tree = tree;
 	m->key = key;
 	m->sw_qpn = 0x100 + tree;
-	snprintf(a, sizeof a, "%s:4791", sw_ip);
-	CHECK(util_parse_addr(a, -1, &m->sw) == 0);
+	CHECK(util_parse_addr(sw_ip, 4791, &m->sw) == 0); /* "ip" or "ip:port" */
 }
 
 static struct wire_ipinfo ipinfo(const struct sockaddr_in *src, const struct sockaddr_in *dst)
@@ -264,6 +263,7 @@ static int build(const struct member *m, uint16_t slot, uint32_t round, uint8_t 
 	p.reth.rkey = m->key;
 	p.imm = round * 1000u + slot;
 	p.inca.version = WIRE_INCA_VERSION;
+	p.inca.flags = m->flags;
 	p.inca.coll = WIRE_COLL_ALLREDUCE;
 	p.inca.dtype = INCA_INT32;
 	p.inca.op = INCA_SUM;
@@ -299,7 +299,7 @@ static void contribute(struct member *m, uint16_t slot, uint32_t round)
 /* Receive one result and check it: from the switch, ICRC valid, addressed to m's QP, PSN in
  * sequence, the sum of all members' values. Returns the slot. */
 static uint16_t expect_result(struct member *m, struct member *const *all, int nall,
-			      uint32_t round_mask_check, uint32_t *round_out)
+			      uint32_t *round_out)
 {
 	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
 	struct sockaddr_in from;
@@ -309,7 +309,6 @@ static uint16_t expect_result(struct member *m, struct member *const *all, int n
 	enum wire_err e;
 	ssize_t n = recvfrom(m->fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
 
-	(void)round_mask_check;
 	if (n < 0)
 		die("member %u: no result (%s)", m->bfr, strerror(errno));
 	CHECK(from.sin_addr.s_addr == m->sw.sin_addr.s_addr && from.sin_port == m->sw.sin_port);
@@ -357,7 +356,7 @@ static void run_round(struct member *const *ms, int n, uint16_t nslots, uint32_t
 		uint8_t seen[256] = { 0 };
 		for (uint16_t s = 0; s < nslots; s++) {
 			uint32_t r;
-			uint16_t slot = expect_result(ms[k], ms, n, 0, &r);
+			uint16_t slot = expect_result(ms[k], ms, n, &r);
 			CHECK(slot < nslots);
 			CHECK_EQ(r, round);
 			CHECK(!seen[slot]);
@@ -367,13 +366,11 @@ static void run_round(struct member *const *ms, int n, uint16_t nslots, uint32_t
 }
 
 /* Recompute the ICRC after editing a packet (same byte order the encoder used). */
-static void fix_icrc(const struct member *m, uint8_t *buf, size_t len, uint32_t orig_icrc,
-		     bool le)
+static void fix_icrc(const struct member *m, uint8_t *buf, size_t len, bool le)
 {
 	struct wire_ipinfo ip = ipinfo(&m->addr, &m->sw);
 	uint32_t c = wire_icrc(&ip, buf, len);
 
-	(void)orig_icrc;
 	if (le) {
 		buf[len - 4] = (uint8_t)c;
 		buf[len - 3] = (uint8_t)(c >> 8);
@@ -461,7 +458,7 @@ static void test_allreduce(void)
 
 	/* A retransmitted contribution of a completed round gets the stored result again. */
 	contribute(&m[1], 3, 2);
-	CHECK_EQ(expect_result(&m[1], ms, 3, 0, NULL), 3);
+	CHECK_EQ(expect_result(&m[1], ms, 3, NULL), 3);
 
 	/* Malformed and unauthorised packets, one per reason, all on slot 5 round 3. */
 	len = build(&m[0], 5, 3, buf, sizeof buf, bits);
@@ -471,25 +468,25 @@ static void test_allreduce(void)
 		uint8_t b[WIRE_MAX_UDP_PAYLOAD];
 		memcpy(b, buf, (size_t)len);
 		b[20] ^= 0xff;
-		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		fix_icrc(&m[0], b, (size_t)len, le);
 		send_raw(&m[0], b, (size_t)len);
 		/* unknown tree: INCA tree id at 32 + 4 */
 		memcpy(b, buf, (size_t)len);
 		b[36] = 0x00;
 		b[37] = 77;
-		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		fix_icrc(&m[0], b, (size_t)len, le);
 		send_raw(&m[0], b, (size_t)len);
 		/* bad QPN: BTH DestQP at 5..7 */
 		memcpy(b, buf, (size_t)len);
 		b[7] ^= 0x55;
-		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		fix_icrc(&m[0], b, (size_t)len, le);
 		send_raw(&m[0], b, (size_t)len);
 		/* truncated */
 		send_raw(&m[0], buf, 20);
 		/* bad DMA length: RETH DMA length at 24..27 */
 		memcpy(b, buf, (size_t)len);
 		b[27] += 4;
-		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		fix_icrc(&m[0], b, (size_t)len, le);
 		send_raw(&m[0], b, (size_t)len);
 		/* bad ICRC */
 		memcpy(b, buf, (size_t)len);
@@ -498,7 +495,7 @@ static void test_allreduce(void)
 		/* unknown dtype: INCA byte 2 */
 		memcpy(b, buf, (size_t)len);
 		b[34] = 12;
-		fix_icrc(&m[0], b, (size_t)len, 0, le);
+		fix_icrc(&m[0], b, (size_t)len, le);
 		send_raw(&m[0], b, (size_t)len);
 	}
 	/* unknown source address, otherwise a perfect packet */
@@ -631,6 +628,125 @@ static void test_multilevel(void)
 		close(m[i].fd);
 }
 
+/* Receive results with a short timeout, tolerating loss, duplicates and late results (lossy
+ * case): checks each one's sum, marks got[slot] for the wanted round. Returns when nothing
+ * arrived for timeout_ms. */
+static void collect_lossy(struct member *m, struct member *const *all, int nall, uint32_t round,
+			  uint8_t *got)
+{
+	struct timeval tv = { 0, 30000 };
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
+
+	CHECK(setsockopt(m->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	for (;;) {
+		struct wire_pkt p;
+		struct wire_ipinfo ip = ipinfo(&m->sw, &m->addr);
+		ssize_t n = recv(m->fd, buf, sizeof buf, 0);
+		enum wire_err e;
+
+		if (n < 0)
+			return;
+		e = wire_decode_udp(buf, (size_t)n, &p, &ip);
+		if (e != WIRE_OK)
+			die("member %u: result rejected: %s", m->bfr, wire_err_name(e));
+		CHECK(p.inca.flags & WIRE_F_RESULT);
+		for (int i = 0; i < COUNT; i++) {
+			int32_t want = 0, v;
+			for (int k = 0; k < nall; k++)
+				want += value(all[k], p.inca.slot, p.inca.round, i);
+			memcpy(&v, p.data + 4 * i, 4);
+			if (v != want)
+				die("lossy: member %u slot %u round %u elem %d: got %d want %d", m->bfr,
+				    p.inca.slot, p.inca.round, i, v, want);
+		}
+		if (p.inca.round == round)
+			got[p.inca.slot] = 1;
+	}
+}
+
+/* --drop-rate: 20 % of datagrams vanish on rx and on tx; members retransmit (RETX flag) until
+ * every result arrived. Loss must cost time, never a wrong or missing result. */
+static void test_lossy(void)
+{
+	char stats[128], ready[128];
+	struct member m[2];
+	struct member *ms[2] = { &m[0], &m[1] };
+	char *j;
+	enum { NS = 8, NR = 4 };
+
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	start_switch(0, ready,
+		     (char *const[]){ "--listen", "127.0.0.118:4791", "--drop-rate", "0.2", "--seed",
+				      "7", "--tree",
+				      "id=6,key=0x66,slots=8,members=1@127.0.0.119+2@127.0.0.120",
+				      "--stats-file", stats, "--ready-file", ready, NULL });
+	member_init(&m[0], "127.0.0.119", 1, "127.0.0.118", 6, 0x66);
+	member_init(&m[1], "127.0.0.120", 2, "127.0.0.118", 6, 0x66);
+	for (uint32_t r = 0; r < NR; r++) {
+		uint8_t got[2][NS] = { { 0 } };
+		int tries;
+
+		for (tries = 0; tries < 100; tries++) {
+			bool done = true;
+			for (int k = 0; k < 2; k++) {
+				m[k].flags = tries ? WIRE_F_RETX : 0;
+				for (uint16_t s = 0; s < NS; s++)
+					if (!got[k][s])
+						contribute(&m[k], s, r);
+			}
+			for (int k = 0; k < 2; k++)
+				collect_lossy(&m[k], ms, 2, r, got[k]);
+			for (int k = 0; k < 2; k++)
+				for (int s = 0; s < NS; s++)
+					done = done && got[k][s];
+			if (done)
+				break;
+		}
+		if (tries == 100)
+			die("lossy: round %u incomplete after 100 tries", r);
+	}
+	stop_switch(0);
+	j = read_file(stats);
+	CHECK(j != NULL);
+	CHECK(json_get(j, "drops", "injected_rx") > 0);
+	CHECK(json_get(j, "drops", "injected_tx") > 0);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), NS * NR);
+	CHECK(json_get(j, NULL, "results_resent") > 0);
+	free(j);
+	close(m[0].fd);
+	close(m[1].fd);
+}
+
+/* Listening on the wildcard address: the switch must answer from the address each packet was
+ * sent to (IP_PKTINFO), or the members' ICRC check fails. Port 47911 avoids clashing with the
+ * 127.0.0.x:4791 sockets of parallel tests. */
+static void test_anyaddr(void)
+{
+	char stats[128], ready[128];
+	struct member m[2];
+	struct member *ms[2] = { &m[0], &m[1] };
+	char *j;
+
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	start_switch(0, ready,
+		     (char *const[]){ "--listen", "0.0.0.0:47911", "--tree",
+				      "id=5,key=0x55,slots=4,members=1@127.0.0.116+2@127.0.0.117",
+				      "--stats-file", stats, "--ready-file", ready, NULL });
+	member_init(&m[0], "127.0.0.116", 1, "127.0.0.115:47911", 5, 0x55);
+	member_init(&m[1], "127.0.0.117", 2, "127.0.0.115:47911", 5, 0x55);
+	run_round(ms, 2, 4, 0);
+	stop_switch(0);
+	j = read_file(stats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 4);
+	free(j);
+	close(m[0].fd);
+	close(m[1].fd);
+}
+
 /* --reflect: valid-looking datagrams come back byte for byte; junk is counted. */
 static void test_reflect(void)
 {
@@ -730,6 +846,10 @@ int main(int argc, char **argv)
 		test_threads();
 	else if (!strcmp(which, "multilevel"))
 		test_multilevel();
+	else if (!strcmp(which, "lossy"))
+		test_lossy();
+	else if (!strcmp(which, "anyaddr"))
+		test_anyaddr();
 	else if (!strcmp(which, "reflect"))
 		test_reflect();
 	else if (!strcmp(which, "badconfig"))

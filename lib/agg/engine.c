@@ -1,6 +1,25 @@
 /* lib/agg/engine.c: the pure per-tree aggregation engine: slot pools with two versions per slot,
  * contributor bitmaps, dedup, BIER replication of results (docs/protocol.md "Switch slot
  * semantics"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
+/*
+ * Layout and costs.
+ * - Each owned slot has two versions (round & 1). A version holds its round, state, the meta
+ *   of its first packet, a contributor bitmap `seen` (bsl/8 bytes) and an accumulator of
+ *   slot_bytes. A member sends round r only after the result of r - 1, so when r arrives the
+ *   version's round r - 2 is finished everywhere and is simply overwritten: no timers.
+ * - Per packet: a few word passes over the bit-string (P-BM vs A-BM, vs seen, OR into seen),
+ *   one reduce or memcpy of the data. No allocation, no locks; replication costs one
+ *   bit-string AND per copy. Everything is preallocated by agg_tree_create.
+ * - Deterministic mode keeps every contribution of a version (indexed by the member index of
+ *   its lowest bit) and folds them in bit-position order at completion: memory is
+ *   nslots * 2 * (1 + popcount(A-BM)) * slot_bytes, e.g. 256 slots x 64 members x 4 KiB =
+ *   130 MiB (vs 2 MiB normally), and completion costs one reduce per contribution, the same
+ *   total work as streaming, just later.
+ * - check_sender trusts the BIFT, which describes downward routes. It fits trees whose
+ *   upward ingress equals the downward neighbour (members attached directly, or results
+ *   replicated through the same child switches); do not enable it where packets are forwarded
+ *   through a switch that is not on the result path.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -584,13 +603,15 @@ static void agg__det_reduce(struct agg_tree *t, struct agg__ver *v)
 	}
 }
 
-/* Unchanged copy toward the root. Bits and data are copied: the caller's packet buffer is only
- * borrowed during the call. */
+/* Unchanged copy toward the root, except the per-QP BTH fields, which the caller sets. Bits and
+ * data are copied: the caller's packet buffer is only borrowed during the call. */
 static enum agg_verdict agg__forward(struct agg_tree *t, struct agg__out *o,
 				     const struct wire_pkt *p)
 {
-	if (p->data_len > AGG__FWD_DATA_MAX || (p->data_len && !p->data))
+	if (p->data_len > AGG__FWD_DATA_MAX)
 		return AGG_DROP_TOO_BIG;
+	if (p->data_len && !p->data)
+		return AGG_DROP_MISMATCH;
 	if (o->n < o->cap) {
 		struct agg_send *s = &o->v[o->n];
 		uint8_t *bits = t->send_bits + o->n * t->bsl_bytes;
@@ -602,6 +623,8 @@ static enum agg_verdict agg__forward(struct agg_tree *t, struct agg__out *o,
 			memcpy(t->fwd_data, p->data, p->data_len);
 		s->pkt.inca.bits = bits;
 		s->pkt.data = p->data_len ? t->fwd_data : NULL;
+		s->pkt.bth.dest_qp = 0; /* per-QP fields: the caller's, as for every send */
+		s->pkt.bth.psn = 0;
 		t->st.tx_pkts++;
 		t->st.tx_bytes += p->data_len;
 	}

@@ -106,8 +106,8 @@ static void check_hdr(const struct ttree *t, const struct wire_pkt *p, uint16_t 
 	CHECK(p->data || count == 0);
 }
 
-static void fill_up(const struct ttree *t, struct tu_pkt *p, unsigned m, uint16_t slot, uint32_t rnd,
-		    uint16_t count)
+static void fill_up(const struct ttree *t, struct tu_pkt *p, unsigned m, uint16_t slot,
+		    uint32_t rnd, uint16_t count)
 {
 	tu_pkt_up(p, &t->cfg, t->bfr[m], slot, rnd, INCA_INT64, INCA_SUM, count);
 	uint64_t g = (uint64_t)rnd * t->cfg.nslots + slot;
@@ -553,7 +553,11 @@ static void test_forwarding(void)
 	CHECK_EQ(f->inca.count, 200);
 	CHECK_EQ(f->reth.va, p->pkt.reth.va);
 	CHECK_EQ(f->imm, p->pkt.imm);
-	CHECK_EQ(f->bth.psn, 12345);
+	CHECK_EQ(f->bth.opcode, WIRE_OPCODE_UC_WRITE_ONLY_IMM);
+	CHECK_EQ(f->bth.pkey, WIRE_PKEY_DEFAULT);
+	CHECK_EQ(f->bth.psn, 0); /* per-QP fields are the caller's */
+	CHECK_EQ(f->bth.dest_qp, 0);
+	CHECK_EQ(f->reth.rkey, t->cfg.rkey);
 	memset(p->data, 0, 800);
 	memset(p->bits, 0, 8);
 	CHECK_EQ(f->data[799], (uint8_t)(799 * 7));
@@ -815,6 +819,56 @@ static void test_deterministic(void)
 	run_deterministic(INCA_FP16, 8, 2, 100);
 }
 
+/* The engine, these tests and lib/wire's BIER helpers must agree on RFC 8279 numbering: a tree
+ * built with wire_bier_* must accept members' P-BMs built by tu_pkt_up and address results
+ * to the bits wire_bier_test expects. */
+static void test_wire_numbering(void)
+{
+	static const unsigned bsls[] = { 64, 256, 4096 };
+	for (unsigned bi = 0; bi < 3; bi++) {
+		for (uint8_t si = 0; si < 2; si++) {
+			unsigned bsl = bsls[bi];
+			size_t len = bsl / 8;
+			uint16_t ids[3] = { (uint16_t)(si * bsl + 1), (uint16_t)(si * bsl + bsl / 2 + 3),
+					    (uint16_t)(si * bsl + bsl) };
+			uint8_t abm[TU_BITS_MAX] = { 0 }, own[3][TU_BITS_MAX];
+			struct agg_bift_entry bift[3];
+			memset(own, 0, sizeof own);
+			for (int i = 0; i < 3; i++) {
+				unsigned bp = wire_bier_bp(ids[i], bsl, si);
+				CHECK(bp >= 1 && bp <= bsl);
+				CHECK_EQ(wire_bier_bfr_id(bp, bsl, si), ids[i]);
+				wire_bier_set(abm, len, bp);
+				wire_bier_set(own[i], len, bp);
+				bift[i] = (struct agg_bift_entry){ .bp = bp, .nbr = 10u + (unsigned)i,
+								   .fbm = own[i] };
+			}
+			struct agg_tree_cfg c = { .tree_id = 1, .rkey = 2, .nslots = 1,
+						  .slot_bytes = 8, .bsl_bits = bsl, .si = si,
+						  .abm = abm, .root = true, .nbift = 3, .bift = bift,
+						  .check_sender = true };
+			struct agg_tree *e = NULL;
+			CHECK_EQ(agg_tree_create(&c, &e), 0);
+			struct agg_send out[4];
+			struct tu_pkt *p = malloc(sizeof *p);
+			for (int i = 0; i < 3; i++) {
+				tu_pkt_up(p, &c, ids[i], 0, 0, INCA_UINT64, INCA_BXOR, 1);
+				size_t ns;
+				enum agg_verdict v = agg_tree_input(e, &p->pkt, 10u + (unsigned)i, out, 4, &ns);
+				CHECK_VERDICT(v, i < 2 ? AGG_ABSORBED : AGG_COMPLETED);
+			}
+			for (int i = 0; i < 3; i++) {
+				CHECK_EQ(out[i].nbr, 10 + i);
+				CHECK_EQ(wire_bier_popcount(out[i].pkt.inca.bits, len), 1);
+				CHECK(wire_bier_test(out[i].pkt.inca.bits, len,
+						     wire_bier_bp(ids[i], bsl, si)));
+			}
+			free(p);
+			agg_tree_destroy(e);
+		}
+	}
+}
+
 int main(void)
 {
 	test_verdict_names();
@@ -826,6 +880,7 @@ int main(void)
 	test_drops();
 	test_sharding();
 	test_deterministic();
+	test_wire_numbering();
 	printf("engine_test: ok\n");
 	return 0;
 }

@@ -19,7 +19,7 @@
 #define HAVE_X86 0
 #endif
 
-/* Internal hook of reduce.c (not in agg.h): -1 auto, 0 baseline, 1 AVX2+F16C. */
+/* Internal hook of reduce.c (not in agg.h): -1 auto, 0 baseline, 1 AVX2+F16C, 2 AVX-512. */
 int agg__reduce_set_isa(int isa);
 
 static long failures;
@@ -676,9 +676,9 @@ int main(void)
 	test_invalid();
 	test_conversions(&rng);
 
-	static const char *const isa_name[] = {"baseline", "avx2"};
+	static const char *const isa_name[] = {"baseline", "avx2", "avx512"};
 	int ran = 0;
-	for (int isa = 0; isa < 2; isa++) {
+	for (int isa = 0; isa < 3; isa++) {
 		if (agg__reduce_set_isa(isa) != isa) {
 			fprintf(stderr, "kernel set %s not available here: skipped\n", isa_name[isa]);
 			continue;

@@ -1,6 +1,7 @@
 /* Unit tests for the libinca communicator without peers: option validation and defaults,
  * argument checks of the collectives, size-1 communicators (copy semantics), strerror, two
  * communicators in one process, data-plane socket binding. Public API only. */
+#include <dlfcn.h>
 #include <math.h>
 
 #include "client/client_test_util.h"
@@ -199,6 +200,12 @@ static void test_dtype_exports(void)
 	CHECK_EQ(inca_op_parse("max"), INCA_MAX);
 	CHECK_EQ(inca_op_valid(INCA_FP32, INCA_BAND), 0);
 	CHECK_EQ(inca_op_valid(INCA_INT8, INCA_BAND), 1);
+	/* The version map hides everything that is not inca_*. */
+	CHECK(dlsym(RTLD_DEFAULT, "inca_comm_create") != NULL);
+	CHECK(dlsym(RTLD_DEFAULT, "agg_reduce") == NULL);
+	CHECK(dlsym(RTLD_DEFAULT, "wire_encode_udp") == NULL);
+	CHECK(dlsym(RTLD_DEFAULT, "client_cfg_resolve") == NULL);
+	CHECK(dlsym(RTLD_DEFAULT, "util_now_ns") == NULL);
 }
 
 int main(void)

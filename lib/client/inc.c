@@ -31,7 +31,9 @@ struct inc_chunk {
 	bool active;
 	uint32_t ntimeouts;
 	uint64_t rto_ns;
+	uint64_t sent_ns; /* first transmission, for RTT samples */
 	uint64_t deadline_ns;
+	uint64_t next_idx; /* this call: the next chunk index that maps to this slot */
 };
 
 struct client_inc {
@@ -44,6 +46,12 @@ struct client_inc {
 	uint64_t next_g;
 	uint32_t psn;
 	struct inc_chunk *chunks; /* nslots */
+	/* Slots whose next chunk may start, FIFO (capacity nslots). */
+	uint16_t *ready;
+	unsigned ready_head, ready_n;
+	/* RFC 6298 estimator over chunks answered without retransmission (Karn). */
+	bool have_rtt;
+	uint64_t srtt_ns, rttvar_ns;
 
 	/* Transmit queue: [tx_head, tx_tail) encoded and waiting for sendmmsg. */
 	unsigned tx_head, tx_tail;
@@ -64,6 +72,7 @@ struct inc_job {
 	enum inca_dtype dt;
 	enum inca_op op;
 	size_t elem;
+	uint64_t base_g, nchunks, chunk_bytes, total_bytes;
 };
 
 static void sockbuf(int fd, int force_opt, int opt)
@@ -89,9 +98,10 @@ int client_inc_open(struct inca_comm *c)
 	ic->fd = -1;
 	c->inc = ic;
 	ic->chunks = calloc(cfg->nslots, sizeof *ic->chunks);
+	ic->ready = calloc(cfg->nslots, sizeof *ic->ready);
 	ic->txbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
 	ic->rxbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
-	if (!ic->chunks || !ic->txbuf || !ic->rxbuf)
+	if (!ic->chunks || !ic->ready || !ic->txbuf || !ic->rxbuf)
 		return -ENOMEM;
 
 	ic->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -149,6 +159,7 @@ void client_inc_close(struct inca_comm *c)
 	if (ic->fd >= 0)
 		close(ic->fd);
 	free(ic->chunks);
+	free(ic->ready);
 	free(ic->txbuf);
 	free(ic->rxbuf);
 	free(ic);
@@ -248,13 +259,46 @@ static bool tx_full(const struct client_inc *ic)
 	return ic->tx_tail >= INC_BATCH;
 }
 
+static void ready_push(struct client_inc *ic, unsigned nslots, uint16_t slot)
+{
+	ic->ready[(ic->ready_head + ic->ready_n) % nslots] = slot;
+	ic->ready_n++;
+}
+
+static void rtt_sample(struct client_inc *ic, uint64_t r_ns)
+{
+	if (!ic->have_rtt) {
+		ic->srtt_ns = r_ns;
+		ic->rttvar_ns = r_ns / 2;
+		ic->have_rtt = true;
+		return;
+	}
+	uint64_t d = ic->srtt_ns > r_ns ? ic->srtt_ns - r_ns : r_ns - ic->srtt_ns;
+	ic->rttvar_ns = (3 * ic->rttvar_ns + d) / 4;
+	ic->srtt_ns = (7 * ic->srtt_ns + r_ns) / 8;
+}
+
+/* Initial RTO of a chunk: rto_us, raised to SRTT + 4 RTTVAR when the path is slower
+ * (queueing on rate-limited links, a busy software switch), never above rto_max_us.
+ * Spurious retransmissions cost every member and the switch, so never go below rto_us. */
+static uint64_t rto_initial_ns(const struct client_inc *ic, const struct client_cfg *cfg)
+{
+	uint64_t rto = (uint64_t)cfg->rto_us * 1000, max = (uint64_t)cfg->rto_max_us * 1000;
+
+	if (ic->have_rtt && ic->srtt_ns + 4 * ic->rttvar_ns > rto)
+		rto = ic->srtt_ns + 4 * ic->rttvar_ns;
+	return rto < max ? rto : max;
+}
+
 /* Validate one received datagram against the in-flight table and place its data. Returns
  * 1 if it completed a chunk, 0 otherwise (counted as bad / duplicate). */
-static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, size_t len)
+static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, size_t len,
+		      uint64_t now_ns)
 {
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	const struct sockaddr_in *from = &ic->rxsa[i];
+	struct wire_ipinfo ipinfo;
 	struct wire_pkt pkt;
 	enum wire_err err;
 	struct inc_chunk *ch;
@@ -263,12 +307,16 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 	c->stats.rx_bytes += len;
 	if (inject_drop(c))
 		return 0;
+	/* Only the switch's IP is required: a switch may answer from another UDP port than
+	 * the one it listens on, and the ICRC then covers that port, so take it from the
+	 * datagram. The destination is our bound concrete address; the IPv4 ID is 0. */
 	if ((ic->rxm[i].msg_hdr.msg_flags & MSG_TRUNC) ||
 	    ic->rxm[i].msg_hdr.msg_namelen != sizeof *from ||
-	    from->sin_addr.s_addr != cfg->switch_sa.sin_addr.s_addr ||
-	    from->sin_port != cfg->switch_sa.sin_port)
+	    from->sin_addr.s_addr != cfg->switch_sa.sin_addr.s_addr)
 		goto bad;
-	err = wire_decode_udp(ic->rxv[i].iov_base, len, &pkt, &ic->rx_ip);
+	ipinfo = ic->rx_ip;
+	ipinfo.src_port = ntohs(from->sin_port);
+	err = wire_decode_udp(ic->rxv[i].iov_base, len, &pkt, &ipinfo);
 	if (err != WIRE_OK) {
 		client_log(cfg, 3, "inc: rx rejected: %s", wire_err_name(err));
 		goto bad;
@@ -296,6 +344,10 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		goto bad;
 	memcpy(j->dst + ch->off_bytes, pkt.data, ch->len_bytes);
 	ch->active = false;
+	if (ch->ntimeouts == 0)
+		rtt_sample(ic, now_ns - ch->sent_ns);
+	if (ch->next_idx < j->nchunks)
+		ready_push(ic, cfg->nslots, pkt.inca.slot);
 	return 1;
 bad:
 	c->stats.rx_bad++;
@@ -325,8 +377,9 @@ static long inc_receive(struct inca_comm *c, const struct inc_job *j)
 				break;
 			return -errno;
 		}
+		uint64_t now = util_now_ns();
 		for (int i = 0; i < n; i++)
-			done += inc_rx_one(c, j, (unsigned)i, ic->rxm[i].msg_len);
+			done += inc_rx_one(c, j, (unsigned)i, ic->rxm[i].msg_len, now);
 		if (n < INC_BATCH)
 			break;
 	}
@@ -343,26 +396,53 @@ static int inc_fail(struct inca_comm *c, int rc)
 	return rc;
 }
 
+/* Start the next chunk of a free slot (the caller checked queue room). */
+static int inc_start(struct inca_comm *c, const struct inc_job *j, uint16_t slot, uint64_t now_ns)
+{
+	struct inc_chunk *ch = &c->inc->chunks[slot];
+	uint64_t i = ch->next_idx, off = i * j->chunk_bytes;
+
+	ch->g = j->base_g + i;
+	ch->off_bytes = off;
+	ch->len_bytes = (uint32_t)(j->total_bytes - off < j->chunk_bytes ? j->total_bytes - off : j->chunk_bytes);
+	ch->count = (uint16_t)(ch->len_bytes / j->elem);
+	ch->ntimeouts = 0;
+	ch->rto_ns = rto_initial_ns(c->inc, &c->cfg);
+	ch->sent_ns = now_ns;
+	ch->active = true;
+	ch->next_idx = i + c->cfg.nslots;
+	return inc_enqueue(c, j, ch, false, now_ns);
+}
+
+/* The window is per slot, not a sliding range of g: chunk g+nslots waits only for chunk g
+ * (same slot), so one lost packet stalls one slot's chain instead of the whole transfer.
+ * Every member still sends each slot's rounds in order, which is all the switch needs. */
 int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
 			 enum inca_dtype dt, enum inca_op op)
 {
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	struct inc_job j = { .src = sendbuf, .dst = recvbuf, .dt = dt, .op = op, .elem = inca_dtype_size(dt) };
-	const uint64_t total = (uint64_t)count * j.elem;
-	const uint64_t chunk_bytes = wire_max_data(cfg->mtu, j.elem, cfg->bsl_code);
-	const uint64_t rto0_ns = (uint64_t)cfg->rto_us * 1000, rto_max_ns = (uint64_t)cfg->rto_max_us * 1000;
-	uint64_t nchunks, base, next = 0, done = 0;
+	const uint64_t rto_max_ns = (uint64_t)cfg->rto_max_us * 1000;
+	uint64_t done = 0;
 	int rc;
 
-	if (chunk_bytes == 0)
+	j.total_bytes = (uint64_t)count * j.elem;
+	j.chunk_bytes = wire_max_data(cfg->mtu, j.elem, cfg->bsl_code);
+	if (j.chunk_bytes == 0)
 		return -EINVAL;
-	nchunks = (total + chunk_bytes - 1) / chunk_bytes;
+	j.nchunks = (j.total_bytes + j.chunk_bytes - 1) / j.chunk_bytes;
 	/* g is never reused, even if this call fails: every member derives (slot, round)
 	 * from g, so all of them must advance it identically. */
-	base = ic->next_g;
-	ic->next_g += nchunks;
+	j.base_g = ic->next_g;
+	ic->next_g += j.nchunks;
 	ic->tx_head = ic->tx_tail = 0;
+	ic->ready_head = ic->ready_n = 0;
+	for (uint64_t i = 0; i < j.nchunks && i < cfg->nslots; i++) {
+		uint16_t slot = (uint16_t)((j.base_g + i) % cfg->nslots);
+		ic->chunks[slot].next_idx = i;
+		ready_push(ic, cfg->nslots, slot);
+	}
 
 	for (;;) {
 		uint64_t now = util_now_ns(), next_deadline = UINT64_MAX;
@@ -394,27 +474,17 @@ int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf
 				next_deadline = ch->deadline_ns;
 		}
 
-		/* 2. New chunks, in order, while their slot is free (self-clocking). */
-		while (next < nchunks && !tx_full(ic)) {
-			uint64_t g = base + next;
-			struct inc_chunk *ch = &ic->chunks[g % cfg->nslots];
-			uint64_t off = next * chunk_bytes;
+		/* 2. New chunks for slots whose previous chunk completed (self-clocking). */
+		while (ic->ready_n > 0 && !tx_full(ic)) {
+			uint16_t slot = ic->ready[ic->ready_head];
 
-			if (ch->active)
-				break;
-			ch->g = g;
-			ch->off_bytes = off;
-			ch->len_bytes = (uint32_t)(total - off < chunk_bytes ? total - off : chunk_bytes);
-			ch->count = (uint16_t)(ch->len_bytes / j.elem);
-			ch->ntimeouts = 0;
-			ch->rto_ns = rto0_ns;
-			ch->active = true;
-			rc = inc_enqueue(c, &j, ch, false, now);
+			ic->ready_head = (ic->ready_head + 1) % cfg->nslots;
+			ic->ready_n--;
+			rc = inc_start(c, &j, slot, now);
 			if (rc < 0)
 				return inc_fail(c, rc);
-			if (ch->deadline_ns < next_deadline)
-				next_deadline = ch->deadline_ns;
-			next++;
+			if (ic->chunks[slot].deadline_ns < next_deadline)
+				next_deadline = ic->chunks[slot].deadline_ns;
 		}
 
 		/* 3. Transmit. */
@@ -432,7 +502,8 @@ int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf
 			wait_ns = INC_QUEUE_WAIT_NS; /* timers are due but the queue is full */
 		if (wait_ns > INC_MAX_WAIT_NS)
 			wait_ns = INC_MAX_WAIT_NS;
-		if (wait_ns) {
+		/* Slots ready with an empty queue: go round again at once instead. */
+		if (wait_ns && !(ic->ready_n > 0 && ic->tx_head == ic->tx_tail)) {
 			struct timespec ts = { .tv_sec = (time_t)(wait_ns / 1000000000ull),
 					       .tv_nsec = (long)(wait_ns % 1000000000ull) };
 			if (ppoll(&pf, 1, &ts, NULL) < 0 && errno != EINTR)
@@ -444,7 +515,7 @@ int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf
 		if (got < 0)
 			return inc_fail(c, (int)got);
 		done += (uint64_t)got;
-		if (done == nchunks) {
+		if (done == j.nchunks) {
 			/* Stale retransmissions still queued are pointless now. */
 			ic->tx_head = ic->tx_tail = 0;
 			return 0;

@@ -244,6 +244,8 @@ int client_ring_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbu
 {
 	struct ring_job j = { .buf = recvbuf, .count = count, .elem = inca_dtype_size(dt), .dt = dt, .op = op };
 
+	if (c->cfg.size > 1 && c->ring_broken)
+		return -EIO;
 	if (sendbuf != recvbuf)
 		memcpy(recvbuf, sendbuf, count * j.elem);
 	if (c->cfg.size == 1)

@@ -3,6 +3,7 @@
  * The IPv4 header is rebuilt from wire_ipinfo because a UDP socket never sees it. */
 #include "wire/wire.h"
 
+#include <errno.h>
 #include <zlib.h>
 
 #include "wire/wire_internal.h"
@@ -15,13 +16,10 @@
  * from total length on (18) + UDP header (8) + BTH (12). */
 #define ICRC_VAR_LEN (WIRE_IPV4_LEN - 2 + WIRE_UDP_LEN + WIRE_BTH_LEN)
 
-uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
+/* CRC of the constant prefix, the masked IPv4/UDP headers and the masked BTH of a UDP payload
+ * of len bytes (len >= WIRE_BTH_LEN checked by the callers). */
+static uLong icrc_head(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
 {
-	/* The IPv4 total length field must hold 28 + len. */
-	if (!ip || !p || len < WIRE_BTH_LEN + WIRE_ICRC_LEN ||
-	    len > 0xFFFF - WIRE_IPV4_LEN - WIRE_UDP_LEN)
-		return 0;
-
 	uint8_t h[ICRC_VAR_LEN];
 	/* IPv4 from byte 2: total length, ID, flags (DF, no fragments: the only shape the decoder
 	 * accepts), TTL masked, protocol, checksum masked, addresses. */
@@ -45,8 +43,48 @@ uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
 	for (int i = 0; i < WIRE_BTH_LEN; i++)
 		h[26 + i] = p[i];
 	h[26 + 4] = 0xFF;
+	return crc32(ICRC_PREFIX_CRC, h, ICRC_VAR_LEN);
+}
 
-	uLong crc = crc32(ICRC_PREFIX_CRC, h, ICRC_VAR_LEN);
+static int icrc_len_ok(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
+{
+	/* The IPv4 total length field must hold 28 + len. */
+	return ip && p && len >= WIRE_BTH_LEN + WIRE_ICRC_LEN &&
+	       len <= 0xFFFF - WIRE_IPV4_LEN - WIRE_UDP_LEN;
+}
+
+uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
+{
+	if (!icrc_len_ok(ip, p, len))
+		return 0;
+	uLong crc = icrc_head(ip, p, len);
 	crc = crc32(crc, p + WIRE_BTH_LEN, (uInt)(len - WIRE_BTH_LEN - WIRE_ICRC_LEN));
+	return (uint32_t)crc;
+}
+
+int wire_data_crc(struct wire_dcrc *out, const uint8_t *data, size_t len)
+{
+	if (!out || (!data && len) || len > 0xFFFF)
+		return -EINVAL;
+	out->crc = len ? (uint32_t)crc32(0, data, (uInt)len) : 0;
+	out->op = (uint32_t)crc32_combine_gen((z_off_t)len);
+	out->len = (uint32_t)len;
+	return 0;
+}
+
+uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, size_t d_off,
+			 const struct wire_dcrc *d)
+{
+	if (!icrc_len_ok(ip, p, len) || !d || d_off < WIRE_BTH_LEN ||
+	    d_off + d->len > len - WIRE_ICRC_LEN)
+		return 0;
+	uLong crc = icrc_head(ip, p, len);
+	crc = crc32(crc, p + WIRE_BTH_LEN, (uInt)(d_off - WIRE_BTH_LEN));
+	/* CRC-32 is linear: crc(A || D) follows from crc(A), crc(D) and |D| (zlib's combine with
+	 * the operator for |D| generated once in wire_data_crc). */
+	if (d->len)
+		crc = crc32_combine_op(crc, d->crc, d->op);
+	size_t tail = d_off + d->len;
+	crc = crc32(crc, p + tail, (uInt)(len - WIRE_ICRC_LEN - tail));
 	return (uint32_t)crc;
 }

@@ -144,8 +144,9 @@ static int check_pkt(const struct wire_pkt *p)
 	return 0;
 }
 
-int wire_encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
-		    const struct wire_ipinfo *ip)
+/* Shared by wire_encode_udp and wire_encode_udp_dcrc: dcrc NULL means hash the data too. */
+static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+		      const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
 {
 	if (!buf || !pkt || !ip)
 		return -EINVAL;
@@ -201,13 +202,28 @@ int wire_encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 	inca[18] = 0;
 	inca[19] = 0;
 
-	uint32_t crc = wire_icrc(ip, buf, total);
+	uint32_t crc = dcrc ? wire__icrc_dcrc(ip, buf, total, OFF_INCA + hdr, dcrc)
+			    : wire_icrc(ip, buf, total);
 	uint8_t *c = buf + total - WIRE_ICRC_LEN;
 	c[0] = (uint8_t)crc;
 	c[1] = (uint8_t)(crc >> 8);
 	c[2] = (uint8_t)(crc >> 16);
 	c[3] = (uint8_t)(crc >> 24);
 	return (int)total;
+}
+
+int wire_encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+		    const struct wire_ipinfo *ip)
+{
+	return encode_udp(buf, cap, pkt, ip, NULL);
+}
+
+int wire_encode_udp_dcrc(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+			 const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
+{
+	if (!dcrc || !pkt || dcrc->len != pkt->data_len)
+		return -EINVAL;
+	return encode_udp(buf, cap, pkt, ip, dcrc);
 }
 
 enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *out,

@@ -187,4 +187,21 @@ unsigned wire_bier_next(const uint8_t *bits, size_t len, unsigned from);
 unsigned wire_bier_popcount(const uint8_t *bits, size_t len);
 bool wire_bier_empty(const uint8_t *bits, size_t len);
 
+/* ---- Added by the wire helper: fan-out fast path (not in the original API) ----
+ * A switch sends one result to many members; the copies differ only in headers (addresses,
+ * DestQP, PSN, bit-string), so the CRC of the data is computed once and each copy's ICRC then
+ * costs a pass over its ~100 header bytes plus one CRC combine step (tens of ns) instead of a
+ * pass over up to 4 KiB. */
+struct wire_dcrc {
+	uint32_t crc; /* zlib crc32(0, data, len) */
+	uint32_t op;  /* zlib crc32_combine_gen(len): shifts a CRC over len bytes */
+	uint32_t len; /* data bytes */
+};
+/* Fill *out for data[0..len). Cost: one CRC-32 pass over the data. -EINVAL if len > 65535. */
+int wire_data_crc(struct wire_dcrc *out, const uint8_t *data, size_t len);
+/* Exactly wire_encode_udp (same bytes, same errors), given dcrc from wire_data_crc(pkt->data,
+ * pkt->data_len); -EINVAL if dcrc->len != pkt->data_len. */
+int wire_encode_udp_dcrc(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+			 const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc);
+
 #endif

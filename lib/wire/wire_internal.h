@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire/wire.h"
+
 static inline uint16_t wire__ld16(const uint8_t *p)
 {
 	return (uint16_t)((unsigned)p[0] << 8 | p[1]);
@@ -58,5 +60,10 @@ static inline void wire__st64(uint8_t *p, uint64_t v)
 size_t wire__elem_size(unsigned dtype);
 /* 1 if (dtype, op) is a valid wire combination: bitwise ops only on integer types. */
 int wire__op_valid(unsigned dtype, unsigned op);
+
+/* ICRC of the UDP payload p[0..len) whose data (d->len bytes at offset d_off, after the INCA
+ * header) has the precomputed CRC d: the header part is hashed, the data part combined in. */
+uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, size_t d_off,
+			 const struct wire_dcrc *d);
 
 #endif

@@ -36,12 +36,13 @@ static void fuzz_write_seeds(int frames)
 		bits[i] = (uint8_t)(i % 5 == 0 ? 1u << (i % 8) : 0);
 	unsigned n = 0;
 	for (uint8_t dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
-		for (uint8_t bsl = 1; bsl <= 7; bsl += 2) {
-			/* small counts, and the largest that fits (IB payload near 4096: the
-			 * boundary where length checks matter most) */
-			unsigned counts[] = { 0, 1, 3, 17,
-					      (unsigned)(wire_max_data(4096, esize[dt], bsl) / esize[dt]) };
-			unsigned count = counts[(dt + bsl) % 5];
+		for (unsigned v = 0; v < 8; v++) {
+			/* BSL codes 1, 3, 5, 7, each with a small count and with the largest count
+			 * that fits (IB payload near 4096, where the length checks matter most) */
+			uint8_t bsl = (uint8_t)(1 + 2 * (v / 2));
+			unsigned small[] = { 0, 1, 3, 17 };
+			unsigned count = v % 2 ? (unsigned)(wire_max_data(4096, esize[dt], bsl) / esize[dt])
+					       : small[(dt + bsl) % 4];
 			struct wire_pkt p;
 			memset(&p, 0, sizeof(p));
 			p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
@@ -72,6 +73,23 @@ static void fuzz_write_seeds(int frames)
 					 : wire_encode_udp(out, sizeof(out), &p, &ip);
 			if (len < 0)
 				continue;
+			/* plus a copy one 4-byte element too big (IB payload 4100), count and DMA
+			 * length kept consistent: only the size limit rejects it */
+			if (!frames && dt == INCA_FP32 && (size_t)len + 4 <= sizeof(out) &&
+			    wire_inca_hdr_len(bsl) + p.data_len == 4096) {
+				static uint8_t big[8192];
+				memcpy(big, out, (size_t)len - 4);
+				memset(big + len - 4, 0x11, 8);
+				big[WIRE_ROCE_HDR_LEN + 17]++; /* count low byte */
+				big[WIRE_BTH_LEN + 15] += 4;  /* DMA length low byte: 4096 -> 4100 */
+				char bp[4096];
+				snprintf(bp, sizeof(bp), "%s/seed-big-%u", dir, bsl);
+				FILE *bf = fopen(bp, "wb");
+				if (bf) {
+					fwrite(big, 1, (size_t)len + 4, bf);
+					fclose(bf);
+				}
+			}
 			char path[4096];
 			snprintf(path, sizeof(path), "%s/seed-%03u", dir, n++);
 			FILE *f = fopen(path, "wb");

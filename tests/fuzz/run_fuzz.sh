@@ -69,10 +69,12 @@ INCA_FUZZ_SEED_DIR="$corpus" "$bin" -max_total_time="$secs" -timeout=10 -rss_lim
 	-max_len=8192 -print_final_stats=1 -artifact_prefix="$art/" "$corpus" >"$work/log" 2>&1
 rc=$?
 set -e
-tail -n 25 "$work/log"
 if [ $rc -ne 0 ]; then
+	grep -m 5 -E "property failed|ERROR: |runtime error" "$work/log" || true
+	tail -n 40 "$work/log"
 	echo "fuzz: $name FAILED (exit $rc); reproducer(s) in $art/:"
 	ls -l "$art"
 	exit 1
 fi
+tail -n 6 "$work/log"
 echo "fuzz: $name ok ($(ls "$corpus" | wc -l) corpus entries)"

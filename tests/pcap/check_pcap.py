@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Conformance checks for any capture of INCA traffic (RoCEv2 UC WRITE-Only-Imm on UDP 4791).
 
-usage: check_pcap.py CAPTURE [MIN_PACKETS] [--expect TSV] [--lua PATH] [-v]
+usage: check_pcap.py CAPTURE [MIN_PACKETS] [--expect TSV] [--lua PATH] [--max-frames N] [-v]
 
 For every UDP packet to port 4791 in CAPTURE (pcap or pcapng; Ethernet, the fake Ethernet
 header of Linux loopback captures, Linux cooked (-i any) or raw IP):
@@ -112,21 +112,24 @@ def decode_inca(frame, udp_payload):
     return d
 
 
-def check_scapy(path, min_count):
-    """Steps 1-3. Returns {frame number: decoded dict}."""
+def check_scapy(path, min_count, max_frames):
+    """Steps 1-3. Returns ({frame number: decoded dict}, number of INCA packets)."""
     try:
-        from scapy.all import rdpcap, IP, UDP, raw
+        from scapy.all import PcapReader, IP, UDP, raw
         from scapy.contrib.roce import BTH
     except ImportError:
         print("check_pcap: SKIP: scapy not available to %s" % sys.executable)
         sys.exit(77)
-    pkts = rdpcap(path)
     out = {}
-    for idx, pkt in enumerate(pkts):
+    n = 0
+    for idx, pkt in enumerate(PcapReader(path)):  # streams: captures may be large
         frame = idx + 1
-        ip = pkt.getlayer(IP)
+        if max_frames and frame > max_frames:
+            break
+        ip = pkt.getlayer(IP)  # the outer IP: ICMP errors quoting a 4791 datagram are skipped
         if ip is None or ip.proto != 17 or UDP not in ip or ip[UDP].dport != PORT:
             continue
+        n += 1
         wire = raw(ip)[:ip.len] if ip.len else raw(ip)
         if len(wire) < ip.len:
             fail(frame, "capture truncated (snaplen?)")
@@ -158,14 +161,16 @@ def check_scapy(path, min_count):
         if d is not None:
             d["src"], d["dst"], d["sport"], d["ipid"] = ip.src, ip.dst, udp.sport, ip.id
             out[frame] = d
-    n = sum(1 for p in pkts if p.getlayer(UDP) is not None and p[UDP].dport == PORT)
     if n < min_count:
         errors.append("only %d packets to UDP %d, expected at least %d" % (n, PORT, min_count))
     return out, n
 
 
-def tshark_fields(tshark, path, fields, extra=()):
-    cmd = [tshark, "-n", "-r", path, *extra, "-Y", "udp.dstport == %d" % PORT, "-T", "fields",
+def tshark_fields(tshark, path, fields, extra=(), max_frames=0):
+    if max_frames:
+        extra = list(extra) + ["-c", str(max_frames)]
+    cmd = [tshark, "-n", "-r", path, *extra, "-Y", "udp.dstport == %d && !icmp" % PORT,
+           "-T", "fields",
            "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
     for f in fields:
         cmd += ["-e", f]
@@ -186,13 +191,13 @@ def num(s):
     return int(s, 0)
 
 
-def check_tshark(tshark, path, dec):
+def check_tshark(tshark, path, dec, max_frames):
     """Step 4: the stock InfiniBand dissector."""
     f = ["frame.number", "infiniband.bth.opcode", "infiniband.bth.padcnt",
          "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.reth.va",
          "infiniband.reth.r_key", "infiniband.reth.dmalen", "infiniband.immdt",
          "_ws.expert.message", "_ws.expert.severity", "_ws.malformed"]
-    rows = tshark_fields(tshark, path, f)
+    rows = tshark_fields(tshark, path, f, max_frames=max_frames)
     for frame, d in dec.items():
         r = rows.get(frame)
         if r is None:
@@ -222,13 +227,13 @@ def close(a, b):
     return a == b or abs(a - b) <= 1e-5 * max(abs(a), abs(b)) or abs(a - b) < 1e-30
 
 
-def check_lua(tshark, path, lua, dec):
+def check_lua(tshark, path, lua, dec, max_frames):
     """Step 5: tools/inca.lua against the Python decode."""
     scalar = ["version", "flags", "coll", "dtype", "op", "tree", "slot", "round", "bfr_id",
               "bsl", "si", "count"]
     f = (["frame.number"] + ["inca." + s for s in scalar] + ["inca.set_bfr_ids"] +
          ["inca.elem." + n for n in DNAME] + ["_ws.expert.message", "_ws.expert.severity"])
-    rows = tshark_fields(tshark, path, f, ["-X", "lua_script:" + lua])
+    rows = tshark_fields(tshark, path, f, ["-X", "lua_script:" + lua], max_frames)
     for frame, d in dec.items():
         r = rows.get(frame)
         if r is None or r["inca.tree"] == "":
@@ -292,15 +297,17 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--lua", default=os.path.join(here, "..", "..", "tools", "inca.lua"))
     ap.add_argument("--tshark", default=shutil.which("tshark"))
+    ap.add_argument("--max-frames", type=int, default=0,
+                    help="only check the first N frames of a large capture")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     if not a.tshark:
         print("check_pcap: SKIP: tshark not found")
         return 77
-    dec, n = check_scapy(a.capture, a.min_packets)
-    check_tshark(a.tshark, a.capture, dec)
+    dec, n = check_scapy(a.capture, a.min_packets, a.max_frames)
+    check_tshark(a.tshark, a.capture, dec, a.max_frames)
     if os.path.exists(a.lua):
-        check_lua(a.tshark, a.capture, a.lua, dec)
+        check_lua(a.tshark, a.capture, a.lua, dec, a.max_frames)
     else:
         errors.append("dissector %s not found" % a.lua)
     if a.expect:

@@ -8,7 +8,7 @@ from scapy.layers.l2 import Ether
 from scapy.contrib.roce import BTH
 from scapy.packet import Raw
 
-bsl = bytes(7) + b"\x05"                        # BSL 64, bit positions 1 and 3 set
+bsl = bytes(7) + b"\x02"                        # BSL 64: P-BM = bit position 2 (BFR-id 2)
 data = struct.pack("<3f", 1.0, -2.5, 1e-3)      # 3 x fp32, little-endian
 inca = struct.pack("!BBBBHHIHBBHH", 0x10, 1, 10, 0, 7, 3, 1000, 2, 1, 0, 3, 0) + bsl
 reth = struct.pack("!QII", 4096, 0x1234, len(inca) + len(data))

@@ -1,0 +1,406 @@
+/* tools/demo_cli: the command line shared by inca-demo and bench-allreduce. Starts an
+ * inca-switch and N rank processes on loopback, sweeps AllReduce sizes for INC and the host
+ * ring side by side, verifies every result and prints an nccl-tests-style table plus the
+ * switch's counters; optionally JSON lines and a PNG plot. Exit 0 only if all is right. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "demo_cli.h"
+#include "launch.h"
+#include "sweep.h"
+#include "util/util.h"
+
+static void usage(FILE *f, const struct demo_defaults *d)
+{
+	char b0[32], b1[32];
+	fprintf(f,
+		"usage: %s [options]\n"
+		"  -b, --minbytes N       smallest size (default %s; K/M/G suffixes)\n"
+		"  -e, --maxbytes N       largest size (default %s)\n"
+		"  -f, --stepfactor F     size multiplier between rows (default %llu)\n"
+		"  -n, --iters N          timed iterations per row, at most (default %d)\n"
+		"  -w, --warmup N         warmup iterations per row, at most (default %d)\n"
+		"      --budget S         wall-time bound in seconds of one row's timed part per\n"
+		"                         algorithm (default %.1f; 0 = none)\n"
+		"  -r, --ranks N          number of rank processes (default 4)\n"
+		"  -t, --types LIST       type:op pairs, e.g. fp32:sum,int32:max,fp16:sum; a pair may\n"
+		"                         carry its own range: fp32:sum@4-1M/16.\n"
+		"                         Default: fp32:sum over -b..-e%s%s\n",
+		d->tool, launch_fmt_bytes(d->minb, b0, sizeof(b0)),
+		launch_fmt_bytes(d->maxb, b1, sizeof(b1)), (unsigned long long)d->factor, d->iters,
+		d->warmup, d->budget, d->extra ? ", plus " : "", d->extra ? d->extra : "");
+	fprintf(f,
+		"      --mtu N            RoCE MTU of the clients (default 4096)\n"
+		"      --slots N          switch slots per tree = client window (default 256)\n"
+		"      --drop-rate P      clients drop P of data packets on send and on receive\n"
+		"      --switch-drop-rate P  the switch drops P of its input (inca-switch --drop-rate)\n"
+		"      --deterministic    deterministic switch; INC results compared bitwise with a\n"
+		"                         rank-ordered reduction of random (rounding) float data\n"
+		"      --in-place         sendbuf == recvbuf\n"
+		"      --no-inc, --no-ring  run only one algorithm\n"
+		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
+		"      --switch-threads N switch worker threads (default 1)\n"
+		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
+		"                         (run several demos/tests at once); default %u\n"
+		"      --json FILE        also write one JSON line per row to FILE\n"
+		"      --plot PNG         plot algbw vs size from the JSON lines (needs --json and\n"
+		"                         /usr/bin/python3 with matplotlib; skipped if missing)\n"
+		"      --seed S           data and fault-injection seed (default 1)\n"
+		"  -v, --verbose          libinca warnings/info on stderr, switch -v\n"
+		"  -h, --help\n", d->addr_index);
+}
+
+enum {
+	OPT_BUDGET = 1000, OPT_MTU, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE,
+	OPT_NOINC, OPT_NORING, OPT_SWITCH, OPT_SWTHREADS, OPT_ADDR, OPT_JSON, OPT_SEED, OPT_PLOT,
+};
+
+#ifndef INCA_SOURCE_DIR
+#define INCA_SOURCE_DIR "."
+#endif
+
+int demo_plot(const char *json_path, const char *png_path)
+{
+	const char *py = "/usr/bin/python3";
+	char script[512];
+	snprintf(script, sizeof(script), "%s/tools/plot_bench.py", INCA_SOURCE_DIR);
+	if (!json_path) {
+		fprintf(stderr, "--plot needs --json\n");
+		return -EINVAL;
+	}
+	if (access(py, X_OK) || access(script, R_OK)) {
+		printf("# plot: skipped (%s or %s missing)\n", py, script);
+		return 0;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(py, py, script, json_path, png_path, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return -errno;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		printf("# plot: %s\n", png_path);
+	else
+		printf("# plot: not written (plot_bench.py exit status %d)\n",
+		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	return 0;
+}
+
+static int parse_num(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end || errno)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int demo_main(int argc, char **argv, const struct demo_defaults *d)
+{
+	static const struct option lo[] = {
+		{ "minbytes", required_argument, 0, 'b' },
+		{ "maxbytes", required_argument, 0, 'e' },
+		{ "stepfactor", required_argument, 0, 'f' },
+		{ "iters", required_argument, 0, 'n' },
+		{ "warmup", required_argument, 0, 'w' },
+		{ "ranks", required_argument, 0, 'r' },
+		{ "types", required_argument, 0, 't' },
+		{ "verbose", no_argument, 0, 'v' },
+		{ "help", no_argument, 0, 'h' },
+		{ "budget", required_argument, 0, OPT_BUDGET },
+		{ "mtu", required_argument, 0, OPT_MTU },
+		{ "slots", required_argument, 0, OPT_SLOTS },
+		{ "drop-rate", required_argument, 0, OPT_DROP },
+		{ "switch-drop-rate", required_argument, 0, OPT_SWDROP },
+		{ "deterministic", no_argument, 0, OPT_DET },
+		{ "in-place", no_argument, 0, OPT_INPLACE },
+		{ "no-inc", no_argument, 0, OPT_NOINC },
+		{ "no-ring", no_argument, 0, OPT_NORING },
+		{ "switch", required_argument, 0, OPT_SWITCH },
+		{ "switch-threads", required_argument, 0, OPT_SWTHREADS },
+		{ "addr-index", required_argument, 0, OPT_ADDR },
+		{ "json", required_argument, 0, OPT_JSON },
+		{ "seed", required_argument, 0, OPT_SEED },
+		{ "plot", required_argument, 0, OPT_PLOT },
+		{ 0, 0, 0, 0 },
+	};
+	struct launch_cfg cfg;
+	launch_cfg_defaults(&cfg);
+	cfg.job_timeout_s = 600;
+	cfg.addr_index = d->addr_index;
+	uint64_t minb = d->minb, maxb = d->maxb, factor = d->factor;
+	int iters = d->iters, warmup = d->warmup;
+	double budget = d->budget, v;
+	const char *plot_path = NULL;
+	const char *types = NULL;
+	bool verbose = false, det = false, inplace = false, no_inc = false, no_ring = false;
+	const char *json_path = NULL;
+	uint64_t seed = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "b:e:f:n:w:r:t:vh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			if (launch_parse_bytes(optarg, &minb))
+				goto bad;
+			break;
+		case 'e':
+			if (launch_parse_bytes(optarg, &maxb))
+				goto bad;
+			break;
+		case 'f':
+			if (parse_num(optarg, &v) || v < 2)
+				goto bad;
+			factor = (uint64_t)v;
+			break;
+		case 'n':
+			iters = atoi(optarg);
+			break;
+		case 'w':
+			warmup = atoi(optarg);
+			break;
+		case 'r':
+			cfg.nranks = atoi(optarg);
+			break;
+		case 't':
+			types = optarg;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'h':
+			usage(stdout, d);
+			return 0;
+		case OPT_BUDGET:
+			if (parse_num(optarg, &budget) || budget < 0)
+				goto bad;
+			break;
+		case OPT_MTU:
+			cfg.mtu = (uint16_t)atoi(optarg);
+			break;
+		case OPT_SLOTS:
+			cfg.nslots = (uint16_t)atoi(optarg);
+			break;
+		case OPT_DROP:
+			if (parse_num(optarg, &cfg.client_drop_rate) || cfg.client_drop_rate < 0 ||
+			    cfg.client_drop_rate >= 1)
+				goto bad;
+			break;
+		case OPT_SWDROP:
+			if (parse_num(optarg, &cfg.switch_drop_rate) || cfg.switch_drop_rate < 0 ||
+			    cfg.switch_drop_rate >= 1)
+				goto bad;
+			break;
+		case OPT_DET:
+			det = true;
+			break;
+		case OPT_INPLACE:
+			inplace = true;
+			break;
+		case OPT_NOINC:
+			no_inc = true;
+			break;
+		case OPT_NORING:
+			no_ring = true;
+			break;
+		case OPT_SWITCH:
+			cfg.switch_path = optarg;
+			break;
+		case OPT_SWTHREADS:
+			cfg.switch_threads = atoi(optarg);
+			break;
+		case OPT_ADDR:
+			cfg.addr_index = (unsigned)atoi(optarg);
+			break;
+		case OPT_JSON:
+			json_path = optarg;
+			break;
+		case OPT_SEED:
+			seed = strtoull(optarg, NULL, 0);
+			break;
+		case OPT_PLOT:
+			plot_path = optarg;
+			break;
+		default:
+			goto bad;
+		}
+	}
+	if (optind != argc || cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS || iters < 0 ||
+	    warmup < 0 || minb > maxb || (no_inc && no_ring) || cfg.addr_index > 255)
+		goto bad;
+
+	struct sweep_job job;
+	memset(&job, 0, sizeof(job));
+	struct sweep_opts *o = &job.o;
+	if (types) {
+		o->npairs = sweep_parse_pairs(types, minb, maxb, factor, o->pairs, SWEEP_MAX_PAIRS);
+	} else {
+		o->npairs = 0;
+		/* Pairs listed before the main one (bench-allreduce's small-size latency rows). */
+		if (d->pre) {
+			o->npairs = sweep_parse_pairs(d->pre, 4, 4, 2, o->pairs, SWEEP_MAX_PAIRS);
+			if (o->npairs < 0)
+				goto bad;
+		}
+		int k = sweep_parse_pairs("fp32:sum", minb, maxb, factor, o->pairs + o->npairs,
+					  SWEEP_MAX_PAIRS - o->npairs);
+		if (k < 0)
+			goto bad;
+		o->npairs += k;
+		uint64_t emax = maxb < d->extra_max ? maxb : d->extra_max;
+		if (d->extra && minb <= emax) {
+			k = sweep_parse_pairs(d->extra, minb, emax, d->extra_factor,
+					      o->pairs + o->npairs, SWEEP_MAX_PAIRS - o->npairs);
+			if (k < 0)
+				goto bad;
+			o->npairs += k;
+		}
+	}
+	if (o->npairs <= 0)
+		goto bad;
+	if (cfg.nranks > CHECK_EXACT_MAX_RANKS)
+		fprintf(stderr, "note: with more than %d ranks some exact float data may round\n",
+			CHECK_EXACT_MAX_RANKS);
+	cfg.seed = seed;
+	cfg.deterministic = det;
+	cfg.no_switch = no_inc;
+	cfg.log_level = verbose ? 2 : 0;
+	cfg.switch_verbose = verbose;
+	o->nranks = cfg.nranks;
+	o->iters = iters;
+	o->warmup = warmup;
+	o->budget_s = budget;
+	o->inc = !no_inc;
+	o->ring = !no_ring;
+	o->ratio = d->ratio;
+	o->deterministic = det;
+	o->in_place = inplace;
+	o->progress = true;
+	o->json_path = json_path;
+	o->label = d->tool;
+	o->seed = seed;
+	job.mtu = cfg.mtu;
+	job.bsl_bits = cfg.bsl_bits;
+	if (json_path) {
+		FILE *f = fopen(json_path, "w");
+		if (!f) {
+			fprintf(stderr, "%s: %s: %s\n", d->tool, json_path, strerror(errno));
+			return 2;
+		}
+		fclose(f);
+	}
+	if (sweep_job_init(&job)) {
+		fprintf(stderr, "%s: out of memory\n", d->tool);
+		return 2;
+	}
+
+	struct launch_addrs a;
+	launch_addrs_init(&a, cfg.addr_index);
+	struct launch_switch sw;
+	char first_ip[LAUNCH_IP_LEN], last_ip[LAUNCH_IP_LEN];
+	launch_rank_ip(&a, 0, first_ip);
+	launch_rank_ip(&a, cfg.nranks - 1, last_ip);
+	uint64_t t_start = util_now_ns();
+	printf("# %s: AllReduce on loopback, %d rank processes, INC (in-network, through "
+	       "inca-switch) next to the host ring (TCP)\n", d->tool, cfg.nranks);
+	if (!no_inc) {
+		int rc = launch_switch_start(&cfg, &a, NULL, &sw);
+		if (rc) {
+			fprintf(stderr, "%s: could not start inca-switch: %s\n", d->tool,
+				strerror(-rc));
+			sweep_job_fini(&job);
+			return 2;
+		}
+		printf("# switch : %s (pid %d) on %s:%u, tree %u key 0x%x, %u slots x %u B, bsl %u, "
+		       "deterministic %s, check_icrc %s%s\n", sw.path, (int)sw.pid, a.switch_ip,
+		       a.switch_port, cfg.tree_id, cfg.key, cfg.nslots, cfg.slot_bytes,
+		       cfg.bsl_bits, det ? "yes" : "no", cfg.check_icrc ? "yes" : "no",
+		       cfg.switch_drop_rate > 0 ? ", drop rate set" : "");
+	}
+	printf("# ranks  : %s .. %s, data UDP 4791, QPN 0x%x.., BFR-id 1..%d, bootstrap tcp %s:%u\n",
+	       first_ip, last_ip, 0x1001u, cfg.nranks, a.boot_ip, a.boot_port);
+	printf("# clients: mtu %u, window %u, drop rate %g (tx and rx); switch drop rate %g; seed "
+	       "%llu\n", cfg.mtu, cfg.nslots, cfg.client_drop_rate, cfg.switch_drop_rate,
+	       (unsigned long long)seed);
+	printf("# rows   : up to %d timed + %d warmup iterations each (%.1f s budget per row and "
+	       "algorithm), %s, every result verified%s\n", iters, warmup, budget,
+	       inplace ? "in-place" : "out-of-place",
+	       det ? " (INC bitwise vs rank-ordered reduction)" : " (exact-valued data)");
+	printf("# time = mean over ranks of the per-call time; algbw = size/time; busbw = algbw * "
+	       "2(n-1)/n\n");
+	fflush(stdout);
+
+	int status[LAUNCH_MAX_RANKS];
+	int bad_ranks = launch_run_ranks(&cfg, &a, sweep_rank_main, &job, status);
+	struct json *stats = NULL;
+	int sw_rc = 0;
+	if (!no_inc)
+		sw_rc = launch_switch_stop(&sw, &stats);
+
+	const struct sweep_totals *t = sweep_job_totals(&job);
+	struct inca_comm_stats cs;
+	int nstats = sweep_job_client_stats(&job, &cs);
+	int fail = 0;
+	printf("#\n");
+	if (!no_inc) {
+		struct launch_sw_summary s;
+		launch_sw_summarize(stats, &s);
+		if (stats) {
+			printf("# switch stats: rx %.0f pkts, tx %.0f pkts, contributions %.0f, "
+			       "aggregations %.0f (chunk rounds issued: %llu), duplicates %.0f, "
+			       "results re-sent %.0f, drops %.0f\n",
+			       s.rx_pkts, s.tx_pkts, s.contributions, s.aggregations,
+			       (unsigned long long)t->inc_chunks, s.duplicates, s.results_resent,
+			       s.drops);
+			if (s.aggregations != (double)t->inc_chunks) {
+				printf("# ERROR: the switch completed %.0f aggregations for %llu chunk "
+				       "rounds\n", s.aggregations, (unsigned long long)t->inc_chunks);
+				fail++;
+			}
+		} else {
+			printf("# switch stats: unavailable\n");
+		}
+		if (sw_rc != 0) {
+			printf("# ERROR: inca-switch exit status %d\n", sw_rc);
+			fail++;
+		}
+	}
+	if (nstats)
+		printf("# client stats (all ranks): tx %llu pkts, rx %llu pkts, retransmits %llu, "
+		       "timeouts %llu, duplicate results %llu, bad packets %llu, injected drops "
+		       "%llu\n",
+		       (unsigned long long)cs.tx_pkts, (unsigned long long)cs.rx_pkts,
+		       (unsigned long long)cs.retransmits, (unsigned long long)cs.timeouts,
+		       (unsigned long long)cs.rx_dup_results, (unsigned long long)cs.rx_bad,
+		       (unsigned long long)cs.injected_drops);
+	for (int r = 0; r < cfg.nranks; r++)
+		if (status[r] != 0)
+			printf("# ERROR: rank %d exited with status %d\n", r, status[r]);
+	uint64_t wrong = t->inc_wrong + t->ring_wrong, errs = t->inc_errors + t->ring_errors;
+	if (bad_ranks || wrong || errs)
+		fail++;
+	printf("# %s: %llu rows, %llu wrong elements (INC %llu, ring %llu), %llu failed calls, "
+	       "%.1f s\n", fail ? "FAILED" : "OK", (unsigned long long)t->rows,
+	       (unsigned long long)wrong, (unsigned long long)t->inc_wrong,
+	       (unsigned long long)t->ring_wrong, (unsigned long long)errs,
+	       (double)(util_now_ns() - t_start) * 1e-9);
+	json_free(stats);
+	sweep_job_fini(&job);
+	if (plot_path)
+		demo_plot(json_path, plot_path);
+	return fail ? 1 : 0;
+
+bad:
+	usage(stderr, d);
+	return 2;
+}
