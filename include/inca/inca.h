@@ -90,7 +90,8 @@ struct inca_comm_opts {
 	uint16_t bsl_bits;   /* BIER bit-string length, 64..4096, power of two; 0: 64 */
 	uint16_t nslots;     /* switch slot pool size for the tree = window; 0: 256 */
 	uint16_t mtu;        /* RoCE MTU, 256..4096 bytes of IB payload; 0: 4096 */
-	uint32_t rto_us;     /* initial retransmission timeout; 0: 20000 */
+	uint32_t rto_us;     /* minimum / initial retransmission timeout; adapts upward to the
+			      * measured round trip (RFC 6298 style); 0: 20000 */
 	uint32_t rto_max_us; /* backoff cap; 0: 200000 */
 	uint32_t retx_limit; /* N consecutive timeouts of one packet before failing; 0: 20 */
 	uint32_t timeout_ms; /* host-path connect / receive timeout; 0: 30000 */
