@@ -1,5 +1,6 @@
 /* lib/wire ICRC: the RoCEv2 invariant CRC over a pseudo header (8 bytes 0xFF, the IPv4 and UDP
- * headers with their variant fields masked) and the BTH-onward UDP payload, using zlib's CRC-32.
+ * headers with their variant fields masked) and the BTH-onward UDP payload, using the zlib CRC-32
+ * (crc32.c: PCLMULQDQ folding where the CPU has it).
  * The IPv4 header is rebuilt from wire_ipinfo because a UDP socket never sees it. */
 #include "wire/wire.h"
 
@@ -43,7 +44,7 @@ static uLong icrc_head(const struct wire_ipinfo *ip, const uint8_t *p, size_t le
 	for (int i = 0; i < WIRE_BTH_LEN; i++)
 		h[26 + i] = p[i];
 	h[26 + 4] = 0xFF;
-	return crc32(ICRC_PREFIX_CRC, h, ICRC_VAR_LEN);
+	return wire__crc32(ICRC_PREFIX_CRC, h, ICRC_VAR_LEN);
 }
 
 static int icrc_len_ok(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
@@ -58,7 +59,7 @@ uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
 	if (!icrc_len_ok(ip, p, len))
 		return 0;
 	uLong crc = icrc_head(ip, p, len);
-	crc = crc32(crc, p + WIRE_BTH_LEN, (uInt)(len - WIRE_BTH_LEN - WIRE_ICRC_LEN));
+	crc = wire__crc32((uint32_t)crc, p + WIRE_BTH_LEN, len - WIRE_BTH_LEN - WIRE_ICRC_LEN);
 	return (uint32_t)crc;
 }
 
@@ -66,7 +67,7 @@ int wire_data_crc(struct wire_dcrc *out, const uint8_t *data, size_t len)
 {
 	if (!out || (!data && len) || len > 0xFFFF)
 		return -EINVAL;
-	out->crc = len ? (uint32_t)crc32(0, data, (uInt)len) : 0;
+	out->crc = len ? wire__crc32(0, data, len) : 0;
 	out->op = (uint32_t)crc32_combine_gen((z_off_t)len);
 	out->len = (uint32_t)len;
 	return 0;
@@ -79,12 +80,12 @@ uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t 
 	    d_off + d->len > len - WIRE_ICRC_LEN)
 		return 0;
 	uLong crc = icrc_head(ip, p, len);
-	crc = crc32(crc, p + WIRE_BTH_LEN, (uInt)(d_off - WIRE_BTH_LEN));
+	crc = wire__crc32((uint32_t)crc, p + WIRE_BTH_LEN, d_off - WIRE_BTH_LEN);
 	/* CRC-32 is linear: crc(A || D) follows from crc(A), crc(D) and |D| (zlib's combine with
 	 * the operator for |D| generated once in wire_data_crc). */
 	if (d->len)
 		crc = crc32_combine_op(crc, d->crc, d->op);
 	size_t tail = d_off + d->len;
-	crc = crc32(crc, p + tail, (uInt)(len - WIRE_ICRC_LEN - tail));
+	crc = wire__crc32((uint32_t)crc, p + tail, len - WIRE_ICRC_LEN - tail);
 	return (uint32_t)crc;
 }

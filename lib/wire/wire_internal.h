@@ -66,4 +66,7 @@ int wire__op_valid(unsigned dtype, unsigned op);
 uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, size_t d_off,
 			 const struct wire_dcrc *d);
 
+/* zlib-compatible CRC-32 (crc32(crc, p, len)), PCLMULQDQ-accelerated where available. */
+uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len);
+
 #endif
