@@ -30,10 +30,11 @@ $(BUILD_SAN)/build.ninja:
 check-asan: deps $(BUILD_SAN)/build.ninja
 	$(MESON) compile -C $(BUILD_SAN)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(MESON) test -C $(BUILD_SAN) --print-errorlogs --num-processes 2 --timeout-multiplier 4
+	  $(MESON) test -C $(BUILD_SAN) --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
+	    --no-suite fuzz  # the fuzz suite already runs sanitized (clang) in `make check`
 
 bench: build
-	$(BUILD)/bench/inca-bench-all
+	bench/run_all.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)

@@ -390,7 +390,10 @@ int main(int argc, char **argv)
 	}
 
 	struct launch_addrs a;
-	launch_addrs_init(&a, cfg.addr_index);
+	if (launch_addrs_pick(&a, cfg.addr_index, cfg.nranks)) {
+		fprintf(stderr, "bench-switch: loopback block %u is busy\n", cfg.addr_index);
+		return 2;
+	}
 	struct gen g;
 	memset(&g, 0, sizeof(g));
 	g.nmem = cfg.nranks;
@@ -492,7 +495,7 @@ int main(int argc, char **argv)
 		double ratio = res[1].in_pps > 0 ? res[0].in_pps / res[1].in_pps : 0;
 		double ratio_cpu = res[1].pkts_per_cpu_s > 0 ? res[0].pkts_per_cpu_s /
 								 res[1].pkts_per_cpu_s : 0;
-		printf("# %zu B: switch/reflector = %.2f in packets/s (%s 0.8), %.2f in packets per "
+		printf("# %zu B: switch/reflector = %.3f in packets/s (%s 0.8), %.3f in packets per "
 		       "daemon CPU-second\n", db, ratio, ratio >= 0.8 ? ">=" : "<", ratio_cpu);
 		if (jf)
 			fprintf(jf, "{\"tool\":\"bench-switch\",\"mode\":\"ratio\",\"data_bytes\":%zu,"

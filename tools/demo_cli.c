@@ -305,7 +305,11 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	}
 
 	struct launch_addrs a;
-	launch_addrs_init(&a, cfg.addr_index);
+	if (launch_addrs_pick(&a, cfg.addr_index, cfg.nranks)) {
+		fprintf(stderr, "%s: loopback block %u is busy\n", d->tool, cfg.addr_index);
+		sweep_job_fini(&job);
+		return 2;
+	}
 	struct launch_switch sw;
 	char first_ip[LAUNCH_IP_LEN], last_ip[LAUNCH_IP_LEN];
 	launch_rank_ip(&a, 0, first_ip);

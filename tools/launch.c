@@ -19,6 +19,19 @@
 
 #include "util/util.h"
 
+static void set_block(struct launch_addrs *a, unsigned index, unsigned block)
+{
+	if (index == 0) {
+		snprintf(a->prefix, sizeof(a->prefix), "127.0.0.");
+		snprintf(a->switch_ip, sizeof(a->switch_ip), "127.0.0.1");
+		snprintf(a->boot_ip, sizeof(a->boot_ip), "127.0.0.1");
+	} else {
+		snprintf(a->prefix, sizeof(a->prefix), "127.%u.%u.", block, index);
+		snprintf(a->switch_ip, sizeof(a->switch_ip), "127.%u.%u.1", block, index);
+		snprintf(a->boot_ip, sizeof(a->boot_ip), "127.%u.%u.2", block, index);
+	}
+}
+
 int launch_addrs_init(struct launch_addrs *a, unsigned index)
 {
 	if (index > 255)
@@ -26,19 +39,47 @@ int launch_addrs_init(struct launch_addrs *a, unsigned index)
 	memset(a, 0, sizeof(*a));
 	a->index = index;
 	a->switch_port = 4791;
-	if (index == 0) {
-		snprintf(a->prefix, sizeof(a->prefix), "127.0.0.");
-		snprintf(a->switch_ip, sizeof(a->switch_ip), "127.0.0.1");
-		snprintf(a->boot_ip, sizeof(a->boot_ip), "127.0.0.1");
-	} else {
-		snprintf(a->prefix, sizeof(a->prefix), "127.1.%u.", index);
-		snprintf(a->switch_ip, sizeof(a->switch_ip), "127.1.%u.1", index);
-		snprintf(a->boot_ip, sizeof(a->boot_ip), "127.1.%u.2", index);
-	}
+	set_block(a, index, 1);
 	/* A fresh port per run: a listener that closed first leaves TIME_WAIT sockets behind,
 	 * and two jobs with index 0 on one host must not meet at the same rendezvous. */
 	a->boot_port = (uint16_t)(20000 + ((unsigned)getpid() * 7919u + index * 131u) % 30000u);
 	return 0;
+}
+
+/* 1 if UDP ip:4791 can be bound right now. */
+static int udp_free(const char *ip)
+{
+	struct sockaddr_in sa;
+	if (util_parse_addr(ip, 4791, &sa))
+		return 0;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0)
+		return 0;
+	int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+int launch_addrs_pick(struct launch_addrs *a, unsigned index, int nranks)
+{
+	int rc = launch_addrs_init(a, index);
+	if (rc || index == 0)
+		return rc;
+	/* The same test may run from two build trees at once (make check next to make
+	 * check-asan): move to the next free 127.B.index.0/24 block instead of failing. */
+	for (unsigned block = 1; block <= 16; block++) {
+		set_block(a, index, block);
+		int ok = udp_free(a->switch_ip);
+		for (int r = 0; ok && r < nranks; r++) {
+			char ip[LAUNCH_IP_LEN];
+			launch_rank_ip(a, r, ip);
+			ok = udp_free(ip);
+		}
+		if (ok)
+			return 0;
+	}
+	set_block(a, index, 1);
+	return -EADDRINUSE;
 }
 
 void launch_rank_ip(const struct launch_addrs *a, int rank, char out[LAUNCH_IP_LEN])
@@ -513,11 +554,13 @@ int launch_run_ranks(const struct launch_cfg *c, const struct launch_addrs *a, l
 int launch_job(const struct launch_cfg *c, launch_rank_fn fn, void *arg, struct json **stats)
 {
 	struct launch_addrs a;
-	int rc = launch_addrs_init(&a, c->addr_index);
 	if (stats)
 		*stats = NULL;
-	if (rc)
+	int rc = launch_addrs_pick(&a, c->addr_index, c->nranks);
+	if (rc) {
+		fprintf(stderr, "launch: no free loopback block for index %u\n", c->addr_index);
 		return rc;
+	}
 	struct launch_switch sw;
 	if (!c->no_switch) {
 		rc = launch_switch_start(c, &a, NULL, &sw);

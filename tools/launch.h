@@ -19,8 +19,9 @@
 /* Loopback addresses of one job. Index 0 is the documented default (switch 127.0.0.1, rank r
  * 127.0.0.(10+r)); index k in 1..255 owns the block 127.1.k.0/24 (switch 127.1.k.1, bootstrap
  * 127.1.k.2, rank r 127.1.k.(10+r)), so tests with distinct indexes never share an address or a
- * port and can run in parallel with each other and with suites that use 127.0.x.x. Every
- * data-plane socket uses UDP 4791 like real RoCEv2. */
+ * port and can run in parallel with each other and with suites that use 127.0.x.x
+ * (launch_addrs_pick falls back to 127.B.k.0/24 when the block is busy). Every data-plane
+ * socket uses UDP 4791 like real RoCEv2. */
 struct launch_addrs {
 	unsigned index;
 	char switch_ip[LAUNCH_IP_LEN];
@@ -30,6 +31,10 @@ struct launch_addrs {
 	char prefix[LAUNCH_IP_LEN]; /* "127.1.k." */
 };
 int launch_addrs_init(struct launch_addrs *a, unsigned index);
+/* Like launch_addrs_init, but if UDP 4791 on the block's switch or rank addresses is taken
+ * (the same test running from another build tree), use 127.B.k.0/24 for the first free
+ * B in 2..16. Index 0 is never moved. Returns 0 or -EADDRINUSE. */
+int launch_addrs_pick(struct launch_addrs *a, unsigned index, int nranks);
 /* Data / host IP of a rank: "<prefix>(10 + rank)". */
 void launch_rank_ip(const struct launch_addrs *a, int rank, char out[LAUNCH_IP_LEN]);
 

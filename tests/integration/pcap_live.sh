@@ -21,9 +21,10 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-# Only this test's address block (127.1.idx.0/24): other suites may run at the same time.
-net="127.1.$idx.0/24"
-tshark -i lo -f "udp port 4791 and net $net" -w "$dir/live.pcap" >"$dir/tshark.log" 2>&1 &
+# Only this test's address blocks (127.B.idx.0/24, B chosen by the launcher): other suites
+# may run at the same time. ip[14] / ip[18] are the third bytes of the source / destination.
+tshark -i lo -f "udp port 4791 and ip[14] = $idx and ip[18] = $idx and not net 127.0.0.0/16" \
+	-w "$dir/live.pcap" >"$dir/tshark.log" 2>&1 &
 tpid=$!
 i=0
 until grep -q "Capturing on" "$dir/tshark.log" 2>/dev/null; do

@@ -1,0 +1,183 @@
+/* Unit tests of the tools library: the JSON reader (on a switch-stats-shaped document), the
+ * reference fp16/bf16 conversions (cross-checked with lib/agg over all 65536 patterns), the
+ * test-data checker (catches one flipped bit, exact data really is exact in any order), size
+ * parsing and the loopback address plan. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/agg.h"
+#include "check.h"
+#include "json.h"
+#include "launch.h"
+
+static int fails;
+
+#define EXPECT(cond)                                                                              \
+	do {                                                                                      \
+		if (!(cond)) {                                                                    \
+			fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);       \
+			fails++;                                                                  \
+		}                                                                                 \
+	} while (0)
+
+static void test_json(void)
+{
+	const char *doc =
+		"{\"version\": 1, \"rx_pkts\": 100, \"drops\": {\"icrc\": 2, \"bad_qpn\": 1},\n"
+		" \"drops_total\": 3, \"name\": \"a\\\"b\\u0041\", \"ok\": true, \"n\": null,\n"
+		" \"trees\": [ {\"id\": 1, \"rx_pkts\": 40, \"aggregations\": 10, \"duplicates\": 2,\n"
+		"   \"drops\": {\"stale\": 1}, \"qps\": [ {\"rx_pkts\": 20}, {\"rx_pkts\": 20} ]},\n"
+		"  {\"id\": 2, \"rx_pkts\": 60, \"aggregations\": 15, \"contributions\": -1.5e1} ] }";
+	size_t off = 0;
+	struct json *j = json_parse(doc, &off);
+	EXPECT(j != NULL);
+	if (!j)
+		return;
+	EXPECT(json_num(json_get(j, "version"), 0) == 1);
+	EXPECT(!strcmp(json_get(j, "name")->str, "a\"b?"));
+	EXPECT(json_num(json_get(j, "ok"), 0) == 1);
+	EXPECT(json_get(j, "n")->type == JSON_NULL);
+	EXPECT(json_num(json_path(j, "trees.1.aggregations"), 0) == 15);
+	EXPECT(json_num(json_path(j, "trees.0.qps.1.rx_pkts"), 0) == 20);
+	EXPECT(json_path(j, "trees.2") == NULL);
+	EXPECT(json_sum_key(j, "aggregations") == 25);
+	EXPECT(json_sum_all(json_get(j, "drops")) == 3);
+	struct launch_sw_summary s;
+	launch_sw_summarize(j, &s);
+	EXPECT(s.rx_pkts == 100); /* trees only: the per-QP rx_pkts are not added again */
+	EXPECT(s.aggregations == 25);
+	EXPECT(s.duplicates == 2);
+	EXPECT(s.contributions == -15);
+	EXPECT(s.drops == 3);
+	json_free(j);
+
+	static const char *const bad[] = { "{", "{\"a\" 1}", "[1,]", "{\"a\":1}x", "\"abc", "tru" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct json *b = json_parse(bad[i], NULL);
+		EXPECT(b == NULL);
+		json_free(b);
+	}
+}
+
+static int same_float(float a, float b)
+{
+	return (isnan(a) && isnan(b)) || !memcmp(&a, &b, 4);
+}
+
+static void test_conversions(void)
+{
+	/* Every 16-bit pattern decodes like lib/agg, and re-encodes to itself (NaN: a NaN). */
+	for (uint32_t h = 0; h < 65536; h++) {
+		double d = check_fp16_to_double((uint16_t)h);
+		EXPECT(same_float((float)d, agg_fp16_to_fp32((uint16_t)h)));
+		if (!isnan(d))
+			EXPECT(check_double_to_fp16(d) == h);
+		d = check_bf16_to_double((uint16_t)h);
+		EXPECT(same_float((float)d, agg_bf16_to_fp32((uint16_t)h)));
+		if (!isnan(d))
+			EXPECT(check_double_to_bf16(d) == h);
+	}
+	/* Rounding of float values between patterns agrees with lib/agg's fp32 -> 16 bit. */
+	uint64_t x = 88172645463325252ull;
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		uint32_t bits = (uint32_t)x;
+		float f;
+		memcpy(&f, &bits, 4);
+		if (isnan(f))
+			continue;
+		EXPECT(check_double_to_fp16(f) == agg_fp32_to_fp16(f));
+		EXPECT(check_double_to_bf16(f) == agg_fp32_to_bf16(f));
+	}
+	EXPECT(check_double_to_fp16(65520.0) == 0x7C00); /* rounds up to infinity */
+	EXPECT(check_double_to_fp16(65519.0) == 0x7BFF);
+	EXPECT(check_double_to_fp16(0x1p-25) == 0);      /* tie to even: 0 */
+	EXPECT(check_double_to_fp16(0x1.8p-25) == 1);
+}
+
+static void test_checker(void)
+{
+	for (int dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
+		for (int op = 0; op < INCA_OP_COUNT; op++) {
+			if (!inca_op_valid((enum inca_dtype)dt, (enum inca_op)op))
+				continue;
+			for (int mode = 0; mode < 2; mode++) {
+				size_t n = 3000, es = inca_dtype_size((enum inca_dtype)dt);
+				struct check_spec s = { .dt = (enum inca_dtype)dt,
+							.op = (enum inca_op)op,
+							.mode = (enum check_mode)mode, .nranks = 4,
+							.seed = 5, .iter = 9 };
+				uint8_t *acc = malloc(n * es), *tmp = malloc(n * es);
+				/* Rank-ordered reduction with lib/agg. */
+				check_fill(&s, 0, acc, 0, n);
+				for (int r = 1; r < 4; r++) {
+					check_fill(&s, r, tmp, 0, n);
+					agg_reduce(acc, tmp, n, s.dt, s.op);
+				}
+				EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
+				if (mode == CHECK_EXACT) {
+					/* Exact data: reverse order gives the same bits. */
+					check_fill(&s, 3, acc, 0, n);
+					for (int r = 2; r >= 0; r--) {
+						check_fill(&s, r, tmp, 0, n);
+						agg_reduce(acc, tmp, n, s.dt, s.op);
+					}
+					EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
+				}
+				/* One flipped bit is one wrong element, found where it is. */
+				acc[1234 * es] ^= 1;
+				size_t first = 0;
+				EXPECT(check_verify(&s, acc, 0, n, &first) == 1);
+				EXPECT(first == 1234);
+				/* A sub-range verifies against the same global indexes. */
+				EXPECT(check_verify(&s, acc + 2000 * es, 2000, 1000, NULL) == 0);
+				/* Another iteration's data does not pass. */
+				s.iter++;
+				EXPECT(check_verify(&s, acc, 0, n, NULL) > n / 2 ||
+				       (op == INCA_BAND || op == INCA_BOR) || es == 1);
+				free(acc);
+				free(tmp);
+			}
+		}
+	}
+}
+
+static void test_misc(void)
+{
+	uint64_t v = 0;
+	EXPECT(launch_parse_bytes("4", &v) == 0 && v == 4);
+	EXPECT(launch_parse_bytes("64K", &v) == 0 && v == 65536);
+	EXPECT(launch_parse_bytes("1MiB", &v) == 0 && v == 1u << 20);
+	EXPECT(launch_parse_bytes("1G", &v) == 0 && v == 1u << 30);
+	EXPECT(launch_parse_bytes("1X", &v) != 0);
+	EXPECT(launch_parse_bytes("", &v) != 0);
+	char b[32];
+	EXPECT(!strcmp(launch_fmt_bytes(64u << 20, b, sizeof(b)), "64 MiB"));
+	EXPECT(!strcmp(launch_fmt_bytes(1000, b, sizeof(b)), "1000 B"));
+	struct launch_addrs a;
+	char ip[LAUNCH_IP_LEN];
+	EXPECT(launch_addrs_init(&a, 0) == 0 && !strcmp(a.switch_ip, "127.0.0.1"));
+	launch_rank_ip(&a, 3, ip);
+	EXPECT(!strcmp(ip, "127.0.0.13"));
+	EXPECT(launch_addrs_init(&a, 42) == 0 && !strcmp(a.switch_ip, "127.1.42.1"));
+	launch_rank_ip(&a, 0, ip);
+	EXPECT(!strcmp(ip, "127.1.42.10"));
+	EXPECT(launch_addrs_init(&a, 256) != 0);
+}
+
+int main(void)
+{
+	test_json();
+	test_conversions();
+	test_checker();
+	test_misc();
+	if (fails)
+		fprintf(stderr, "%d failures\n", fails);
+	else
+		printf("tools: all passed\n");
+	return fails ? 1 : 0;
+}
