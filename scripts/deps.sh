@@ -8,7 +8,12 @@ PKGS=(
   clang libclang-rt-14-dev                           # libFuzzer + sanitizers for fuzz tests
   tshark python3-scapy                               # wire-format conformance tests
   python3-matplotlib                                 # plots
-  iproute2 nftables                                  # netns fabric tests (later issues)
+  iproute2 nftables                                  # netns fabric tests
+  libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler   # AM gRPC service
+  python3-grpcio python3-grpc-tools                  # tests with a gRPC client we did not write
+  libnetconf2-dev libyang2-dev libssh-dev            # NETCONF between the AM and switches
+  python3-ncclient openssh-client                    # tests with a NETCONF client we did not write
+  libinih-dev                                        # inca-sim scenario files
 )
 
 missing=()

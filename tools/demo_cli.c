@@ -38,6 +38,8 @@ static void usage(FILE *f, const struct demo_defaults *d)
 	fprintf(f,
 		"      --mtu N            RoCE MTU of the clients (default 4096)\n"
 		"      --slots N          switch slots per tree = client window (default 256)\n"
+		"      --rto-us N         clients' minimum retransmission timeout (libinca default\n"
+		"                         20000; raise it where queues and scheduling delay results)\n"
 		"      --drop-rate P      clients drop P of data packets on send and on receive\n"
 		"      --switch-drop-rate P  the switch drops P of its input (inca-switch --drop-rate)\n"
 		"      --deterministic    deterministic switch; INC results compared bitwise with a\n"
@@ -48,6 +50,9 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --switch-threads N switch worker threads (default 1)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
+		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
+		"                         written by tests/netns/fabric.py (switches already running\n"
+		"                         there; needs root). Ranks, tree and addresses come from it\n"
 		"      --json FILE        also write one JSON line per row to FILE\n"
 		"      --plot PNG         plot algbw vs size from the JSON lines (needs --json and\n"
 		"                         /usr/bin/python3 with matplotlib; skipped if missing)\n"
@@ -59,6 +64,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 enum {
 	OPT_BUDGET = 1000, OPT_MTU, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE,
 	OPT_NOINC, OPT_NORING, OPT_SWITCH, OPT_SWTHREADS, OPT_ADDR, OPT_JSON, OPT_SEED, OPT_PLOT,
+	OPT_FABRIC, OPT_RTO,
 };
 
 #ifndef INCA_SOURCE_DIR
@@ -93,6 +99,40 @@ int demo_plot(const char *json_path, const char *png_path)
 		printf("# plot: not written (plot_bench.py exit status %d)\n",
 		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	return 0;
+}
+
+/* Fabric mode: fresh statistics from every switch of the plan, one line each; every switch
+ * (leaf or root) must have completed each chunk round exactly once. Returns failures. */
+static int fabric_switch_report(const struct launch_plan *p, uint64_t chunks)
+{
+	struct json *st[LAUNCH_MAX_SWITCHES];
+	int fail = 0;
+	launch_plan_switch_stats(p, st, 3000);
+	for (int i = 0; i < p->nswitches; i++) {
+		if (!st[i]) {
+			printf("# ERROR: switch %s: no fresh statistics from %s\n", p->sw[i].name,
+			       p->sw[i].stats_path);
+			fail++;
+			continue;
+		}
+		struct launch_sw_summary s;
+		launch_sw_summarize(st[i], &s);
+		double down = json_sum_key(json_get(st[i], "trees"), "results_down");
+		printf("# switch %-8s (%s): rx %.0f pkts, tx %.0f pkts, contributions %.0f, "
+		       "aggregations %.0f, results down %.0f, duplicates %.0f, re-sent %.0f, "
+		       "drops %.0f\n", p->sw[i].name, p->sw[i].role, s.sw_rx_pkts, s.sw_tx_pkts,
+		       s.contributions, s.aggregations, down, s.duplicates, s.results_resent,
+		       s.drops);
+		if (s.aggregations != (double)chunks) {
+			printf("# ERROR: switch %s completed %.0f aggregations for %llu chunk rounds\n",
+			       p->sw[i].name, s.aggregations, (unsigned long long)chunks);
+			fail++;
+		}
+		json_free(st[i]);
+	}
+	printf("# chunk rounds issued: %llu (every switch must aggregate each exactly once)\n",
+	       (unsigned long long)chunks);
+	return fail;
 }
 
 static int parse_num(const char *s, double *out)
@@ -133,16 +173,21 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		{ "json", required_argument, 0, OPT_JSON },
 		{ "seed", required_argument, 0, OPT_SEED },
 		{ "plot", required_argument, 0, OPT_PLOT },
+		{ "fabric", required_argument, 0, OPT_FABRIC },
+		{ "rto-us", required_argument, 0, OPT_RTO },
 		{ 0, 0, 0, 0 },
 	};
 	struct launch_cfg cfg;
 	launch_cfg_defaults(&cfg);
 	cfg.job_timeout_s = 600;
 	cfg.addr_index = d->addr_index;
+	cfg.rto_us = d->rto_us;
 	uint64_t minb = d->minb, maxb = d->maxb, factor = d->factor;
 	int iters = d->iters, warmup = d->warmup;
 	double budget = d->budget, v;
 	const char *plot_path = NULL;
+	const char *fabric_path = NULL;
+	static struct launch_plan plan; /* ~30 KiB: not on the stack */
 	const char *types = NULL;
 	bool verbose = false, det = false, inplace = false, no_inc = false, no_ring = false;
 	const char *json_path = NULL;
@@ -231,8 +276,26 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		case OPT_PLOT:
 			plot_path = optarg;
 			break;
+		case OPT_FABRIC:
+			fabric_path = optarg;
+			break;
+		case OPT_RTO:
+			if (parse_num(optarg, &v) || v < 0 || v > 60e6)
+				goto bad;
+			cfg.rto_us = (uint32_t)v;
+			break;
 		default:
 			goto bad;
+		}
+	}
+	if (fabric_path) {
+		if (launch_plan_load(fabric_path, &plan))
+			return 2;
+		launch_plan_apply(&plan, &cfg);
+		if (cfg.switch_drop_rate > 0 || det) {
+			fprintf(stderr, "%s: --switch-drop-rate and --deterministic configure the "
+					"switch: give them to the fabric harness instead\n", d->tool);
+			return 2;
 		}
 	}
 	if (optind != argc || cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS || iters < 0 ||
@@ -305,7 +368,9 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	}
 
 	struct launch_addrs a;
-	if (launch_addrs_pick(&a, cfg.addr_index, cfg.nranks)) {
+	if (fabric_path) {
+		launch_addrs_init(&a, 0); /* only its pid-derived bootstrap port is used */
+	} else if (launch_addrs_pick(&a, cfg.addr_index, cfg.nranks)) {
 		fprintf(stderr, "%s: loopback block %u is busy\n", d->tool, cfg.addr_index);
 		sweep_job_fini(&job);
 		return 2;
@@ -315,9 +380,24 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	launch_rank_ip(&a, 0, first_ip);
 	launch_rank_ip(&a, cfg.nranks - 1, last_ip);
 	uint64_t t_start = util_now_ns();
-	printf("# %s: AllReduce on loopback, %d rank processes, INC (in-network, through "
-	       "inca-switch) next to the host ring (TCP)\n", d->tool, cfg.nranks);
-	if (!no_inc) {
+	if (fabric_path) {
+		printf("# %s: AllReduce on the fabric %s (%s), %d rank processes in network "
+		       "namespaces, INC (in-network, through the switches) next to the host ring "
+		       "(TCP)\n", d->tool, plan.name, plan.desc[0] ? plan.desc : fabric_path,
+		       cfg.nranks);
+		for (int i = 0; i < plan.nswitches; i++)
+			printf("# switch : %-8s %-4s %s on %s (pid %d), tree %u key 0x%x, %u slots\n",
+			       plan.sw[i].name, plan.sw[i].role, "inca-switch", plan.sw[i].listen,
+			       (int)plan.sw[i].pid, cfg.tree_id, cfg.key, cfg.nslots);
+		printf("# ranks  : %s .. %s in %s .. %s, bootstrap tcp %s:%u\n", plan.ranks[0].ip,
+		       plan.ranks[cfg.nranks - 1].ip, plan.ranks[0].netns,
+		       plan.ranks[cfg.nranks - 1].netns, plan.boot_ip,
+		       plan.boot_port ? plan.boot_port : a.boot_port);
+	} else {
+		printf("# %s: AllReduce on loopback, %d rank processes, INC (in-network, through "
+		       "inca-switch) next to the host ring (TCP)\n", d->tool, cfg.nranks);
+	}
+	if (!no_inc && !fabric_path) {
 		int rc = launch_switch_start(&cfg, &a, NULL, &sw);
 		if (rc) {
 			fprintf(stderr, "%s: could not start inca-switch: %s\n", d->tool,
@@ -331,11 +411,12 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		       cfg.bsl_bits, det ? "yes" : "no", cfg.check_icrc ? "yes" : "no",
 		       cfg.switch_drop_rate > 0 ? ", drop rate set" : "");
 	}
-	printf("# ranks  : %s .. %s, data UDP 4791, QPN 0x%x.., BFR-id 1..%d, bootstrap tcp %s:%u\n",
-	       first_ip, last_ip, 0x1001u, cfg.nranks, a.boot_ip, a.boot_port);
-	printf("# clients: mtu %u, window %u, drop rate %g (tx and rx); switch drop rate %g; seed "
-	       "%llu\n", cfg.mtu, cfg.nslots, cfg.client_drop_rate, cfg.switch_drop_rate,
-	       (unsigned long long)seed);
+	if (!fabric_path)
+		printf("# ranks  : %s .. %s, data UDP 4791, QPN 0x%x.., BFR-id 1..%d, bootstrap tcp "
+		       "%s:%u\n", first_ip, last_ip, 0x1001u, cfg.nranks, a.boot_ip, a.boot_port);
+	printf("# clients: mtu %u, window %u, min RTO %u us, drop rate %g (tx and rx); switch drop "
+	       "rate %g; seed %llu\n", cfg.mtu, cfg.nslots, cfg.rto_us ? cfg.rto_us : 20000,
+	       cfg.client_drop_rate, cfg.switch_drop_rate, (unsigned long long)seed);
 	printf("# rows   : up to %d timed + %d warmup iterations each (%.1f s budget per row and "
 	       "algorithm), %s, every result verified%s\n", iters, warmup, budget,
 	       inplace ? "in-place" : "out-of-place",
@@ -348,7 +429,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	int bad_ranks = launch_run_ranks(&cfg, &a, sweep_rank_main, &job, status);
 	struct json *stats = NULL;
 	int sw_rc = 0;
-	if (!no_inc)
+	if (!no_inc && !fabric_path)
 		sw_rc = launch_switch_stop(&sw, &stats);
 
 	const struct sweep_totals *t = sweep_job_totals(&job);
@@ -356,7 +437,9 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	int nstats = sweep_job_client_stats(&job, &cs);
 	int fail = 0;
 	printf("#\n");
-	if (!no_inc) {
+	if (!no_inc && fabric_path) {
+		fail += fabric_switch_report(&plan, t->inc_chunks);
+	} else if (!no_inc) {
 		struct launch_sw_summary s;
 		launch_sw_summarize(stats, &s);
 		if (stats) {

@@ -16,6 +16,7 @@ struct demo_defaults {
 	double budget;                 /* seconds, per row and algorithm */
 	bool ratio;                    /* INC/ring column */
 	unsigned addr_index;
+	uint32_t rto_us;               /* clients' minimum RTO; 0 = libinca's default */
 };
 
 /* Parse argv, run the job, print the table. Returns the process exit code. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -395,25 +396,37 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 		      struct inca_comm_opts *o, char ipbuf[4][48])
 {
 	char ip[LAUNCH_IP_LEN];
-	launch_rank_ip(a, rank, ip);
+	const struct launch_plan_rank *pr = c->plan ? &c->plan->ranks[rank] : NULL;
+	if (pr)
+		snprintf(ip, sizeof(ip), "%s", pr->ip);
+	else
+		launch_rank_ip(a, rank, ip);
 	memset(o, 0, sizeof(*o));
 	o->rank = rank;
 	o->size = c->nranks;
-	snprintf(ipbuf[0], 48, "%s:%u", a->boot_ip, a->boot_port);
+	if (c->plan)
+		snprintf(ipbuf[0], 48, "%s:%u", c->plan->boot_ip,
+			 c->plan->boot_port ? c->plan->boot_port : a->boot_port);
+	else
+		snprintf(ipbuf[0], 48, "%s:%u", a->boot_ip, a->boot_port);
 	snprintf(ipbuf[1], 48, "%s", ip);
 	snprintf(ipbuf[2], 48, "%s:4791", ip);
 	o->bootstrap_addr = ipbuf[0];
 	o->host_ip = ipbuf[1];
 	if (!c->no_switch) {
-		snprintf(ipbuf[3], 48, "%s:%u", a->switch_ip, a->switch_port);
+		if (pr)
+			snprintf(ipbuf[3], 48, "%s", pr->switch_addr);
+		else
+			snprintf(ipbuf[3], 48, "%s:%u", a->switch_ip, a->switch_port);
 		o->switch_addr = ipbuf[3];
 		o->data_addr = ipbuf[2];
 	}
+	uint16_t bfr = pr && pr->bfr_id ? pr->bfr_id : (uint16_t)(rank + 1);
 	o->tree_id = c->tree_id;
 	o->key = c->key;
 	o->switch_qpn = 0x100u + c->tree_id;
-	o->bfr_id = (uint16_t)(rank + 1);
-	o->qpn = 0x1000u + (unsigned)rank + 1;
+	o->bfr_id = bfr;
+	o->qpn = 0x1000u + bfr;
 	o->bsl_bits = c->bsl_bits;
 	o->nslots = c->nslots;
 	o->mtu = c->mtu;
@@ -455,6 +468,14 @@ static int ranks_child(const struct launch_cfg *c, const struct launch_addrs *a,
 {
 	struct inca_comm_opts o;
 	char ipbuf[4][48];
+	if (c->plan && c->plan->ranks[rank].netns[0]) {
+		int rc = launch_enter_netns(c->plan->ranks[rank].netns);
+		if (rc) {
+			fprintf(stderr, "[rank %d] cannot enter network namespace %s: %s\n", rank,
+				c->plan->ranks[rank].netns, strerror(-rc));
+			return 2;
+		}
+	}
 	launch_comm_opts(c, a, rank, &o, ipbuf);
 	struct inca_comm *comm = NULL;
 	int rc = inca_comm_create(&o, &comm);
@@ -644,4 +665,242 @@ int launch_parse_bytes(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+/* ---- fabric plans ---------------------------------------------------------------------- */
+
+/* Next whitespace-separated word of *s (modified in place), or NULL. */
+static char *plan_word(char **s)
+{
+	char *p = *s;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (!*p)
+		return NULL;
+	char *w = p;
+	while (*p && *p != ' ' && *p != '\t')
+		p++;
+	if (*p)
+		*p++ = '\0';
+	*s = p;
+	return w;
+}
+
+static int plan_num(const char *w, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(w ? w : "", &end, 0);
+	if (!w || end == w || *end || errno || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* "key value key value ..." after the leading word(s); calls back per pair. */
+static int plan_line(struct launch_plan *p, char *rest, const char *kind)
+{
+	unsigned long long v;
+	if (!strcmp(kind, "tree")) {
+		char *id = plan_word(&rest);
+		if (plan_num(id, 65535, &v))
+			return -EINVAL;
+		p->tree_id = (uint16_t)v;
+		for (char *k; (k = plan_word(&rest)) != NULL;) {
+			char *val = plan_word(&rest);
+			if (!strcmp(k, "key") && !plan_num(val, 0xffffffffull, &v))
+				p->key = (uint32_t)v;
+			else if (!strcmp(k, "slots") && !plan_num(val, 65535, &v) && v)
+				p->nslots = (uint16_t)v;
+			else if (!strcmp(k, "bsl") && !plan_num(val, 4096, &v) && v >= 64)
+				p->bsl_bits = (uint16_t)v;
+			else
+				return -EINVAL;
+		}
+		return 0;
+	}
+	if (!strcmp(kind, "rank")) {
+		char *id = plan_word(&rest);
+		if (plan_num(id, LAUNCH_MAX_RANKS - 1, &v))
+			return -EINVAL;
+		int r = (int)v;
+		struct launch_plan_rank *pr = &p->ranks[r];
+		if (r + 1 > p->nranks)
+			p->nranks = r + 1;
+		for (char *k; (k = plan_word(&rest)) != NULL;) {
+			char *val = plan_word(&rest);
+			if (!val)
+				return -EINVAL;
+			if (!strcmp(k, "netns"))
+				snprintf(pr->netns, sizeof(pr->netns), "%s", val);
+			else if (!strcmp(k, "ip"))
+				snprintf(pr->ip, sizeof(pr->ip), "%s", val);
+			else if (!strcmp(k, "switch"))
+				snprintf(pr->switch_addr, sizeof(pr->switch_addr), "%s", val);
+			else if (!strcmp(k, "bfr") && !plan_num(val, 65535, &v) && v)
+				pr->bfr_id = (uint16_t)v;
+			else
+				return -EINVAL;
+		}
+		return pr->ip[0] ? 0 : -EINVAL;
+	}
+	if (!strcmp(kind, "switch")) {
+		if (p->nswitches >= LAUNCH_MAX_SWITCHES)
+			return -E2BIG;
+		struct launch_plan_switch *s = &p->sw[p->nswitches];
+		char *name = plan_word(&rest);
+		if (!name)
+			return -EINVAL;
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		for (char *k; (k = plan_word(&rest)) != NULL;) {
+			char *val = plan_word(&rest);
+			if (!val)
+				return -EINVAL;
+			if (!strcmp(k, "role"))
+				snprintf(s->role, sizeof(s->role), "%s", val);
+			else if (!strcmp(k, "netns"))
+				snprintf(s->netns, sizeof(s->netns), "%s", val);
+			else if (!strcmp(k, "listen"))
+				snprintf(s->listen, sizeof(s->listen), "%s", val);
+			else if (!strcmp(k, "pid") && !plan_num(val, INT_MAX, &v))
+				s->pid = (pid_t)v;
+			else if (!strcmp(k, "stats"))
+				snprintf(s->stats_path, sizeof(s->stats_path), "%s", val);
+			else
+				return -EINVAL;
+		}
+		p->nswitches++;
+		return 0;
+	}
+	if (!strcmp(kind, "bootstrap")) {
+		char *w = plan_word(&rest);
+		if (!w)
+			return -EINVAL;
+		char *colon = strchr(w, ':');
+		p->boot_port = 0;
+		if (colon) {
+			*colon++ = '\0';
+			if (plan_num(colon, 65535, &v))
+				return -EINVAL;
+			p->boot_port = (uint16_t)v;
+		}
+		snprintf(p->boot_ip, sizeof(p->boot_ip), "%s", w);
+		return 0;
+	}
+	if (!strcmp(kind, "name")) {
+		char *w = plan_word(&rest);
+		if (!w)
+			return -EINVAL;
+		snprintf(p->name, sizeof(p->name), "%s", w);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int launch_plan_load(const char *path, struct launch_plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->tree_id = 1;
+	p->key = 0x5eed0001;
+	p->nslots = 256;
+	p->bsl_bits = 64;
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		int rc = -errno;
+		fprintf(stderr, "%s: %s\n", path, strerror(errno));
+		return rc;
+	}
+	char line[1024];
+	int lineno = 0, rc = 0;
+	while (!rc && fgets(line, sizeof(line), f)) {
+		lineno++;
+		line[strcspn(line, "\r\n")] = '\0';
+		char *rest = line;
+		char *kind = plan_word(&rest);
+		if (!kind || kind[0] == '#')
+			continue;
+		if (!strcmp(kind, "desc")) {
+			while (*rest == ' ')
+				rest++;
+			snprintf(p->desc, sizeof(p->desc), "%s", rest);
+			continue;
+		}
+		rc = plan_line(p, rest, kind);
+		if (rc)
+			fprintf(stderr, "%s:%d: bad '%s' line\n", path, lineno, kind);
+	}
+	fclose(f);
+	if (rc)
+		return rc;
+	if (p->nranks < 1 || !p->boot_ip[0]) {
+		fprintf(stderr, "%s: needs 'bootstrap' and at least one 'rank' line\n", path);
+		return -EINVAL;
+	}
+	for (int r = 0; r < p->nranks; r++) {
+		if (!p->ranks[r].ip[0]) {
+			fprintf(stderr, "%s: rank %d missing\n", path, r);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+void launch_plan_apply(const struct launch_plan *p, struct launch_cfg *c)
+{
+	c->nranks = p->nranks;
+	c->tree_id = p->tree_id;
+	c->key = p->key;
+	c->nslots = p->nslots;
+	c->bsl_bits = p->bsl_bits;
+	c->plan = p;
+}
+
+int launch_enter_netns(const char *name)
+{
+	char path[PATH_MAX];
+	if (strchr(name, '/'))
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		snprintf(path, sizeof(path), "/run/netns/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = setns(fd, CLONE_NEWNET) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+void launch_plan_switch_stats(const struct launch_plan *p, struct json **stats,
+			      unsigned timeout_ms)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	double t_sig_ms = (double)now.tv_sec * 1e3 + (double)now.tv_nsec / 1e6;
+	for (int i = 0; i < p->nswitches; i++) {
+		stats[i] = NULL;
+		if (p->sw[i].pid > 0)
+			kill(p->sw[i].pid, SIGUSR1);
+	}
+	/* The switch stamps time_unix_ms when it writes: wait for a file written after the
+	 * signal (the workers snapshot their counters between batches first). */
+	uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		int missing = 0;
+		for (int i = 0; i < p->nswitches; i++) {
+			if (stats[i] || !p->sw[i].stats_path[0])
+				continue;
+			char *txt = json_read_file(p->sw[i].stats_path, NULL);
+			struct json *j = txt ? json_parse(txt, NULL) : NULL;
+			free(txt);
+			if (j && json_num(json_get(j, "time_unix_ms"), 0) + 1.0 >= t_sig_ms)
+				stats[i] = j;
+			else {
+				json_free(j);
+				missing++;
+			}
+		}
+		if (!missing || util_now_ns() > deadline)
+			break;
+		sleep_ms(20);
+	}
 }

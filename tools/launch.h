@@ -16,6 +16,8 @@
 #define LAUNCH_MAX_RANKS 64
 #define LAUNCH_IP_LEN 32
 
+struct launch_plan;
+
 /* Loopback addresses of one job. Index 0 is the documented default (switch 127.0.0.1, rank r
  * 127.0.0.(10+r)); index k in 1..255 owns the block 127.1.k.0/24 (switch 127.1.k.1, bootstrap
  * 127.1.k.2, rank r 127.1.k.(10+r)), so tests with distinct indexes never share an address or a
@@ -67,6 +69,10 @@ struct launch_cfg {
 	int log_level; /* libinca messages at or below go to stderr (-1: none) */
 
 	unsigned job_timeout_s; /* ranks still running after this are killed (exit 124) */
+
+	/* Fabric mode (netns harness): ranks in network namespaces with the plan's addresses;
+	 * the switches are external (started by the harness). NULL: loopback job. */
+	const struct launch_plan *plan;
 };
 void launch_cfg_defaults(struct launch_cfg *c);
 
@@ -136,5 +142,63 @@ void launch_log_stderr(void *ctx, int level, const char *msg);
 const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap);
 /* Parse "4", "64K", "1M", "1G" (binary multiples). Returns 0 or -EINVAL. */
 int launch_parse_bytes(const char *s, uint64_t *out);
+
+
+/* ---- Fabric plans (issue 3, netns harness) ---------------------------------------------
+ * tests/netns/fabric.py builds hosts and switches as network namespaces, starts the switch
+ * daemons in them and writes a plan file; the launcher then forks each rank as usual and
+ * moves it into its host namespace with setns() before it creates its communicator, so the
+ * ranks still share memory with the launching process (tools/sweep.c needs that). Plan file,
+ * one item per line, '#' comments:
+ *   name PREFIX
+ *   desc free text up to the end of the line
+ *   bootstrap IP[:PORT]                 rank 0's rendezvous (port 0/absent: derived from pid)
+ *   tree ID key K slots N bsl B
+ *   rank R netns NS ip IP switch IP:PORT bfr K
+ *   switch NAME role ROLE netns NS listen IP:PORT pid PID stats PATH
+ */
+#define LAUNCH_MAX_SWITCHES 32
+
+struct launch_plan_rank {
+	char netns[64]; /* "" = stay in the current namespace */
+	char ip[LAUNCH_IP_LEN];
+	char switch_addr[48];
+	uint16_t bfr_id;
+};
+
+struct launch_plan_switch {
+	char name[32];
+	char role[8];
+	char netns[64];
+	char listen[48];
+	pid_t pid;
+	char stats_path[256];
+};
+
+struct launch_plan {
+	char name[64];
+	char desc[256];
+	char boot_ip[LAUNCH_IP_LEN];
+	uint16_t boot_port; /* 0: launch_addrs' pid-derived port */
+	uint16_t tree_id;
+	uint32_t key;
+	uint16_t nslots, bsl_bits;
+	int nranks;
+	struct launch_plan_rank ranks[LAUNCH_MAX_RANKS];
+	int nswitches;
+	struct launch_plan_switch sw[LAUNCH_MAX_SWITCHES];
+};
+
+/* Parse a plan file. Returns 0, or -errno with a "path:line: message" on stderr. */
+int launch_plan_load(const char *path, struct launch_plan *p);
+/* Copy the plan's job parameters into c (nranks, tree, key, slots, bsl) and set c->plan. */
+void launch_plan_apply(const struct launch_plan *p, struct launch_cfg *c);
+/* Move the calling thread (process) into the named network namespace (/run/netns/NAME).
+ * Returns 0 or -errno. */
+int launch_enter_netns(const char *name);
+/* Ask every plan switch for fresh statistics (SIGUSR1) and parse them into stats[i] (NULL on
+ * failure; free with json_free). Waits up to timeout_ms for files newer than the signal. */
+void launch_plan_switch_stats(const struct launch_plan *p, struct json **stats,
+			      unsigned timeout_ms);
 
 #endif

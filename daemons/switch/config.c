@@ -54,6 +54,8 @@ void sw_config_init(struct sw_config *c)
 	c->threads = 1;
 	c->check_icrc = true;
 	c->stats_interval_ms = 1000;
+	c->max_trees = SW_DEFAULT_MAX_TREES;
+	c->max_slots = SW_DEFAULT_MAX_SLOTS;
 }
 
 static void tree_free(struct sw_conf_tree *t)
@@ -62,6 +64,80 @@ static void tree_free(struct sw_conf_tree *t)
 		free(t->children[i].bfr_ids);
 	free(t->children);
 	free(t->members);
+	t->children = NULL;
+	t->members = NULL;
+	t->nchildren = t->nmembers = 0;
+}
+
+void sw_conf_tree_free(struct sw_conf_tree *t)
+{
+	tree_free(t);
+}
+
+int sw_conf_tree_copy(struct sw_conf_tree *dst, const struct sw_conf_tree *src)
+{
+	*dst = *src;
+	dst->members = NULL;
+	dst->children = NULL;
+	dst->nmembers = dst->nchildren = 0;
+	if (src->nmembers) {
+		dst->members = malloc(src->nmembers * sizeof *dst->members);
+		if (!dst->members)
+			return -ENOMEM;
+		memcpy(dst->members, src->members, src->nmembers * sizeof *dst->members);
+		dst->nmembers = src->nmembers;
+	}
+	if (src->nchildren) {
+		dst->children = calloc(src->nchildren, sizeof *dst->children);
+		if (!dst->children)
+			goto oom;
+		for (size_t i = 0; i < src->nchildren; i++) {
+			dst->children[i] = src->children[i];
+			dst->children[i].bfr_ids = malloc(src->children[i].nbfr * sizeof(uint16_t));
+			if (!dst->children[i].bfr_ids) {
+				dst->children[i].nbfr = 0;
+				dst->nchildren = i;
+				goto oom;
+			}
+			memcpy(dst->children[i].bfr_ids, src->children[i].bfr_ids,
+			       src->children[i].nbfr * sizeof(uint16_t));
+		}
+		dst->nchildren = src->nchildren;
+	}
+	return 0;
+oom:
+	tree_free(dst);
+	return -ENOMEM;
+}
+
+static bool addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree *b)
+{
+	if (a->id != b->id || a->key != b->key || a->qpn != b->qpn || a->slots != b->slots ||
+	    a->slot_bytes != b->slot_bytes || a->bsl_bits != b->bsl_bits || a->si != b->si ||
+	    a->root != b->root || a->bfr_id != b->bfr_id || a->has_parent != b->has_parent ||
+	    a->deterministic != b->deterministic || a->check_sender != b->check_sender ||
+	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask ||
+	    a->nmembers != b->nmembers || a->nchildren != b->nchildren)
+		return false;
+	if (a->has_parent && (!addr_eq(&a->parent, &b->parent) || a->parent_qpn != b->parent_qpn))
+		return false;
+	for (size_t i = 0; i < a->nmembers; i++)
+		if (a->members[i].bfr_id != b->members[i].bfr_id ||
+		    !addr_eq(&a->members[i].addr, &b->members[i].addr) ||
+		    a->members[i].qpn != b->members[i].qpn)
+			return false;
+	for (size_t i = 0; i < a->nchildren; i++) {
+		const struct sw_conf_child *x = &a->children[i], *y = &b->children[i];
+		if (!addr_eq(&x->addr, &y->addr) || x->qpn != y->qpn || x->nbfr != y->nbfr ||
+		    memcmp(x->bfr_ids, y->bfr_ids, x->nbfr * sizeof(uint16_t)))
+			return false;
+	}
+	return true;
 }
 
 void sw_config_free(struct sw_config *c)
@@ -71,6 +147,27 @@ void sw_config_free(struct sw_config *c)
 	free(c->trees);
 	c->trees = NULL;
 	c->ntrees = 0;
+	free(c->links);
+	c->links = NULL;
+	c->nlinks = 0;
+}
+
+static const char *const dtype_names[SW_DTYPE_COUNT] = {
+	"int8", "uint8", "int16", "uint16", "int32", "uint32",
+	"int64", "uint64", "fp16", "bf16", "fp32", "fp64",
+};
+static const char *const op_names[SW_OP_COUNT] = {
+	"sum", "prod", "min", "max", "band", "bor", "bxor",
+};
+
+const char *sw_dtype_name(unsigned dt)
+{
+	return dt < SW_DTYPE_COUNT ? dtype_names[dt] : NULL;
+}
+
+const char *sw_op_name(unsigned op)
+{
+	return op < SW_OP_COUNT ? op_names[op] : NULL;
 }
 
 /* ------------------------------------------------------------------ value parsers */
@@ -233,6 +330,8 @@ enum tree_key {
 	TK_PARENT,
 	TK_DETERMINISTIC,
 	TK_CHECK_SENDER,
+	TK_DTYPES,
+	TK_OPS,
 	TK_MEMBER, /* repeatable */
 	TK_CHILD,  /* repeatable */
 	TK_COUNT_
@@ -240,8 +339,35 @@ enum tree_key {
 
 static const char *const tree_key_names[TK_COUNT_] = {
 	"key", "qpn", "slots", "slot_bytes", "bsl", "si", "role", "bfr_id", "parent",
-	"deterministic", "check_sender", "member", "child",
+	"deterministic", "check_sender", "dtypes", "ops", "member", "child",
 };
+
+/* "fp32,int32" (also '+' or blanks between names) -> bit mask over names[]. */
+static int parse_name_mask(struct pctx *p, const char *key, const char *v,
+			   const char *const *names, unsigned n, uint32_t *out)
+{
+	char buf[LINE_MAX_BYTES];
+	char *save = NULL;
+	uint32_t m = 0;
+
+	if (strlen(v) >= sizeof buf)
+		return fail(p, p->line, "value of '%s' too long", key);
+	strcpy(buf, v);
+	for (char *it = strtok_r(buf, ",+ \t", &save); it; it = strtok_r(NULL, ",+ \t", &save)) {
+		unsigned i;
+		for (i = 0; i < n; i++)
+			if (!strcmp(it, names[i]))
+				break;
+		if (i == n)
+			return fail(p, p->line, "unknown name '%s' in '%s'", it, key);
+		m |= 1u << i;
+	}
+	if (!m)
+		return fail(p, p->line, "empty list for '%s'", key);
+	*out = m;
+	return 0;
+}
+
 
 static int parse_member(struct pctx *p, struct sw_conf_tree *t, char *v)
 {
@@ -410,6 +536,10 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 			return fail(p, p->line, "bad value '%s' for '%s' (expected yes or no)", v,
 				    key);
 		return 0;
+	case TK_DTYPES:
+		return parse_name_mask(p, key, v, dtype_names, SW_DTYPE_COUNT, &t->dtype_mask);
+	case TK_OPS:
+		return parse_name_mask(p, key, v, op_names, SW_OP_COUNT, &t->op_mask);
 	case TK_MEMBER:
 		return parse_member(p, t, v);
 	case TK_CHILD:
@@ -538,10 +668,117 @@ static int finish_tree(struct pctx *p, struct sw_conf_tree *t)
 
 /* ------------------------------------------------------------------ globals */
 
-enum global_key { GK_LISTEN, GK_THREADS, GK_CHECK_ICRC, GK_STATS_FILE, GK_STATS_INTERVAL, GK_COUNT_ };
+enum global_key {
+	GK_LISTEN,
+	GK_THREADS,
+	GK_CHECK_ICRC,
+	GK_STATS_FILE,
+	GK_STATS_INTERVAL,
+	GK_NAME,
+	GK_ROLE,
+	GK_MAX_TREES,
+	GK_MAX_SLOTS,
+	GK_LINK,     /* repeatable */
+	GK_MGMT_ADDR, /* repeatable */
+	GK_COUNT_
+};
 static const char *const global_key_names[GK_COUNT_] = {
 	"listen", "threads", "check_icrc", "stats_file", "stats_interval_ms",
+	"name", "role", "max_trees", "max_slots", "link", "mgmt_addr",
 };
+
+/* A name: letters, digits and "-_.:/", 1..SW_NAME_MAX-1 bytes. */
+static int check_name(struct pctx *p, const char *what, const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n >= SW_NAME_MAX)
+		return fail(p, p->line, "%s '%s': 1..%d characters", what, v, SW_NAME_MAX - 1);
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)v[i]) && !strchr("-_.:/", v[i]))
+			return fail(p, p->line, "%s '%s': bad character '%c'", what, v, v[i]);
+	return 0;
+}
+
+/* "1G", "100M", "25000000000", "10g" -> bits/s. */
+static int parse_speed(const char *v, uint64_t *out)
+{
+	char num_part[32];
+	size_t n = strlen(v);
+	uint64_t mult = 1, x;
+
+	if (n == 0 || n >= sizeof num_part)
+		return -EINVAL;
+	strcpy(num_part, v);
+	switch (num_part[n - 1]) {
+	case 'k': case 'K': mult = 1000ull; break;
+	case 'm': case 'M': mult = 1000000ull; break;
+	case 'g': case 'G': mult = 1000000000ull; break;
+	case 't': case 'T': mult = 1000000000000ull; break;
+	default: break;
+	}
+	if (mult > 1)
+		num_part[n - 1] = 0;
+	if (parse_uint(num_part, UINT64_MAX / mult, &x) < 0)
+		return -EINVAL;
+	*out = x * mult;
+	return 0;
+}
+
+/* link = PORT peer NAME [peer_addr A[:P]] [speed S] [down|up] */
+static int parse_link(struct pctx *p, const char *v)
+{
+	struct sw_config *c = p->c;
+	char buf[LINE_MAX_BYTES];
+	char *tok[16];
+	size_t n;
+	struct sw_conf_link l = { .up = true };
+	struct sw_conf_link *nl;
+
+	if (strlen(v) >= sizeof buf)
+		return fail(p, p->line, "link too long");
+	strcpy(buf, v);
+	n = tokenize(buf, tok, 16);
+	if (n < 1 || n > 16)
+		return fail(p, p->line, "bad link (expected '<port> peer <name> [peer_addr A] "
+					"[speed S] [up|down]')");
+	if (check_name(p, "link port", tok[0]) < 0)
+		return -EINVAL;
+	strcpy(l.port, tok[0]);
+	for (size_t i = 1; i < n; i++) {
+		if (!strcmp(tok[i], "up") || !strcmp(tok[i], "down")) {
+			l.up = tok[i][0] == 'u';
+			continue;
+		}
+		if (i + 1 >= n)
+			return fail(p, p->line, "link %s: '%s' needs a value", l.port, tok[i]);
+		if (!strcmp(tok[i], "peer")) {
+			if (check_name(p, "link peer", tok[i + 1]) < 0)
+				return -EINVAL;
+			strcpy(l.peer, tok[i + 1]);
+		} else if (!strcmp(tok[i], "peer_addr")) {
+			if (addr(p, "link peer_addr", tok[i + 1], &l.peer_addr) < 0)
+				return -EINVAL;
+			l.has_peer_addr = true;
+		} else if (!strcmp(tok[i], "speed")) {
+			if (parse_speed(tok[i + 1], &l.speed_bps) < 0)
+				return fail(p, p->line, "link %s: bad speed '%s' (e.g. 1G, 100M)",
+					    l.port, tok[i + 1]);
+		} else {
+			return fail(p, p->line, "link %s: unknown option '%s'", l.port, tok[i]);
+		}
+		i++;
+	}
+	for (size_t i = 0; i < c->nlinks; i++)
+		if (!strcmp(c->links[i].port, l.port))
+			return fail(p, p->line, "link %s: port listed twice", l.port);
+	nl = realloc(c->links, (c->nlinks + 1) * sizeof *nl);
+	if (!nl)
+		return fail(p, p->line, "out of memory");
+	c->links = nl;
+	c->links[c->nlinks++] = l;
+	return 0;
+}
 
 static int global_set(struct pctx *p, const char *key, const char *v, uint32_t *seen)
 {
@@ -554,7 +791,7 @@ static int global_set(struct pctx *p, const char *key, const char *v, uint32_t *
 			break;
 	if (k == GK_COUNT_)
 		return fail(p, p->line, "unknown key '%s'", key);
-	if (seen) {
+	if (seen && k != GK_LINK && k != GK_MGMT_ADDR) {
 		if (*seen & (1u << k))
 			return fail(p, p->line, "duplicate key '%s'", key);
 		*seen |= 1u << k;
@@ -581,6 +818,35 @@ static int global_set(struct pctx *p, const char *key, const char *v, uint32_t *
 		if (num(p, key, v, 0, 3600000, &x) < 0)
 			return -EINVAL;
 		c->stats_interval_ms = (unsigned)x;
+		return 0;
+	case GK_NAME:
+		if (check_name(p, "name", v) < 0)
+			return -EINVAL;
+		strcpy(c->name, v);
+		return 0;
+	case GK_ROLE:
+		if (strcmp(v, "leaf") && strcmp(v, "spine"))
+			return fail(p, p->line, "bad role '%s' (expected leaf or spine)", v);
+		strcpy(c->role_hint, v);
+		return 0;
+	case GK_MAX_TREES:
+		if (num(p, key, v, 1, 65536, &x) < 0)
+			return -EINVAL;
+		c->max_trees = (uint32_t)x;
+		return 0;
+	case GK_MAX_SLOTS:
+		if (num(p, key, v, 1, UINT32_MAX, &x) < 0)
+			return -EINVAL;
+		c->max_slots = (uint32_t)x;
+		return 0;
+	case GK_LINK:
+		return parse_link(p, v);
+	case GK_MGMT_ADDR:
+		if (c->nmgmt == SW_MGMT_MAX)
+			return fail(p, p->line, "too many mgmt_addr (max %d)", SW_MGMT_MAX);
+		if (strlen(v) >= sizeof c->mgmt_addr[0] || strpbrk(v, " \t"))
+			return fail(p, p->line, "bad mgmt_addr '%s'", v);
+		strcpy(c->mgmt_addr[c->nmgmt++], v);
 		return 0;
 	case GK_COUNT_:
 		break;
@@ -855,9 +1121,30 @@ int sw_config_add_tree_spec(struct sw_config *c, const char *spec, char *err, si
 
 /* ------------------------------------------------------------------ whole config */
 
+int sw_config_check_limits(const struct sw_config *c, const struct sw_conf_tree *trees, size_t n,
+			   char *err, size_t cap)
+{
+	uint64_t slots = 0;
+
+	if (n > c->max_trees) {
+		snprintf(err, cap, "%zu trees exceed max_trees %u", n, c->max_trees);
+		return -ENOSPC;
+	}
+	for (size_t i = 0; i < n; i++)
+		slots += trees[i].slots;
+	if (slots > c->max_slots) {
+		snprintf(err, cap, "%llu slots exceed max_slots %u", (unsigned long long)slots,
+			 c->max_slots);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 int sw_config_validate(const struct sw_config *c, char *err, size_t cap)
 {
-	if (c->ntrees == 0) {
+	if (sw_config_check_limits(c, c->trees, c->ntrees, err, cap) < 0)
+		return -EINVAL;
+	if (c->ntrees == 0 && !c->allow_no_trees) {
 		snprintf(err, cap, "no trees configured (use -c FILE or --tree SPEC)");
 		return -EINVAL;
 	}
@@ -910,9 +1197,52 @@ void sw_config_dump(const struct sw_config *c, FILE *f)
 	if (c->stats_file[0])
 		fprintf(f, "stats_file = %s\n", c->stats_file);
 	fprintf(f, "stats_interval_ms = %u\n", c->stats_interval_ms);
+	if (c->name[0])
+		fprintf(f, "name = %s\n", c->name);
+	if (c->role_hint[0])
+		fprintf(f, "role = %s\n", c->role_hint);
+	fprintf(f, "max_trees = %u\n", c->max_trees);
+	fprintf(f, "max_slots = %u\n", c->max_slots);
+	for (size_t i = 0; i < c->nmgmt; i++)
+		fprintf(f, "mgmt_addr = %s\n", c->mgmt_addr[i]);
+	for (size_t i = 0; i < c->nlinks; i++) {
+		const struct sw_conf_link *l = &c->links[i];
+		fprintf(f, "link = %s", l->port);
+		if (l->peer[0])
+			fprintf(f, " peer %s", l->peer);
+		if (l->has_peer_addr)
+			fprintf(f, " peer_addr %s", util_format_addr(&l->peer_addr, a, sizeof a));
+		if (l->speed_bps)
+			fprintf(f, " speed %llu", (unsigned long long)l->speed_bps);
+		fprintf(f, " %s\n", l->up ? "up" : "down");
+	}
 	for (size_t i = 0; i < c->ntrees; i++) {
-		const struct sw_conf_tree *t = &c->trees[i];
-		fprintf(f, "\ntree %u {\n", t->id);
+		fputc('\n', f);
+		sw_config_dump_tree(&c->trees[i], f);
+	}
+}
+
+static void dump_mask(FILE *f, const char *key, uint32_t m, const char *const *names, unsigned n)
+{
+	const char *sep = "";
+
+	if (!m)
+		return;
+	fprintf(f, "  %s = ", key);
+	for (unsigned i = 0; i < n; i++)
+		if (m & (1u << i)) {
+			fprintf(f, "%s%s", sep, names[i]);
+			sep = ",";
+		}
+	fputc('\n', f);
+}
+
+void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f)
+{
+	char a[32];
+
+	{
+		fprintf(f, "tree %u {\n", t->id);
 		fprintf(f, "  key = 0x%08x\n", t->key);
 		fprintf(f, "  qpn = 0x%x\n", t->qpn);
 		fprintf(f, "  slots = %u\n", t->slots);
@@ -926,6 +1256,8 @@ void sw_config_dump(const struct sw_config *c, FILE *f)
 				t->parent_qpn);
 		fprintf(f, "  deterministic = %s\n", t->deterministic ? "yes" : "no");
 		fprintf(f, "  check_sender = %s\n", t->check_sender ? "yes" : "no");
+		dump_mask(f, "dtypes", t->dtype_mask, dtype_names, SW_DTYPE_COUNT);
+		dump_mask(f, "ops", t->op_mask, op_names, SW_OP_COUNT);
 		for (size_t j = 0; j < t->nmembers; j++)
 			fprintf(f, "  member = %u %s qpn 0x%x\n", t->members[j].bfr_id,
 				util_format_addr(&t->members[j].addr, a, sizeof a), t->members[j].qpn);

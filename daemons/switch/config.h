@@ -49,6 +49,7 @@ struct sw_conf_tree {
 	uint32_t parent_qpn;
 	bool deterministic;
 	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
+	uint32_t dtype_mask, op_mask; /* 1u << inca_dtype / inca_op accepted; 0 = all */
 	struct sw_conf_member *members; /* owned */
 	size_t nmembers;
 	struct sw_conf_child *children; /* owned */
@@ -56,6 +57,22 @@ struct sw_conf_tree {
 	int line; /* where the tree was declared (0: from flags) */
 	/* Parser bookkeeping: which single-valued keys were given (bit per key). */
 	uint32_t seen_keys;
+};
+
+#define SW_NAME_MAX 64
+#define SW_MGMT_MAX 8
+#define SW_DEFAULT_MAX_TREES 256
+#define SW_DEFAULT_MAX_SLOTS 65536
+
+/* A link to a neighbour, as described in the config (reported as NETCONF state so the
+ * Aggregation Manager can learn the topology). */
+struct sw_conf_link {
+	char port[SW_NAME_MAX];
+	char peer[SW_NAME_MAX];
+	bool has_peer_addr;
+	struct sockaddr_in peer_addr;
+	uint64_t speed_bps; /* 0: unknown */
+	bool up;
 };
 
 struct sw_config {
@@ -66,6 +83,16 @@ struct sw_config {
 	unsigned stats_interval_ms;        /* 0 = only on SIGUSR1 and at exit */
 	struct sw_conf_tree *trees;        /* owned */
 	size_t ntrees;
+	/* Identity, resources and topology for the control plane (docs/netconf.md). */
+	char name[SW_NAME_MAX];  /* "" = none */
+	char role_hint[16];      /* "leaf" | "spine" | "" */
+	uint32_t max_trees;      /* admission limits, also enforced on NETCONF edits */
+	uint32_t max_slots;      /* sum of the trees' slots */
+	struct sw_conf_link *links; /* owned */
+	size_t nlinks;
+	char mgmt_addr[SW_MGMT_MAX][128]; /* management addresses (informational) */
+	size_t nmgmt;
+	bool allow_no_trees; /* set by the daemon when trees may come later (NETCONF) */
 };
 
 /* Defaults: listen 0.0.0.0:4791, 1 thread, ICRC checked, interval 1000 ms, no trees. */
@@ -96,5 +123,21 @@ bool sw_conf_tree_covers(const struct sw_conf_tree *t, uint16_t k);
 
 /* Print the effective configuration in the file format (round-trips through the parser). */
 void sw_config_dump(const struct sw_config *c, FILE *f);
+/* Only the tree blocks of the dump (used to round-trip NETCONF edits through the parser). */
+void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f);
+
+/* Deep copy / free of one tree (the NETCONF running config owns its trees). */
+int sw_conf_tree_copy(struct sw_conf_tree *dst, const struct sw_conf_tree *src);
+void sw_conf_tree_free(struct sw_conf_tree *t);
+/* Same configuration (ignores parser bookkeeping: line, seen_keys). */
+bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree *b);
+/* Admission: tree count and slot budget of a set of trees against the limits of c. */
+int sw_config_check_limits(const struct sw_config *c, const struct sw_conf_tree *trees, size_t n,
+			   char *err, size_t cap);
+/* Names of element types / operators (INCA wire order), for masks; NULL if out of range. */
+const char *sw_dtype_name(unsigned dt);
+const char *sw_op_name(unsigned op);
+#define SW_DTYPE_COUNT 12
+#define SW_OP_COUNT 7
 
 #endif

@@ -139,12 +139,13 @@ static uint32_t nbr_lookup(const struct sw_tree *t, const struct sockaddr_in *a)
 	}
 }
 
-static int tree_build(struct sw_tree *t, const struct sw_conf_tree *ct, char *err, size_t cap)
+/* Neighbours, hash, A-BM and BIFT of one tree (no engine yet). t->conf must be set. */
+static int tree_build_tables(struct sw_tree *t, char *err, size_t cap)
 {
+	const struct sw_conf_tree *ct = &t->conf;
 	size_t bsl_bytes = ct->bsl_bits / 8, nbift = 0, nbits = 0, k = 0;
 	uint32_t hsize = 4;
 
-	t->conf = ct;
 	t->nnbr = (uint32_t)(ct->nmembers + ct->nchildren + (ct->has_parent ? 1 : 0));
 	for (size_t i = 0; i < ct->nchildren; i++)
 		nbits += ct->children[i].nbfr;
@@ -229,18 +230,122 @@ static int tree_build(struct sw_tree *t, const struct sw_conf_tree *ct, char *er
 		.bift = t->bift,
 		.deterministic = ct->deterministic,
 		.check_sender = ct->check_sender,
+		.dtype_mask = ct->dtype_mask,
+		.op_mask = ct->op_mask,
 	};
+	t->nbift = nbift;
 	return 0;
 }
 
-static void tree_release(struct sw_tree *t)
+static void tree_free(struct sw_tree *t)
 {
+	if (!t)
+		return;
+	for (unsigned i = 0; t->w && i < t->nworkers; i++) {
+		agg_tree_destroy(t->w[i].agg);
+		free(t->w[i].qp);
+		free(t->w[i].snap_qp);
+	}
+	free(t->w);
+	sw_conf_tree_free(&t->conf);
 	free(t->nbr);
 	free(t->psn);
 	free(t->hash);
 	free(t->abm);
 	free(t->fbm);
 	free(t->bift);
+	free(t);
+}
+
+/* A complete runtime tree: tables plus one engine shard and QP counters per worker. */
+static int tree_new(const struct sw_conf_tree *ct, unsigned nworkers, struct sw_tree **out,
+		    char *err, size_t cap)
+{
+	struct sw_tree *t = calloc(1, sizeof *t);
+	int rc;
+
+	if (!t) {
+		snprintf(err, cap, "out of memory");
+		return -ENOMEM;
+	}
+	if (sw_conf_tree_copy(&t->conf, ct) < 0) {
+		free(t);
+		snprintf(err, cap, "out of memory");
+		return -ENOMEM;
+	}
+	rc = tree_build_tables(t, err, cap);
+	if (rc < 0)
+		goto fail;
+	t->nworkers = nworkers;
+	t->max_sends = 1;
+	t->w = calloc(nworkers, sizeof *t->w);
+	if (!t->w) {
+		rc = -ENOMEM;
+		snprintf(err, cap, "out of memory");
+		goto fail;
+	}
+	for (unsigned wi = 0; wi < nworkers; wi++) {
+		struct agg_tree_cfg tc = t->acfg;
+
+		tc.shard = (uint16_t)wi;
+		tc.nshards = (uint16_t)nworkers;
+		t->w[wi].qp = calloc(t->nnbr ? t->nnbr : 1, sizeof *t->w[wi].qp);
+		t->w[wi].snap_qp = calloc(t->nnbr ? t->nnbr : 1, sizeof *t->w[wi].snap_qp);
+		if (!t->w[wi].qp || !t->w[wi].snap_qp) {
+			rc = -ENOMEM;
+			snprintf(err, cap, "out of memory");
+			goto fail;
+		}
+		rc = agg_tree_create(&tc, &t->w[wi].agg);
+		if (rc < 0) {
+			snprintf(err, cap, "tree %u: engine refused the configuration: %s",
+				 tc.tree_id, strerror(-rc));
+			goto fail;
+		}
+		if (agg_tree_max_sends(t->w[wi].agg) > t->max_sends)
+			t->max_sends = agg_tree_max_sends(t->w[wi].agg);
+	}
+	*out = t;
+	return 0;
+fail:
+	tree_free(t);
+	return rc < 0 ? rc : -EINVAL;
+}
+
+static void treeset_free(struct sw_treeset *s, bool free_trees)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; free_trees && i < s->ntrees; i++)
+		tree_free(s->trees[i]);
+	free(s->trees);
+	free(s->index);
+	free(s);
+}
+
+static struct sw_treeset *treeset_alloc(size_t n)
+{
+	struct sw_treeset *s = calloc(1, sizeof *s);
+
+	if (!s)
+		return NULL;
+	s->trees = calloc(n ? n : 1, sizeof *s->trees);
+	s->index = malloc(65536 * sizeof *s->index);
+	if (!s->trees || !s->index) {
+		treeset_free(s, false);
+		return NULL;
+	}
+	memset(s->index, 0xff, 65536 * sizeof *s->index);
+	s->max_sends = 1;
+	return s;
+}
+
+static void treeset_add(struct sw_treeset *s, struct sw_tree *t)
+{
+	s->index[t->conf.id] = (uint16_t)s->ntrees;
+	s->trees[s->ntrees++] = t;
+	if (t->max_sends > s->max_sends)
+		s->max_sends = t->max_sends;
 }
 
 /* ---------------------------------------------------------------- sockets */
@@ -309,6 +414,7 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		     char *err, size_t cap)
 {
 	struct sw_switch *sw = calloc(1, sizeof *sw);
+	struct sw_treeset *set;
 	int rc = -ENOMEM;
 
 	if (!sw) {
@@ -318,28 +424,27 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 	sw->cfg = cfg;
 	sw->opts = *o;
 	sw->listen_any = cfg->listen.sin_addr.s_addr == htonl(INADDR_ANY);
-	sw->ntrees = cfg->ntrees;
 	sw->nworkers = cfg->threads;
 	sw->start_ns = util_now_ns();
+	pthread_mutex_init(&sw->ctl_lock, NULL);
 	atomic_init(&sw->stop, false);
 	atomic_init(&sw->snap_req, 0);
-	sw->trees = calloc(sw->ntrees ? sw->ntrees : 1, sizeof *sw->trees);
-	sw->tree_index = malloc(65536 * sizeof *sw->tree_index);
+	atomic_init(&sw->epoch, 1);
+	set = treeset_alloc(cfg->ntrees);
+	atomic_init(&sw->set, set);
 	sw->w = calloc(sw->nworkers, sizeof *sw->w);
-	if (!sw->trees || !sw->tree_index || !sw->w) {
+	if (!set || !sw->w) {
 		snprintf(err, cap, "out of memory");
 		goto fail;
 	}
 	for (unsigned i = 0; i < sw->nworkers; i++)
 		sw->w[i].fd = -1;
-	memset(sw->tree_index, 0xff, 65536 * sizeof *sw->tree_index);
-	for (size_t i = 0; i < sw->ntrees; i++) {
-		rc = tree_build(&sw->trees[i], &cfg->trees[i], err, cap);
+	for (size_t i = 0; i < cfg->ntrees; i++) {
+		struct sw_tree *t;
+		rc = tree_new(&cfg->trees[i], sw->nworkers, &t, err, cap);
 		if (rc < 0)
 			goto fail;
-		sw->trees[i].qp_base = (uint32_t)sw->nqp;
-		sw->nqp += sw->trees[i].nnbr;
-		sw->tree_index[cfg->trees[i].id] = (uint16_t)i;
+		treeset_add(set, t);
 	}
 
 	for (unsigned wi = 0; wi < sw->nworkers; wi++) {
@@ -348,30 +453,10 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		w->sw = sw;
 		w->idx = wi;
 		atomic_init(&w->snap_ack, 0);
+		atomic_init(&w->exited, false);
+		atomic_init(&w->qs_epoch, 0);
 		util_rng_seed(&w->rng, o->seed * 0x100000001b3ull + wi + 1);
-		w->agg = calloc(sw->ntrees ? sw->ntrees : 1, sizeof *w->agg);
-		w->qp = calloc(sw->nqp ? sw->nqp : 1, sizeof *w->qp);
-		w->snap_qp = calloc(sw->nqp ? sw->nqp : 1, sizeof *w->snap_qp);
-		w->snap_tree = calloc(sw->ntrees ? sw->ntrees : 1, sizeof *w->snap_tree);
-		if (!w->agg || !w->qp || !w->snap_qp || !w->snap_tree) {
-			snprintf(err, cap, "out of memory");
-			rc = -ENOMEM;
-			goto fail;
-		}
-		w->max_sends = 1;
-		for (size_t i = 0; i < sw->ntrees; i++) {
-			struct agg_tree_cfg tc = sw->trees[i].acfg;
-			tc.shard = (uint16_t)wi;
-			tc.nshards = (uint16_t)sw->nworkers;
-			rc = agg_tree_create(&tc, &w->agg[i]);
-			if (rc < 0) {
-				snprintf(err, cap, "tree %u: engine refused the configuration: %s",
-					 tc.tree_id, strerror(-rc));
-				goto fail;
-			}
-			if (agg_tree_max_sends(w->agg[i]) > w->max_sends)
-				w->max_sends = agg_tree_max_sends(w->agg[i]);
-		}
+		w->max_sends = set->max_sends;
 		w->io = io_new(w->max_sends);
 		if (!w->io) {
 			snprintf(err, cap, "out of memory");
@@ -404,20 +489,106 @@ void sw_switch_destroy(struct sw_switch *sw)
 		struct sw_worker *w = &sw->w[wi];
 		if (w->fd >= 0)
 			close(w->fd);
-		for (size_t i = 0; w->agg && i < sw->ntrees; i++)
-			agg_tree_destroy(w->agg[i]);
-		free(w->agg);
-		free(w->qp);
-		free(w->snap_qp);
-		free(w->snap_tree);
 		io_free(w->io);
 	}
-	for (size_t i = 0; sw->trees && i < sw->ntrees; i++)
-		tree_release(&sw->trees[i]);
-	free(sw->trees);
-	free(sw->tree_index);
+	treeset_free(atomic_load(&sw->set), true);
+	pthread_mutex_destroy(&sw->ctl_lock);
 	free(sw->w);
 	free(sw);
+}
+
+/* ---------------------------------------------------------------- tree set updates */
+
+void sw_switch_lock(struct sw_switch *sw)
+{
+	pthread_mutex_lock(&sw->ctl_lock);
+}
+
+void sw_switch_unlock(struct sw_switch *sw)
+{
+	pthread_mutex_unlock(&sw->ctl_lock);
+}
+
+const struct sw_treeset *sw_switch_trees(struct sw_switch *sw)
+{
+	return atomic_load_explicit(&sw->set, memory_order_acquire);
+}
+
+/* Grace period: every running worker must pass the top of its loop after the publication
+ * (epoch e) before anything only the old set referenced may be freed. A worker passes it
+ * at least every SW_RX_TIMEOUT_MS plus one batch. */
+static void wait_quiescent(struct sw_switch *sw, uint64_t e)
+{
+	for (unsigned i = 0; i < sw->nworkers; i++) {
+		struct sw_worker *w = &sw->w[i];
+
+		if (!w->started)
+			continue;
+		while (atomic_load(&w->qs_epoch) < e && !atomic_load(&w->exited)) {
+			struct timespec ts = { 0, 200 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+int sw_switch_set_trees(struct sw_switch *sw, const struct sw_conf_tree *trees, size_t n,
+			char *err, size_t cap)
+{
+	struct sw_treeset *old, *nset;
+	bool *kept = NULL;
+	int rc = 0;
+	uint64_t e;
+
+	sw_switch_lock(sw);
+	old = atomic_load(&sw->set);
+	nset = treeset_alloc(n);
+	kept = calloc(old->ntrees ? old->ntrees : 1, sizeof *kept);
+	if (!nset || !kept) {
+		snprintf(err, cap, "out of memory");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint16_t oi = old->index[trees[i].id];
+		struct sw_tree *t;
+
+		if (nset->index[trees[i].id] != UINT16_MAX) {
+			snprintf(err, cap, "tree %u given twice", trees[i].id);
+			rc = -EINVAL;
+			goto fail;
+		}
+		if (oi != UINT16_MAX && sw_conf_tree_equal(&old->trees[oi]->conf, &trees[i])) {
+			kept[oi] = true; /* unchanged: keep engine state, PSNs, counters */
+			treeset_add(nset, old->trees[oi]);
+			continue;
+		}
+		rc = tree_new(&trees[i], sw->nworkers, &t, err, cap);
+		if (rc < 0)
+			goto fail;
+		treeset_add(nset, t);
+	}
+	/* Publish; workers pick the new set up at their next batch. */
+	atomic_store(&sw->set, nset);
+	e = atomic_fetch_add(&sw->epoch, 1) + 1;
+	wait_quiescent(sw, e);
+	for (size_t i = 0; i < old->ntrees; i++)
+		if (!kept[i])
+			tree_free(old->trees[i]);
+	treeset_free(old, false);
+	free(kept);
+	sw_switch_unlock(sw);
+	return 0;
+fail:
+	/* Free only the trees built here (the kept ones belong to the old set). */
+	for (size_t i = 0; nset && i < nset->ntrees; i++) {
+		uint16_t oi = old->index[nset->trees[i]->conf.id];
+		if (oi == UINT16_MAX || old->trees[oi] != nset->trees[i])
+			tree_free(nset->trees[i]);
+	}
+	treeset_free(nset, false);
+	free(kept);
+	sw_switch_unlock(sw);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- hot path */
@@ -498,7 +669,7 @@ static void drop_log(const struct sw_worker *w, const char *why, const struct so
 /* Per neighbour receive accounting, including PSN continuity (UC: gaps are only counted). */
 static void qp_rx(struct sw_worker *w, struct sw_tree *t, uint32_t nbr, uint32_t psn, size_t len)
 {
-	struct sw_qp_stats *q = &w->qp[t->qp_base + nbr];
+	struct sw_qp_stats *q = &t->w[w->idx].qp[nbr];
 	uint32_t expect = atomic_exchange_explicit(&t->psn[nbr].rx_next, (psn + 1) & 0xFFFFFF,
 						   memory_order_relaxed);
 
@@ -545,20 +716,20 @@ static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uin
 		   : wire_encode_udp(buf, WIRE_MAX_UDP_PAYLOAD, &s->pkt, &ip);
 	if (len < 0) {
 		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
-		sw_log(2, "worker %u: tree %u: encode failed: %d", w->idx, t->conf->id, len);
+		sw_log(2, "worker %u: tree %u: encode failed: %d", w->idx, t->conf.id, len);
 		return;
 	}
 	if (inject_drop(w)) {
 		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
 		return;
 	}
-	w->qp[t->qp_base + s->nbr].tx_pkts++;
-	w->qp[t->qp_base + s->nbr].tx_bytes += (uint64_t)len;
+	t->w[w->idx].qp[s->nbr].tx_pkts++;
+	t->w[w->idx].qp[s->nbr].tx_bytes += (uint64_t)len;
 	queue_tx(w, buf, (size_t)len, &nb->addr, src_ip_be);
 }
 
-static void handle_inca(struct sw_worker *w, uint8_t *buf, size_t len,
-			const struct sockaddr_in *from, uint32_t dst_ip_be)
+static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8_t *buf,
+			size_t len, const struct sockaddr_in *from, uint32_t dst_ip_be)
 {
 	struct sw_switch *sw = w->sw;
 	struct wire_pkt pkt;
@@ -581,14 +752,14 @@ static void handle_inca(struct sw_worker *w, uint8_t *buf, size_t len,
 		drop_log(w, wire_err_name(e), from);
 		return;
 	}
-	ti = sw->tree_index[pkt.inca.tree_id];
+	ti = set->index[pkt.inca.tree_id];
 	if (ti == UINT16_MAX) {
 		w->cnt.sw_drops[SW_DROP_UNKNOWN_TREE]++;
 		drop_log(w, "unknown_tree", from);
 		return;
 	}
-	t = &sw->trees[ti];
-	if (pkt.bth.dest_qp != t->conf->qpn) {
+	t = set->trees[ti];
+	if (pkt.bth.dest_qp != t->conf.qpn) {
 		w->cnt.sw_drops[SW_DROP_BAD_QPN]++;
 		drop_log(w, "bad_qpn", from);
 		return;
@@ -602,7 +773,7 @@ static void handle_inca(struct sw_worker *w, uint8_t *buf, size_t len,
 	qp_rx(w, t, nbr, pkt.bth.psn, len);
 	if (w->io->ntx + w->max_sends > w->io->tx_cap)
 		flush_tx(w);
-	v = agg_tree_input(w->agg[ti], &pkt, nbr, w->io->sends, w->max_sends, &nsent);
+	v = agg_tree_input(t->w[w->idx].agg, &pkt, nbr, w->io->sends, w->max_sends, &nsent);
 	w->cnt.verdicts[(unsigned)v < AGG_VERDICT_COUNT ? v : AGG_DROP_FIRST]++;
 	if (v >= AGG_DROP_FIRST)
 		drop_log(w, agg_verdict_name(v), from);
@@ -657,37 +828,65 @@ static uint32_t pktinfo_dst(struct msghdr *m)
 	return 0;
 }
 
-void sw_worker_take_snapshot(struct sw_worker *w)
+void sw_worker_take_snapshot(struct sw_worker *w, const struct sw_treeset *set)
 {
-	struct sw_switch *sw = w->sw;
-
 	w->snap_cnt = w->cnt;
-	memcpy(w->snap_qp, w->qp, sw->nqp * sizeof *w->qp);
-	for (size_t i = 0; i < sw->ntrees; i++)
-		agg_tree_get_stats(w->agg[i], &w->snap_tree[i]);
+	for (size_t i = 0; i < set->ntrees; i++) {
+		struct sw_tree *t = set->trees[i];
+		struct sw_tree_worker *tw = &t->w[w->idx];
+		memcpy(tw->snap_qp, tw->qp, t->nnbr * sizeof *tw->qp);
+		agg_tree_get_stats(tw->agg, &tw->snap);
+	}
 }
 
-static void check_snapshot(struct sw_worker *w)
+static void check_snapshot(struct sw_worker *w, const struct sw_treeset *set)
 {
 	uint64_t req = atomic_load_explicit(&w->sw->snap_req, memory_order_acquire);
 
 	if (req != w->snap_seen) {
-		sw_worker_take_snapshot(w);
+		sw_worker_take_snapshot(w, set);
 		w->snap_seen = req;
 		atomic_store_explicit(&w->snap_ack, req, memory_order_release);
 	}
+}
+
+/* A new tree set may need more sends per packet: grow this worker's buffers (nothing is
+ * queued at the top of the loop, so they can simply be replaced). */
+static void io_reserve(struct sw_worker *w, size_t max_sends)
+{
+	struct sw_io *nio;
+
+	if (max_sends <= w->max_sends)
+		return;
+	nio = io_new(max_sends);
+	if (!nio) {
+		sw_log(0, "worker %u: out of memory growing buffers", w->idx);
+		return; /* keep the old ones; emit() clamps to w->max_sends */
+	}
+	io_free(w->io);
+	w->io = nio;
+	w->max_sends = max_sends;
 }
 
 static void *worker_main(void *arg)
 {
 	struct sw_worker *w = arg;
 	struct sw_switch *sw = w->sw;
-	struct sw_io *io = w->io;
 	bool reflect = sw->opts.reflect;
 
 	sw_log(2, "worker %u: running on fd %d", w->idx, w->fd);
 	while (!atomic_load_explicit(&sw->stop, memory_order_relaxed)) {
+		const struct sw_treeset *set;
+		struct sw_io *io;
 		int n;
+
+		/* Quiescent point: no tree of any set is referenced here. Announce the epoch seen,
+		 * then load the set (seq_cst: a writer that waits for this epoch published its
+		 * set before bumping it, so this load sees that set or a newer one). */
+		atomic_store(&w->qs_epoch, atomic_load(&sw->epoch));
+		set = atomic_load(&sw->set);
+		io_reserve(w, set->max_sends);
+		io = w->io;
 
 		for (int i = 0; i < SW_BATCH; i++) {
 			io->rmsg[i].msg_hdr.msg_namelen = sizeof io->rname[i];
@@ -702,7 +901,7 @@ static void *worker_main(void *arg)
 				struct timespec ts = { 0, 10 * 1000 * 1000 };
 				nanosleep(&ts, NULL); /* do not spin on a persistent error */
 			}
-			check_snapshot(w);
+			check_snapshot(w, set);
 			continue;
 		}
 		w->cnt.rx_batches++;
@@ -724,13 +923,14 @@ static void *worker_main(void *arg)
 			if (reflect)
 				handle_reflect(w, buf, len, &io->rname[i], pktinfo_dst(m));
 			else
-				handle_inca(w, buf, len, &io->rname[i], pktinfo_dst(m));
+				handle_inca(w, set, buf, len, &io->rname[i], pktinfo_dst(m));
 		}
 		/* Reflected datagrams point into the receive buffers: send before reusing them. */
 		flush_tx(w);
-		check_snapshot(w);
+		check_snapshot(w, set);
 	}
 	flush_tx(w);
+	atomic_store(&w->exited, true);
 	sw_log(2, "worker %u: stopped", w->idx);
 	return NULL;
 }
@@ -767,7 +967,7 @@ void sw_switch_snapshot(struct sw_switch *sw, unsigned timeout_ms)
 	for (unsigned i = 0; i < sw->nworkers; i++) {
 		struct sw_worker *w = &sw->w[i];
 		if (!w->started) {
-			sw_worker_take_snapshot(w);
+			sw_worker_take_snapshot(w, atomic_load(&sw->set));
 			continue;
 		}
 		while (atomic_load_explicit(&w->snap_ack, memory_order_acquire) < req &&

@@ -12,6 +12,9 @@
 
 #include "config.h"
 #include "switch.h"
+#ifdef SW_HAVE_NETCONF
+#include "netconf.h"
+#endif
 
 static void usage(FILE *f)
 {
@@ -32,6 +35,10 @@ static void usage(FILE *f)
 		"      --seed S               seed of the fault injection generator (1)\n"
 		"      --ready-file PATH      create PATH once sockets are bound and trees built\n"
 		"      --check-config         print the effective configuration and exit\n"
+		"      --netconf-unix PATH    NETCONF server on a UNIX socket (docs/netconf.md)\n"
+		"      --netconf-ssh IP:PORT  NETCONF server over SSH (public-key authentication)\n"
+		"      --netconf-hostkey FILE SSH host private key (with --netconf-ssh)\n"
+		"      --netconf-authorized-keys FILE  client public keys allowed (OpenSSH format)\n"
 		"  -v, --verbose              more logging on stderr (repeat: -vv, -vvv)\n"
 		"  -h, --help                 this text\n"
 		"Signals: SIGUSR1 writes statistics now; SIGTERM/SIGINT stop cleanly.\n");
@@ -49,6 +56,10 @@ enum {
 	OPT_SEED,
 	OPT_READY_FILE,
 	OPT_CHECK_CONFIG,
+	OPT_NC_UNIX,
+	OPT_NC_SSH,
+	OPT_NC_HOSTKEY,
+	OPT_NC_AUTHKEYS,
 };
 
 static const struct option long_opts[] = {
@@ -66,6 +77,10 @@ static const struct option long_opts[] = {
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "ready-file", required_argument, NULL, OPT_READY_FILE },
 	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+	{ "netconf-unix", required_argument, NULL, OPT_NC_UNIX },
+	{ "netconf-ssh", required_argument, NULL, OPT_NC_SSH },
+	{ "netconf-hostkey", required_argument, NULL, OPT_NC_HOSTKEY },
+	{ "netconf-authorized-keys", required_argument, NULL, OPT_NC_AUTHKEYS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -94,13 +109,18 @@ static int write_ready_file(const char *path)
 	return 0;
 }
 
-static void write_stats(struct sw_switch *sw, const char *path)
+/* Snapshot and write under the switch lock: the NETCONF thread may replace trees or take its
+ * own snapshot meanwhile. */
+static void write_stats(struct sw_switch *sw, const char *path, unsigned timeout_ms)
 {
 	int rc;
 
 	if (!path[0])
 		return;
+	sw_switch_lock(sw);
+	sw_switch_snapshot(sw, timeout_ms);
 	rc = sw_stats_write_file(sw, path);
+	sw_switch_unlock(sw);
 	if (rc < 0)
 		sw_log(0, "cannot write stats to %s: %s", path, strerror(-rc));
 }
@@ -117,6 +137,10 @@ int main(int argc, char **argv)
 	bool stats_stdout = false, check_config = false;
 	char err[SW_CONF_ERR_MAX];
 	struct sw_switch *sw = NULL;
+	const char *nc_unix = NULL, *nc_ssh = NULL, *nc_hostkey = NULL, *nc_authkeys = NULL;
+#ifdef SW_HAVE_NETCONF
+	struct sw_netconf *nc = NULL;
+#endif
 	sigset_t sigs;
 	int opt, rc;
 	uint64_t next_stats_ns;
@@ -186,6 +210,18 @@ int main(int argc, char **argv)
 		case OPT_CHECK_CONFIG:
 			check_config = true;
 			break;
+		case OPT_NC_UNIX:
+			nc_unix = optarg;
+			break;
+		case OPT_NC_SSH:
+			nc_ssh = optarg;
+			break;
+		case OPT_NC_HOSTKEY:
+			nc_hostkey = optarg;
+			break;
+		case OPT_NC_AUTHKEYS:
+			nc_authkeys = optarg;
+			break;
 		case 'v':
 			sw_verbosity++;
 			break;
@@ -209,6 +245,20 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+
+#ifndef SW_HAVE_NETCONF
+	if (nc_unix || nc_ssh) {
+		fprintf(stderr, "inca-switch: built without NETCONF support (libnetconf2)\n");
+		return 2;
+	}
+#endif
+	if ((nc_hostkey || nc_authkeys) && !nc_ssh) {
+		fprintf(stderr, "inca-switch: --netconf-hostkey/--netconf-authorized-keys need "
+				"--netconf-ssh\n");
+		return 2;
+	}
+	/* With NETCONF the trees may all come later from the Aggregation Manager. */
+	cfg.allow_no_trees = nc_unix || nc_ssh;
 
 	/* File first, then flags override its globals, then flag trees are added. */
 	if (config_file && sw_config_parse_file(&cfg, config_file, err, sizeof err) < 0)
@@ -248,6 +298,26 @@ int main(int argc, char **argv)
 		sw_config_free(&cfg);
 		return 1;
 	}
+#ifdef SW_HAVE_NETCONF
+	if (nc_unix || nc_ssh) {
+		struct sw_netconf_opts no = {
+			.unix_path = nc_unix,
+			.ssh_addr = nc_ssh,
+			.hostkey_path = nc_hostkey,
+			.authorized_keys = nc_authkeys,
+		};
+		rc = sw_netconf_start(sw, &cfg, &no, &nc, err, sizeof err);
+		if (rc < 0) {
+			fprintf(stderr, "inca-switch: %s\n", err);
+			sw_switch_stop(sw);
+			sw_switch_destroy(sw);
+			sw_config_free(&cfg);
+			return 1;
+		}
+		sw_log(1, "netconf:%s%s%s%s", nc_unix ? " unix:" : "", nc_unix ? nc_unix : "",
+		       nc_ssh ? " ssh:" : "", nc_ssh ? nc_ssh : "");
+	}
+#endif
 	{
 		char a[32];
 		sw_log(1, "%s on %s: %zu tree(s), %u thread(s), ICRC %s%s",
@@ -279,23 +349,24 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (sig == SIGUSR1 || sig == SIGHUP) {
-			sw_switch_snapshot(sw, 500);
-			write_stats(sw, cfg.stats_file);
+			write_stats(sw, cfg.stats_file, 500);
 			continue;
 		}
 		if (sig < 0 && errno == EAGAIN && cfg.stats_file[0] && cfg.stats_interval_ms &&
 		    util_now_ns() >= next_stats_ns) {
-			sw_switch_snapshot(sw, 500);
-			write_stats(sw, cfg.stats_file);
+			write_stats(sw, cfg.stats_file, 500);
 			next_stats_ns += (uint64_t)cfg.stats_interval_ms * 1000000ull;
 			if (next_stats_ns < util_now_ns()) /* fell behind: do not burst */
 				next_stats_ns = util_now_ns() + (uint64_t)cfg.stats_interval_ms * 1000000ull;
 		}
 	}
 
+#ifdef SW_HAVE_NETCONF
+	sw_netconf_stop(nc); /* before the workers: a tree update waits for them */
+#endif
 	sw_switch_stop(sw);
 	sw_switch_snapshot(sw, 0); /* workers are joined: copies directly */
-	write_stats(sw, cfg.stats_file);
+	write_stats(sw, cfg.stats_file, 0);
 	if (stats_stdout)
 		sw_stats_write_json(sw, stdout);
 	if (ready_file)

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sum_counters(const struct sw_switch *sw, struct sw_counters *out)
+void sw_stats_sum_counters(const struct sw_switch *sw, struct sw_counters *out)
 {
 	memset(out, 0, sizeof *out);
 	for (unsigned wi = 0; wi < sw->nworkers; wi++) {
@@ -30,11 +30,11 @@ static void sum_counters(const struct sw_switch *sw, struct sw_counters *out)
 	}
 }
 
-static void sum_tree(const struct sw_switch *sw, size_t ti, struct agg_tree_stats *out)
+void sw_stats_sum_tree(const struct sw_tree *t, struct agg_tree_stats *out)
 {
 	memset(out, 0, sizeof *out);
-	for (unsigned wi = 0; wi < sw->nworkers; wi++) {
-		const struct agg_tree_stats *s = &sw->w[wi].snap_tree[ti];
+	for (unsigned wi = 0; wi < t->nworkers; wi++) {
+		const struct agg_tree_stats *s = &t->w[wi].snap;
 		out->rx_pkts += s->rx_pkts;
 		out->rx_bytes += s->rx_bytes;
 		out->tx_pkts += s->tx_pkts;
@@ -50,11 +50,11 @@ static void sum_tree(const struct sw_switch *sw, size_t ti, struct agg_tree_stat
 	}
 }
 
-static void sum_qp(const struct sw_switch *sw, size_t q, struct sw_qp_stats *out)
+void sw_stats_sum_qp(const struct sw_tree *t, uint32_t nbr, struct sw_qp_stats *out)
 {
 	memset(out, 0, sizeof *out);
-	for (unsigned wi = 0; wi < sw->nworkers; wi++) {
-		const struct sw_qp_stats *s = &sw->w[wi].snap_qp[q];
+	for (unsigned wi = 0; wi < t->nworkers; wi++) {
+		const struct sw_qp_stats *s = &t->w[wi].snap_qp[nbr];
 		out->rx_pkts += s->rx_pkts;
 		out->rx_bytes += s->rx_bytes;
 		out->tx_pkts += s->tx_pkts;
@@ -67,7 +67,7 @@ static void sum_qp(const struct sw_switch *sw, size_t q, struct sw_qp_stats *out
 
 /* Engine verdict names may collide with decoder reason names ("too_big"): in the flat global
  * drops map an engine name that a decoder reason already uses gets an "agg_" prefix. */
-static const char *engine_drop_key(enum agg_verdict v, char *buf, size_t cap)
+const char *sw_stats_engine_drop_key(enum agg_verdict v, char *buf, size_t cap)
 {
 	const char *n = agg_verdict_name(v);
 
@@ -84,20 +84,21 @@ static const char *engine_drop_key(enum agg_verdict v, char *buf, size_t cap)
 	return n;
 }
 
-static const char *kind_name(enum sw_nbr_kind k)
+const char *sw_nbr_kind_name(enum sw_nbr_kind k)
 {
 	return k == SW_NBR_MEMBER ? "member" : k == SW_NBR_CHILD ? "child" : "parent";
 }
 
 void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 {
+	const struct sw_treeset *set = atomic_load(&((struct sw_switch *)sw)->set);
 	struct sw_counters c;
 	struct timespec now;
 	uint64_t total = 0;
 	char a[32], kb[64];
 	const char *sep = "";
 
-	sum_counters(sw, &c);
+	sw_stats_sum_counters(sw, &c);
 	clock_gettime(CLOCK_REALTIME, &now);
 	fprintf(f, "{\n");
 	fprintf(f, "  \"version\": 1,\n");
@@ -131,7 +132,7 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 		total += c.sw_drops[d];
 	}
 	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++) {
-		fprintf(f, ",\n    \"%s\": %llu", engine_drop_key((enum agg_verdict)v, kb, sizeof kb),
+		fprintf(f, ",\n    \"%s\": %llu", sw_stats_engine_drop_key((enum agg_verdict)v, kb, sizeof kb),
 			(unsigned long long)c.verdicts[v]);
 		total += c.verdicts[v];
 	}
@@ -156,12 +157,12 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 	fprintf(f, "\n  ],\n");
 
 	fprintf(f, "  \"trees\": [");
-	for (size_t ti = 0; ti < sw->ntrees; ti++) {
-		const struct sw_tree *t = &sw->trees[ti];
-		const struct sw_conf_tree *ct = t->conf;
+	for (size_t ti = 0; ti < set->ntrees; ti++) {
+		const struct sw_tree *t = set->trees[ti];
+		const struct sw_conf_tree *ct = &t->conf;
 		struct agg_tree_stats s;
 
-		sum_tree(sw, ti, &s);
+		sw_stats_sum_tree(t, &s);
 		fprintf(f, "%s\n    {\n", ti ? "," : "");
 		fprintf(f, "      \"id\": %u,\n", ct->id);
 		fprintf(f, "      \"qpn\": %u,\n", ct->qpn);
@@ -190,12 +191,12 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 			const struct sw_nbr *nb = &t->nbr[n];
 			struct sw_qp_stats q;
 
-			sum_qp(sw, t->qp_base + n, &q);
+			sw_stats_sum_qp(t, n, &q);
 			fprintf(f, "%s\n        {\"kind\": \"%s\", \"bfr_id\": %u, \"addr\": \"%s\", "
 				   "\"qpn\": %u, \"rx_pkts\": %llu, \"rx_bytes\": %llu, "
 				   "\"tx_pkts\": %llu, \"tx_bytes\": %llu, \"psn_gaps\": %llu, "
 				   "\"psn_lost\": %llu, \"psn_reorder\": %llu}",
-				n ? "," : "", kind_name(nb->kind), nb->bfr_id,
+				n ? "," : "", sw_nbr_kind_name(nb->kind), nb->bfr_id,
 				util_format_addr(&nb->addr, a, sizeof a), nb->qpn,
 				(unsigned long long)q.rx_pkts, (unsigned long long)q.rx_bytes,
 				(unsigned long long)q.tx_pkts, (unsigned long long)q.tx_bytes,

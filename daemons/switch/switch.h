@@ -80,17 +80,42 @@ struct sw_nbr_psn {
 	char pad_[56];
 } __attribute__((aligned(64)));
 
+/* One tree's state owned by one worker: its engine shard and its per-QP counters. */
+struct sw_tree_worker {
+	struct agg_tree *agg;
+	struct sw_qp_stats *qp;      /* nnbr, live: written only by the worker */
+	struct sw_qp_stats *snap_qp; /* nnbr, snapshot (see snap_ack) */
+	struct agg_tree_stats snap;  /* engine counters snapshot */
+};
+
+/* A tree at run time. Immutable once published, except the worker-owned parts (w[i]) and
+ * the PSN atomics. An unchanged tree is carried from one tree set to the next, so a NETCONF
+ * edit of other trees does not disturb its in-flight rounds. */
 struct sw_tree {
-	const struct sw_conf_tree *conf;
+	struct sw_conf_tree conf; /* owned copy */
 	uint32_t nnbr;
 	struct sw_nbr *nbr;      /* members, then children, then the parent */
 	struct sw_nbr_psn *psn;  /* nnbr */
 	uint32_t *hash;          /* ip:port -> nbr index + 1 (0 = empty), open addressing */
 	uint32_t hmask;
-	uint32_t qp_base;        /* offset of this tree's neighbours in per-worker qp arrays */
 	struct agg_tree_cfg acfg; /* template; shard/nshards set per worker */
 	uint8_t *abm, *fbm;       /* backing storage referenced by acfg */
 	struct agg_bift_entry *bift;
+	size_t nbift;
+	size_t max_sends;         /* largest agg_tree_max_sends over the shards */
+	unsigned nworkers;
+	struct sw_tree_worker *w; /* nworkers */
+};
+
+/* The trees the workers use, published as one pointer (RCU-like): workers load it once per
+ * batch and never lock; a control thread builds a new set, swaps the pointer, waits until
+ * every worker has passed a quiescent point (the top of its loop) and only then frees what
+ * the old set alone referenced. */
+struct sw_treeset {
+	size_t ntrees;
+	struct sw_tree **trees; /* in configuration order */
+	uint16_t *index;        /* 65536 entries: tree id -> index, UINT16_MAX = none */
+	size_t max_sends;       /* over all trees (>= 1) */
 };
 
 struct sw_switch;
@@ -101,21 +126,19 @@ struct sw_worker {
 	int fd;
 	pthread_t thread;
 	bool started;
-	struct agg_tree **agg; /* one engine shard per tree */
-	size_t max_sends;      /* largest agg_tree_max_sends over trees */
-	struct util_rng rng;   /* fault injection */
+	_Atomic bool exited;       /* the loop has ended: no more quiescent points needed */
+	_Atomic uint64_t qs_epoch; /* last tree-set epoch seen at a quiescent point */
+	size_t max_sends;          /* capacity of io->sends */
+	struct util_rng rng;       /* fault injection */
 
 	/* Live counters: written only by this worker. */
 	struct sw_counters cnt;
-	struct sw_qp_stats *qp; /* sw->nqp */
 
 	/* Snapshot: written by the worker on request, read by the stats writer after the
-	 * acknowledgement (release/acquire on snap_ack). */
+	 * acknowledgement (release/acquire on snap_ack). Per-tree parts live in the trees. */
 	uint64_t snap_seen;
 	_Atomic uint64_t snap_ack;
 	struct sw_counters snap_cnt;
-	struct sw_qp_stats *snap_qp;
-	struct agg_tree_stats *snap_tree; /* ntrees */
 
 	/* I/O buffers (see dataplane.c). */
 	struct sw_io *io;
@@ -128,12 +151,11 @@ struct sw_opts {
 };
 
 struct sw_switch {
-	const struct sw_config *cfg; /* borrowed, must outlive the switch */
+	const struct sw_config *cfg; /* borrowed, must outlive the switch (its trees: start-up) */
 	struct sw_opts opts;
-	size_t ntrees;
-	struct sw_tree *trees;
-	uint16_t *tree_index; /* 65536 entries: tree id -> index, UINT16_MAX = none */
-	size_t nqp;           /* total neighbours over all trees */
+	_Atomic(struct sw_treeset *) set; /* current trees (never NULL after create) */
+	_Atomic uint64_t epoch;           /* bumped after every publication of a new set */
+	pthread_mutex_t ctl_lock;         /* control threads: set updates vs stats readers */
 	unsigned nworkers;
 	struct sw_worker *w;
 	bool listen_any;      /* listening on 0.0.0.0: source address taken per packet */
@@ -155,11 +177,31 @@ void sw_switch_destroy(struct sw_switch *sw);
  * that does not answer keeps its previous snapshot); stopped workers are copied directly. */
 void sw_switch_snapshot(struct sw_switch *sw, unsigned timeout_ms);
 /* Copy a worker's live counters into its snapshot (worker thread, or after join). */
-void sw_worker_take_snapshot(struct sw_worker *w);
+void sw_worker_take_snapshot(struct sw_worker *w, const struct sw_treeset *set);
+
+/* Control plane (NETCONF). Lock around every use of the current set outside the workers. */
+void sw_switch_lock(struct sw_switch *sw);
+void sw_switch_unlock(struct sw_switch *sw);
+/* The current set; valid while the lock is held. */
+const struct sw_treeset *sw_switch_trees(struct sw_switch *sw);
+/* Replace the running trees by trees[0..n) (copied; ids unique, already validated). Trees
+ * whose configuration is unchanged keep their engine state, PSNs and counters. Everything is
+ * built before anything is published: on failure (-errno, message in err) nothing changed.
+ * Takes the lock itself; returns after the old set was reclaimed (a few ms). */
+int sw_switch_set_trees(struct sw_switch *sw, const struct sw_conf_tree *trees, size_t n,
+			char *err, size_t cap);
 
 /* stats.c: JSON of the current snapshots (docs/switch.md has the schema). */
 void sw_stats_write_json(const struct sw_switch *sw, FILE *f);
 /* Write atomically (temp file + rename). Returns 0 or -errno. */
 int sw_stats_write_file(const struct sw_switch *sw, const char *path);
+/* Sums of the worker snapshots (also used by the NETCONF state). Call with the lock held
+ * (sw_switch_lock) when the trees come from the current set. */
+void sw_stats_sum_counters(const struct sw_switch *sw, struct sw_counters *out);
+void sw_stats_sum_tree(const struct sw_tree *t, struct agg_tree_stats *out);
+void sw_stats_sum_qp(const struct sw_tree *t, uint32_t nbr, struct sw_qp_stats *out);
+/* Flat drop-map key of an engine verdict ("agg_" prefixed when it collides). */
+const char *sw_stats_engine_drop_key(enum agg_verdict v, char *buf, size_t cap);
+const char *sw_nbr_kind_name(enum sw_nbr_kind k);
 
 #endif

@@ -104,6 +104,20 @@ struct inca_comm_opts {
 	inca_log_fn log_fn; /* NULL: silent */
 	void *log_ctx;
 	int log_level; /* messages at or below this level go to log_fn */
+
+	/* ---- Aggregation Manager (issue 3, docs/am.md): appended fields. With am_addr set the
+	 * rank joins a group through inca-am instead of using switch_addr/tree_id/key/...: the
+	 * AM assigns the tree, BFR-id, key, slots and MTU. If the AM answers HOST_FALLBACK (or
+	 * no verdict comes within am_timeout_ms) the communicator runs on the host ring only.
+	 * A rejected job credential makes inca_comm_create fail with -EACCES. */
+	const char *am_addr;        /* "host:port" of inca-am; NULL: no AM */
+	const char *job_id;         /* required with am_addr */
+	const char *job_credential; /* the job's shared secret */
+	const char *group_name;     /* several communicators per job: one group each; NULL: "" */
+	const char *host_name;      /* reported to the AM to find the leaf switch; NULL: hostname */
+	const char *am_attach_hint; /* optional: name of the switch this host is attached to */
+	const char *am_tls_ca;      /* PEM root certificate: gRPC over TLS; NULL: insecure */
+	uint32_t am_timeout_ms;     /* wait for the group's verdict; 0: timeout_ms */
 };
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or
@@ -140,6 +154,22 @@ struct inca_comm_stats {
 };
 /* Copy the counters. Cheap. */
 int inca_comm_get_stats(const struct inca_comm *comm, struct inca_comm_stats *out);
+
+/* ---- Aggregation Manager (issue 3): additions ---------------------------------------- */
+
+/* The communicator's view of its AM group (only for communicators created with am_addr). */
+struct inca_am_info {
+	uint64_t group_id;
+	int inc_enabled;     /* 1: collectives may use the tree now */
+	int state;           /* 0 waiting, 1 tree ready, 2 host fallback, 3 dismantled */
+	uint16_t tree_id;
+	uint32_t generation; /* bumps on every rebuild */
+	uint64_t reconnects; /* Session stream reconnections (e.g. AM restarts) */
+	char reason[128];    /* why INC is off, when it is */
+};
+/* Copy the AM state. -ENOTSUP without an AM (or without gRPC support), -EINVAL bad args.
+ * Cheap (one mutex); call from the communicator's thread. */
+int inca_comm_am_info(const struct inca_comm *comm, struct inca_am_info *out);
 
 #ifdef __cplusplus
 }

@@ -57,6 +57,8 @@ struct inca_comm {
 	bool inc_broken;        /* retransmission limit reached: INC is unusable */
 
 	struct inca_comm_stats stats;
+
+	struct client_am *am; /* am.c: AM session, NULL without am_addr (issue 3) */
 };
 
 #define CLIENT_RING_TMP_BYTES (1u << 20)
@@ -82,5 +84,20 @@ int client_inc_open(struct inca_comm *c);
 void client_inc_close(struct inca_comm *c);
 int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
 			 enum inca_dtype dt, enum inca_op op);
+
+/* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
+ * stubs (client_am_start -> -ENOTSUP). */
+struct client_am;
+/* Bind the data socket, join, start the session thread, wait for the verdict and, on
+ * TREE_READY, fill c->cfg's switch fields. 0 also when the group fell back to the host. */
+int client_am_start(struct inca_comm *c, const struct inca_comm_opts *o);
+/* Leave, stop the session thread, free. */
+void client_am_stop(struct inca_comm *c);
+/* A dup of the AM-registered data socket for inc.c to adopt, or -1 (no AM). */
+int client_am_data_fd(struct inca_comm *c);
+/* 1: INC usable now (adopts a rebuilt tree first), 0: not (dismantled / fallback). */
+int client_am_check(struct inca_comm *c);
+/* 1: the tree generation c->inc uses is still the AM's current one. */
+int client_am_tree_current(struct inca_comm *c);
 
 #endif

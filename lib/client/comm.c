@@ -129,6 +129,30 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	return 0;
 }
 
+/* AM path: every rank must take the same path, but each learns its group's verdict on its own
+ * stream. Two tiny ring collectives (MIN and MAX of the tree identity) make the ranks agree;
+ * any disagreement turns INC off everywhere. */
+static int am_agree(struct inca_comm *c)
+{
+	uint64_t mine = c->inc ? ((uint64_t)c->cfg.tree_id << 32 | c->cfg.key) : 0, lo = mine,
+		 hi = mine;
+	int rc;
+
+	c->coll_seq++;
+	rc = client_ring_allreduce(c, &lo, &lo, 1, INCA_UINT64, INCA_MIN);
+	if (rc == 0) {
+		c->coll_seq++;
+		rc = client_ring_allreduce(c, &hi, &hi, 1, INCA_UINT64, INCA_MAX);
+	}
+	if (rc < 0)
+		return rc;
+	if (lo != hi && c->inc) {
+		client_log(&c->cfg, 1, "am: ranks disagree on the tree: INC off");
+		client_inc_close(c);
+	}
+	return 0;
+}
+
 int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 {
 	struct inca_comm *c;
@@ -151,6 +175,16 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 			goto fail;
 		}
 	}
+	/* AM path (issue 3): join the group; on TREE_READY this fills the switch settings. */
+	if (opts->am_addr) {
+		if (opts->switch_addr) {
+			rc = -EINVAL;
+			goto fail;
+		}
+		rc = client_am_start(c, opts);
+		if (rc < 0)
+			goto fail;
+	}
 	/* Open the data plane first: a busy UDP port fails fast, before peers wait on us. */
 	if (c->cfg.have_switch) {
 		rc = client_inc_open(c);
@@ -159,6 +193,11 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 	}
 	if (c->cfg.size > 1) {
 		rc = client_bootstrap(c);
+		if (rc < 0)
+			goto fail;
+	}
+	if (c->am && c->cfg.size > 1) {
+		rc = am_agree(c);
 		if (rc < 0)
 			goto fail;
 	}
@@ -176,6 +215,7 @@ void inca_comm_destroy(struct inca_comm *c)
 {
 	if (!c)
 		return;
+	client_am_stop(c);
 	client_inc_close(c);
 	if (c->ring_send_fd >= 0)
 		close(c->ring_send_fd);
@@ -225,6 +265,8 @@ int inca_allreduce_algo(struct inca_comm *c, const void *sendbuf, void *recvbuf,
 		return -EINVAL;
 	if (!inca_op_valid(dt, op))
 		return -ENOTSUP;
+	if (algo == INCA_ALGO_INC && c->am && !client_am_check(c))
+		return -ENOTSUP; /* AM group dismantled or on the host path */
 	if (algo == INCA_ALGO_INC && !c->inc)
 		return -ENOTSUP;
 	if (count == 0)
@@ -244,7 +286,7 @@ int inca_allreduce_algo(struct inca_comm *c, const void *sendbuf, void *recvbuf,
 	else if (algo == INCA_ALGO_RING)
 		use_inc = false;
 	else
-		use_inc = c->inc && !c->inc_broken;
+		use_inc = c->inc && !c->inc_broken && (!c->am || client_am_check(c));
 
 	c->coll_seq++;
 	if (use_inc) {
@@ -252,6 +294,16 @@ int inca_allreduce_algo(struct inca_comm *c, const void *sendbuf, void *recvbuf,
 			return -ETIMEDOUT;
 		c->stats.inc_calls++;
 		rc = client_inc_allreduce(c, sendbuf, recvbuf, count, dt, op);
+		/* AM path: the tree went away under this call (dismantled or rebuilt). Out of
+		 * place the input is intact, so the call finishes on the ring; in place it fails. */
+		if (rc == -ETIMEDOUT && algo == INCA_ALGO_AUTO && c->am &&
+		    !client_am_tree_current(c)) {
+			c->inc_broken = false;
+			if (sendbuf != recvbuf) {
+				c->stats.ring_calls++;
+				rc = client_ring_allreduce(c, sendbuf, recvbuf, count, dt, op);
+			}
+		}
 	} else {
 		c->stats.ring_calls++;
 		rc = client_ring_allreduce(c, sendbuf, recvbuf, count, dt, op);

@@ -91,6 +91,7 @@ int client_inc_open(struct inca_comm *c)
 	socklen_t sl = sizeof local;
 	struct client_inc *ic;
 	int pmtu = IP_PMTUDISC_DO, rc;
+	bool adopted;
 
 	ic = calloc(1, sizeof *ic);
 	if (!ic)
@@ -104,7 +105,11 @@ int client_inc_open(struct inca_comm *c)
 	if (!ic->chunks || !ic->ready || !ic->txbuf || !ic->rxbuf)
 		return -ENOMEM;
 
-	ic->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* AM path: adopt the socket whose address the AM registered (already bound). */
+	ic->fd = client_am_data_fd(c);
+	adopted = ic->fd >= 0;
+	if (!adopted)
+		ic->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (ic->fd < 0)
 		return -errno;
 	/* DF and, on an unconnected socket, IPv4 ID 0: the ID the ICRC assumes. */
@@ -112,7 +117,7 @@ int client_inc_open(struct inca_comm *c)
 		return -errno;
 	sockbuf(ic->fd, SO_RCVBUFFORCE, SO_RCVBUF);
 	sockbuf(ic->fd, SO_SNDBUFFORCE, SO_SNDBUF);
-	if (bind(ic->fd, (struct sockaddr *)&local, sizeof local) < 0) {
+	if (!adopted && bind(ic->fd, (struct sockaddr *)&local, sizeof local) < 0) {
 		rc = -errno;
 		client_log(cfg, 0, "inc: cannot bind the data-plane socket: %s", inca_strerror(rc));
 		return rc;

@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+"""A client nobody here wrote: python3-grpcio with stubs generated from proto/inca_am.proto at
+test time joins and queries inca-am. Checks: a wrong job credential is denied (and counted), a
+group forms, the Session stream carries WAITING then the group's verdict, the query RPCs answer,
+an unknown method gets UNIMPLEMENTED at once, Leave ends the group.
+Usage: am_grpc_test.py PATH-TO-inca-am PATH-TO-inca_am.proto"""
+import os
+import queue
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+try:
+    import grpc
+    from grpc_tools import protoc
+except ImportError:
+    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
+    sys.exit(77)
+
+AM, PROTO = sys.argv[1], sys.argv[2]
+tmp = tempfile.mkdtemp(prefix="inca-am-py-")
+if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
+                "--grpc_python_out=" + tmp, PROTO]) != 0:
+    print("FAIL: grpc_tools.protoc failed")
+    sys.exit(1)
+sys.path.insert(0, tmp)
+import inca_am_pb2 as pb  # noqa: E402
+import inca_am_pb2_grpc as pbg  # noqa: E402
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what)
+    else:
+        print("ok:", what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+port = free_port()
+conf = os.path.join(tmp, "am.conf")
+with open(conf, "w") as f:
+    f.write("listen = 127.0.0.1:%d\nheartbeat_ms = 200\npoll_ms = 200\n"
+            "job jobA credential s3cret\n" % port)
+ready = os.path.join(tmp, "ready")
+am = subprocess.Popen([AM, "-c", conf, "--ready-file", ready, "-v"], stderr=subprocess.PIPE,
+                      text=True)
+try:
+    t0 = time.time()
+    while not os.path.exists(ready) and time.time() - t0 < 10 and am.poll() is None:
+        time.sleep(0.05)
+    check(os.path.exists(ready), "inca-am started")
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    stub = pbg.AmStub(ch)
+
+    def join(rank, cred="s3cret", job="jobA"):
+        return stub.Join(pb.JoinRequest(job_id=job, job_credential=cred, rank=rank, size=2,
+                                        data_addr="127.0.0.%d:5000" % (20 + rank),
+                                        host_name="pyhost%d" % rank,
+                                        caps=pb.Capabilities(inc=True)), timeout=5)
+
+    # wrong credential
+    try:
+        join(0, cred="wrong")
+        check(False, "wrong credential denied")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.PERMISSION_DENIED, "wrong credential denied (%s)" %
+              e.code())
+    # a job the AM does not know (allow_first_joiner is off)
+    try:
+        join(0, job="other")
+        check(False, "unknown job denied")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.PERMISSION_DENIED, "unknown job denied")
+
+    r0 = join(0)
+    check(r0.group_id > 0 and r0.bfr_id == 1 and r0.joined == 1, "rank 0 joined")
+    check(r0.heartbeat_ms == 200, "heartbeat interval advertised")
+
+    # session of rank 0: heartbeats from a generator, events into a queue
+    events = queue.Queue()
+    stop = threading.Event()
+
+    def pings():
+        seq = 0
+        while not stop.is_set():
+            yield pb.SessionMsg(group_id=r0.group_id, rank=0, member_token=r0.member_token,
+                                seq=seq)
+            seq += 1
+            stop.wait(0.1)
+
+    def reader():
+        try:
+            for ev in stub.Session(pings()):
+                events.put(ev)
+        except grpc.RpcError:
+            pass
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+
+    def next_event(kinds, timeout=5):
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                ev = events.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if ev.kind in kinds:
+                return ev
+        return None
+
+    ev = next_event([pb.GroupEvent.WAITING])
+    check(ev is not None and ev.joined == 1 and ev.size == 2, "WAITING on the session")
+    ev = next_event([pb.GroupEvent.PONG])
+    check(ev is not None, "heartbeats answered")
+
+    # a session with a bad token is refused
+    try:
+        for _ in stub.Session(iter([pb.SessionMsg(group_id=r0.group_id, rank=0,
+                                                  member_token=r0.member_token ^ 1)]),
+                              timeout=5):
+            pass
+        check(False, "bad session token refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.PERMISSION_DENIED, "bad session token refused")
+
+    r1 = join(1)
+    check(r1.group_id == r0.group_id and r1.joined == 2, "rank 1 joined the same group")
+    # no switch reaches these clients: the group runs on the host path, with a reason
+    ev = next_event([pb.GroupEvent.HOST_FALLBACK, pb.GroupEvent.TREE_READY])
+    check(ev is not None and ev.kind == pb.GroupEvent.HOST_FALLBACK and
+          "not attached" in ev.reason, "HOST_FALLBACK with a reason (%s)" %
+          (ev.reason if ev else None))
+
+    groups = stub.ListGroups(pb.Empty(), timeout=5).groups
+    check(len(groups) == 1 and groups[0].state == "fallback" and len(groups[0].members) == 2,
+          "ListGroups shows the group and its members")
+    check(groups[0].members[0].session_up, "rank 0's session is up")
+    check(len(stub.ListSwitches(pb.Empty(), timeout=5).switches) == 0, "ListSwitches")
+    check(len(stub.ListLinks(pb.Empty(), timeout=5).links) == 0, "ListLinks")
+    check(len(stub.ListTrees(pb.Empty(), timeout=5).trees) == 0, "ListTrees")
+    st = stub.GetStats(pb.Empty(), timeout=5)
+    check(st.joins_denied == 2 and st.joins == 2 and st.sessions_denied == 1 and
+          st.groups_fallback == 1, "GetStats counts joins and denials")
+
+    t1 = time.time()
+    try:
+        ch.unary_unary("/inca.am.v1.Am/NoSuchMethod")(b"", timeout=5)
+        check(False, "unknown method")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.UNIMPLEMENTED and time.time() - t1 < 2,
+              "unknown method answered UNIMPLEMENTED at once")
+
+    # rank 1 never opens a session: its heartbeat times out and the group goes away
+    stub.Leave(pb.LeaveRequest(group_id=r0.group_id, rank=0, member_token=r0.member_token),
+               timeout=5)
+    stop.set()
+    t1 = time.time()
+    while time.time() - t1 < 5 and stub.GetStats(pb.Empty(), timeout=5).active_groups:
+        time.sleep(0.1)
+    check(stub.GetStats(pb.Empty(), timeout=5).active_groups == 0, "group removed after leave "
+          "and heartbeat loss")
+    ch.close()
+finally:
+    am.terminate()
+    try:
+        _, err = am.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        am.kill()
+        _, err = am.communicate()
+    check("DENIED join" in err, "denials are logged")
+    if failures:
+        sys.stderr.write(err)
+print("%d failure(s)" % failures)
+sys.exit(1 if failures else 0)

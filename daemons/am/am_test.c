@@ -1,0 +1,480 @@
+/* inca-am integration tests on loopback: the real inca-am (and inca-switch with its NETCONF
+ * server when lib/ctl is built), libinca ranks as forked processes joining through the AM.
+ * Usage: am_test CASE AM-PATH SWITCH-PATH INCA-CLI-PATH ctl|noctl
+ *   fallback  no switch: the group gets HOST_FALLBACK, AllReduce exact on the ring, a wrong
+ *             credential fails with -EACCES, leave removes the group
+ *   inc       1 leaf: TREE_READY, INC AllReduce exact, AM restart keeps the group running
+ *   full      1 leaf with too few slots: HOST_FALLBACK "slots exhausted", ring exact
+ *   twolevel  2 leaves + 1 spine: 2-level tree, 4 ranks, exact, `inca status` shows it;
+ *             leave -> dismantled, the switches' trees and slots are freed */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "am_rpc.h"
+#include "inca/inca.h"
+
+static const char *am_path, *sw_path, *cli_path;
+static char tmpdir[128], am_addr[64], journal[256], am_conf[256];
+static pid_t am_pid, sw_pids[3];
+static int nsw;
+
+static void cleanup(void)
+{
+	if (am_pid > 0) {
+		kill(am_pid, SIGKILL);
+		waitpid(am_pid, NULL, 0);
+		am_pid = 0;
+	}
+	for (int i = 0; i < nsw; i++)
+		if (sw_pids[i] > 0) {
+			kill(sw_pids[i], SIGKILL);
+			waitpid(sw_pids[i], NULL, 0);
+			sw_pids[i] = 0;
+		}
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "FAIL: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	cleanup();
+	exit(1);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	cleanup();
+	_exit(3);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		die("cannot write %s", path);
+}
+
+static void wait_file(const char *path, pid_t pid)
+{
+	for (int i = 0; i < 200; i++) {
+		if (access(path, F_OK) == 0)
+			return;
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			die("daemon for %s exited early", path);
+		usleep(25000);
+	}
+	die("timeout waiting for %s", path);
+}
+
+static pid_t spawn(char *const argv[])
+{
+	pid_t p = fork();
+	if (p == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return p;
+}
+
+static void start_am(void)
+{
+	char ready[300];
+	snprintf(ready, sizeof ready, "%s/am.ready", tmpdir);
+	unlink(ready);
+	am_pid = spawn((char *const[]){ (char *)am_path, "-c", am_conf, "-j", journal, "-l", am_addr,
+					"--ready-file", ready, "-v", NULL });
+	wait_file(ready, am_pid);
+}
+
+static void stop_am(void)
+{
+	kill(am_pid, SIGTERM);
+	waitpid(am_pid, NULL, 0);
+	am_pid = 0;
+}
+
+static grpc_channel *chan;
+
+/* gRPC is started lazily, after the ranks were forked: gRPC state must not cross a fork. */
+static void chan_open(void)
+{
+	if (chan)
+		return;
+	grpc_init();
+	chan = am_rpc_channel(am_addr, NULL, NULL, 0);
+	if (!chan)
+		die("channel");
+}
+
+static Inca__Am__V1__StatsReply *stats(void)
+{
+	ProtobufCMessage *rp;
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	char err[128];
+	chan_open();
+	if (am_rpc_unary(chan, "GetStats", &e.base, &inca__am__v1__stats_reply__descriptor, &rp, 3000,
+			 err, sizeof err) < 0)
+		die("GetStats: %s", err);
+	return (Inca__Am__V1__StatsReply *)rp;
+}
+
+static Inca__Am__V1__ListGroupsReply *groups(void)
+{
+	ProtobufCMessage *rp;
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	char err[128];
+	chan_open();
+	if (am_rpc_unary(chan, "ListGroups", &e.base, &inca__am__v1__list_groups_reply__descriptor,
+			 &rp, 3000, err, sizeof err) < 0)
+		die("ListGroups: %s", err);
+	return (Inca__Am__V1__ListGroupsReply *)rp;
+}
+
+/* ---------------------------------------------------------------- ranks */
+
+struct rank_plan {
+	int size;
+	const char *cred;
+	int expect_state;  /* inca_am_info.state after create */
+	int iters;         /* AllReduces */
+	int sleep_us;      /* between iterations (AM restart window) */
+	const char *restart_flag; /* wait for this file before the last half (or NULL) */
+	const char *expect_reason; /* substring of inca_am_info.reason (or NULL) */
+};
+
+static int run_rank(int rank, const struct rank_plan *p)
+{
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_am_info info;
+	struct inca_comm_stats st;
+	char host_ip[32], data[32], boot[32], hname[16];
+	int32_t buf[3000];
+	int rc;
+
+	memset(&o, 0, sizeof o);
+	snprintf(host_ip, sizeof host_ip, "127.0.0.%d", 21 + rank);
+	snprintf(data, sizeof data, "127.0.0.%d:0", 21 + rank);
+	snprintf(boot, sizeof boot, "127.0.0.21:%d", 20000 + (getppid() % 20000));
+	snprintf(hname, sizeof hname, "h%d", rank);
+	o.rank = rank;
+	o.size = p->size;
+	o.host_ip = host_ip;
+	o.data_addr = data;
+	o.bootstrap_addr = boot;
+	o.am_addr = am_addr;
+	o.job_id = "job1";
+	o.job_credential = p->cred;
+	o.host_name = hname;
+	o.am_timeout_ms = 15000;
+	o.timeout_ms = 20000;
+	o.rto_us = 5000;
+	rc = inca_comm_create(&o, &c);
+	if (strcmp(p->cred, "good") != 0)
+		return rc == -EACCES ? 0 : 10;
+	if (rc < 0) {
+		fprintf(stderr, "rank %d: create: %s\n", rank, inca_strerror(rc));
+		return 11;
+	}
+	if (inca_comm_am_info(c, &info) < 0 || info.state != p->expect_state ||
+	    (p->expect_reason && !strstr(info.reason, p->expect_reason))) {
+		fprintf(stderr, "rank %d: AM state %d (%s), expected %d\n", rank, info.state,
+			info.reason, p->expect_state);
+		return 12;
+	}
+	for (int it = 0; it < p->iters; it++) {
+		int n = 1 + (it * 997) % 3000;
+		if (p->restart_flag && it == p->iters / 2)
+			for (int w = 0; w < 400 && access(p->restart_flag, F_OK) != 0; w++)
+				usleep(25000);
+		for (int i = 0; i < n; i++)
+			buf[i] = (rank + 1) * (i + it);
+		rc = inca_allreduce(c, buf, buf, (size_t)n, INCA_INT32, INCA_SUM);
+		if (rc < 0) {
+			fprintf(stderr, "rank %d: allreduce %d: %s\n", rank, it, inca_strerror(rc));
+			return 13;
+		}
+		for (int i = 0; i < n; i++)
+			if (buf[i] != (p->size * (p->size + 1) / 2) * (i + it)) {
+				fprintf(stderr, "rank %d: wrong result at %d/%d\n", rank, it, i);
+				return 14;
+			}
+		if (p->sleep_us)
+			usleep((useconds_t)p->sleep_us);
+	}
+	inca_comm_get_stats(c, &st);
+	if (p->expect_state == 1 && st.inc_calls != (uint64_t)p->iters) {
+		fprintf(stderr, "rank %d: %llu of %d calls on INC\n", rank,
+			(unsigned long long)st.inc_calls, p->iters);
+		return 15;
+	}
+	if (p->expect_state == 2 && st.inc_calls != 0)
+		return 16;
+	inca_comm_destroy(c);
+	return 0;
+}
+
+static void run_ranks(const struct rank_plan *p, void (*during)(void))
+{
+	pid_t pids[8];
+	int status, bad = 0;
+
+	for (int r = 0; r < p->size; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0)
+			_exit(run_rank(r, p));
+	}
+	if (during)
+		during();
+	for (int r = 0; r < p->size; r++) {
+		waitpid(pids[r], &status, 0);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "rank %d exit status %d\n", r,
+				WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+			bad++;
+		}
+	}
+	if (bad)
+		die("%d rank(s) failed", bad);
+}
+
+static void wait_no_groups(void)
+{
+	for (int i = 0; i < 300; i++) {
+		Inca__Am__V1__StatsReply *s = stats();
+		uint64_t n = s->active_groups;
+		protobuf_c_message_free_unpacked(&s->base, NULL);
+		if (n == 0)
+			return;
+		usleep(50000);
+	}
+	die("groups still active after every rank left");
+}
+
+/* ---------------------------------------------------------------- cases */
+
+static void case_fallback(void)
+{
+	struct rank_plan p = { .size = 3, .cred = "good", .expect_state = 2, .iters = 10 };
+	struct rank_plan bad = { .size = 1, .cred = "bad" };
+	Inca__Am__V1__StatsReply *s;
+
+	write_file(am_conf, "heartbeat_ms = 200\npoll_ms = 200\njob job1 credential good\n");
+	start_am();
+	run_ranks(&bad, NULL);
+	run_ranks(&p, NULL);
+	wait_no_groups();
+	s = stats();
+	if (s->joins_denied != 1 || s->groups_fallback != 1 || s->joins != 3)
+		die("stats: denied %llu fallback %llu joins %llu", (unsigned long long)s->joins_denied,
+		    (unsigned long long)s->groups_fallback, (unsigned long long)s->joins);
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+	stop_am();
+}
+
+static void start_switch(int i, const char *conf_text)
+{
+	char conf[300], sock[300], ready[300];
+	snprintf(conf, sizeof conf, "%s/sw%d.conf", tmpdir, i);
+	snprintf(sock, sizeof sock, "%s/sw%d.sock", tmpdir, i);
+	snprintf(ready, sizeof ready, "%s/sw%d.ready", tmpdir, i);
+	write_file(conf, conf_text);
+	sw_pids[i] = spawn((char *const[]){ (char *)sw_path, "-c", conf, "--netconf-unix", sock,
+					    "--ready-file", ready, NULL });
+	nsw = i + 1;
+	wait_file(ready, sw_pids[i]);
+}
+
+static char restart_flag[300];
+
+static void restart_am_during(void)
+{
+	usleep(300000);
+	stop_am(); /* the data plane keeps running */
+	usleep(300000);
+	start_am();
+	write_file(restart_flag, "go\n");
+}
+
+static void case_inc(void)
+{
+	struct rank_plan p = { .size = 3, .cred = "good", .expect_state = 1, .iters = 60,
+			       .sleep_us = 20000, .restart_flag = restart_flag };
+	char text[1024];
+	Inca__Am__V1__StatsReply *s;
+
+	start_switch(0, "name = leaf0\nrole = leaf\nlisten = 127.0.0.11:4791\n"
+			"max_slots = 1024\nmax_trees = 8\n");
+	snprintf(text, sizeof text,
+		 "heartbeat_ms = 200\npoll_ms = 200\ngrace_ms = 5000\njob job1 credential good\n"
+		 "switch leaf0 unix:%s/sw0.sock\n"
+		 "attach 127.0.0.21 leaf0\nattach 127.0.0.22 leaf0\nattach 127.0.0.23 leaf0\n",
+		 tmpdir);
+	write_file(am_conf, text);
+	start_am();
+	snprintf(restart_flag, sizeof restart_flag, "%s/restarted", tmpdir);
+	run_ranks(&p, restart_am_during);
+	s = stats();
+	if (s->recovered_groups != 1)
+		die("restarted AM recovered %llu groups", (unsigned long long)s->recovered_groups);
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+	wait_no_groups();
+	stop_am();
+}
+
+/* While the 4 ranks run: `inca status` must show the 2-level tree rooted at the spine. */
+static void status_during(void)
+{
+	char cmd[600], out[16384];
+	size_t n = 0;
+	FILE *f;
+
+	usleep(700000);
+	snprintf(cmd, sizeof cmd, "%s --am %s status", cli_path, am_addr);
+	f = popen(cmd, "r");
+	if (!f)
+		die("popen");
+	n = fread(out, 1, sizeof out - 1, f);
+	out[n] = '\0';
+	if (pclose(f) != 0)
+		die("inca status failed:\n%s", out);
+	fputs(out, stderr);
+	if (!strstr(out, "2-level") || !strstr(out, "spine0 [root]") || !strstr(out, "leaf1 [leaf]") ||
+	    !strstr(out, "A-BM 1-4") || !strstr(out, "running"))
+		die("inca status does not show the 2-level tree");
+}
+
+/* Admission control end to end: a switch with fewer free slots than slots_min refuses the
+ * group with a reason, and the collectives complete on the host path. */
+static void case_full(void)
+{
+	struct rank_plan p = { .size = 3, .cred = "good", .expect_state = 2, .iters = 10,
+			       .expect_reason = "slots exhausted" };
+	char text[1024];
+	Inca__Am__V1__StatsReply *s;
+
+	start_switch(0, "name = leaf0\nrole = leaf\nlisten = 127.0.0.11:4791\nmax_slots = 8\n");
+	snprintf(text, sizeof text,
+		 "heartbeat_ms = 200\npoll_ms = 200\nslots_min = 16\njob job1 credential good\n"
+		 "switch leaf0 unix:%s/sw0.sock\n"
+		 "attach 127.0.0.21 leaf0\nattach 127.0.0.22 leaf0\nattach 127.0.0.23 leaf0\n",
+		 tmpdir);
+	write_file(am_conf, text);
+	start_am();
+	run_ranks(&p, NULL);
+	wait_no_groups();
+	s = stats();
+	if (s->groups_fallback != 1 || s->groups_ready != 0)
+		die("full: fallback %llu ready %llu", (unsigned long long)s->groups_fallback,
+		    (unsigned long long)s->groups_ready);
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+	stop_am();
+}
+
+static void case_twolevel(void)
+{
+	struct rank_plan p = { .size = 4, .cred = "good", .expect_state = 1, .iters = 40,
+			       .sleep_us = 30000 };
+	char text[1024];
+	Inca__Am__V1__ListGroupsReply *g;
+
+	start_switch(0, "name = spine0\nrole = spine\nlisten = 127.0.0.10:4791\n"
+			"link = p1 peer leaf0\nlink = p2 peer leaf1\n");
+	start_switch(1, "name = leaf0\nrole = leaf\nlisten = 127.0.0.11:4791\n"
+			"link = up peer spine0\nlink = d1 peer h0 peer_addr 127.0.0.21\n"
+			"link = d2 peer h1 peer_addr 127.0.0.22\n");
+	start_switch(2, "name = leaf1\nrole = leaf\nlisten = 127.0.0.12:4791\n"
+			"link = up peer spine0\nlink = d1 peer h2 peer_addr 127.0.0.23\n"
+			"link = d2 peer h3 peer_addr 127.0.0.24\n");
+	snprintf(text, sizeof text,
+		 "heartbeat_ms = 200\npoll_ms = 200\njob job1 credential good\n"
+		 "switch spine0 unix:%s/sw0.sock\nswitch leaf0 unix:%s/sw1.sock\n"
+		 "switch leaf1 unix:%s/sw2.sock\n",
+		 tmpdir, tmpdir, tmpdir);
+	write_file(am_conf, text);
+	start_am();
+	run_ranks(&p, status_during);
+	wait_no_groups();
+	g = groups();
+	if (g->n_groups != 0)
+		die("groups left");
+	protobuf_c_message_free_unpacked(&g->base, NULL);
+	/* leave -> dismantled: the trees are gone from every switch (seen at the next poll) */
+	for (int i = 0;; i++) {
+		ProtobufCMessage *rp;
+		Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+		Inca__Am__V1__ListSwitchesReply *ls;
+		uint32_t used = 0;
+		if (am_rpc_unary(chan, "ListSwitches", &e.base,
+				 &inca__am__v1__list_switches_reply__descriptor, &rp, 3000, NULL, 0) < 0)
+			die("ListSwitches");
+		ls = (Inca__Am__V1__ListSwitchesReply *)rp;
+		for (size_t k = 0; k < ls->n_switches; k++)
+			used += ls->switches[k]->used_slots + ls->switches[k]->used_trees;
+		protobuf_c_message_free_unpacked(rp, NULL);
+		if (used == 0)
+			break;
+		if (i == 50)
+			die("switches still hold trees after the group ended");
+		usleep(100000);
+	}
+	stop_am();
+}
+
+int main(int argc, char **argv)
+{
+	int port;
+
+	if (argc != 6) {
+		fprintf(stderr, "usage: am_test fallback|inc|twolevel AM SWITCH INCA-CLI ctl|noctl\n");
+		return 2;
+	}
+	am_path = argv[2];
+	sw_path = argv[3];
+	cli_path = argv[4];
+	if (strcmp(argv[1], "fallback") != 0 && strcmp(argv[5], "ctl") != 0) {
+		printf("SKIP: inca-am built without lib/ctl (NETCONF)\n");
+		return 77;
+	}
+	signal(SIGALRM, on_alarm);
+	alarm(100);
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/inca-am-test.XXXXXX");
+	if (!mkdtemp(tmpdir))
+		die("mkdtemp");
+	port = 30000 + (int)(getpid() % 20000);
+	snprintf(am_addr, sizeof am_addr, "127.0.0.1:%d", port);
+	snprintf(journal, sizeof journal, "%s/am.journal", tmpdir);
+	snprintf(am_conf, sizeof am_conf, "%s/am.conf", tmpdir);
+	if (!strcmp(argv[1], "fallback"))
+		case_fallback();
+	else if (!strcmp(argv[1], "inc"))
+		case_inc();
+	else if (!strcmp(argv[1], "full"))
+		case_full();
+	else if (!strcmp(argv[1], "twolevel"))
+		case_twolevel();
+	else
+		die("unknown case %s", argv[1]);
+	if (chan) {
+		grpc_channel_destroy(chan);
+		grpc_shutdown();
+	}
+	cleanup();
+	printf("am_test %s: ok\n", argv[1]);
+	return 0;
+}

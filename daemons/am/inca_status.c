@@ -1,0 +1,269 @@
+/* `inca`: the operator's command line for the Aggregation Manager. `inca status` shows every
+ * switch, link and client and their relationships, and every group with its tree (draft-liu
+ * §3.1), through the AM's query RPCs; `inca dismantle` asks the AM to take a group down. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "am_rpc.h"
+
+static grpc_channel *ch;
+static unsigned timeout_ms = 5000;
+
+static void *call(const char *method, const ProtobufCMessage *rq,
+		  const ProtobufCMessageDescriptor *d)
+{
+	ProtobufCMessage *rp = NULL;
+	char err[256];
+	int rc = am_rpc_unary(ch, method, rq, d, &rp, timeout_ms, err, sizeof err);
+
+	if (rc < 0) {
+		fprintf(stderr, "inca: %s: %s%s%s\n", method, strerror(-rc), err[0] ? ": " : "", err);
+		return NULL;
+	}
+	return rp;
+}
+
+static void print_ids(const uint32_t *v, size_t n)
+{
+	/* Ranges keep 4096-member groups readable: 1-8,12 */
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j + 1 < n && v[j + 1] == v[j] + 1)
+			j++;
+		printf("%s%u", i ? "," : "", v[i]);
+		if (j > i)
+			printf("-%u", v[j]);
+		i = j + 1;
+	}
+	if (n == 0)
+		printf("-");
+}
+
+static int show_switches(void)
+{
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	Inca__Am__V1__ListSwitchesReply *r =
+		call("ListSwitches", &e.base, &inca__am__v1__list_switches_reply__descriptor);
+
+	if (!r)
+		return 1;
+	printf("SWITCHES (%zu)\n", r->n_switches);
+	printf("  %-12s %-5s %-6s %-21s %-13s %-11s %-6s %s\n", "name", "state", "role", "data-plane",
+	       "slots used", "trees used", "bsl", "netconf");
+	for (size_t i = 0; i < r->n_switches; i++) {
+		Inca__Am__V1__SwitchInfo *s = r->switches[i];
+		char slots[32], trees[32];
+		snprintf(slots, sizeof slots, "%u/%u", s->used_slots, s->max_slots);
+		snprintf(trees, sizeof trees, "%u/%u", s->used_trees, s->max_trees);
+		printf("  %-12s %-5s %-6s %-21s %-13s %-11s %-6u %s\n", s->name, s->up ? "up" : "DOWN",
+		       s->role[0] ? s->role : "-", s->data_addr[0] ? s->data_addr : "-", slots, trees,
+		       s->max_bsl_bits, s->target);
+		if (!s->up && s->last_error[0])
+			printf("  %-12s   error: %s\n", "", s->last_error);
+	}
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+static int show_links(void)
+{
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	Inca__Am__V1__ListLinksReply *r =
+		call("ListLinks", &e.base, &inca__am__v1__list_links_reply__descriptor);
+
+	if (!r)
+		return 1;
+	printf("LINKS (%zu)\n", r->n_links);
+	for (size_t i = 0; i < r->n_links; i++) {
+		Inca__Am__V1__LinkInfo *l = r->links[i];
+		printf("  %-12s %-10s --%s--> %-6s %-12s %-21s %.1f Gbit/s\n", l->switch_name,
+		       l->port[0] ? l->port : "-", l->up ? "up" : "DOWN", l->peer_kind, l->peer,
+		       l->peer_addr[0] ? l->peer_addr : "", (double)l->speed_bps / 1e9);
+	}
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+static int show_groups(bool clients_only)
+{
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	Inca__Am__V1__ListGroupsReply *r =
+		call("ListGroups", &e.base, &inca__am__v1__list_groups_reply__descriptor);
+
+	if (!r)
+		return 1;
+	if (clients_only) {
+		size_t n = 0;
+		for (size_t g = 0; g < r->n_groups; g++)
+			n += r->groups[g]->n_members;
+		printf("CLIENTS (%zu)\n", n);
+		printf("  %-12s %-22s %-10s %-5s %-7s %-12s %-12s %s\n", "host", "data-plane", "group",
+		       "rank", "bfr-id", "attached-to", "sends-to", "session");
+		for (size_t g = 0; g < r->n_groups; g++)
+			for (size_t i = 0; i < r->groups[g]->n_members; i++) {
+				Inca__Am__V1__MemberInfo *m = r->groups[g]->members[i];
+				char sess[32];
+				snprintf(sess, sizeof sess, m->session_up ? "up (%llums)" : "DOWN (%llums)",
+					 (unsigned long long)m->last_heartbeat_ms_ago);
+				printf("  %-12s %-22s %-10llu %-5u %-7u %-12s %-12s %s\n",
+				       m->host_name[0] ? m->host_name : "-", m->data_addr,
+				       (unsigned long long)r->groups[g]->group_id, m->rank, m->bfr_id,
+				       m->attach_switch[0] ? m->attach_switch : "?",
+				       m->send_switch[0] ? m->send_switch : "-", sess);
+			}
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+		return 0;
+	}
+	printf("GROUPS (%zu)\n", r->n_groups);
+	for (size_t g = 0; g < r->n_groups; g++) {
+		Inca__Am__V1__GroupInfo *gi = r->groups[g];
+		printf("  group %llu  job %s%s%s  %u/%u ranks  %s", (unsigned long long)gi->group_id,
+		       gi->job_id, gi->group_name[0] ? "/" : "", gi->group_name, gi->joined, gi->size,
+		       gi->state);
+		if (gi->reason[0])
+			printf(" (%s)", gi->reason);
+		printf("\n");
+		if (gi->n_tree) {
+			printf("    tree %u  gen %u  %s  root %s  %u slots  bsl %u  mtu %u\n",
+			       gi->tree_id, gi->generation, gi->n_tree > 1 ? "2-level" : "single-level",
+			       gi->root_switch, gi->slots, gi->bsl_bits, gi->mtu);
+			for (size_t k = 0; k < gi->n_tree; k++) {
+				Inca__Am__V1__SwitchTree *t = gi->tree[k];
+				printf("    %s%s [%s] %s qpn 0x%x %s  A-BM ", k ? "  +- " : "", t->switch_name,
+				       t->role, t->data_addr, t->qpn, t->running ? "running" : "NOT RUNNING");
+				print_ids(t->a_bm, t->n_a_bm);
+				printf("  members ");
+				print_ids(t->member_bfr_ids, t->n_member_bfr_ids);
+				if (t->n_children) {
+					printf("  children");
+					for (size_t c = 0; c < t->n_children; c++)
+						printf(" %s", t->children[c]);
+				}
+				printf("\n");
+			}
+		}
+	}
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+static int show_stats(void)
+{
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	Inca__Am__V1__StatsReply *s = call("GetStats", &e.base, &inca__am__v1__stats_reply__descriptor);
+
+	if (!s)
+		return 1;
+	printf("AM uptime %.1f s: %llu joins (%llu denied), %llu sessions denied, "
+	       "%llu groups created, %llu ready, %llu host fallbacks, %llu dismantles, "
+	       "%llu rebuilds, %llu heartbeat timeouts, %llu switch failures, %llu push failures, "
+	       "%llu recovered, %llu active\n",
+	       (double)s->uptime_ms / 1000, (unsigned long long)s->joins,
+	       (unsigned long long)s->joins_denied, (unsigned long long)s->sessions_denied,
+	       (unsigned long long)s->groups_created, (unsigned long long)s->groups_ready,
+	       (unsigned long long)s->groups_fallback, (unsigned long long)s->dismantles,
+	       (unsigned long long)s->rebuilds, (unsigned long long)s->heartbeat_timeouts,
+	       (unsigned long long)s->switch_failures, (unsigned long long)s->push_failures,
+	       (unsigned long long)s->recovered_groups, (unsigned long long)s->active_groups);
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: inca [--am HOST:PORT] [--ca PEM] [--timeout-ms N] COMMAND\n"
+		"  status            switches, links, clients and groups with their trees (default)\n"
+		"  switches | links | clients | groups | stats\n"
+		"  dismantle GROUP-ID [--reason TEXT] [--token ADMIN-TOKEN]\n"
+		"The AM address defaults to $INCA_AM or 127.0.0.1:50051.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "am", required_argument, NULL, 'a' },
+		{ "ca", required_argument, NULL, 'C' },
+		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "reason", required_argument, NULL, 'r' },
+		{ "token", required_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *am = getenv("INCA_AM"), *ca = NULL, *reason = "", *token = "", *cmd;
+	char err[256];
+	int opt, rc = 0;
+
+	if (!am)
+		am = "127.0.0.1:50051";
+	while ((opt = getopt_long(argc, argv, "a:h", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'a':
+			am = optarg;
+			break;
+		case 'C':
+			ca = optarg;
+			break;
+		case 't':
+			timeout_ms = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'r':
+			reason = optarg;
+			break;
+		case 'k':
+			token = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	cmd = optind < argc ? argv[optind] : "status";
+	grpc_init();
+	ch = am_rpc_channel(am, ca, err, sizeof err);
+	if (!ch) {
+		fprintf(stderr, "inca: %s\n", err);
+		grpc_shutdown();
+		return 1;
+	}
+	if (!strcmp(cmd, "status")) {
+		printf("Aggregation Manager %s\n", am);
+		rc = show_stats() || show_switches() || show_links() || show_groups(true) ||
+		     show_groups(false);
+	} else if (!strcmp(cmd, "switches")) {
+		rc = show_switches();
+	} else if (!strcmp(cmd, "links")) {
+		rc = show_links();
+	} else if (!strcmp(cmd, "clients")) {
+		rc = show_groups(true);
+	} else if (!strcmp(cmd, "groups")) {
+		rc = show_groups(false);
+	} else if (!strcmp(cmd, "stats")) {
+		rc = show_stats();
+	} else if (!strcmp(cmd, "dismantle") && optind + 1 < argc) {
+		Inca__Am__V1__DismantleRequest rq = INCA__AM__V1__DISMANTLE_REQUEST__INIT;
+		void *rp;
+		rq.group_id = strtoull(argv[optind + 1], NULL, 10);
+		rq.reason = (char *)reason;
+		rq.admin_token = (char *)token;
+		rp = call("Dismantle", &rq.base, &inca__am__v1__dismantle_reply__descriptor);
+		if (rp) {
+			printf("group %llu dismantled\n", (unsigned long long)rq.group_id);
+			protobuf_c_message_free_unpacked(rp, NULL);
+		}
+		rc = !rp;
+	} else {
+		usage(stderr);
+		rc = 2;
+	}
+	grpc_channel_destroy(ch);
+	grpc_shutdown();
+	return rc ? (rc == 2 ? 2 : 1) : 0;
+}

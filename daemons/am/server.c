@@ -1,0 +1,503 @@
+/* inca-am gRPC server on the core C API: one completion queue served by the main loop, generic
+ * calls only (dispatch by method name, so an unknown method is answered UNIMPLEMENTED at once),
+ * unary handlers, and the bidirectional Session stream (one send in flight, a queue behind).
+ * A call object lives until its RECV_CLOSE_ON_SERVER completed and no batch is in flight. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "am.h"
+
+enum tag_kind { T_NEW, T_INIT, T_RECV, T_SEND, T_STATUS, T_CLOSE };
+
+struct am_call;
+struct am_tag {
+	struct am_call *c;
+	enum tag_kind k;
+};
+
+#define SESS_QMAX 256
+
+struct am_call {
+	struct am *am;
+	grpc_call *call;
+	grpc_call_details details;
+	grpc_metadata_array md;
+	char method[96];
+	bool is_session;
+	int pending;
+	bool closed, status_sent, status_queued;
+	int cancelled;
+	grpc_byte_buffer *recv_bb, *send_bb;
+	grpc_slice status_details;
+	struct am_tag t_new, t_init, t_recv, t_send, t_status, t_close;
+	/* session */
+	bool opened, finish_req;
+	uint64_t gid;
+	uint32_t rank;
+	grpc_byte_buffer *q[SESS_QMAX];
+	unsigned qh, qn;
+};
+
+/* The opaque handle of am.h is the call itself. */
+struct am_session {
+	struct am_call c;
+};
+
+static void tags_init(struct am_call *c)
+{
+	c->t_new = (struct am_tag){ c, T_NEW };
+	c->t_init = (struct am_tag){ c, T_INIT };
+	c->t_recv = (struct am_tag){ c, T_RECV };
+	c->t_send = (struct am_tag){ c, T_SEND };
+	c->t_status = (struct am_tag){ c, T_STATUS };
+	c->t_close = (struct am_tag){ c, T_CLOSE };
+}
+
+static void request_new(struct am *am)
+{
+	struct am_call *c;
+
+	if (am->shutting_down)
+		return;
+	c = calloc(1, sizeof(struct am_session));
+	if (!c)
+		abort(); /* daemon: out of memory */
+	c->am = am;
+	tags_init(c);
+	c->status_details = grpc_empty_slice();
+	grpc_call_details_init(&c->details);
+	grpc_metadata_array_init(&c->md);
+	if (grpc_server_request_call(am->server, &c->call, &c->details, &c->md, am->cq, am->cq,
+				     &c->t_new) != GRPC_CALL_OK) {
+		am_log(0, "grpc_server_request_call failed");
+		free(c);
+	}
+}
+
+static void call_free(struct am_call *c)
+{
+	if (c->call)
+		grpc_call_unref(c->call);
+	grpc_call_details_destroy(&c->details);
+	grpc_metadata_array_destroy(&c->md);
+	if (c->recv_bb)
+		grpc_byte_buffer_destroy(c->recv_bb);
+	if (c->send_bb)
+		grpc_byte_buffer_destroy(c->send_bb);
+	while (c->qn) {
+		grpc_byte_buffer_destroy(c->q[c->qh]);
+		c->qh = (c->qh + 1) % SESS_QMAX;
+		c->qn--;
+	}
+	grpc_slice_unref(c->status_details);
+	free(c);
+}
+
+static void maybe_free(struct am_call *c)
+{
+	if (c->pending == 0 && c->closed)
+		call_free(c);
+}
+
+static bool start(struct am_call *c, grpc_op *ops, size_t n, struct am_tag *tag)
+{
+	grpc_call_error e = grpc_call_start_batch(c->call, ops, n, tag, NULL);
+
+	if (e != GRPC_CALL_OK) {
+		am_log(0, "grpc_call_start_batch(%s): error %d", c->method, (int)e);
+		return false;
+	}
+	c->pending++;
+	return true;
+}
+
+static void start_close_watch(struct am_call *c)
+{
+	grpc_op op;
+
+	memset(&op, 0, sizeof op);
+	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	op.data.recv_close_on_server.cancelled = &c->cancelled;
+	if (!start(c, &op, 1, &c->t_close))
+		c->closed = true;
+}
+
+static void start_recv(struct am_call *c)
+{
+	grpc_op op;
+
+	memset(&op, 0, sizeof op);
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &c->recv_bb;
+	start(c, &op, 1, &c->t_recv);
+}
+
+/* Unary answer (reply may be NULL on error) or the final status of a stream. */
+static void send_status(struct am_call *c, grpc_status_code st, const char *msg,
+			const ProtobufCMessage *reply, bool with_initial_md)
+{
+	grpc_op ops[3];
+	size_t n = 0;
+
+	if (c->status_sent)
+		return;
+	c->status_sent = true;
+	memset(ops, 0, sizeof ops);
+	if (with_initial_md)
+		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+	if (reply && st == GRPC_STATUS_OK) {
+		c->send_bb = am_rpc_pack(reply);
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n++].data.send_message.send_message = c->send_bb;
+	}
+	grpc_slice_unref(c->status_details);
+	c->status_details = grpc_slice_from_copied_string(msg ? msg : "");
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.status = st;
+	ops[n].data.send_status_from_server.status_details = &c->status_details;
+	n++;
+	start(c, ops, n, &c->t_status);
+}
+
+/* ---------------------------------------------------------------- unary dispatch */
+
+static void handle_unary(struct am_call *c)
+{
+	struct am *am = c->am;
+	const char *m = c->method + strlen(AM_RPC_SERVICE);
+	char msg[256] = "";
+	grpc_status_code st = GRPC_STATUS_OK;
+
+	if (!c->recv_bb) {
+		send_status(c, GRPC_STATUS_INVALID_ARGUMENT, "no request message", NULL, true);
+		return;
+	}
+	if (strcmp(m, "Join") == 0) {
+		Inca__Am__V1__JoinRequest *rq = (Inca__Am__V1__JoinRequest *)am_rpc_unpack(
+			&inca__am__v1__join_request__descriptor, c->recv_bb);
+		Inca__Am__V1__JoinReply rp = INCA__AM__V1__JOIN_REPLY__INIT;
+		st = rq ? am_join(am, rq, &rp, msg, sizeof msg) : GRPC_STATUS_INVALID_ARGUMENT;
+		send_status(c, st, rq ? msg : "bad JoinRequest", &rp.base, true);
+		if (rq)
+			protobuf_c_message_free_unpacked(&rq->base, NULL);
+	} else if (strcmp(m, "Leave") == 0) {
+		Inca__Am__V1__LeaveRequest *rq = (Inca__Am__V1__LeaveRequest *)am_rpc_unpack(
+			&inca__am__v1__leave_request__descriptor, c->recv_bb);
+		Inca__Am__V1__LeaveReply rp = INCA__AM__V1__LEAVE_REPLY__INIT;
+		st = rq ? am_leave(am, rq, msg, sizeof msg) : GRPC_STATUS_INVALID_ARGUMENT;
+		send_status(c, st, rq ? msg : "bad LeaveRequest", &rp.base, true);
+		if (rq)
+			protobuf_c_message_free_unpacked(&rq->base, NULL);
+	} else if (strcmp(m, "Dismantle") == 0) {
+		Inca__Am__V1__DismantleRequest *rq = (Inca__Am__V1__DismantleRequest *)am_rpc_unpack(
+			&inca__am__v1__dismantle_request__descriptor, c->recv_bb);
+		Inca__Am__V1__DismantleReply rp = INCA__AM__V1__DISMANTLE_REPLY__INIT;
+		st = rq ? am_dismantle_rpc(am, rq, msg, sizeof msg) : GRPC_STATUS_INVALID_ARGUMENT;
+		send_status(c, st, rq ? msg : "bad DismantleRequest", &rp.base, true);
+		if (rq)
+			protobuf_c_message_free_unpacked(&rq->base, NULL);
+	} else {
+		struct am_qreply *rp = am_query(am, m);
+		if (rp) {
+			send_status(c, GRPC_STATUS_OK, "", am_qreply_msg(rp), true);
+			am_qreply_free(rp);
+		} else {
+			send_status(c, GRPC_STATUS_INTERNAL, "query failed", NULL, true);
+		}
+	}
+}
+
+static bool known_unary(const char *m)
+{
+	static const char *const names[] = { "Join", "Leave", "Dismantle", "ListGroups",
+					     "ListTrees", "ListSwitches", "ListLinks",
+					     "GetStats", NULL };
+	if (strncmp(m, AM_RPC_SERVICE, strlen(AM_RPC_SERVICE)) != 0)
+		return false;
+	m += strlen(AM_RPC_SERVICE);
+	for (int i = 0; names[i]; i++)
+		if (strcmp(m, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+static void sess_pump(struct am_call *c)
+{
+	grpc_op op;
+
+	if (c->closed || c->send_bb || c->status_sent)
+		return;
+	if (c->qn) {
+		c->send_bb = c->q[c->qh];
+		c->qh = (c->qh + 1) % SESS_QMAX;
+		c->qn--;
+		memset(&op, 0, sizeof op);
+		op.op = GRPC_OP_SEND_MESSAGE;
+		op.data.send_message.send_message = c->send_bb;
+		if (!start(c, &op, 1, &c->t_send)) {
+			grpc_byte_buffer_destroy(c->send_bb);
+			c->send_bb = NULL;
+		}
+		return;
+	}
+	if (c->finish_req)
+		send_status(c, GRPC_STATUS_OK, "session finished", NULL, false);
+}
+
+void am_session_send(struct am_session *s, const Inca__Am__V1__GroupEvent *ev)
+{
+	struct am_call *c = &s->c;
+
+	if (c->closed || c->status_sent || c->finish_req)
+		return;
+	if (c->qn == SESS_QMAX) {
+		/* A client that does not read its stream: drop it rather than grow. */
+		am_log(0, "session of group %llu rank %u: send queue full, closing",
+		       (unsigned long long)c->gid, c->rank);
+		c->finish_req = true;
+		sess_pump(c);
+		return;
+	}
+	c->q[(c->qh + c->qn) % SESS_QMAX] = am_rpc_pack(&ev->base);
+	c->qn++;
+	sess_pump(c);
+}
+
+void am_session_bind(struct am_session *s, uint64_t gid, uint32_t rank)
+{
+	s->c.gid = gid;
+	s->c.rank = rank;
+	s->c.opened = gid != 0;
+}
+
+uint64_t am_session_gid(const struct am_session *s)
+{
+	return s->c.gid;
+}
+
+uint32_t am_session_rank(const struct am_session *s)
+{
+	return s->c.rank;
+}
+
+void am_session_finish(struct am_session *s)
+{
+	s->c.finish_req = true;
+	sess_pump(&s->c);
+}
+
+static void handle_session_msg(struct am_call *c)
+{
+	Inca__Am__V1__SessionMsg *msg;
+	char err[256] = "";
+	grpc_status_code st;
+
+	if (!c->recv_bb) { /* the client half-closed: the session ends normally */
+		if (c->opened)
+			am_session_gone(c->am, (struct am_session *)c);
+		c->opened = false;
+		c->finish_req = true;
+		sess_pump(c);
+		return;
+	}
+	msg = (Inca__Am__V1__SessionMsg *)am_rpc_unpack(&inca__am__v1__session_msg__descriptor,
+							 c->recv_bb);
+	grpc_byte_buffer_destroy(c->recv_bb);
+	c->recv_bb = NULL;
+	if (!msg) {
+		send_status(c, GRPC_STATUS_INVALID_ARGUMENT, "bad SessionMsg", NULL, false);
+		return;
+	}
+	if (!c->opened) {
+		st = am_session_open(c->am, (struct am_session *)c, msg, err, sizeof err);
+		if (st != GRPC_STATUS_OK) {
+			send_status(c, st, err, NULL, false);
+			protobuf_c_message_free_unpacked(&msg->base, NULL);
+			return;
+		}
+	} else {
+		am_session_ping(c->am, (struct am_session *)c, msg);
+	}
+	protobuf_c_message_free_unpacked(&msg->base, NULL);
+	if (!c->closed && !c->status_sent)
+		start_recv(c);
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void on_event(struct am *am, struct am_tag *t, bool ok)
+{
+	struct am_call *c = t->c;
+
+	if (t->k == T_NEW) {
+		char *m;
+		if (!ok) { /* server shutting down */
+			call_free(c);
+			return;
+		}
+		request_new(am);
+		m = grpc_slice_to_c_string(c->details.method);
+		snprintf(c->method, sizeof c->method, "%s", m);
+		gpr_free(m);
+		am_log(2, "call %s", c->method);
+		start_close_watch(c);
+		if (strcmp(c->method, AM_RPC_SERVICE "Session") == 0) {
+			grpc_op op;
+			c->is_session = true;
+			memset(&op, 0, sizeof op);
+			op.op = GRPC_OP_SEND_INITIAL_METADATA;
+			start(c, &op, 1, &c->t_init);
+			start_recv(c);
+		} else if (known_unary(c->method)) {
+			start_recv(c);
+		} else {
+			am->st.rpc_unimplemented++;
+			am_log(1, "unimplemented method %s", c->method);
+			send_status(c, GRPC_STATUS_UNIMPLEMENTED, "method not implemented by inca-am",
+				    NULL, true);
+		}
+		maybe_free(c);
+		return;
+	}
+	c->pending--;
+	switch (t->k) {
+	case T_RECV:
+		if (!ok) {
+			if (c->recv_bb) {
+				grpc_byte_buffer_destroy(c->recv_bb);
+				c->recv_bb = NULL;
+			}
+			break;
+		}
+		if (c->is_session) {
+			handle_session_msg(c);
+		} else {
+			handle_unary(c);
+			if (c->recv_bb) {
+				grpc_byte_buffer_destroy(c->recv_bb);
+				c->recv_bb = NULL;
+			}
+		}
+		break;
+	case T_SEND:
+		if (c->send_bb) {
+			grpc_byte_buffer_destroy(c->send_bb);
+			c->send_bb = NULL;
+		}
+		if (ok)
+			sess_pump(c);
+		break;
+	case T_STATUS:
+		if (c->send_bb) {
+			grpc_byte_buffer_destroy(c->send_bb);
+			c->send_bb = NULL;
+		}
+		break;
+	case T_CLOSE:
+		c->closed = true;
+		if (c->is_session && c->opened) {
+			c->opened = false;
+			am_session_gone(am, (struct am_session *)c);
+		}
+		break;
+	default:
+		break;
+	}
+	maybe_free(c);
+}
+
+int am_server_start(struct am *am, char *err, size_t cap)
+{
+	grpc_arg arg;
+	grpc_channel_args args;
+	grpc_server_credentials *creds;
+	int port;
+
+	/* Two daemons on one port must not silently share it (FACTS: gRPC sets SO_REUSEPORT). */
+	arg.type = GRPC_ARG_INTEGER;
+	arg.key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+	arg.value.integer = 0;
+	args.num_args = 1;
+	args.args = &arg;
+	am->cq = grpc_completion_queue_create_for_next(NULL);
+	am->server = grpc_server_create(&args, NULL);
+	grpc_server_register_completion_queue(am->server, am->cq, NULL);
+	if (am->cfg.tls_cert[0]) {
+		char *cert = am_rpc_read_file(am->cfg.tls_cert);
+		char *key = am_rpc_read_file(am->cfg.tls_key);
+		grpc_ssl_pem_key_cert_pair pair = { key, cert };
+		if (!cert || !key) {
+			snprintf(err, cap, "cannot read TLS certificate or key (%s, %s)",
+				 am->cfg.tls_cert, am->cfg.tls_key);
+			free(cert);
+			free(key);
+			return -EINVAL;
+		}
+		creds = grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
+		free(cert);
+		free(key);
+	} else {
+		creds = grpc_insecure_server_credentials_create();
+	}
+	port = grpc_server_add_http2_port(am->server, am->cfg.listen, creds);
+	grpc_server_credentials_release(creds);
+	if (port <= 0) {
+		snprintf(err, cap, "cannot listen on %s (address in use or invalid)", am->cfg.listen);
+		return -EADDRINUSE;
+	}
+	grpc_server_start(am->server);
+	request_new(am);
+	return 0;
+}
+
+void am_server_run_once(struct am *am, unsigned timeout_ms)
+{
+	gpr_timespec deadline = am_rpc_deadline_ms(timeout_ms);
+
+	for (;;) {
+		grpc_event ev = grpc_completion_queue_next(am->cq, deadline, NULL);
+		if (ev.type != GRPC_OP_COMPLETE)
+			return;
+		on_event(am, ev.tag, ev.success != 0);
+		deadline = gpr_time_0(GPR_CLOCK_MONOTONIC);
+	}
+}
+
+void am_server_stop(struct am *am)
+{
+	static int shutdown_tag;
+	grpc_event ev;
+
+	if (!am->server)
+		return;
+	am->shutting_down = true;
+	grpc_server_shutdown_and_notify(am->server, am->cq, &shutdown_tag);
+	grpc_server_cancel_all_calls(am->server);
+	for (;;) {
+		ev = grpc_completion_queue_next(am->cq, am_rpc_deadline_ms(5000), NULL);
+		if (ev.type != GRPC_OP_COMPLETE)
+			break;
+		if (ev.tag == &shutdown_tag)
+			break;
+		on_event(am, ev.tag, ev.success != 0);
+	}
+	grpc_server_destroy(am->server);
+	am->server = NULL;
+	grpc_completion_queue_shutdown(am->cq);
+	for (;;) {
+		ev = grpc_completion_queue_next(am->cq, am_rpc_deadline_ms(5000), NULL);
+		if (ev.type == GRPC_QUEUE_SHUTDOWN || ev.type == GRPC_QUEUE_TIMEOUT)
+			break;
+		if (ev.type == GRPC_OP_COMPLETE && ev.tag != &shutdown_tag)
+			on_event(am, ev.tag, ev.success != 0);
+	}
+	grpc_completion_queue_destroy(am->cq);
+	am->cq = NULL;
+}

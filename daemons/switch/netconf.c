@@ -1,0 +1,1349 @@
+/* inca-switch NETCONF server: libnetconf2 2.0.x endpoints (UNIX socket, SSH with public-key
+ * authentication) polled by one thread, and the datastore behind them: the running config is
+ * the data plane's current tree set plus the management addresses; state is built on demand
+ * from the capabilities, links and statistics. edit-config is applied to a copy, validated
+ * with libyang, converted to the config-file form and re-parsed (the same semantic checks as
+ * a config file), checked against max_trees / max_slots, and only then published. */
+#include "netconf.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libyang/libyang.h>
+#include <nc_server.h>
+
+#include "ctl_yang.h"
+
+#define NC_POLL_MS 50
+#define EDIT_TEXT_MAX (4u << 20)
+
+struct sw_netconf {
+	struct sw_switch *sw;
+	const struct sw_config *cfg;
+	struct ly_ctx *ly;
+	struct nc_pollsession *ps;
+	pthread_t thread;
+	bool started;
+	_Atomic bool stop;
+	bool server_init;
+	char mgmt[SW_MGMT_MAX][128]; /* running management addresses */
+	size_t nmgmt;
+	uint32_t lock_sid; /* session holding the running lock, 0 = none */
+	ssh_key *authkeys;
+	size_t nauthkeys;
+	char *hostkey_path;
+	char unix_path[256];
+	uint64_t edits_applied, edits_refused;
+};
+
+/* libnetconf2's RPC callbacks carry no user pointer: one server per process. */
+static struct sw_netconf *g_nc;
+
+/* ---------------------------------------------------------------- logging glue */
+
+static void nc_print(const struct nc_session *s, NC_VERB_LEVEL level, const char *msg)
+{
+	(void)s;
+	sw_log(level == NC_VERB_ERROR ? 0 : 2, "netconf: %s", msg);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+/* An rpc-error reply: tag, message and optional path / app-tag. */
+static struct nc_server_reply *reply_err(NC_ERR tag, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static struct nc_server_reply *reply_err(NC_ERR tag, const char *path, const char *fmt, ...)
+{
+	char msg[1024];
+	struct lyd_node *e;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	switch (tag) {
+	case NC_ERR_LOCK_DENIED:
+		e = nc_err(g_nc->ly, tag, g_nc->lock_sid);
+		break;
+	case NC_ERR_DATA_EXISTS:
+	case NC_ERR_DATA_MISSING:
+	case NC_ERR_MALFORMED_MSG:
+		e = nc_err(g_nc->ly, tag);
+		break;
+	default:
+		e = nc_err(g_nc->ly, tag, NC_ERR_TYPE_APP);
+		break;
+	}
+	if (!e)
+		return NULL;
+	nc_err_set_msg(e, msg, "en");
+	if (path && path[0])
+		nc_err_set_path(e, path);
+	sw_log(1, "netconf: refused: %s%s%s", msg, path ? " at " : "", path ? path : "");
+	return nc_server_reply_err(e);
+}
+
+/* The last libyang error of our context as an rpc-error. */
+static struct nc_server_reply *reply_ly_err(const char *what)
+{
+	const struct ly_err_item *ei = ly_err_last(g_nc->ly);
+	struct nc_server_reply *r;
+
+	r = reply_err(NC_ERR_INVALID_VALUE, ei ? ei->path : NULL, "%s: %s", what,
+		      ei && ei->msg ? ei->msg : "invalid data");
+	ly_err_clean(g_nc->ly, NULL);
+	return r;
+}
+
+/* ---------------------------------------------------------------- data tree building */
+
+static int term(struct lyd_node *parent, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int term(struct lyd_node *parent, const char *name, const char *fmt, ...)
+{
+	char v[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(v, sizeof v, fmt, ap);
+	va_end(ap);
+	return lyd_new_term(parent, NULL, name, v, 0, NULL) ? -1 : 0;
+}
+
+static const char *fmt_addr(const struct sockaddr_in *a, char *buf, size_t cap)
+{
+	return util_format_addr(a, buf, cap);
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+static int add_mask(struct lyd_node *p, const char *name, uint32_t m, const char *(*nm)(unsigned),
+		    unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if ((m & (1u << i)) && term(p, name, "%s", nm(i)) < 0)
+			return -1;
+	return 0;
+}
+
+/* One configured tree; with state, also its forwarding state (A-BM, BIFT). */
+static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool state)
+{
+	const struct sw_conf_tree *t = &rt->conf;
+	struct lyd_node *tn, *n;
+	char id[8], a[32];
+	int rc = 0;
+
+	snprintf(id, sizeof id, "%u", t->id);
+	if (lyd_new_list(trees, NULL, "tree", 0, &tn, id))
+		return -1;
+	rc |= term(tn, "key", "%u", t->key);
+	rc |= term(tn, "qpn", "%u", t->qpn);
+	rc |= term(tn, "slots", "%u", t->slots);
+	rc |= term(tn, "slot-bytes", "%u", t->slot_bytes);
+	rc |= term(tn, "bsl", "%u", t->bsl_bits);
+	rc |= term(tn, "si", "%u", t->si);
+	rc |= term(tn, "role", "%s", t->root ? "root" : "leaf");
+	rc |= term(tn, "bfr-id", "%u", t->bfr_id);
+	if (t->has_parent) {
+		if (lyd_new_inner(tn, NULL, "parent", 0, &n))
+			return -1;
+		rc |= term(n, "address", "%s", fmt_addr(&t->parent, a, sizeof a));
+		rc |= term(n, "qpn", "%u", t->parent_qpn);
+	}
+	rc |= term(tn, "deterministic", "%s", t->deterministic ? "true" : "false");
+	rc |= term(tn, "check-sender", "%s", t->check_sender ? "true" : "false");
+	rc |= add_mask(tn, "data-type", t->dtype_mask, sw_dtype_name, SW_DTYPE_COUNT);
+	rc |= add_mask(tn, "operation", t->op_mask, sw_op_name, SW_OP_COUNT);
+	for (size_t i = 0; i < t->nmembers && !rc; i++) {
+		char k[8];
+		snprintf(k, sizeof k, "%u", t->members[i].bfr_id);
+		if (lyd_new_list(tn, NULL, "member", 0, &n, k))
+			return -1;
+		rc |= term(n, "address", "%s", fmt_addr(&t->members[i].addr, a, sizeof a));
+		rc |= term(n, "qpn", "%u", t->members[i].qpn);
+	}
+	for (size_t i = 0; i < t->nchildren && !rc; i++) {
+		if (lyd_new_list(tn, NULL, "child", 0, &n,
+				 fmt_addr(&t->children[i].addr, a, sizeof a)))
+			return -1;
+		rc |= term(n, "qpn", "%u", t->children[i].qpn);
+		for (size_t j = 0; j < t->children[i].nbfr; j++)
+			rc |= term(n, "bfr-id", "%u", t->children[i].bfr_ids[j]);
+	}
+	if (state && !rc) {
+		size_t bytes = t->bsl_bits / 8;
+		char *h = malloc(2 * bytes + 1);
+		struct lyd_node *fw;
+
+		if (!h || lyd_new_inner(tn, NULL, "forwarding", 0, &fw)) {
+			free(h);
+			return -1;
+		}
+		hex(rt->abm, bytes, h);
+		rc |= term(fw, "a-bm", "%s", h);
+		for (size_t i = 0; i < rt->nbift && !rc; i++) {
+			const struct agg_bift_entry *b = &rt->bift[i];
+			unsigned k = (unsigned)t->si * t->bsl_bits + b->bp;
+			char ks[8];
+			struct lyd_node *be;
+
+			snprintf(ks, sizeof ks, "%u", k);
+			if (lyd_new_list(fw, NULL, "bift-entry", 0, &be, ks)) {
+				rc = -1;
+				break;
+			}
+			rc |= term(be, "bit-position", "%u", b->bp);
+			rc |= term(be, "neighbour", "%s",
+				   fmt_addr(&rt->nbr[b->nbr].addr, a, sizeof a));
+			hex(b->fbm, bytes, h);
+			rc |= term(be, "f-bm", "%s", h);
+		}
+		free(h);
+	}
+	return rc ? -1 : 0;
+}
+
+static int build_drops(struct lyd_node *p, const char *reason, uint64_t count)
+{
+	struct lyd_node *d;
+
+	if (lyd_new_list(p, NULL, "drop", 0, &d, reason))
+		return -1;
+	return term(d, "count", "%llu", (unsigned long long)count);
+}
+
+static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct sw_treeset *set)
+{
+	const struct sw_config *cfg = nc->cfg;
+	struct lyd_node *caps, *links, *st;
+	uint64_t used_slots = 0, total = 0;
+	struct sw_counters c;
+	char a[32], kb[64];
+	int rc = 0;
+
+	if (lyd_new_inner(top, NULL, "capabilities", 0, &caps))
+		return -1;
+	for (size_t i = 0; i < set->ntrees; i++)
+		used_slots += set->trees[i]->conf.slots;
+	if (cfg->name[0])
+		rc |= term(caps, "name", "%s", cfg->name);
+	rc |= term(caps, "data-address", "%s", fmt_addr(&cfg->listen, a, sizeof a));
+	if (cfg->role_hint[0])
+		rc |= term(caps, "role-hint", "%s", cfg->role_hint);
+	rc |= term(caps, "threads", "%u", cfg->threads);
+	rc |= term(caps, "max-trees", "%u", cfg->max_trees);
+	rc |= term(caps, "used-trees", "%zu", set->ntrees);
+	rc |= term(caps, "max-slots", "%u", cfg->max_slots);
+	rc |= term(caps, "used-slots", "%llu", (unsigned long long)used_slots);
+	rc |= term(caps, "max-slot-bytes", "%u", 4096u);
+	rc |= term(caps, "max-bsl", "%u", 4096u);
+	rc |= add_mask(caps, "data-type", (1u << SW_DTYPE_COUNT) - 1, sw_dtype_name, SW_DTYPE_COUNT);
+	rc |= add_mask(caps, "operation", (1u << SW_OP_COUNT) - 1, sw_op_name, SW_OP_COUNT);
+	rc |= term(caps, "collective", "allreduce");
+
+	if (lyd_new_inner(top, NULL, "links", 0, &links))
+		return -1;
+	for (size_t i = 0; i < cfg->nlinks && !rc; i++) {
+		const struct sw_conf_link *l = &cfg->links[i];
+		struct lyd_node *ln;
+
+		if (lyd_new_list(links, NULL, "link", 0, &ln, l->port))
+			return -1;
+		if (l->peer[0])
+			rc |= term(ln, "peer", "%s", l->peer);
+		if (l->has_peer_addr)
+			rc |= term(ln, "peer-address", "%s", fmt_addr(&l->peer_addr, a, sizeof a));
+		if (l->speed_bps)
+			rc |= term(ln, "speed", "%llu", (unsigned long long)l->speed_bps);
+		rc |= term(ln, "oper-status", "%s", l->up ? "up" : "down");
+	}
+
+	if (lyd_new_inner(top, NULL, "statistics", 0, &st))
+		return -1;
+	sw_stats_sum_counters(nc->sw, &c);
+	rc |= term(st, "uptime-ms", "%llu",
+		   (unsigned long long)((util_now_ns() - nc->sw->start_ns) / 1000000ull));
+	rc |= term(st, "rx-pkts", "%llu", (unsigned long long)c.rx_pkts);
+	rc |= term(st, "rx-bytes", "%llu", (unsigned long long)c.rx_bytes);
+	rc |= term(st, "tx-pkts", "%llu", (unsigned long long)c.tx_pkts);
+	rc |= term(st, "tx-bytes", "%llu", (unsigned long long)c.tx_bytes);
+	for (int e = 1; e < WIRE_E_COUNT_MAX_; e++)
+		total += c.wire_drops[e];
+	for (int d = 0; d < SW_DROP_COUNT; d++)
+		total += c.sw_drops[d];
+	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
+		total += c.verdicts[v];
+	rc |= term(st, "drops-total", "%llu", (unsigned long long)total);
+	for (int e = 1; e < WIRE_E_COUNT_MAX_ && !rc; e++)
+		rc |= build_drops(st, wire_err_name((enum wire_err)e), c.wire_drops[e]);
+	for (int d = 0; d < SW_DROP_COUNT && !rc; d++)
+		rc |= build_drops(st, sw_drop_name((enum sw_drop)d), c.sw_drops[d]);
+	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT && !rc; v++)
+		rc |= build_drops(st, sw_stats_engine_drop_key((enum agg_verdict)v, kb, sizeof kb),
+				  c.verdicts[v]);
+
+	for (size_t ti = 0; ti < set->ntrees && !rc; ti++) {
+		const struct sw_tree *t = set->trees[ti];
+		struct agg_tree_stats s;
+		struct lyd_node *tn;
+		uint64_t drops = 0;
+		char id[8];
+
+		sw_stats_sum_tree(t, &s);
+		snprintf(id, sizeof id, "%u", t->conf.id);
+		if (lyd_new_list(st, NULL, "tree", 0, &tn, id))
+			return -1;
+		rc |= term(tn, "rx-pkts", "%llu", (unsigned long long)s.rx_pkts);
+		rc |= term(tn, "rx-bytes", "%llu", (unsigned long long)s.rx_bytes);
+		rc |= term(tn, "tx-pkts", "%llu", (unsigned long long)s.tx_pkts);
+		rc |= term(tn, "tx-bytes", "%llu", (unsigned long long)s.tx_bytes);
+		rc |= term(tn, "contributions", "%llu", (unsigned long long)s.contributions);
+		rc |= term(tn, "aggregations", "%llu", (unsigned long long)s.aggregations);
+		rc |= term(tn, "duplicates", "%llu", (unsigned long long)s.duplicates);
+		rc |= term(tn, "results-resent", "%llu", (unsigned long long)s.results_resent);
+		rc |= term(tn, "forwarded", "%llu", (unsigned long long)s.forwarded);
+		rc |= term(tn, "results-down", "%llu", (unsigned long long)s.results_down);
+		for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
+			drops += s.drops[v];
+		rc |= term(tn, "drops", "%llu", (unsigned long long)drops);
+		for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT && !rc; v++)
+			rc |= build_drops(tn, agg_verdict_name((enum agg_verdict)v), s.drops[v]);
+		for (uint32_t n = 0; n < t->nnbr && !rc; n++) {
+			const struct sw_nbr *nb = &t->nbr[n];
+			struct sw_qp_stats q;
+			struct lyd_node *qn;
+
+			sw_stats_sum_qp(t, n, &q);
+			if (lyd_new_list(tn, NULL, "qp", 0, &qn, fmt_addr(&nb->addr, a, sizeof a)))
+				return -1;
+			rc |= term(qn, "kind", "%s", sw_nbr_kind_name(nb->kind));
+			rc |= term(qn, "bfr-id", "%u", nb->bfr_id);
+			rc |= term(qn, "qpn", "%u", nb->qpn);
+			rc |= term(qn, "rx-pkts", "%llu", (unsigned long long)q.rx_pkts);
+			rc |= term(qn, "rx-bytes", "%llu", (unsigned long long)q.rx_bytes);
+			rc |= term(qn, "tx-pkts", "%llu", (unsigned long long)q.tx_pkts);
+			rc |= term(qn, "tx-bytes", "%llu", (unsigned long long)q.tx_bytes);
+			rc |= term(qn, "psn-gaps", "%llu", (unsigned long long)q.psn_gaps);
+			rc |= term(qn, "psn-lost", "%llu", (unsigned long long)q.psn_lost);
+			rc |= term(qn, "psn-reorder", "%llu", (unsigned long long)q.psn_reorder);
+		}
+	}
+	return rc ? -1 : 0;
+}
+
+/* The whole inca-switch tree: running config, plus state when with_state. */
+static int build_data(struct sw_netconf *nc, bool with_state, struct lyd_node **out)
+{
+	const struct lys_module *mod = ly_ctx_get_module_implemented(nc->ly, CTL_YANG_MODULE);
+	struct lyd_node *top = NULL, *mg, *trees;
+	const struct sw_treeset *set;
+	int rc = 0;
+
+	if (!mod || lyd_new_inner(NULL, mod, "inca-switch", 0, &top))
+		return -1;
+	if (lyd_new_inner(top, NULL, "management", 0, &mg) ||
+	    lyd_new_inner(top, NULL, "trees", 0, &trees)) {
+		lyd_free_all(top);
+		return -1;
+	}
+	for (size_t i = 0; i < nc->nmgmt; i++)
+		rc |= term(mg, "address", "%s", nc->mgmt[i]);
+	sw_switch_lock(nc->sw);
+	if (with_state)
+		sw_switch_snapshot(nc->sw, 200);
+	set = sw_switch_trees(nc->sw);
+	for (size_t i = 0; i < set->ntrees && !rc; i++)
+		rc |= build_tree(trees, set->trees[i], with_state);
+	if (with_state && !rc)
+		rc |= build_state(nc, top, set);
+	sw_switch_unlock(nc->sw);
+	if (rc) {
+		lyd_free_all(top);
+		return -1;
+	}
+	*out = top;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- filters */
+
+/* Subtree filter (RFC 6241 section 6) -> XPath expressions, one per selected branch.
+ * Content-match nodes become predicates of their parent's step. */
+struct xp_list {
+	char **v;
+	size_t n;
+	bool bad;
+};
+
+static void xp_add(struct xp_list *l, const char *s)
+{
+	char **nv = realloc(l->v, (l->n + 1) * sizeof *nv);
+
+	if (!nv || !(nv[l->n] = strdup(s))) {
+		l->bad = true;
+		if (nv)
+			l->v = nv;
+		return;
+	}
+	l->v = nv;
+	l->n++;
+}
+
+static bool only_space(const char *s)
+{
+	for (; s && *s; s++)
+		if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r')
+			return false;
+	return true;
+}
+
+/* Filter nodes are schema nodes where libyang recognised them, opaque nodes otherwise. */
+static const char *fnode_module(struct ly_ctx *ly, const struct lyd_node *n, const char *inherit)
+{
+	const struct lyd_node_opaq *o = (const struct lyd_node_opaq *)n;
+	const struct lys_module *m;
+
+	if (n->schema)
+		return n->schema->module->name;
+	if (o->format == LY_VALUE_XML && o->name.module_ns && o->name.module_ns[0]) {
+		m = ly_ctx_get_module_implemented_ns(ly, o->name.module_ns);
+		return m ? m->name : NULL;
+	}
+	return inherit;
+}
+
+static const char *fnode_name(const struct lyd_node *n)
+{
+	return n->schema ? n->schema->name : ((const struct lyd_node_opaq *)n)->name.name;
+}
+
+static const char *fnode_value(const struct lyd_node *n)
+{
+	if (n->schema)
+		return (n->schema->nodetype & LYD_NODE_TERM) ? lyd_get_value(n) : NULL;
+	return ((const struct lyd_node_opaq *)n)->value;
+}
+
+static bool is_content_match(const struct lyd_node *n)
+{
+	const char *v = fnode_value(n);
+
+	return !lyd_child(n) && v && !only_space(v);
+}
+
+static void subtree_to_xpath(struct ly_ctx *ly, const struct lyd_node *n, const char *prefix,
+			     const char *inherit, struct xp_list *out)
+{
+	const char *mod = fnode_module(ly, n, inherit);
+	char step[2048], preds[2048] = "";
+	const struct lyd_node *c;
+	size_t others = 0;
+
+	if (!mod)
+		return; /* unknown namespace: selects nothing */
+	for (c = lyd_child(n); c; c = c->next) {
+		if (is_content_match(c)) {
+			const char *cm = fnode_module(ly, c, mod), *v = fnode_value(c);
+			size_t len = strlen(preds);
+
+			if (!cm || strchr(v, '\''))
+				continue;
+			snprintf(preds + len, sizeof preds - len, "[%s:%s='%s']", cm, fnode_name(c), v);
+		} else {
+			others++;
+		}
+	}
+	snprintf(step, sizeof step, "%s/%s:%s%s", prefix, mod, fnode_name(n), preds);
+	if (strlen(step) >= sizeof step - 1) {
+		out->bad = true;
+		return;
+	}
+	if (!others) {
+		xp_add(out, step); /* selection node, or only content matches: the whole node */
+		return;
+	}
+	for (c = lyd_child(n); c; c = c->next) {
+		if (is_content_match(c)) {
+			const char *cm = fnode_module(ly, c, mod);
+			char p[2100];
+			if (!cm)
+				continue;
+			snprintf(p, sizeof p, "%s/%s:%s", step, cm, fnode_name(c));
+			xp_add(out, p);
+		} else {
+			subtree_to_xpath(ly, c, step, mod, out);
+		}
+	}
+}
+
+static void xp_free(struct xp_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+}
+
+/* Keep only what the xpaths select (with ancestors and list keys). *data is replaced. */
+static int apply_xpaths(struct lyd_node **data, const struct xp_list *xp)
+{
+	struct lyd_node *result = NULL;
+
+	for (size_t i = 0; i < xp->n; i++) {
+		struct ly_set *set = NULL;
+
+		if (!*data)
+			break;
+		if (lyd_find_xpath(*data, xp->v[i], &set)) {
+			lyd_free_all(result);
+			return -1;
+		}
+		for (uint32_t j = 0; j < set->count; j++) {
+			struct lyd_node *dup, *top;
+			if (lyd_dup_single(set->dnodes[j], NULL,
+					   LYD_DUP_RECURSIVE | LYD_DUP_WITH_PARENTS, &dup))
+				continue;
+			for (top = dup; top->parent; top = lyd_parent(top))
+				;
+			lyd_merge_siblings(&result, top, LYD_MERGE_DESTRUCT);
+		}
+		ly_set_free(set, NULL);
+	}
+	lyd_free_all(*data);
+	*data = result;
+	return 0;
+}
+
+/* Apply the <filter> of a get / get-config (absent: everything). Returns NULL or an error. */
+static struct nc_server_reply *apply_filter(struct sw_netconf *nc, struct lyd_node *rpc,
+					    struct lyd_node **data)
+{
+	struct lyd_node *f = NULL;
+	struct lyd_meta *type;
+	struct xp_list xp = { 0 };
+
+	if (lyd_find_path(rpc, "filter", 0, &f) || !f)
+		return NULL;
+	type = lyd_find_meta(f->meta, NULL, "ietf-netconf:type");
+	if (type && !strcmp(lyd_get_meta_value(type), "xpath")) {
+		struct lyd_meta *sel = lyd_find_meta(f->meta, NULL, "ietf-netconf:select");
+		if (!sel)
+			return reply_err(NC_ERR_MISSING_ATTR, NULL, "xpath filter without select");
+		xp_add(&xp, lyd_get_meta_value(sel));
+	} else {
+		const struct lyd_node_any *any = (const struct lyd_node_any *)f;
+		if (any->value_type == LYD_ANYDATA_DATATREE) {
+			for (const struct lyd_node *n = any->value.tree; n; n = n->next)
+				subtree_to_xpath(nc->ly, n, "", NULL, &xp);
+		} else if (any->value.str && !only_space(any->value.str)) {
+			xp_free(&xp);
+			return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL,
+					 "subtree filter in an unsupported form");
+		}
+	}
+	if (xp.bad) {
+		xp_free(&xp);
+		return reply_err(NC_ERR_INVALID_VALUE, NULL, "unsupported subtree filter");
+	}
+	for (size_t i = 0; i < xp.n; i++)
+		sw_log(3, "netconf: filter xpath: %s", xp.v[i]);
+	if (apply_xpaths(data, &xp) < 0) {
+		xp_free(&xp);
+		return reply_ly_err("filter");
+	}
+	xp_free(&xp);
+	return NULL;
+}
+
+static struct nc_server_reply *reply_data(struct lyd_node *rpc, struct lyd_node *data)
+{
+	struct lyd_node *out = NULL;
+
+	if (lyd_dup_single(rpc, NULL, 0, &out) ||
+	    lyd_new_any(out, NULL, "data", data, 1, LYD_ANYDATA_DATATREE, 1, NULL)) {
+		lyd_free_all(data);
+		lyd_free_all(out);
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the reply");
+	}
+	return nc_server_reply_data(out, NC_WD_EXPLICIT, NC_PARAMTYPE_FREE);
+}
+
+static bool target_is_running(struct lyd_node *rpc, const char *container)
+{
+	struct lyd_node *t = NULL;
+	char path[64];
+
+	snprintf(path, sizeof path, "%s/running", container);
+	return !lyd_find_path(rpc, path, 0, &t) && t;
+}
+
+static struct nc_server_reply *rpc_get(struct sw_netconf *nc, struct lyd_node *rpc, bool state)
+{
+	struct lyd_node *data = NULL;
+	struct nc_server_reply *err;
+
+	if (!state && !target_is_running(rpc, "source"))
+		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL,
+				 "only the running datastore exists");
+	if (build_data(nc, state, &data) < 0)
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the data tree");
+	err = apply_filter(nc, rpc, &data);
+	if (err) {
+		lyd_free_all(data);
+		return err;
+	}
+	return reply_data(rpc, data);
+}
+
+/* ---------------------------------------------------------------- edit-config */
+
+enum edit_op { OP_MERGE, OP_REPLACE, OP_CREATE, OP_DELETE, OP_REMOVE, OP_NONE };
+
+static int parse_op(const char *s, enum edit_op *op)
+{
+	static const char *const names[] = { "merge", "replace", "create", "delete", "remove",
+					     "none" };
+	for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (!strcmp(s, names[i])) {
+			*op = (enum edit_op)i;
+			return 0;
+		}
+	return -1;
+}
+
+struct edit_err {
+	NC_ERR tag;
+	char msg[512];
+	char path[512];
+};
+
+static int edit_fail(struct edit_err *e, NC_ERR tag, const struct lyd_node *n, const char *msg)
+{
+	char *p = n ? lyd_path(n, LYD_PATH_STD, NULL, 0) : NULL;
+
+	e->tag = tag;
+	snprintf(e->msg, sizeof e->msg, "%s", msg);
+	snprintf(e->path, sizeof e->path, "%s", p ? p : "");
+	free(p);
+	return -1;
+}
+
+/* Insert a copy of edit node en (without children, list keys included) under parent or
+ * among the top-level siblings *top. */
+static int insert_shell(const struct lyd_node *en, struct lyd_node *parent, struct lyd_node **top,
+			struct lyd_node **out)
+{
+	struct lyd_node *d;
+
+	if (lyd_dup_single(en, NULL, LYD_DUP_NO_META, &d))
+		return -1;
+	if (parent ? lyd_insert_child(parent, d) : lyd_insert_sibling(*top, d, top)) {
+		lyd_free_tree(d);
+		return -1;
+	}
+	*out = d;
+	return 0;
+}
+
+static void remove_node(struct lyd_node *n, struct lyd_node **top)
+{
+	if (*top == n)
+		*top = n->next;
+	lyd_free_tree(n);
+}
+
+static int edit_siblings(const struct lyd_node *edits, struct lyd_node *parent,
+			 struct lyd_node **top, enum edit_op inherited, struct edit_err *e);
+
+/* Apply one edit node (with its operation) to the target. */
+static int edit_node(const struct lyd_node *en, struct lyd_node *parent, struct lyd_node **top,
+		     enum edit_op inherited, struct edit_err *e)
+{
+	struct lyd_meta *m = lyd_find_meta(en->meta, NULL, "ietf-netconf:operation");
+	struct lyd_node *siblings = parent ? lyd_child(parent) : *top, *match = NULL, *nn;
+	enum edit_op op = inherited;
+	bool term_node = en->schema && (en->schema->nodetype & LYD_NODE_TERM);
+
+	if (!en->schema)
+		return edit_fail(e, NC_ERR_UNKNOWN_ELEM, en, "unknown element");
+	if (m && parse_op(lyd_get_meta_value(m), &op) < 0)
+		return edit_fail(e, NC_ERR_BAD_ATTR, en, "bad operation attribute");
+	if (lysc_is_key(en->schema)) /* keys identify the entry; they are set with it */
+		return 0;
+	if (siblings)
+		lyd_find_sibling_first(siblings, en, &match);
+
+	switch (op) {
+	case OP_CREATE:
+		if (match)
+			return edit_fail(e, NC_ERR_DATA_EXISTS, en, "data already exists");
+		/* fall through */
+	case OP_REPLACE:
+		if (match)
+			remove_node(match, top);
+		if (insert_shell(en, parent, top, &nn) < 0)
+			return edit_fail(e, NC_ERR_OP_FAILED, en, "cannot insert");
+		return term_node ? 0 : edit_siblings(lyd_child(en), nn, top, op, e);
+	case OP_DELETE:
+		if (!match)
+			return edit_fail(e, NC_ERR_DATA_MISSING, en, "data does not exist");
+		/* fall through */
+	case OP_REMOVE:
+		if (match)
+			remove_node(match, top);
+		return 0;
+	case OP_MERGE:
+		if (!match) {
+			if (insert_shell(en, parent, top, &nn) < 0)
+				return edit_fail(e, NC_ERR_OP_FAILED, en, "cannot insert");
+			return term_node ? 0 : edit_siblings(lyd_child(en), nn, top, op, e);
+		}
+		if (term_node) {
+			if (en->schema->nodetype == LYS_LEAF) {
+				LY_ERR lr = lyd_change_term(match, lyd_get_value(en));
+				if (lr != LY_SUCCESS && lr != LY_EEXIST && lr != LY_ENOT)
+					return edit_fail(e, NC_ERR_INVALID_VALUE, en, "bad value");
+			}
+			return 0;
+		}
+		return edit_siblings(lyd_child(en), match, top, op, e);
+	case OP_NONE:
+		if (term_node)
+			return 0;
+		if (!match) {
+			/* Create the ancestors the nested operations need; drop them again if
+			 * nothing was put under them. */
+			int rc;
+			if (insert_shell(en, parent, top, &nn) < 0)
+				return edit_fail(e, NC_ERR_OP_FAILED, en, "cannot insert");
+			rc = edit_siblings(lyd_child(en), nn, top, op, e);
+			if (!rc) {
+				bool empty = true;
+				for (struct lyd_node *c = lyd_child(nn); c; c = c->next)
+					if (!c->schema || !lysc_is_key(c->schema))
+						empty = false;
+				if (empty && !(nn->schema->flags & LYS_PRESENCE))
+					remove_node(nn, top);
+			}
+			return rc;
+		}
+		return edit_siblings(lyd_child(en), match, top, op, e);
+	}
+	return edit_fail(e, NC_ERR_OP_FAILED, en, "internal error");
+}
+
+static int edit_siblings(const struct lyd_node *edits, struct lyd_node *parent,
+			 struct lyd_node **top, enum edit_op inherited, struct edit_err *e)
+{
+	for (const struct lyd_node *en = edits; en; en = en->next)
+		if (edit_node(en, parent, top, inherited, e) < 0)
+			return -1;
+	return 0;
+}
+
+static const char *val(const struct lyd_node *n)
+{
+	const char *v = n ? lyd_get_value(n) : NULL;
+
+	return v ? v : "";
+}
+
+/* Validated candidate (YANG level) -> config-file text of its trees. */
+static char *candidate_to_text(const struct lyd_node *cand)
+{
+	struct ly_set *trees = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	if (cand && !lyd_find_xpath(cand, "/inca-switch:inca-switch/trees/tree", &trees)) {
+		for (uint32_t i = 0; i < trees->count; i++) {
+			const struct lyd_node *t = trees->dnodes[i];
+			const char *dt_sep = "", *op_sep = "";
+			char dts[256] = "", ops[128] = "";
+
+			fprintf(f, "tree %s {\n", val(lyd_child(t)));
+			for (const struct lyd_node *c = lyd_child(t); c; c = c->next) {
+				const char *n = c->schema->name;
+				const char *v = val(c);
+
+				if (!strcmp(n, "id") || !strcmp(n, "forwarding"))
+					continue;
+				if (!strcmp(n, "parent")) {
+					struct lyd_node *pa = NULL, *pq = NULL;
+					lyd_find_path(c, "address", 0, &pa);
+					lyd_find_path(c, "qpn", 0, &pq);
+					fprintf(f, "parent = %s", pa ? val(pa) : "?");
+					if (pq)
+						fprintf(f, " qpn %s", val(pq));
+					fputc('\n', f);
+				} else if (!strcmp(n, "member")) {
+					struct lyd_node *ma = NULL, *mq = NULL;
+					lyd_find_path(c, "address", 0, &ma);
+					lyd_find_path(c, "qpn", 0, &mq);
+					fprintf(f, "member = %s %s", val(lyd_child(c)),
+						ma ? val(ma) : "?");
+					if (mq)
+						fprintf(f, " qpn %s", val(mq));
+					fputc('\n', f);
+				} else if (!strcmp(n, "child")) {
+					const char *sep = "";
+					fprintf(f, "child = %s", val(lyd_child(c)));
+					for (const struct lyd_node *cc = lyd_child(c); cc; cc = cc->next)
+						if (!strcmp(cc->schema->name, "qpn"))
+							fprintf(f, " qpn %s", val(cc));
+					fprintf(f, " bfr ");
+					for (const struct lyd_node *cc = lyd_child(c); cc; cc = cc->next)
+						if (!strcmp(cc->schema->name, "bfr-id")) {
+							fprintf(f, "%s%s", sep, val(cc));
+							sep = ",";
+						}
+					fputc('\n', f);
+				} else if (!strcmp(n, "data-type")) {
+					size_t l = strlen(dts);
+					snprintf(dts + l, sizeof dts - l, "%s%s", dt_sep, v);
+					dt_sep = ",";
+				} else if (!strcmp(n, "operation")) {
+					size_t l = strlen(ops);
+					snprintf(ops + l, sizeof ops - l, "%s%s", op_sep, v);
+					op_sep = ",";
+				} else if (!strcmp(n, "deterministic") || !strcmp(n, "check-sender")) {
+					fprintf(f, "%s = %s\n",
+						n[0] == 'd' ? "deterministic" : "check_sender",
+						!strcmp(v, "true") ? "yes" : "no");
+				} else if (!strcmp(n, "slot-bytes")) {
+					fprintf(f, "slot_bytes = %s\n", v);
+				} else if (!strcmp(n, "bfr-id")) {
+					fprintf(f, "bfr_id = %s\n", v);
+				} else {
+					fprintf(f, "%s = %s\n", n, v); /* key qpn slots bsl si role */
+				}
+			}
+			if (dts[0])
+				fprintf(f, "dtypes = %s\n", dts);
+			if (ops[0])
+				fprintf(f, "ops = %s\n", ops);
+			fprintf(f, "}\n");
+		}
+		ly_set_free(trees, NULL);
+	}
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd_node *rpc,
+					       struct nc_session *session)
+{
+	struct lyd_node *n = NULL, *cfgnode = NULL, *edit = NULL, *cand = NULL;
+	enum edit_op defop = OP_MERGE;
+	bool test_only = false;
+	struct edit_err ee = { 0 };
+	struct sw_config parsed;
+	struct nc_server_reply *r = NULL;
+	char *text = NULL, *xml = NULL, err[SW_CONF_ERR_MAX];
+	size_t nmgmt = 0;
+	char mgmt[SW_MGMT_MAX][128];
+	int rc;
+
+	if (!target_is_running(rpc, "target"))
+		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL,
+				 "only the running datastore exists (no candidate/startup)");
+	if (nc->lock_sid && nc->lock_sid != nc_session_get_id(session))
+		return reply_err(NC_ERR_LOCK_DENIED, NULL, "running is locked by session %u",
+				 nc->lock_sid);
+	if (!lyd_find_path(rpc, "default-operation", 0, &n) && n &&
+	    parse_op(lyd_get_value(n), &defop) < 0)
+		return reply_err(NC_ERR_INVALID_VALUE, NULL, "bad default-operation");
+	n = NULL;
+	if (!lyd_find_path(rpc, "test-option", 0, &n) && n)
+		test_only = !strcmp(lyd_get_value(n), "test-only");
+	if (lyd_find_path(rpc, "config", 0, &cfgnode) || !cfgnode)
+		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL, "only inline <config> is supported");
+
+	/* The <config> content arrives as anyxml: print it and parse it as inca-switch data, with
+	 * the nc:operation attributes as metadata. */
+	if (lyd_any_value_str(cfgnode, &xml) || !xml)
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot read <config>");
+	sw_log(3, "netconf: edit-config content: %s", xml);
+	if (strlen(xml) > EDIT_TEXT_MAX) {
+		free(xml);
+		return reply_err(NC_ERR_TOO_BIG, NULL, "config too large");
+	}
+	if (lyd_parse_data_mem(nc->ly, xml, LYD_XML,
+			       LYD_PARSE_ONLY | LYD_PARSE_STRICT | LYD_PARSE_NO_STATE, 0, &edit)) {
+		free(xml);
+		nc->edits_refused++;
+		return reply_ly_err("edit-config");
+	}
+	free(xml);
+
+	/* Candidate = running + edit. */
+	if (build_data(nc, false, &cand) < 0) {
+		lyd_free_all(edit);
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the running tree");
+	}
+	if (edit_siblings(edit, NULL, &cand, defop, &ee) < 0) {
+		lyd_free_all(edit);
+		lyd_free_all(cand);
+		nc->edits_refused++;
+		return reply_err(ee.tag, ee.path, "%s", ee.msg);
+	}
+	lyd_free_all(edit);
+	if (lyd_validate_all(&cand, nc->ly, LYD_VALIDATE_NO_STATE | LYD_VALIDATE_PRESENT, NULL)) {
+		lyd_free_all(cand);
+		nc->edits_refused++;
+		return reply_ly_err("validation");
+	}
+
+	/* Semantic checks: exactly those of a config file (BFR-id ranges, unique addresses, ...),
+	 * then the capacity limits. */
+	text = candidate_to_text(cand);
+	sw_config_init(&parsed);
+	if (!text) {
+		r = reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
+		goto out;
+	}
+	rc = sw_config_parse_text(&parsed, text, strlen(text), "edit-config", err, sizeof err);
+	if (rc < 0) {
+		/* "edit-config:LINE: msg": the line is in generated text, only msg means much. */
+		const char *m = err;
+		if (!strncmp(m, "edit-config:", 12)) {
+			m += 12;
+			while (*m >= '0' && *m <= '9')
+				m++;
+			if (*m == ':')
+				m++;
+			while (*m == ' ')
+				m++;
+		}
+		nc->edits_refused++;
+		r = reply_err(NC_ERR_INVALID_VALUE, NULL, "%s", m);
+		goto out;
+	}
+	if (sw_config_check_limits(nc->cfg, parsed.trees, parsed.ntrees, err, sizeof err) < 0) {
+		nc->edits_refused++;
+		r = reply_err(NC_ERR_RES_DENIED, NULL, "%s", err);
+		goto out;
+	}
+	{
+		struct ly_set *ms = NULL;
+		if (cand && !lyd_find_xpath(cand, "/inca-switch:inca-switch/management/address",
+					    &ms)) {
+			for (uint32_t i = 0; i < ms->count && nmgmt < SW_MGMT_MAX; i++)
+				snprintf(mgmt[nmgmt++], sizeof mgmt[0], "%s",
+					 lyd_get_value(ms->dnodes[i]));
+			if (ms->count > SW_MGMT_MAX) {
+				ly_set_free(ms, NULL);
+				nc->edits_refused++;
+				r = reply_err(NC_ERR_RES_DENIED, NULL,
+					      "at most %d management addresses", SW_MGMT_MAX);
+				goto out;
+			}
+			ly_set_free(ms, NULL);
+		}
+	}
+	if (test_only) {
+		r = nc_server_reply_ok();
+		goto out;
+	}
+	rc = sw_switch_set_trees(nc->sw, parsed.trees, parsed.ntrees, err, sizeof err);
+	if (rc < 0) {
+		nc->edits_refused++;
+		r = reply_err(rc == -ENOMEM ? NC_ERR_RES_DENIED : NC_ERR_OP_FAILED, NULL, "%s", err);
+		goto out;
+	}
+	memcpy(nc->mgmt, mgmt, sizeof mgmt);
+	nc->nmgmt = nmgmt;
+	nc->edits_applied++;
+	sw_log(1, "netconf: edit-config applied by session %u: %zu tree(s) now",
+	       nc_session_get_id(session), parsed.ntrees);
+	r = nc_server_reply_ok();
+out:
+	sw_config_free(&parsed);
+	free(text);
+	lyd_free_all(cand);
+	return r;
+}
+
+/* ---------------------------------------------------------------- other RPCs */
+
+static struct nc_server_reply *rpc_lock(struct sw_netconf *nc, struct lyd_node *rpc,
+					struct nc_session *s, bool lock)
+{
+	uint32_t sid = nc_session_get_id(s);
+
+	if (!target_is_running(rpc, "target"))
+		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL, "only running can be locked");
+	if (lock) {
+		if (nc->lock_sid)
+			return reply_err(NC_ERR_LOCK_DENIED, NULL, "running is locked by session %u",
+					 nc->lock_sid);
+		nc->lock_sid = sid;
+	} else {
+		if (nc->lock_sid != sid)
+			return reply_err(NC_ERR_OP_FAILED, NULL, "running is not locked by you");
+		nc->lock_sid = 0;
+	}
+	return nc_server_reply_ok();
+}
+
+/* Our own get-schema (the built-in one of libnetconf2 2.0.24 double-frees with libyang 2.1). */
+static struct nc_server_reply *rpc_get_schema(struct lyd_node *rpc, struct nc_session *s)
+{
+	struct lyd_node *n = NULL, *out = NULL;
+	const char *id, *ver = NULL, *fmt = NULL;
+	const struct lys_module *mod;
+	char *text = NULL;
+	LY_ERR lrc;
+
+	(void)s;
+	if (lyd_find_path(rpc, "identifier", 0, &n) || !n)
+		return reply_err(NC_ERR_MISSING_ELEM, NULL, "identifier missing");
+	id = lyd_get_value(n);
+	if (!lyd_find_path(rpc, "version", 0, &n) && n && lyd_get_value(n)[0])
+		ver = lyd_get_value(n);
+	if (!lyd_find_path(rpc, "format", 0, &n) && n)
+		fmt = lyd_get_value(n);
+	if (fmt && strcmp(fmt, "ietf-netconf-monitoring:yang") && strcmp(fmt, "yang"))
+		return reply_err(NC_ERR_INVALID_VALUE, NULL, "only the yang format is served");
+	mod = ver ? ly_ctx_get_module(g_nc->ly, id, ver) : ly_ctx_get_module_implemented(g_nc->ly, id);
+	if (!mod && !ver)
+		mod = ly_ctx_get_module_latest(g_nc->ly, id);
+	if (!mod)
+		return reply_err(NC_ERR_INVALID_VALUE, NULL, "schema %s not found", id);
+	/* Serve the original text when we have it, else libyang's rendering. */
+	{
+		const struct ctl_yang_module *m = ctl_yang_find(mod->name, mod->revision);
+		if (m)
+			text = strdup(m->text);
+		else if (lys_print_mem(&text, mod, LYS_OUT_YANG, 0))
+			text = NULL;
+	}
+	if (!text)
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot print schema %s", id);
+	if (lyd_dup_single(rpc, NULL, 0, &out)) {
+		free(text);
+		return reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
+	}
+	/* use_value = 0: libyang copies the string, we keep ownership of ours. */
+	lrc = lyd_new_any(out, NULL, "data", text, 0, LYD_ANYDATA_STRING, 1, NULL);
+	free(text);
+	if (lrc) {
+		lyd_free_all(out);
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the reply");
+	}
+	return nc_server_reply_data(out, NC_WD_EXPLICIT, NC_PARAMTYPE_FREE);
+}
+
+static struct nc_server_reply *rpc_dispatch(struct lyd_node *rpc, struct nc_session *s)
+{
+	const char *name = rpc->schema ? rpc->schema->name : "?";
+	struct sw_netconf *nc = g_nc;
+
+	sw_log(2, "netconf: session %u: <%s>", nc_session_get_id(s), name);
+	if (!strcmp(name, "get"))
+		return rpc_get(nc, rpc, true);
+	if (!strcmp(name, "get-config"))
+		return rpc_get(nc, rpc, false);
+	if (!strcmp(name, "edit-config"))
+		return rpc_edit_config(nc, rpc, s);
+	if (!strcmp(name, "lock"))
+		return rpc_lock(nc, rpc, s, true);
+	if (!strcmp(name, "unlock"))
+		return rpc_lock(nc, rpc, s, false);
+	if (!strcmp(name, "get-schema"))
+		return rpc_get_schema(rpc, s);
+	return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL, "operation <%s> is not supported", name);
+}
+
+/* ---------------------------------------------------------------- SSH authentication */
+
+static int hostkey_clb(const char *name, void *user_data, char **privkey_path,
+		       char **privkey_data, NC_SSH_KEY_TYPE *privkey_type)
+{
+	struct sw_netconf *nc = user_data;
+
+	(void)name;
+	(void)privkey_data;
+	(void)privkey_type;
+	*privkey_path = strdup(nc->hostkey_path);
+	return *privkey_path ? 0 : -1;
+}
+
+/* Only keys listed in --netconf-authorized-keys; libssh verifies the signature. */
+static int pubkey_clb(const struct nc_session *session, ssh_key key, void *user_data)
+{
+	struct sw_netconf *nc = user_data;
+
+	for (size_t i = 0; i < nc->nauthkeys; i++)
+		if (!ssh_key_cmp(key, nc->authkeys[i], SSH_KEY_CMP_PUBLIC))
+			return 0;
+	sw_log(0, "netconf: ssh: user '%s' offered a key that is not authorised",
+	       nc_session_get_username(session) ? nc_session_get_username(session) : "?");
+	return 1;
+}
+
+static int load_authorized_keys(struct sw_netconf *nc, const char *path, char *err, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	char line[16384];
+	int lineno = 0;
+
+	if (!f) {
+		snprintf(err, cap, "--netconf-authorized-keys %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	while (fgets(line, sizeof line, f)) {
+		char *save = NULL, *type, *b64;
+		ssh_key k = NULL, *nk;
+
+		lineno++;
+		type = strtok_r(line, " \t\r\n", &save);
+		if (!type || type[0] == '#')
+			continue;
+		b64 = strtok_r(NULL, " \t\r\n", &save);
+		if (!b64 || ssh_pki_import_pubkey_base64(b64, ssh_key_type_from_name(type), &k) !=
+				    SSH_OK) {
+			snprintf(err, cap, "%s:%d: not a public key line (options are not supported)",
+				 path, lineno);
+			fclose(f);
+			return -EINVAL;
+		}
+		nk = realloc(nc->authkeys, (nc->nauthkeys + 1) * sizeof *nk);
+		if (!nk) {
+			ssh_key_free(k);
+			fclose(f);
+			snprintf(err, cap, "out of memory");
+			return -ENOMEM;
+		}
+		nc->authkeys = nk;
+		nc->authkeys[nc->nauthkeys++] = k;
+	}
+	fclose(f);
+	if (!nc->nauthkeys) {
+		snprintf(err, cap, "%s: no keys", path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- server thread */
+
+static void *server_main(void *arg)
+{
+	struct sw_netconf *nc = arg;
+
+	while (!atomic_load(&nc->stop)) {
+		struct nc_session *s = NULL;
+		NC_MSG_TYPE m;
+		int r;
+
+		/* New connections (short timeout: this thread also serves the sessions). */
+		m = nc_accept(nc_ps_session_count(nc->ps) ? 0 : NC_POLL_MS, &s);
+		if (m == NC_MSG_HELLO) {
+			sw_log(1, "netconf: session %u (%s) opened", nc_session_get_id(s),
+			       nc_session_get_username(s) ? nc_session_get_username(s) : "?");
+			if (nc_ps_add_session(nc->ps, s))
+				nc_session_free(s, NULL);
+		} else if (m == NC_MSG_BAD_HELLO || m == NC_MSG_ERROR) {
+			if (s)
+				nc_session_free(s, NULL);
+		}
+		if (!nc_ps_session_count(nc->ps))
+			continue;
+		s = NULL;
+		r = nc_ps_poll(nc->ps, NC_POLL_MS, &s);
+		if (r & NC_PSPOLL_SSH_CHANNEL) {
+			struct nc_session *ns = NULL;
+			if (nc_ps_accept_ssh_channel(nc->ps, &ns) == NC_MSG_HELLO)
+				nc_ps_add_session(nc->ps, ns);
+		}
+		if (s && (r & (NC_PSPOLL_SESSION_TERM | NC_PSPOLL_SESSION_ERROR))) {
+			uint32_t sid = nc_session_get_id(s);
+			if (nc->lock_sid == sid)
+				nc->lock_sid = 0; /* a lock dies with its session */
+			sw_log(1, "netconf: session %u closed", sid);
+			nc_ps_del_session(nc->ps, s);
+			nc_session_free(s, NULL);
+		}
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- start / stop */
+
+static int parse_ssh_addr(const char *s, char *ip, size_t cap, uint16_t *port)
+{
+	struct sockaddr_in a;
+
+	if (util_parse_addr(s, 0, &a) < 0 || !a.sin_port)
+		return -EINVAL;
+	inet_ntop(AF_INET, &a.sin_addr, ip, (socklen_t)cap);
+	*port = ntohs(a.sin_port);
+	return 0;
+}
+
+int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
+		     const struct sw_netconf_opts *o, struct sw_netconf **out, char *err, size_t cap)
+{
+	struct sw_netconf *nc;
+	struct lysc_node *gs;
+	int rc = -EINVAL;
+
+	if (g_nc) {
+		snprintf(err, cap, "netconf: already running");
+		return -EBUSY;
+	}
+	if (!o->unix_path && !o->ssh_addr) {
+		snprintf(err, cap, "netconf: no endpoint");
+		return -EINVAL;
+	}
+	nc = calloc(1, sizeof *nc);
+	if (!nc) {
+		snprintf(err, cap, "out of memory");
+		return -ENOMEM;
+	}
+	nc->sw = sw;
+	nc->cfg = cfg;
+	atomic_init(&nc->stop, false);
+	for (size_t i = 0; i < cfg->nmgmt; i++)
+		snprintf(nc->mgmt[nc->nmgmt++], sizeof nc->mgmt[0], "%s", cfg->mgmt_addr[i]);
+	g_nc = nc;
+
+	/* libyang: keep errors for rpc-error replies, do not print them. */
+	ly_log_options(LY_LOSTORE_LAST);
+	nc_verbosity(sw_verbosity >= 3 ? NC_VERB_VERBOSE : NC_VERB_ERROR);
+	nc_set_print_clb_session(nc_print);
+
+	if (ly_ctx_new(NULL, LY_CTX_NO_YANGLIBRARY | LY_CTX_DISABLE_SEARCHDIR_CWD, &nc->ly) ||
+	    ctl_yang_load(nc->ly) < 0) {
+		const struct ly_err_item *ei = nc->ly ? ly_err_last(nc->ly) : NULL;
+		snprintf(err, cap, "netconf: cannot load the YANG modules: %s",
+			 ei && ei->msg ? ei->msg : "?");
+		goto fail;
+	}
+	gs = (struct lysc_node *)lys_find_path(nc->ly, NULL, "/ietf-netconf-monitoring:get-schema",
+					       0);
+	if (gs)
+		gs->priv = (void *)rpc_get_schema; /* before nc_server_init: no built-in one */
+	nc_set_global_rpc_clb(rpc_dispatch);
+	if (nc_server_init(nc->ly)) {
+		snprintf(err, cap, "netconf: nc_server_init failed");
+		goto fail;
+	}
+	nc->server_init = true;
+	nc_server_set_hello_timeout(10);
+	nc_server_set_idle_timeout(0);
+
+	if (o->unix_path) {
+		snprintf(nc->unix_path, sizeof nc->unix_path, "%s", o->unix_path);
+		if (nc_server_add_endpt("unix", NC_TI_UNIX) ||
+		    nc_server_endpt_set_perms("unix", 0600, (uid_t)-1, (gid_t)-1) ||
+		    nc_server_endpt_set_address("unix", o->unix_path)) {
+			snprintf(err, cap, "netconf: cannot listen on unix:%s", o->unix_path);
+			goto fail;
+		}
+	}
+	if (o->ssh_addr) {
+		char ip[64];
+		uint16_t port;
+
+		if (parse_ssh_addr(o->ssh_addr, ip, sizeof ip, &port) < 0) {
+			snprintf(err, cap, "netconf: bad --netconf-ssh '%s' (expected IP:PORT)",
+				 o->ssh_addr);
+			goto fail;
+		}
+		if (!o->hostkey_path || !o->authorized_keys) {
+			snprintf(err, cap, "netconf: --netconf-ssh needs --netconf-hostkey and "
+					   "--netconf-authorized-keys");
+			goto fail;
+		}
+		if (access(o->hostkey_path, R_OK) < 0) {
+			snprintf(err, cap, "netconf: host key %s: %s", o->hostkey_path,
+				 strerror(errno));
+			goto fail;
+		}
+		rc = load_authorized_keys(nc, o->authorized_keys, err, cap);
+		if (rc < 0)
+			goto fail;
+		nc->hostkey_path = strdup(o->hostkey_path);
+		nc_server_ssh_set_hostkey_clb(hostkey_clb, nc, NULL);
+		nc_server_ssh_set_pubkey_auth_clb(pubkey_clb, nc, NULL);
+		if (!nc->hostkey_path || nc_server_add_endpt("ssh", NC_TI_LIBSSH) ||
+		    nc_server_ssh_endpt_add_hostkey("ssh", "hostkey", -1) ||
+		    nc_server_ssh_endpt_set_auth_methods("ssh", NC_SSH_AUTH_PUBLICKEY) ||
+		    nc_server_ssh_endpt_set_auth_timeout("ssh", 10) ||
+		    nc_server_endpt_set_address("ssh", ip) || nc_server_endpt_set_port("ssh", port)) {
+			snprintf(err, cap, "netconf: cannot listen on ssh %s", o->ssh_addr);
+			rc = -EINVAL;
+			goto fail;
+		}
+	}
+	nc->ps = nc_ps_new();
+	if (!nc->ps) {
+		snprintf(err, cap, "out of memory");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = pthread_create(&nc->thread, NULL, server_main, nc);
+	if (rc) {
+		snprintf(err, cap, "netconf: pthread_create: %s", strerror(rc));
+		rc = -rc;
+		goto fail;
+	}
+	nc->started = true;
+	*out = nc;
+	return 0;
+fail:
+	sw_netconf_stop(nc);
+	return rc < 0 ? rc : -EINVAL;
+}
+
+void sw_netconf_stop(struct sw_netconf *nc)
+{
+	if (!nc)
+		return;
+	atomic_store(&nc->stop, true);
+	if (nc->started)
+		pthread_join(nc->thread, NULL);
+	if (nc->ps) {
+		nc_ps_clear(nc->ps, 1, NULL);
+		nc_ps_free(nc->ps);
+	}
+	if (nc->server_init)
+		nc_server_destroy();
+	if (nc->unix_path[0])
+		unlink(nc->unix_path);
+	for (size_t i = 0; i < nc->nauthkeys; i++)
+		ssh_key_free(nc->authkeys[i]);
+	free(nc->authkeys);
+	free(nc->hostkey_path);
+	if (nc->ly)
+		ly_ctx_destroy(nc->ly);
+	if (g_nc == nc)
+		g_nc = NULL;
+	free(nc);
+}

@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+# NETCONF over SSH with python3-ncclient (a client nobody here wrote) against the real
+# inca-switch: key-only authentication with keys made here by ssh-keygen, <get> of
+# capabilities / links / statistics, <edit-config> create + refused invalid edits (running
+# config unchanged) + delete, <get-schema>, and an unauthorised key refused.
+# Usage: netconf_ncclient_test.py INCA-SWITCH. Exits 77 when ncclient, ssh-keygen or NETCONF
+# support in the binary is missing. Data plane on 127.0.4.40, SSH on 127.0.0.1.
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+NS = 'urn:inca:yang:inca-switch'
+NC = 'urn:ietf:params:xml:ns:netconf:base:1.0'
+
+try:
+    from ncclient import manager
+    from ncclient.operations.rpc import RPCError
+    from lxml import etree
+except ImportError as e:
+    print('python3-ncclient missing: %s' % e)
+    sys.exit(SKIP)
+
+
+def free_port():
+    for _ in range(50):
+        port = random.randint(20000, 60000)
+        s = socket.socket()
+        try:
+            s.bind(('127.0.0.1', port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError('no free port')
+
+
+def connect(port, key):
+    return manager.connect(host='127.0.0.1', port=port, username='inca', key_filename=key,
+                           hostkey_verify=False, allow_agent=False, look_for_keys=False,
+                           timeout=15)
+
+
+def xp(tree, path):
+    return tree.xpath(path, namespaces={'s': NS})
+
+
+def main():
+    if len(sys.argv) != 2:
+        print('usage: netconf_ncclient_test.py INCA-SWITCH')
+        return 2
+    exe = sys.argv[1]
+    if not shutil.which('ssh-keygen'):
+        print('ssh-keygen missing (openssh-client)')
+        return SKIP
+    d = tempfile.mkdtemp(prefix='inca-ncclient.')
+    proc = None
+    try:
+        for k in ('hostkey', 'client', 'stranger'):
+            subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-C', k, '-f',
+                            os.path.join(d, k)], check=True)
+        conf = os.path.join(d, 'sw.conf')
+        with open(conf, 'w') as f:
+            f.write('listen = 127.0.4.40:4791\nname = spine9\nrole = spine\n'
+                    'max_trees = 8\nmax_slots = 4096\n'
+                    'link = swp1 peer leaf1 peer_addr 127.0.4.41:4791 speed 1G\n')
+        port = free_port()
+        ready = os.path.join(d, 'ready')
+        log = open(os.path.join(d, 'sw.log'), 'w')
+        proc = subprocess.Popen([exe, '-c', conf, '--netconf-ssh', '127.0.0.1:%d' % port,
+                                 '--netconf-hostkey', os.path.join(d, 'hostkey'),
+                                 '--netconf-authorized-keys', os.path.join(d, 'client.pub'),
+                                 '--ready-file', ready, '-v'], stderr=log)
+        deadline = time.time() + 10
+        while not os.path.exists(ready):
+            if proc.poll() is not None:
+                log.flush()
+                text = open(os.path.join(d, 'sw.log')).read()
+                if 'without NETCONF' in text:
+                    print('inca-switch built without NETCONF')
+                    return SKIP
+                print('switch exited: %s' % text)
+                return 1
+            if time.time() > deadline:
+                print('switch not ready')
+                return 1
+            time.sleep(0.05)
+
+        m = connect(port, os.path.join(d, 'client'))
+        caps = list(m.server_capabilities)
+        assert any('module=inca-switch' in c for c in caps), caps
+        assert 'urn:ietf:params:netconf:capability:writable-running:1.0' in caps
+
+        # <get>: capabilities, links and statistics (state data).
+        r = m.get(filter=('subtree', '<inca-switch xmlns="%s"><capabilities/><links/>'
+                          '<statistics><rx-pkts/></statistics></inca-switch>' % NS))
+        t = r.data_ele
+        assert xp(t, '//s:capabilities/s:name/text()') == ['spine9']
+        assert xp(t, '//s:capabilities/s:max-trees/text()') == ['8']
+        assert xp(t, '//s:capabilities/s:used-trees/text()') == ['0']
+        assert 'fp32' in xp(t, '//s:capabilities/s:data-type/text()')
+        assert xp(t, '//s:links/s:link/s:peer/text()') == ['leaf1']
+        assert xp(t, '//s:links/s:link/s:speed/text()') == ['1000000000']
+        assert xp(t, '//s:statistics/s:rx-pkts/text()') == ['0']
+        assert not xp(t, '//s:statistics/s:tx-pkts'), 'filter did not select'
+        print('get: capabilities, links, statistics ok')
+
+        # <edit-config>: a tree with a member and a child switch.
+        tree = ('<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree><id>5</id>'
+                '<key>305419896</key><slots>128</slots>'
+                '<member><bfr-id>1</bfr-id><address>127.0.4.42:4791</address></member>'
+                '<child><address>127.0.4.41:4791</address><bfr-id>2</bfr-id>'
+                '<bfr-id>3</bfr-id></child>'
+                '</tree></trees></inca-switch></config>' % (NC, NS))
+        m.edit_config(target='running', config=tree)
+        cfg = m.get_config(source='running').data_ele
+        assert xp(cfg, '//s:tree/s:id/text()') == ['5']
+        assert xp(cfg, '//s:tree/s:child/s:bfr-id/text()') == ['2', '3']
+        assert not xp(cfg, '//s:statistics'), 'state in get-config'
+        before = etree.tostring(cfg)
+
+        # State of the tree: A-BM and BIFT derived by the switch, per-QP statistics.
+        st = m.get(filter=('xpath', ({'s': NS}, '/s:inca-switch/s:trees'))).data_ele
+        assert xp(st, '//s:forwarding/s:a-bm/text()') == ['0000000000000007'], \
+            etree.tostring(st)
+        assert len(xp(st, '//s:forwarding/s:bift-entry')) == 3
+        qs = m.get(filter=('subtree', '<inca-switch xmlns="%s"><statistics><tree><id>5</id>'
+                           '<qp/></tree></statistics></inca-switch>' % NS)).data_ele
+        assert sorted(xp(qs, '//s:qp/s:kind/text()')) == ['child', 'member']
+        print('edit-config create, get-config, forwarding state, per-QP stats ok')
+
+        # Invalid edits are refused with an rpc-error and change nothing.
+        bad = [
+            tree.replace('<bfr-id>3</bfr-id>', '<bfr-id>99</bfr-id>'),   # outside BSL 64
+            tree.replace('<slots>128</slots>', '<slots>0</slots>'),      # YANG range
+            tree.replace('<key>305419896</key>', '').replace(          # mandatory key
+                '<tree>', '<tree xmlns:nc="%s" nc:operation="replace">' % NC),
+            tree.replace('127.0.4.41:4791', '127.0.4.42:4791'),          # address twice
+            tree.replace('<id>5</id>', '<id>6</id>').replace('128', '4000'),  # slot budget
+            '<config xmlns="%s"><inca-switch xmlns="%s"><bogus/></inca-switch></config>'
+            % (NC, NS),
+        ]
+        for i, b in enumerate(bad):
+            try:
+                m.edit_config(target='running', config=b)
+            except RPCError as e:
+                print('refused %d: %s: %s' % (i, e.tag, e.message))
+            else:
+                raise AssertionError('edit %d accepted' % i)
+            now = etree.tostring(m.get_config(source='running').data_ele)
+            assert now == before, 'running config changed by refused edit %d' % i
+
+        # <get-schema> serves the module text.
+        sch = m.get_schema('inca-switch')
+        assert 'module inca-switch' in sch.data
+
+        # Lock, delete, unlock.
+        with m.locked(target='running'):
+            m.edit_config(target='running', config=(
+                '<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree '
+                'xmlns:nc="%s" nc:operation="delete"><id>5</id></tree></trees>'
+                '</inca-switch></config>' % (NC, NS, NC)))
+        cfg = m.get_config(source='running').data_ele
+        assert not xp(cfg, '//s:tree'), etree.tostring(cfg)
+        print('refused edits left running unchanged; get-schema, lock, delete ok')
+        m.close_session()
+
+        # A key that is not in authorized_keys is refused.
+        try:
+            m2 = connect(port, os.path.join(d, 'stranger'))
+            m2.close_session()
+            raise AssertionError('unauthorised key accepted')
+        except AssertionError:
+            raise
+        except Exception as e:
+            print('unauthorised key refused: %s' % type(e).__name__)
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        proc = None
+        print('ok')
+        return 0
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

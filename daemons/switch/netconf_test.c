@@ -1,0 +1,710 @@
+/* NETCONF tests against the real inca-switch over its UNIX socket (suite 'netconf'):
+ *   ctl   - lib/ctl client: capabilities and links, put a tree, a 2-rank libinca AllReduce
+ *           through it while other trees are added and removed (tree-set swaps under
+ *           traffic), statistics, refused edits (semantic, YANG, capacity) leave the running
+ *           config unchanged, delete.
+ *   fuzz  - raw NETCONF 1.0 sessions sending malformed / hostile edit-configs: each must be
+ *           refused (or the session dropped), the switch must survive and keep its config.
+ * Addresses: 127.0.4.x (switch .1, members .10/.11). Exits 77 when the binary has no NETCONF. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "inca/inca.h"
+
+#define CHECK(cond)                                                                        \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+			cleanup();                                                         \
+			exit(1);                                                           \
+		}                                                                          \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                                       \
+	do {                                                                                 \
+		long long a_ = (long long)(a), b_ = (long long)(b);                          \
+		if (a_ != b_) {                                                              \
+			fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n",      \
+				__FILE__, __LINE__, #a, a_, #b, b_);                         \
+			cleanup();                                                           \
+			exit(1);                                                             \
+		}                                                                            \
+	} while (0)
+
+static char g_dir[256], g_sock[300], g_ready[300];
+static pid_t g_pid;
+
+static void cleanup(void)
+{
+	char cmd[600];
+
+	if (g_pid > 0) {
+		kill(g_pid, SIGTERM);
+		waitpid(g_pid, NULL, 0);
+		g_pid = 0;
+	}
+	if (g_dir[0]) {
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove %s\n", g_dir);
+	}
+}
+
+static void msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Start inca-switch with NETCONF on a UNIX socket; 77 if it was built without NETCONF. */
+static void start_switch(const char *exe)
+{
+	char conf[320], log[320];
+	FILE *f;
+
+	snprintf(g_dir, sizeof g_dir, "/tmp/inca-nctest.XXXXXX");
+	CHECK(mkdtemp(g_dir));
+	snprintf(g_sock, sizeof g_sock, "%s/sw.sock", g_dir);
+	snprintf(g_ready, sizeof g_ready, "%s/ready", g_dir);
+	snprintf(conf, sizeof conf, "%s/sw.conf", g_dir);
+	snprintf(log, sizeof log, "%s/sw.log", g_dir);
+	f = fopen(conf, "w");
+	CHECK(f);
+	fprintf(f, "listen = 127.0.4.1:4791\n"
+		   "threads = 2\n"
+		   "name = leaf7\n"
+		   "role = leaf\n"
+		   "max_trees = 2\n"
+		   "max_slots = 512\n"
+		   "mgmt_addr = unix:%s\n"
+		   "link = eth1 peer spine1 peer_addr 127.0.4.2:4791 speed 1G\n"
+		   "link = eth2 peer host10 peer_addr 127.0.4.10:4791 speed 10G\n"
+		   "link = eth3 peer host11 speed 100M down\n",
+		g_sock);
+	fclose(f);
+	fflush(NULL);
+	g_pid = fork();
+	CHECK(g_pid >= 0);
+	if (g_pid == 0) {
+		FILE *lf = freopen(log, "w", stderr);
+		(void)lf;
+		execl(exe, exe, "-c", conf, "--netconf-unix", g_sock, "--ready-file", g_ready, "-v",
+		      (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200; i++) {
+		int st;
+		if (access(g_ready, F_OK) == 0)
+			return;
+		if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
+			g_pid = 0;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 2) {
+				char cmd[400];
+				snprintf(cmd, sizeof cmd, "grep -q 'without NETCONF' '%s'", log);
+				if (system(cmd) == 0) {
+					fprintf(stderr, "inca-switch has no NETCONF: skip\n");
+					cleanup();
+					exit(77);
+				}
+			}
+			fprintf(stderr, "inca-switch exited early (status %d)\n", st);
+			cleanup();
+			exit(1);
+		}
+		msleep(25);
+	}
+	fprintf(stderr, "inca-switch did not become ready\n");
+	cleanup();
+	exit(1);
+}
+
+static bool switch_alive(void)
+{
+	return g_pid > 0 && waitpid(g_pid, NULL, WNOHANG) == 0;
+}
+
+static struct ctl_conn *connect_unix(void)
+{
+	char target[320];
+	struct ctl_conn *c = NULL;
+	int rc;
+
+	snprintf(target, sizeof target, "unix:%s", g_sock);
+	rc = ctl_connect(target, NULL, NULL, &c);
+	if (rc < 0)
+		fprintf(stderr, "ctl_connect: %d %s\n", rc, ctl_conn_error(NULL));
+	CHECK(rc == 0);
+	return c;
+}
+
+static void free_trees(struct ctl_tree *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ctl_tree_free(&v[i]);
+	free(v);
+}
+
+/* The running trees as one comparable string. */
+static char *trees_fingerprint(struct ctl_conn *c)
+{
+	struct ctl_tree *v = NULL;
+	size_t n = 0;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	CHECK_EQ(ctl_get_trees(c, &v, &n), 0);
+	f = open_memstream(&buf, &len);
+	CHECK(f);
+	for (size_t i = 0; i < n; i++) {
+		const struct ctl_tree *t = &v[i];
+		fprintf(f, "tree %u key %u qpn %u slots %u sb %u bsl %u si %u root %d bfr %u p %d %s %u "
+			   "det %d dt %x op %x |",
+			t->id, t->key, t->qpn, t->slots, t->slot_bytes, t->bsl_bits, t->si, t->root,
+			t->bfr_id, t->has_parent, t->parent_addr, t->parent_qpn, t->deterministic,
+			t->dtype_mask, t->op_mask);
+		for (size_t j = 0; j < t->nmembers; j++)
+			fprintf(f, " m%u@%s/%u", t->members[j].bfr_id, t->members[j].addr,
+				t->members[j].qpn);
+		for (size_t j = 0; j < t->nchildren; j++) {
+			fprintf(f, " c%s/%u:", t->children[j].addr, t->children[j].qpn);
+			for (size_t k = 0; k < t->children[j].nbfr; k++)
+				fprintf(f, "%u,", t->children[j].bfr_ids[k]);
+		}
+		fprintf(f, "\n");
+	}
+	fclose(f);
+	free_trees(v, n);
+	return buf;
+}
+
+static struct ctl_member g_members[2] = {
+	{ .bfr_id = 1, .addr = "127.0.4.10:4791", .qpn = 0x1001 },
+	{ .bfr_id = 2, .addr = "127.0.4.11:4791", .qpn = 0x1002 },
+};
+
+static struct ctl_tree base_tree(uint16_t id, uint32_t key)
+{
+	struct ctl_tree t = {
+		.id = id,
+		.key = key,
+		.qpn = 0x100u + id,
+		.slots = 64,
+		.slot_bytes = 4096,
+		.bsl_bits = 64,
+		.root = true,
+		.members = g_members,
+		.nmembers = 2,
+	};
+	return t;
+}
+
+/* ---------------------------------------------------------------- AllReduce ranks */
+
+struct rank_arg {
+	uint32_t key;
+	int rank;
+	int port;
+	int iters;
+	int rc;
+	char why[256];
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+	char boot[32], data[32], host[32];
+	struct inca_comm_opts o = { 0 };
+	struct inca_comm *c = NULL;
+	size_t count = 5000;
+	float *buf = malloc(count * sizeof *buf);
+	int rc;
+
+	snprintf(boot, sizeof boot, "127.0.4.10:%d", a->port);
+	snprintf(data, sizeof data, "127.0.4.%d:4791", 10 + a->rank);
+	snprintf(host, sizeof host, "127.0.4.%d", 10 + a->rank);
+	o.rank = a->rank;
+	o.size = 2;
+	o.bootstrap_addr = boot;
+	o.host_ip = host;
+	o.switch_addr = "127.0.4.1:4791";
+	o.data_addr = data;
+	o.tree_id = 7;
+	o.key = a->key;
+	o.bfr_id = (uint16_t)(a->rank + 1);
+	o.nslots = 64;
+	o.timeout_ms = 20000;
+	rc = inca_comm_create(&o, &c);
+	if (rc < 0) {
+		snprintf(a->why, sizeof a->why, "create: %s", inca_strerror(rc));
+		a->rc = rc;
+		free(buf);
+		return NULL;
+	}
+	for (int it = 0; it < a->iters && !rc; it++) {
+		for (size_t i = 0; i < count; i++)
+			buf[i] = (float)((a->rank + 1) * (int)(i % 1000) + it);
+		rc = inca_allreduce_algo(c, buf, buf, count, INCA_FP32, INCA_SUM, INCA_ALGO_INC);
+		if (rc < 0) {
+			snprintf(a->why, sizeof a->why, "allreduce %d: %s", it, inca_strerror(rc));
+			break;
+		}
+		for (size_t i = 0; i < count; i++) {
+			float want = (float)(3 * (int)(i % 1000) + 2 * it);
+			if (buf[i] != want) {
+				snprintf(a->why, sizeof a->why, "iter %d elem %zu: %g != %g", it, i,
+					 (double)buf[i], (double)want);
+				rc = -EIO;
+				break;
+			}
+		}
+	}
+	a->rc = rc;
+	inca_comm_destroy(c);
+	free(buf);
+	return NULL;
+}
+
+/* Run `iters` AllReduces on tree 7 with 2 ranks; meanwhile (if churn) add and delete tree 8
+ * over NETCONF again and again, so the workers see tree-set swaps under traffic. */
+static void run_allreduce(struct ctl_conn *c, uint32_t key, int iters, bool churn)
+{
+	struct rank_arg a[2];
+	pthread_t th[2];
+	int port = 20000 + (int)((unsigned)getpid() % 20000u);
+	int swaps = 0;
+
+	for (int r = 0; r < 2; r++) {
+		memset(&a[r], 0, sizeof a[r]);
+		a[r].rank = r;
+		a[r].port = port;
+		a[r].iters = iters;
+		a[r].key = key;
+		CHECK(pthread_create(&th[r], NULL, rank_main, &a[r]) == 0);
+	}
+	if (churn) {
+		struct ctl_member m8 = { .bfr_id = 1, .addr = "127.0.4.20:4791", .qpn = 0x1001 };
+		struct ctl_tree t8 = base_tree(8, 0x88);
+
+		t8.members = &m8;
+		t8.nmembers = 1;
+		for (int i = 0; i < 10; i++) {
+			int rc = ctl_put_tree(c, &t8);
+			if (rc < 0)
+				fprintf(stderr, "put tree 8: %s\n", ctl_conn_error(c));
+			CHECK_EQ(rc, 0);
+			CHECK_EQ(ctl_delete_tree(c, 8), 0);
+			swaps += 2;
+		}
+	}
+	for (int r = 0; r < 2; r++) {
+		pthread_join(th[r], NULL);
+		if (a[r].rc)
+			fprintf(stderr, "rank %d: %s\n", r, a[r].why);
+		CHECK_EQ(a[r].rc, 0);
+	}
+	printf("allreduce: %d iterations exact (%d tree-set swaps meanwhile)\n", iters, swaps);
+}
+
+/* ---------------------------------------------------------------- ctl test */
+
+static int test_ctl(void)
+{
+	struct ctl_conn *c = connect_unix();
+	struct ctl_caps caps;
+	struct ctl_tree *v = NULL;
+	struct ctl_tree_stats *st = NULL;
+	struct ctl_tree t;
+	size_t n = 0;
+	char *before, *after;
+	int rc;
+
+	/* Capabilities, resources and links from the state data. */
+	CHECK_EQ(ctl_get_caps(c, &caps), 0);
+	CHECK(!strcmp(caps.name, "leaf7"));
+	CHECK(!strcmp(caps.data_addr, "127.0.4.1:4791"));
+	CHECK(!strcmp(caps.role_hint, "leaf"));
+	CHECK_EQ(caps.max_trees, 2);
+	CHECK_EQ(caps.used_trees, 0);
+	CHECK_EQ(caps.max_slots, 512);
+	CHECK_EQ(caps.nlinks, 3);
+	CHECK(!strcmp(caps.links[0].port, "eth1"));
+	CHECK(!strcmp(caps.links[0].peer, "spine1"));
+	CHECK(!strcmp(caps.links[0].peer_addr, "127.0.4.2:4791"));
+	CHECK_EQ(caps.links[0].speed_bps, 1000000000ull);
+	CHECK(caps.links[0].up);
+	CHECK_EQ(caps.links[1].speed_bps, 10000000000ull);
+	CHECK(!caps.links[2].up);
+	CHECK(caps.links[2].peer_addr[0] == 0);
+	CHECK(caps.dtype_mask & (1u << INCA_FP32));
+	CHECK(caps.op_mask & (1u << INCA_SUM));
+	ctl_caps_free(&caps);
+
+	CHECK_EQ(ctl_get_trees(c, &v, &n), 0);
+	CHECK_EQ(n, 0);
+
+	/* Put tree 7 and read it back. */
+	t = base_tree(7, 0x5eed0007);
+	t.dtype_mask = (1u << INCA_FP32) | (1u << INCA_INT32);
+	rc = ctl_put_tree(c, &t);
+	if (rc < 0)
+		fprintf(stderr, "put: %s\n", ctl_conn_error(c));
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(ctl_get_trees(c, &v, &n), 0);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(v[0].id, 7);
+	CHECK_EQ(v[0].key, 0x5eed0007);
+	CHECK_EQ(v[0].qpn, 0x107);
+	CHECK_EQ(v[0].slots, 64);
+	CHECK(v[0].root);
+	CHECK_EQ(v[0].nmembers, 2);
+	CHECK_EQ(v[0].members[1].bfr_id, 2);
+	CHECK(!strcmp(v[0].members[1].addr, "127.0.4.11:4791"));
+	CHECK_EQ(v[0].dtype_mask, (1u << INCA_FP32) | (1u << INCA_INT32));
+	free_trees(v, n);
+	CHECK_EQ(ctl_get_caps(c, &caps), 0);
+	CHECK_EQ(caps.used_trees, 1);
+	CHECK_EQ(caps.used_slots, 64);
+	ctl_caps_free(&caps);
+
+	/* Traffic through it, with tree-set swaps going on. */
+	run_allreduce(c, 0x5eed0007, 30, true);
+	CHECK_EQ(ctl_get_tree_stats(c, &st, &n), 0);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(st[0].id, 7);
+	CHECK(st[0].aggregations >= 30);
+	CHECK(st[0].rx_pkts >= 60);
+	CHECK(st[0].tx_pkts >= 60);
+	printf("stats: tree 7: %llu aggregations, %llu rx, %llu tx, %llu drops\n",
+	       (unsigned long long)st[0].aggregations, (unsigned long long)st[0].rx_pkts,
+	       (unsigned long long)st[0].tx_pkts, (unsigned long long)st[0].drops);
+	free(st);
+
+	/* Refused edits leave the running config as it was. */
+	before = trees_fingerprint(c);
+	{
+		struct ctl_member bad[2] = { g_members[0], g_members[1] };
+		bad[1].bfr_id = 65; /* outside si 0 of bsl 64: the config parser's check */
+		t = base_tree(7, 1);
+		t.members = bad;
+		CHECK_EQ(ctl_put_tree(c, &t), -EINVAL);
+		printf("refused (semantic): %s\n", ctl_conn_error(c));
+		CHECK(strstr(ctl_conn_error(c), "outside"));
+
+		bad[1] = g_members[0]; /* same BFR-id twice: YANG list key collision */
+		bad[1].bfr_id = 3;     /* ... same address twice instead */
+		CHECK_EQ(ctl_put_tree(c, &t), -EINVAL);
+		printf("refused (address twice): %s\n", ctl_conn_error(c));
+	}
+	t = base_tree(7, 1);
+	t.root = false; /* leaf without parent: the YANG must */
+	CHECK_EQ(ctl_put_tree(c, &t), -EINVAL);
+	printf("refused (YANG must): %s\n", ctl_conn_error(c));
+	CHECK(strstr(ctl_conn_error(c), "parent"));
+	t = base_tree(7, 1);
+	t.bsl_bits = 100; /* not a valid BSL: YANG range */
+	CHECK_EQ(ctl_put_tree(c, &t), -EINVAL);
+	printf("refused (YANG range): %s\n", ctl_conn_error(c));
+	t = base_tree(9, 9);
+	t.slots = 600; /* > max_slots 512 with tree 7's 64 */
+	CHECK_EQ(ctl_put_tree(c, &t), -ENOSPC);
+	printf("refused (slots): %s\n", ctl_conn_error(c));
+	t = base_tree(9, 9);
+	t.members = &g_members[0];
+	t.nmembers = 1;
+	CHECK_EQ(ctl_put_tree(c, &t), 0); /* second tree: fits */
+	t.id = 10;
+	CHECK_EQ(ctl_put_tree(c, &t), -ENOSPC); /* third: max_trees 2 */
+	printf("refused (trees): %s\n", ctl_conn_error(c));
+	CHECK_EQ(ctl_delete_tree(c, 9), 0);
+	after = trees_fingerprint(c);
+	CHECK(!strcmp(before, after));
+	free(after);
+
+	/* A new group on tree 7: a changed tree (new key) gets a fresh engine (slot rounds start
+	 * again at 0, as the new communicators' do). */
+	t = base_tree(7, 0x5eed0077);
+	CHECK_EQ(ctl_put_tree(c, &t), 0);
+	run_allreduce(c, 0x5eed0077, 5, false);
+
+	/* Delete. */
+	CHECK_EQ(ctl_delete_tree(c, 7), 0);
+	CHECK_EQ(ctl_get_trees(c, &v, &n), 0);
+	CHECK_EQ(n, 0);
+	free(v);
+	CHECK_EQ(ctl_delete_tree(c, 7), -ENOENT);
+	printf("delete missing: %s\n", ctl_conn_error(c));
+	free(before);
+	ctl_disconnect(c);
+
+	/* A second client sees the same state; then the switch exits cleanly on SIGTERM. */
+	c = connect_unix();
+	CHECK_EQ(ctl_get_caps(c, &caps), 0);
+	CHECK_EQ(caps.used_trees, 0);
+	ctl_caps_free(&caps);
+	ctl_disconnect(c);
+	CHECK(switch_alive());
+	{
+		int stw;
+		kill(g_pid, SIGTERM);
+		CHECK(waitpid(g_pid, &stw, 0) == g_pid);
+		g_pid = 0;
+		CHECK(WIFEXITED(stw) && WEXITSTATUS(stw) == 0);
+		CHECK(access(g_sock, F_OK) != 0); /* socket removed */
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- fuzz test */
+
+static int raw_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	CHECK(fd >= 0);
+	CHECK(strlen(g_sock) < sizeof sa.sun_path);
+	memcpy(sa.sun_path, g_sock, strlen(g_sock) + 1);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+	return fd;
+}
+
+/* Read until "]]>]]>" or timeout / EOF. Returns bytes read (0 on EOF before anything). */
+static size_t read_msg(int fd, char *buf, size_t cap, int timeout_ms)
+{
+	size_t n = 0;
+
+	while (n + 1 < cap) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+
+		if (poll(&p, 1, timeout_ms) <= 0)
+			break;
+		r = read(fd, buf + n, cap - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		buf[n] = 0;
+		if (strstr(buf, "]]>]]>"))
+			break;
+	}
+	buf[n] = 0;
+	return n;
+}
+
+static void write_all(int fd, const char *s, size_t len)
+{
+	while (len) {
+		ssize_t w = send(fd, s, len, MSG_NOSIGNAL);
+		if (w <= 0)
+			return; /* the server may have dropped us: fine */
+		s += w;
+		len -= (size_t)w;
+	}
+}
+
+#define HELLO                                                                                 \
+	"<?xml version=\"1.0\" encoding=\"UTF-8\"?><hello "                                   \
+	"xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\"><capabilities><capability>"        \
+	"urn:ietf:params:netconf:base:1.0</capability></capabilities></hello>]]>]]>"
+
+#define EDIT_HEAD                                                                             \
+	"<rpc message-id=\"1\" xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\"><edit-config>" \
+	"<target><running/></target><config>"
+#define EDIT_TAIL "</config></edit-config></rpc>]]>]]>"
+#define NS "urn:inca:yang:inca-switch"
+
+/* One raw session: hello, one message, the reply (or the session closed). Returns the kind
+ * of answer: 'o' ok, 'e' rpc-error, 'x' no answer (dropped). */
+static char raw_exchange(const char *msg, size_t len)
+{
+	static char buf[1 << 16];
+	int fd = raw_connect();
+	char kind = 'x';
+
+	CHECK(read_msg(fd, buf, sizeof buf, 5000) > 0 && strstr(buf, "<hello"));
+	write_all(fd, HELLO, strlen(HELLO));
+	write_all(fd, msg, len);
+	if (read_msg(fd, buf, sizeof buf, 3000) > 0) {
+		if (strstr(buf, "<rpc-error>"))
+			kind = 'e';
+		else if (strstr(buf, "<ok/>"))
+			kind = 'o';
+	}
+	close(fd);
+	return kind;
+}
+
+static int test_fuzz(void)
+{
+	static const char *const bodies[] = {
+		/* broken XML */
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id>",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id></trees></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><<<>>>&&&",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>&#0;</id></tree></trees></inca-switch>",
+		/* unknown namespace / element / attribute value */
+		"<inca-switch xmlns=\"urn:nope\"><trees/></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><colour>blue</colour></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree xmlns:nc=\"urn:ietf:params:xml:ns:"
+		"netconf:base:1.0\" nc:operation=\"explode\"><id>1</id></tree></trees></inca-switch>",
+		/* type and range violations */
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>70000</id><key>1</key><member><bfr-id>"
+		"1</bfr-id><address>127.0.4.30</address></member></tree></trees></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id><key>-1</key><member><bfr-id>1"
+		"</bfr-id><address>127.0.4.30</address></member></tree></trees></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id><key>1</key><member><bfr-id>1"
+		"</bfr-id><address>999.1.1.1:1</address></member></tree></trees></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id><key>1</key><member><bfr-id>0"
+		"</bfr-id><address>127.0.4.30</address></member></tree></trees></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id><key>1</key></tree></trees>"
+		"</inca-switch>", /* no member: must */
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id><member><bfr-id>1</bfr-id>"
+		"<address>127.0.4.30</address></member></tree></trees></inca-switch>", /* no key */
+		"<inca-switch xmlns=\"" NS "\"><statistics><rx-pkts>5</rx-pkts></statistics>"
+		"</inca-switch>", /* state data in a config */
+		/* delete of something missing, create of something existing */
+		"<inca-switch xmlns=\"" NS "\"><trees><tree xmlns:nc=\"urn:ietf:params:xml:ns:netconf:"
+		"base:1.0\" nc:operation=\"delete\"><id>4242</id></tree></trees></inca-switch>",
+		"<inca-switch xmlns=\"" NS "\"><trees><tree xmlns:nc=\"urn:ietf:params:xml:ns:netconf:"
+		"base:1.0\" nc:operation=\"create\"><id>3</id><key>1</key><member><bfr-id>1</bfr-id>"
+		"<address>127.0.4.31</address></member></tree></trees></inca-switch>",
+	};
+	static const char valid[] =
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>3</id><key>3</key><slots>8</slots>"
+		"<member><bfr-id>1</bfr-id><address>127.0.4.31:4791</address></member>"
+		"<member><bfr-id>2</bfr-id><address>127.0.4.32:4791</address></member></tree></trees>"
+		"</inca-switch>";
+	struct ctl_conn *c;
+	char *before, *after, msg[8192];
+	unsigned seed = 12345;
+	int refused = 0, dropped = 0, accepted = 0;
+
+	/* A known config first (tree 3), through a raw session too. */
+	snprintf(msg, sizeof msg, "%s%s%s", EDIT_HEAD, valid, EDIT_TAIL);
+	CHECK_EQ(raw_exchange(msg, strlen(msg)), 'o');
+	c = connect_unix();
+	before = trees_fingerprint(c);
+	CHECK(strstr(before, "tree 3 "));
+
+	for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+		char k;
+		snprintf(msg, sizeof msg, "%s%s%s", EDIT_HEAD, bodies[i], EDIT_TAIL);
+		k = raw_exchange(msg, strlen(msg));
+		if (k == 'o')
+			fprintf(stderr, "accepted: %s\n", bodies[i]);
+		CHECK(k != 'o');
+		refused += k == 'e';
+		dropped += k == 'x';
+		CHECK(switch_alive());
+	}
+	/* Random mutations of the valid edit (bytes flipped, cut short, duplicated ranges). */
+	for (int i = 0; i < 150; i++) {
+		size_t len = strlen(valid), mlen;
+		char body[2048];
+		char k;
+
+		memcpy(body, valid, len + 1);
+		for (int j = 0; j < 1 + (int)(rand_r(&seed) % 4); j++) {
+			size_t pos = (size_t)rand_r(&seed) % len;
+			switch (rand_r(&seed) % 4) {
+			case 0:
+				body[pos] = (char)(rand_r(&seed) % 256);
+				break;
+			case 1:
+				body[pos] = "<>&/\"'=x0 "[rand_r(&seed) % 10];
+				break;
+			case 2:
+				len = pos;
+				body[len] = 0;
+				break;
+			default: {
+				size_t l2 = (size_t)rand_r(&seed) % 40;
+				if (pos + l2 < len && len + l2 < sizeof body - 1) {
+					memmove(body + pos + l2, body + pos, len - pos + 1);
+					len += l2;
+				}
+			}
+			}
+			if (!len)
+				break;
+		}
+		body[len] = 0;
+		mlen = (size_t)snprintf(msg, sizeof msg, "%s%.*s%s", EDIT_HEAD, (int)len, body,
+					EDIT_TAIL);
+		k = raw_exchange(msg, mlen);
+		refused += k == 'e';
+		dropped += k == 'x';
+		accepted += k == 'o';
+		CHECK(switch_alive());
+		if (k == 'o') {
+			/* A mutation can stay valid (e.g. a digit changed): put the reference back. */
+			snprintf(msg, sizeof msg, "%s%s%s", EDIT_HEAD, valid, EDIT_TAIL);
+			CHECK_EQ(raw_exchange(msg, strlen(msg)), 'o');
+			/* ... and drop whatever other tree it may have created. */
+			free(trees_fingerprint(c));
+		}
+	}
+	/* Garbage that is not even a NETCONF message, and a hello-less session. */
+	CHECK(raw_exchange("\x01\x02\x03 not xml at all ]]>]]>", 27) != 'o');
+	{
+		int fd = raw_connect();
+		write_all(fd, "<rpc><get/></rpc>]]>]]>", 23);
+		close(fd);
+	}
+	CHECK(switch_alive());
+	ctl_disconnect(c);
+	c = connect_unix();
+	{
+		/* Trees possibly created by accepted mutations with another id: remove them. */
+		struct ctl_tree *v = NULL;
+		size_t n = 0;
+		CHECK_EQ(ctl_get_trees(c, &v, &n), 0);
+		for (size_t i = 0; i < n; i++)
+			if (v[i].id != 3)
+				CHECK_EQ(ctl_delete_tree(c, v[i].id), 0);
+		free_trees(v, n);
+	}
+	after = trees_fingerprint(c);
+	CHECK(!strcmp(before, after));
+	printf("fuzz: %d refused with rpc-error, %d sessions dropped, %d mutations still valid; "
+	       "switch alive, config unchanged\n",
+	       refused, dropped, accepted);
+	free(before);
+	free(after);
+	ctl_disconnect(c);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s INCA-SWITCH ctl|fuzz\n", argv[0]);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	alarm(240); /* bound the whole test in time */
+	start_switch(argv[1]);
+	if (!strcmp(argv[2], "ctl"))
+		rc = test_ctl();
+	else if (!strcmp(argv[2], "fuzz"))
+		rc = test_fuzz();
+	else
+		rc = 2;
+	cleanup();
+	return rc;
+}

@@ -1,0 +1,146 @@
+/* sim/sim.h: public API of libinca_sim, the packet-level discrete-event fabric simulator:
+ * configuration (one table drives the INI parser, overrides and the dump of effective values),
+ * create / run / destroy, results and output files. No globals: every call takes the
+ * `struct sim *` it acts on, so several simulations can live in one process. Single-threaded:
+ * one simulation must be driven by one thread at a time. */
+#ifndef INCA_SIM_H
+#define INCA_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sim_time.h"
+
+enum sim_topo_type { SIM_TOPO_FATTREE, SIM_TOPO_LEAFSPINE, SIM_TOPO_LYU4 };
+enum sim_routing { SIM_ROUTE_ECMP, SIM_ROUTE_SPRAY, SIM_ROUTE_ADAPTIVE, SIM_ROUTE_FLOWLET,
+		   SIM_ROUTE_SPRAY_RANDOM };
+enum sim_transport { SIM_TRANSPORT_GBN, SIM_TRANSPORT_SR, SIM_TRANSPORT_IDEAL };
+enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN };
+enum sim_workload_type {
+	SIM_WL_PERMUTATION, SIM_WL_INCAST, SIM_WL_ALLTOALL, SIM_WL_ALLREDUCE, SIM_WL_CMATRIX,
+	SIM_WL_NONE, /* flows are added through sim_flow_add() */
+};
+
+#define SIM_PATH_MAX 512
+
+/* Every knob of a run. Defaults and meanings are in the table in sim_config.c and in
+ * docs/sim.md; sim_config_defaults() fills them in. */
+struct sim_config {
+	/* [sim] */
+	uint64_t seed;
+	double stop_us;          /* 0: run until every flow has finished */
+	double progress_s;       /* wall seconds between progress reports (CLI only; 0 = off) */
+	/* [topology] */
+	int topo;                /* enum sim_topo_type */
+	uint32_t k;              /* fat tree radix */
+	uint32_t hosts_per_tor;  /* 0: non-oversubscribed default */
+	uint32_t tors, spines, parallel_links;        /* leaf-spine */
+	uint32_t racks, l1_per_rack, l2_per_rack;     /* draft-lyu computing racks */
+	uint32_t switching_racks, l3_per_srack, l4_per_srack;
+	double host_gbps, tier1_gbps, tier2_gbps, tier3_gbps;
+	double host_latency_ns, tier1_latency_ns, tier2_latency_ns, tier3_latency_ns;
+	/* [switch] */
+	int routing;             /* enum sim_routing */
+	double flowlet_gap_us;
+	uint64_t buffer_bytes;   /* per egress port (lossy traffic) */
+	uint64_t shared_buffer_bytes; /* per switch, 0 = no shared limit */
+	bool ecn;
+	uint64_t ecn_kmin_bytes, ecn_kmax_bytes;
+	double ecn_pmax;
+	bool pfc;
+	uint64_t pfc_xoff_bytes, pfc_xon_bytes, pfc_headroom_bytes; /* headroom 0 = computed */
+	/* [host] */
+	int transport;           /* enum sim_transport */
+	int cc;                  /* enum sim_cc */
+	uint32_t mtu_bytes, header_bytes, ack_bytes, ack_every;
+	double rto_us;
+	uint64_t max_inflight_bytes; /* 0 = no window */
+	double rate_gbps;        /* sender rate cap (0 = line rate) */
+	uint32_t sr_reorder_pkts;
+	/* [dcqcn] */
+	double dcqcn_g, dcqcn_alpha_timer_us, dcqcn_rate_timer_us;
+	uint64_t dcqcn_byte_counter_bytes;
+	uint32_t dcqcn_f;
+	double dcqcn_rai_mbps, dcqcn_rhai_mbps, dcqcn_min_rate_mbps, dcqcn_cnp_interval_us;
+	double dcqcn_initial_alpha;
+	/* [workload] */
+	int workload;            /* enum sim_workload_type */
+	uint64_t size_bytes;
+	uint32_t wl_hosts;       /* participants, 0 = all */
+	uint32_t incast_n, incast_dst;
+	double start_us;
+	char cmatrix[SIM_PATH_MAX];
+	/* [output] */
+	char out_dir[SIM_PATH_MAX];
+	double timeseries_us;    /* 0 = off */
+};
+
+/* Fill every field with its documented default. */
+void sim_config_defaults(struct sim_config *c);
+/* Set one parameter by "section.key" (or bare unique "key") from its text form.
+ * Returns 0, -ENOENT (unknown key) or -EINVAL (bad value). */
+int sim_config_set(struct sim_config *c, const char *name, const char *value);
+/* Parse "section.key=value". Same returns as sim_config_set. */
+int sim_config_set_arg(struct sim_config *c, const char *arg);
+/* Load an INI scenario file on top of the current values. On error returns -errno or
+ * -EINVAL and, if err is non-NULL, writes a one-line reason into err. */
+int sim_config_load(struct sim_config *c, const char *path, char *err, size_t errlen);
+/* Write every effective parameter as a re-loadable INI file. */
+void sim_config_dump(const struct sim_config *c, FILE *f);
+/* Print the parameter table with help text. */
+void sim_config_help(FILE *f);
+
+struct sim;
+
+/* Build topology and workload from *cfg (copied). Returns 0 or -errno; err gets a reason. */
+int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t errlen);
+void sim_destroy(struct sim *s);
+
+/* Add a flow (for SIM_WL_NONE or on top of a generated workload) before running. Returns the
+ * flow index or -EINVAL. */
+int sim_flow_add(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
+		 sim_time_ps start_ps);
+
+/* Run events until simulated time `until` (inclusive) or until nothing is left to do.
+ * Returns 1 if the simulation is finished (all flows done, stop time reached or no events),
+ * 0 if it stopped at `until` with work left. */
+int sim_run_until(struct sim *s, sim_time_ps until);
+/* Run to the end. Calls progress(s, user) about every cfg.progress_s wall seconds if given. */
+void sim_run(struct sim *s, void (*progress)(struct sim *s, void *user), void *user);
+
+/* Results. */
+struct sim_stats {
+	sim_time_ps now_ps;
+	uint64_t events;
+	uint32_t hosts, switches, links, flows, flows_done;
+	uint64_t data_pkts_sent, retx_pkts, timeouts, nacks, acks;
+	uint64_t ecn_marks, cnps, pfc_pauses;
+	uint64_t drops_queue, drops_shared, drops_headroom, drops_total;
+	uint64_t max_queue_bytes;
+	double oversubscription;
+};
+void sim_get_stats(const struct sim *s, struct sim_stats *st);
+
+struct sim_flow_result {
+	uint32_t id, src, dst;
+	uint64_t size_bytes;
+	sim_time_ps start_ps, finish_ps, sender_done_ps; /* finish = last byte at receiver */
+	sim_time_ps ideal_ps;    /* alone on an idle fabric, see docs/sim.md */
+	uint64_t retx_pkts, ecn_pkts, cnps;
+	bool done;
+	uint64_t bytes_received;
+};
+uint32_t sim_flow_count(const struct sim *s);
+int sim_flow_result(const struct sim *s, uint32_t i, struct sim_flow_result *r);
+const struct sim_config *sim_get_config(const struct sim *s);
+
+/* Write fct.csv, summary.json and params.ini into dir (created if missing). The time series
+ * (timeseries.csv) is streamed during the run when cfg.timeseries_us > 0 and cfg.out_dir is
+ * set. Returns 0 or -errno. */
+int sim_write_outputs(struct sim *s, const char *dir);
+/* Write the JSON summary to f. */
+void sim_write_summary(const struct sim *s, FILE *f);
+void sim_write_fct_csv(const struct sim *s, FILE *f);
+
+#endif

@@ -1,0 +1,344 @@
+/* sim/sim_config.c: the parameter table. One table drives defaults, the INI scenario parser
+ * (libinih), "section.key=value" overrides from the command line and the dump of every
+ * effective parameter written next to the results (Redis-style single source of truth). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <ini.h>
+
+#include "sim.h"
+
+enum ptype { P_U64, P_U32, P_DBL, P_BOOL, P_ENUM, P_STR };
+
+struct param {
+	const char *section, *key;
+	enum ptype type;
+	size_t off;
+	const char *def;
+	const char *const *names; /* P_ENUM */
+	const char *help;
+};
+
+static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL };
+static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random", NULL };
+static const char *const transport_names[] = { "gbn", "sr", "ideal", NULL };
+static const char *const cc_names[] = { "none", "dcqcn", NULL };
+static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
+					"cmatrix", "none", NULL };
+
+#define F(field) offsetof(struct sim_config, field)
+
+static const struct param params[] = {
+	{ "sim", "seed", P_U64, F(seed), "1", NULL, "random seed; every component derives its own stream" },
+	{ "sim", "stop_us", P_DBL, F(stop_us), "0", NULL, "stop at this simulated time (0 = when all flows finish)" },
+	{ "sim", "progress_s", P_DBL, F(progress_s), "2", NULL, "wall seconds between progress lines on stderr (0 = off)" },
+
+	{ "topology", "type", P_ENUM, F(topo), "fattree", topo_names, "fattree | leafspine | lyu4" },
+	{ "topology", "k", P_U32, F(k), "0", NULL, "fat tree radix (k pods, k^3/4 hosts; 0 = smallest that fits the connection matrix, else 4)" },
+	{ "topology", "hosts_per_tor", P_U32, F(hosts_per_tor), "0", NULL, "hosts per ToR/leaf/L1 (0 = non-oversubscribed)" },
+	{ "topology", "tors", P_U32, F(tors), "4", NULL, "leaf-spine: number of leaves (ToRs)" },
+	{ "topology", "spines", P_U32, F(spines), "2", NULL, "leaf-spine: number of spines" },
+	{ "topology", "parallel_links", P_U32, F(parallel_links), "1", NULL, "leaf-spine: parallel links per leaf-spine pair" },
+	{ "topology", "racks", P_U32, F(racks), "2", NULL, "lyu4: computing racks (n)" },
+	{ "topology", "l1_per_rack", P_U32, F(l1_per_rack), "2", NULL, "lyu4: L1 switches per computing rack (b)" },
+	{ "topology", "l2_per_rack", P_U32, F(l2_per_rack), "2", NULL, "lyu4: L2 switches per computing rack (c)" },
+	{ "topology", "switching_racks", P_U32, F(switching_racks), "2", NULL, "lyu4: switching racks (m)" },
+	{ "topology", "l3_per_srack", P_U32, F(l3_per_srack), "2", NULL, "lyu4: L3 switches per switching rack (d)" },
+	{ "topology", "l4_per_srack", P_U32, F(l4_per_srack), "2", NULL, "lyu4: L4 switches per switching rack (e)" },
+	{ "topology", "host_gbps", P_DBL, F(host_gbps), "100", NULL, "host NIC link speed" },
+	{ "topology", "tier1_gbps", P_DBL, F(tier1_gbps), "100", NULL, "ToR-agg / leaf-spine / L1-L2 link speed" },
+	{ "topology", "tier2_gbps", P_DBL, F(tier2_gbps), "100", NULL, "agg-core / L2-L3 link speed" },
+	{ "topology", "tier3_gbps", P_DBL, F(tier3_gbps), "100", NULL, "L3-L4 link speed" },
+	{ "topology", "host_latency_ns", P_DBL, F(host_latency_ns), "500", NULL, "host link propagation (+ switch pipeline) delay" },
+	{ "topology", "tier1_latency_ns", P_DBL, F(tier1_latency_ns), "500", NULL, "tier-1 link delay" },
+	{ "topology", "tier2_latency_ns", P_DBL, F(tier2_latency_ns), "500", NULL, "tier-2 link delay" },
+	{ "topology", "tier3_latency_ns", P_DBL, F(tier3_latency_ns), "500", NULL, "tier-3 link delay" },
+
+	{ "switch", "routing", P_ENUM, F(routing), "ecmp", routing_names, "ecmp | spray (per-flow round robin) | spray_random | adaptive | flowlet" },
+	{ "switch", "flowlet_gap_us", P_DBL, F(flowlet_gap_us), "10", NULL, "idle gap that starts a new flowlet" },
+	{ "switch", "buffer_bytes", P_U64, F(buffer_bytes), "1048576", NULL, "egress queue limit per port (lossy traffic)" },
+	{ "switch", "shared_buffer_bytes", P_U64, F(shared_buffer_bytes), "0", NULL, "shared buffer per switch (0 = none)" },
+	{ "switch", "ecn", P_BOOL, F(ecn), "true", NULL, "RED-style ECN marking on enqueue" },
+	{ "switch", "ecn_kmin_bytes", P_U64, F(ecn_kmin_bytes), "409600", NULL, "no marking below" },
+	{ "switch", "ecn_kmax_bytes", P_U64, F(ecn_kmax_bytes), "1638400", NULL, "always mark above" },
+	{ "switch", "ecn_pmax", P_DBL, F(ecn_pmax), "0.2", NULL, "marking probability at Kmax" },
+	{ "switch", "pfc", P_BOOL, F(pfc), "false", NULL, "lossless: PFC pause/resume on ingress occupancy" },
+	{ "switch", "pfc_xoff_bytes", P_U64, F(pfc_xoff_bytes), "131072", NULL, "send PAUSE when an ingress port holds this much" },
+	{ "switch", "pfc_xon_bytes", P_U64, F(pfc_xon_bytes), "65536", NULL, "send RESUME when it drains to this" },
+	{ "switch", "pfc_headroom_bytes", P_U64, F(pfc_headroom_bytes), "0", NULL, "absorbs in-flight data after PAUSE (0 = 2*BDP + 2 MTU)" },
+
+	{ "host", "transport", P_ENUM, F(transport), "gbn", transport_names, "gbn (go-back-N) | sr (selective repeat) | ideal (no ACKs)" },
+	{ "host", "cc", P_ENUM, F(cc), "dcqcn", cc_names, "none | dcqcn" },
+	{ "host", "mtu_bytes", P_U32, F(mtu_bytes), "4096", NULL, "payload bytes per data packet" },
+	{ "host", "header_bytes", P_U32, F(header_bytes), "64", NULL, "per-packet overhead on the wire (Eth+IP+UDP+BTH+ICRC+FCS)" },
+	{ "host", "ack_bytes", P_U32, F(ack_bytes), "64", NULL, "size of ACK / NACK / CNP on the wire" },
+	{ "host", "ack_every", P_U32, F(ack_every), "4", NULL, "ACK every n in-order packets (coalescing, as RoCE NICs do)" },
+	{ "host", "rto_us", P_DBL, F(rto_us), "1000", NULL, "retransmission timeout" },
+	{ "host", "max_inflight_bytes", P_U64, F(max_inflight_bytes), "0", NULL, "sender window (0 = none, rate-based only)" },
+	{ "host", "rate_gbps", P_DBL, F(rate_gbps), "0", NULL, "cap on the sending rate (0 = line rate); with cc=none an ideal constant-rate sender" },
+	{ "host", "sr_reorder_pkts", P_U32, F(sr_reorder_pkts), "64", NULL, "selective repeat: resend a hole once ACKs are this far past it" },
+
+	{ "dcqcn", "g", P_DBL, F(dcqcn_g), "0.00390625", NULL, "alpha gain (1/256)" },
+	{ "dcqcn", "alpha_timer_us", P_DBL, F(dcqcn_alpha_timer_us), "55", NULL, "alpha decays every K without CNP" },
+	{ "dcqcn", "rate_timer_us", P_DBL, F(dcqcn_rate_timer_us), "55", NULL, "rate-increase timer T" },
+	{ "dcqcn", "byte_counter_bytes", P_U64, F(dcqcn_byte_counter_bytes), "10485760", NULL, "rate-increase byte counter B" },
+	{ "dcqcn", "f", P_U32, F(dcqcn_f), "5", NULL, "fast-recovery steps F" },
+	{ "dcqcn", "rai_mbps", P_DBL, F(dcqcn_rai_mbps), "500", NULL, "additive increase R_AI (paper: 40 at 40G; too slow at 100G)" },
+	{ "dcqcn", "rhai_mbps", P_DBL, F(dcqcn_rhai_mbps), "5000", NULL, "hyper increase R_HAI" },
+	{ "dcqcn", "min_rate_mbps", P_DBL, F(dcqcn_min_rate_mbps), "100", NULL, "floor of the current rate" },
+	{ "dcqcn", "cnp_interval_us", P_DBL, F(dcqcn_cnp_interval_us), "50", NULL, "NP sends at most one CNP per flow per interval" },
+	{ "dcqcn", "initial_alpha", P_DBL, F(dcqcn_initial_alpha), "1", NULL, "alpha at flow start" },
+
+	{ "workload", "type", P_ENUM, F(workload), "permutation", wl_names, "permutation | incast | alltoall | allreduce | cmatrix | none" },
+	{ "workload", "size_bytes", P_U64, F(size_bytes), "2000000", NULL, "flow size (allreduce: buffer size per rank)" },
+	{ "workload", "hosts", P_U32, F(wl_hosts), "0", NULL, "participating hosts 0..n-1 (0 = all)" },
+	{ "workload", "incast_n", P_U32, F(incast_n), "8", NULL, "incast: number of senders" },
+	{ "workload", "incast_dst", P_U32, F(incast_dst), "0", NULL, "incast: receiving host" },
+	{ "workload", "start_us", P_DBL, F(start_us), "0", NULL, "start time of generated flows" },
+	{ "workload", "file", P_STR, F(cmatrix), "", NULL, "htsim connection matrix (type = cmatrix); relative to the scenario file" },
+
+	{ "output", "dir", P_STR, F(out_dir), "", NULL, "directory for fct.csv, summary.json, params.ini, timeseries.csv" },
+	{ "output", "timeseries_us", P_DBL, F(timeseries_us), "0", NULL, "sample link utilisation and queues every (0 = off)" },
+};
+#define NPARAMS (sizeof(params) / sizeof(params[0]))
+
+static int parse_value(struct sim_config *c, const struct param *p, const char *v)
+{
+	char *end;
+	void *dst = (char *)c + p->off;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	switch (p->type) {
+	case P_U64:
+	case P_U32: {
+		if (*v == '-' || !*v)
+			return -EINVAL;
+		errno = 0;
+		double d = 0;
+		unsigned long long x = strtoull(v, &end, 0);
+		if (*end == '.' || *end == 'e' || *end == 'E') { /* allow 2e6 */
+			d = strtod(v, &end);
+			x = (unsigned long long)d;
+		}
+		while (*end == ' ')
+			end++;
+		if (errno || *end)
+			return -EINVAL;
+		if (p->type == P_U32) {
+			if (x > UINT32_MAX)
+				return -EINVAL;
+			*(uint32_t *)dst = (uint32_t)x;
+		} else {
+			*(uint64_t *)dst = x;
+		}
+		return 0;
+	}
+	case P_DBL: {
+		errno = 0;
+		double d = strtod(v, &end);
+		while (*end == ' ')
+			end++;
+		if (errno || *end || end == v || d < 0)
+			return -EINVAL;
+		*(double *)dst = d;
+		return 0;
+	}
+	case P_BOOL:
+		if (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1"))
+			*(bool *)dst = true;
+		else if (!strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcmp(v, "0"))
+			*(bool *)dst = false;
+		else
+			return -EINVAL;
+		return 0;
+	case P_ENUM:
+		for (int i = 0; p->names[i]; i++)
+			if (!strcasecmp(v, p->names[i])) {
+				*(int *)dst = i;
+				return 0;
+			}
+		return -EINVAL;
+	case P_STR:
+		if (strlen(v) >= SIM_PATH_MAX)
+			return -EINVAL;
+		strcpy((char *)dst, v);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void sim_config_defaults(struct sim_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < NPARAMS; i++)
+		(void)parse_value(c, &params[i], params[i].def);
+}
+
+static const struct param *find_param(const char *section, const char *key)
+{
+	const struct param *hit = NULL;
+	int nhits = 0;
+	for (size_t i = 0; i < NPARAMS; i++) {
+		if (strcasecmp(params[i].key, key))
+			continue;
+		if (section && *section) {
+			if (!strcasecmp(params[i].section, section))
+				return &params[i];
+		} else {
+			hit = &params[i];
+			nhits++;
+		}
+	}
+	return nhits == 1 ? hit : NULL;
+}
+
+int sim_config_set(struct sim_config *c, const char *name, const char *value)
+{
+	char sec[32] = "";
+	const char *key = name, *dot = strchr(name, '.');
+	if (dot) {
+		size_t n = (size_t)(dot - name);
+		if (n >= sizeof(sec))
+			return -ENOENT;
+		memcpy(sec, name, n);
+		sec[n] = 0;
+		key = dot + 1;
+	}
+	const struct param *p = find_param(sec, key);
+	if (!p)
+		return -ENOENT;
+	return parse_value(c, p, value);
+}
+
+int sim_config_set_arg(struct sim_config *c, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char name[96];
+	if (!eq || (size_t)(eq - arg) >= sizeof(name))
+		return -EINVAL;
+	memcpy(name, arg, (size_t)(eq - arg));
+	name[eq - arg] = 0;
+	return sim_config_set(c, name, eq + 1);
+}
+
+struct load_ctx {
+	struct sim_config *c;
+	char *err;
+	size_t errlen;
+	int rc;
+	const char *path;
+};
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+	struct load_ctx *lc = user;
+	const struct param *p = find_param(section, name);
+	int rc = p ? parse_value(lc->c, p, value) : -ENOENT;
+	if (rc && !lc->rc) {
+		lc->rc = rc;
+		if (lc->err)
+			snprintf(lc->err, lc->errlen, "%s: %s [%s] %s = %s", lc->path,
+				 rc == -ENOENT ? "unknown parameter" : "bad value", section, name, value);
+	}
+	return rc == 0;
+}
+
+int sim_config_load(struct sim_config *c, const char *path, char *err, size_t errlen)
+{
+	struct load_ctx lc = { c, err, errlen, 0, path };
+	char before[SIM_PATH_MAX];
+	strcpy(before, c->cmatrix);
+	int r = ini_parse(path, ini_cb, &lc);
+	if (r < 0) {
+		if (err)
+			snprintf(err, errlen, "%s: cannot open", path);
+		return -ENOENT;
+	}
+	if (lc.rc)
+		return lc.rc;
+	if (r > 0) {
+		if (err)
+			snprintf(err, errlen, "%s:%d: syntax error", path, r);
+		return -EINVAL;
+	}
+	/* A connection matrix named in a scenario file is relative to that file. */
+	if (strcmp(before, c->cmatrix) && c->cmatrix[0] && c->cmatrix[0] != '/') {
+		const char *slash = strrchr(path, '/');
+		if (slash) {
+			char buf[SIM_PATH_MAX];
+			int n = snprintf(buf, sizeof(buf), "%.*s/%s", (int)(slash - path), path, c->cmatrix);
+			if (n < 0 || n >= (int)sizeof(buf))
+				return -ENAMETOOLONG;
+			strcpy(c->cmatrix, buf);
+		}
+	}
+	return 0;
+}
+
+static void print_value(const struct sim_config *c, const struct param *p, FILE *f)
+{
+	const void *src = (const char *)c + p->off;
+	switch (p->type) {
+	case P_U64: fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)src); break;
+	case P_U32: fprintf(f, "%u", *(const uint32_t *)src); break;
+	case P_DBL: fprintf(f, "%.15g", *(const double *)src); break;
+	case P_BOOL: fprintf(f, "%s", *(const bool *)src ? "true" : "false"); break;
+	case P_ENUM: fprintf(f, "%s", p->names[*(const int *)src]); break;
+	case P_STR: fprintf(f, "%s", (const char *)src); break;
+	}
+}
+
+void sim_config_dump(const struct sim_config *c, FILE *f)
+{
+	const char *sec = "";
+	for (size_t i = 0; i < NPARAMS; i++) {
+		if (strcmp(sec, params[i].section)) {
+			sec = params[i].section;
+			fprintf(f, "%s[%s]\n", i ? "\n" : "", sec);
+		}
+		fprintf(f, "%s = ", params[i].key);
+		print_value(c, &params[i], f);
+		fputc('\n', f);
+	}
+}
+
+/* JSON object of every parameter, grouped by section (used by the summary). */
+void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *indent);
+void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *indent)
+{
+	fprintf(f, "{");
+	for (size_t i = 0; i < NPARAMS; i++) {
+		const struct param *p = &params[i];
+		bool first = i == 0 || strcmp(params[i - 1].section, p->section);
+		bool last = i + 1 == NPARAMS || strcmp(params[i + 1].section, p->section);
+		if (first)
+			fprintf(f, "\n%s  \"%s\": {", indent, p->section);
+		fprintf(f, "%s\n%s    \"%s\": ", first ? "" : ",", indent, p->key);
+		if (p->type == P_ENUM || p->type == P_STR) {
+			fputc('"', f);
+			print_value(c, p, f);
+			fputc('"', f);
+		} else {
+			print_value(c, p, f);
+		}
+		if (last)
+			fprintf(f, "\n%s  }%s", indent, i + 1 == NPARAMS ? "" : ",");
+	}
+	fprintf(f, "\n%s}", indent);
+}
+
+void sim_config_help(FILE *f)
+{
+	const char *sec = "";
+	for (size_t i = 0; i < NPARAMS; i++) {
+		if (strcmp(sec, params[i].section)) {
+			sec = params[i].section;
+			fprintf(f, "[%s]\n", sec);
+		}
+		fprintf(f, "  %-20s = %-12s %s\n", params[i].key, params[i].def, params[i].help);
+	}
+}

@@ -1,0 +1,329 @@
+/* sim/sim_int.h: internal data structures of the simulator shared by its modules (event heap,
+ * packets, ports, switches, hosts, flows, triggers) and the internal calls between modules.
+ * Not installed; only the sim sources and tests include it. */
+#ifndef INCA_SIM_INT_H
+#define INCA_SIM_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "sim.h"
+#include "util/util.h"
+
+#define SIM_CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/* ---- events ------------------------------------------------------------------------------ */
+struct sim;
+struct sim_event;
+typedef void (*sim_event_fn)(struct sim *s, struct sim_event *ev);
+
+/* Intrusive event: embedded in the object it concerns (packet, port, flow), so scheduling
+ * never allocates. heap_idx is the slot in the heap or SIM_EV_IDLE; it makes cancel O(log n). */
+#define SIM_EV_IDLE UINT32_MAX
+struct sim_event {
+	sim_event_fn fn;
+	uint32_t heap_idx;
+	sim_time_ps t;
+};
+
+/* 4-ary min-heap keyed by (time, sequence): the sequence number breaks ties in scheduling
+ * order, which makes a run bit-for-bit reproducible. See sim_event.c for the layout. */
+struct sim_heap {
+	void *kbase;             /* allocation holding the keys */
+	unsigned __int128 *key;  /* time << 64 | seq << 1 | cancellable */
+	struct sim_event **ev;
+	uint32_t n, cap;
+	uint64_t seq;
+};
+int sim_heap_init(struct sim_heap *h, uint32_t cap);
+void sim_heap_free(struct sim_heap *h);
+/* ev must be idle. A non-cancellable event (packet arrival) never records its slot, so
+ * sim_heap_remove and sim_ev_pending must not be used on it. Returns 0 or -ENOMEM. */
+int sim_heap_push(struct sim_heap *h, struct sim_event *ev, sim_time_ps t, bool cancellable);
+void sim_heap_remove(struct sim_heap *h, struct sim_event *ev);
+/* Time of the earliest event (SIM_TIME_NEVER if empty). */
+sim_time_ps sim_heap_top_time(const struct sim_heap *h);
+/* Pops the earliest event (NULL if empty). */
+struct sim_event *sim_heap_pop(struct sim_heap *h);
+static inline bool sim_ev_pending(const struct sim_event *ev) { return ev->heap_idx != SIM_EV_IDLE; }
+static inline void sim_ev_init(struct sim_event *ev, sim_event_fn fn)
+{
+	ev->fn = fn;
+	ev->heap_idx = SIM_EV_IDLE;
+	ev->t = 0;
+}
+
+/* ---- packets ----------------------------------------------------------------------------- */
+enum sim_pkt_type { SIM_PKT_DATA, SIM_PKT_ACK, SIM_PKT_NACK, SIM_PKT_CNP };
+#define SIM_PKT_ECT 0x01     /* ECN capable */
+#define SIM_PKT_CE 0x02      /* congestion experienced */
+#define SIM_PKT_LOSSLESS 0x04 /* counted in ingress (PFC) accounting of the switch holding it */
+
+struct sim_port;
+struct sim_pkt {
+	struct sim_event ev;     /* arrival at the far end of the link it is on */
+	struct sim_pkt *next;    /* queue link / free list */
+	struct sim_port *rx_port;/* port it arrives on / arrived on (ingress for PFC accounting) */
+	uint32_t flow;           /* flow index */
+	uint32_t psn;            /* data: packet sequence number; ACK/NACK: cumulative expected */
+	uint32_t sack_psn;       /* ACK: the PSN that triggered it (selective repeat) */
+	uint32_t size_bytes;     /* on the wire */
+	uint32_t src, dst;       /* host ids */
+	uint16_t entropy;
+	uint8_t type, flags;
+};
+
+struct sim_pktq {
+	struct sim_pkt *head, *tail;
+	uint32_t n;
+};
+
+/* ---- ports, nodes ------------------------------------------------------------------------ */
+enum sim_node_kind { SIM_NODE_HOST, SIM_NODE_SWITCH };
+
+struct sim_node {
+	uint32_t id;             /* hosts 0..H-1, then switches */
+	uint8_t kind, tier;      /* tier: 0 host, 1 ToR/leaf/L1, 2 agg/spine/L2, 3 core/L3, 4 L4 */
+	uint32_t nports;
+	struct sim_port *ports;
+	char name[32];
+};
+
+struct sim_port {
+	struct sim_node *node;
+	struct sim_port *peer;
+	uint32_t id;             /* global port index (output files) */
+	uint16_t idx;            /* index within node */
+	uint8_t link_tier;       /* 0 host link, 1..3 */
+	bool paused;             /* peer sent PFC pause: data may not start */
+	bool pause_sent;         /* we paused our peer (ingress over XOFF) */
+	uint64_t rate_bps;
+	sim_time_ps latency_ps;
+	sim_time_ps busy_until;
+	struct sim_event tx_ev;  /* port may start its next packet */
+	struct sim_pktq q, cq;   /* data (lossy or lossless class) and control (strict priority) */
+	uint64_t q_bytes;        /* data queue bytes */
+	uint64_t in_bytes;       /* bytes received here still buffered in this switch (PFC) */
+	uint64_t headroom_bytes; /* PFC headroom of this ingress port */
+	/* counters */
+	uint64_t tx_bytes, tx_pkts, drops, ecn_marks, pauses_sent, q_max_bytes;
+	uint64_t ts_last_tx_bytes;
+};
+
+struct sim_rgroup {          /* hosts [lo, hi) leave through one of ports[off .. off+n) */
+	uint32_t lo, hi, off;
+	uint16_t n;
+	uint16_t rr;             /* round-robin position for spraying */
+};
+
+struct sim_flowlet {
+	sim_time_ps last_ps;
+	uint16_t choice;
+	uint16_t valid;
+};
+
+struct sim_switch {
+	struct sim_node n;
+	struct util_rng rng;
+	uint64_t salt;           /* per-switch ECMP salt */
+	uint64_t shared_used;
+	struct sim_rgroup *groups;
+	uint32_t ngroups;
+	uint16_t *gports;
+	struct sim_flowlet *flowlets; /* only with flowlet routing */
+	uint32_t *spray_rr;      /* only with spray: per-flow round start << 16 | position */
+	uint64_t *spray_used;    /* only with adaptive: per-flow ports used in this round */
+	uint64_t drops_queue, drops_shared, drops_headroom;
+};
+
+struct sim_flow;
+struct sim_host {
+	struct sim_node n;       /* n.ports points at `port` */
+	struct sim_port port;
+	struct sim_flow *active; /* circular list of flows with data to send (round robin) */
+	uint32_t nactive;
+};
+
+/* ---- flows ------------------------------------------------------------------------------- */
+enum sim_flow_state { SIM_FLOW_WAIT, SIM_FLOW_ACTIVE, SIM_FLOW_DONE };
+
+struct sim_flow {
+	uint32_t idx, user_id, src, dst;
+	uint64_t size_bytes;
+	uint32_t npkts;
+	uint8_t state, in_active;
+	bool recv_done, send_done;
+	uint16_t entropy;
+	sim_time_ps start_ps, finish_ps, sender_done_ps, ideal_ps;
+	struct sim_event start_ev, rto_ev, rate_ev;
+	struct sim_flow *prev_active, *next_active;
+	/* sender */
+	uint32_t snd_nxt, snd_una, snd_high, retx_ptr, recover;
+	bool retx_mode;          /* SR: resending holes from retx_ptr before new data */
+	uint8_t *acked;          /* SR: per-PSN bitmap */
+	sim_time_ps next_tx_ps, rto_deadline;
+	/* DCQCN reaction point (rates in bit/s) */
+	double rc, rt, alpha, line_bps;
+	uint32_t t_count, bc_count;
+	uint64_t bc_bytes;
+	sim_time_ps alpha_ps;    /* last alpha update */
+	bool cnp_since_alpha;
+	/* receiver */
+	uint32_t rcv_nxt, rcv_count, unacked;
+	uint8_t *rcvd;           /* SR: per-PSN bitmap */
+	uint32_t nack_psn;       /* GBN: rcv_nxt we last NACKed (+1), avoids NACK storms */
+	sim_time_ps last_cnp_ps;
+	bool cnp_sent_once;
+	uint64_t bytes_rx;
+	/* triggers (0 = none) */
+	uint32_t trig_start, trig_send_done, trig_recv_done;
+	/* counters */
+	uint64_t retx_pkts, ecn_pkts, cnps, timeouts, nacks;
+};
+
+enum sim_trig_type { SIM_TRIG_ONESHOT, SIM_TRIG_MULTISHOT, SIM_TRIG_BARRIER };
+struct sim_trigger {
+	uint32_t id;
+	uint8_t type;
+	bool defined, fired;
+	uint32_t count, remaining, next;
+	uint32_t *targets, ntargets, cap;
+};
+
+/* Small event carrying a PFC pause/resume to the peer after the link latency. */
+struct sim_ctl_ev {
+	struct sim_event ev;
+	struct sim_port *port;   /* port that is paused / resumed */
+	bool pause;
+	struct sim_ctl_ev *next_free;
+};
+
+struct sim_route_ops {
+	const char *name;
+	/* Choose among g->n > 1 candidate ports cand[] (indices into sw->n.ports); returns the
+	 * position in cand. */
+	uint16_t (*select)(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+			   struct sim_rgroup *g, const uint16_t *cand, unsigned n);
+};
+
+/* ---- the simulation ---------------------------------------------------------------------- */
+struct sim {
+	struct sim_config cfg;
+	sim_time_ps now, stop_ps;
+	struct sim_heap heap;
+	uint64_t events;
+	bool finished;
+
+	/* pools */
+	struct sim_pkt *pkt_free;
+	void **chunks;
+	uint32_t nchunks, chunks_cap;
+	uint64_t pkts_allocated;
+	struct sim_ctl_ev *ctl_free;
+
+	/* topology */
+	struct sim_host *hosts;
+	uint32_t nhosts;
+	struct sim_switch *sws;
+	uint32_t nsw;
+	struct sim_port **ports; /* all ports by id */
+	uint32_t nports, nlinks;
+	double oversub;
+	const struct sim_route_ops *route;
+	sim_time_ps flowlet_gap_ps, rto_ps;
+	uint64_t pfc_headroom_bytes;
+
+	/* workload */
+	struct sim_flow *flows;
+	uint32_t nflows, flows_cap, flows_done;
+	struct sim_trigger *trigs;
+	uint32_t ntrigs, trigs_cap;
+	uint32_t *trig_hash;     /* open addressing: trigger id -> index + 1 */
+	uint32_t trig_hash_cap;
+	uint32_t cm_failures;    /* htsim "failure" lines read and ignored */
+	struct util_rng wl_rng;
+
+	/* counters not kept per port/flow */
+	uint64_t data_pkts, retx_pkts, timeouts, nacks, acks, cnps, ecn_marks, pfc_pauses;
+
+	/* output */
+	FILE *ts;
+	struct sim_event ts_ev;
+	sim_time_ps ts_interval_ps;
+	char err[256];
+};
+
+/* sim.c */
+struct sim_pkt *sim_pkt_alloc(struct sim *s);
+void sim_pkt_free(struct sim *s, struct sim_pkt *p);
+void sim_schedule(struct sim *s, struct sim_event *ev, sim_time_ps t);
+/* For packets in flight: cheaper, but the event can never be cancelled. */
+void sim_schedule_fixed(struct sim *s, struct sim_event *ev, sim_time_ps t);
+void sim_cancel(struct sim *s, struct sim_event *ev);
+void sim_rng_init(const struct sim *s, struct util_rng *r, uint32_t domain, uint32_t id);
+uint64_t sim_mix64(uint64_t x);
+struct sim_flow *sim_flow_new(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
+			      sim_time_ps start_ps, uint32_t user_id);
+
+/* sim_topo.c */
+int sim_topo_build(struct sim *s);
+void sim_topo_free(struct sim *s);
+/* Route group of switch sw toward host dst (NULL: unreachable). */
+struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst);
+
+/* sim_net.c */
+extern const struct sim_route_ops sim_route_ecmp, sim_route_spray, sim_route_adaptive,
+	sim_route_flowlet, sim_route_spray_random;
+#define SIM_SPRAY_TABLE 8192
+void sim_port_init(struct sim_port *p);
+void sim_port_kick(struct sim *s, struct sim_port *p);
+void sim_port_tx_ev(struct sim *s, struct sim_event *ev);
+void sim_pkt_arrive(struct sim *s, struct sim_event *ev);
+void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
+/* Enqueue a control packet (ACK/NACK/CNP) or data on a host's NIC control queue. */
+void sim_pktq_push(struct sim_pktq *q, struct sim_pkt *p);
+struct sim_pkt *sim_pktq_pop(struct sim_pktq *q);
+
+/* sim_host.c */
+void sim_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
+/* Next packet the host NIC should send now, or NULL; *wake is set to the earliest time a
+ * paced flow becomes eligible (SIM_TIME_NEVER if none). */
+struct sim_pkt *sim_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake);
+void sim_flow_start_ev(struct sim *s, struct sim_event *ev);
+void sim_flow_start(struct sim *s, struct sim_flow *f);
+void sim_flow_release(struct sim_flow *f);
+
+/* sim_workload.c */
+int sim_workload_build(struct sim *s);
+/* htsim connection matrix: parse file into flows and triggers of s. */
+int sim_cmatrix_load(struct sim *s, const char *path);
+int sim_cmatrix_parse(struct sim *s, FILE *f, const char *name);
+uint32_t sim_cmatrix_nodes(const char *path);
+void sim_trigger_activate(struct sim *s, uint32_t trig_id);
+struct sim_trigger *sim_trigger_get(struct sim *s, uint32_t id, bool create);
+
+/* sim_output.c */
+void sim_ts_sample(struct sim *s, struct sim_event *ev);
+int sim_mkdir_p(const char *dir);
+sim_time_ps sim_flow_ideal_ps(const struct sim *s, const struct sim_flow *f);
+
+static inline struct sim_switch *sim_node_sw(struct sim_node *n)
+{
+	return SIM_CONTAINER_OF(n, struct sim_switch, n);
+}
+static inline struct sim_host *sim_node_host(struct sim_node *n)
+{
+	return SIM_CONTAINER_OF(n, struct sim_host, n);
+}
+
+static inline void sim_set_err(struct sim *s, const char *msg) __attribute__((unused));
+static inline void sim_set_err(struct sim *s, const char *msg)
+{
+	size_t i = 0;
+	for (; msg[i] && i + 1 < sizeof(s->err); i++)
+		s->err[i] = msg[i];
+	s->err[i] = 0;
+}
+
+#endif

@@ -1,0 +1,331 @@
+/* sim/sim_net.c: links and switches. Output-queued ports (a strict-priority control queue for
+ * ACK/NACK/CNP over one data queue), serialization and propagation, per-port and shared buffer
+ * admission, ECN marking, PFC pause/resume on ingress occupancy, and the routing ops tables
+ * (ECMP, spray, adaptive, flowlet). Hosts' transport logic is in sim_host.c.
+ * Cost model: an uncongested hop costs one event (the arrival); a busy port adds one event per
+ * packet (end of serialization). */
+#include <stdlib.h>
+
+#include "sim_int.h"
+
+void sim_port_init(struct sim_port *p)
+{
+	sim_ev_init(&p->tx_ev, sim_port_tx_ev);
+}
+
+void sim_pktq_push(struct sim_pktq *q, struct sim_pkt *p)
+{
+	p->next = NULL;
+	if (q->tail)
+		q->tail->next = p;
+	else
+		q->head = p;
+	q->tail = p;
+	q->n++;
+}
+
+struct sim_pkt *sim_pktq_pop(struct sim_pktq *q)
+{
+	struct sim_pkt *p = q->head;
+	if (p) {
+		q->head = p->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->n--;
+	}
+	return p;
+}
+
+/* ---- PFC ---------------------------------------------------------------------------------- */
+static void ctl_ev_fire(struct sim *s, struct sim_event *ev)
+{
+	struct sim_ctl_ev *c = SIM_CONTAINER_OF(ev, struct sim_ctl_ev, ev);
+	struct sim_port *p = c->port;
+	p->paused = c->pause;
+	c->next_free = s->ctl_free;
+	s->ctl_free = c;
+	if (!p->paused)
+		sim_port_kick(s, p);
+}
+
+/* Ingress port `in` tells its peer to stop or resume; the frame takes the link latency and,
+ * being a MAC control frame, does not queue behind data. */
+static void pfc_send(struct sim *s, struct sim_port *in, bool pause)
+{
+	struct sim_ctl_ev *c = s->ctl_free;
+	if (c)
+		s->ctl_free = c->next_free;
+	else if (!(c = malloc(sizeof(*c))))
+		return; /* out of memory: the pause is lost, counted as nothing; headroom drops show it */
+	sim_ev_init(&c->ev, ctl_ev_fire);
+	c->port = in->peer;
+	c->pause = pause;
+	in->pause_sent = pause;
+	if (pause) {
+		in->pauses_sent++;
+		s->pfc_pauses++;
+	}
+	sim_schedule(s, &c->ev, s->now + in->latency_ps);
+}
+
+/* ---- transmission ------------------------------------------------------------------------- */
+static struct sim_pkt *switch_dequeue(struct sim *s, struct sim_port *p)
+{
+	struct sim_pkt *pkt = sim_pktq_pop(&p->cq);
+	if (pkt)
+		return pkt;
+	if (p->paused || !(pkt = sim_pktq_pop(&p->q)))
+		return NULL;
+	p->q_bytes -= pkt->size_bytes;
+	struct sim_switch *sw = sim_node_sw(p->node);
+	sw->shared_used -= pkt->size_bytes;
+	if (pkt->flags & SIM_PKT_LOSSLESS) {
+		struct sim_port *in = pkt->rx_port;
+		in->in_bytes -= pkt->size_bytes;
+		if (in->pause_sent && in->in_bytes <= s->cfg.pfc_xon_bytes)
+			pfc_send(s, in, false);
+	}
+	return pkt;
+}
+
+void sim_port_kick(struct sim *s, struct sim_port *p)
+{
+	if (sim_ev_pending(&p->tx_ev)) {
+		/* A wake-up is already set. It is early enough unless it is a host's pacing timer
+		 * set for later while the link is already free (a new flow may be ready now). */
+		if (p->tx_ev.t <= s->now || s->now < p->busy_until)
+			return;
+		sim_cancel(s, &p->tx_ev);
+	}
+	if (s->now < p->busy_until) {
+		sim_schedule(s, &p->tx_ev, p->busy_until);
+		return;
+	}
+	struct sim_pkt *pkt;
+	bool more;
+	if (p->node->kind == SIM_NODE_SWITCH) {
+		pkt = switch_dequeue(s, p);
+		if (!pkt)
+			return;
+		more = p->cq.n || (p->q.n && !p->paused);
+	} else {
+		struct sim_host *h = sim_node_host(p->node);
+		sim_time_ps wake = SIM_TIME_NEVER;
+		pkt = sim_pktq_pop(&p->cq);
+		if (!pkt && !p->paused)
+			pkt = sim_host_next(s, h, &wake);
+		if (!pkt) {
+			if (wake != SIM_TIME_NEVER && !p->paused)
+				sim_schedule(s, &p->tx_ev, wake);
+			return;
+		}
+		more = p->cq.n || h->nactive;
+	}
+	sim_time_ps end = s->now + sim_time_serialize(pkt->size_bytes, p->rate_bps);
+	p->busy_until = end;
+	p->tx_bytes += pkt->size_bytes;
+	p->tx_pkts++;
+	pkt->rx_port = p->peer;
+	sim_schedule_fixed(s, &pkt->ev, end + p->latency_ps);
+	if (more)
+		sim_schedule(s, &p->tx_ev, end);
+}
+
+void sim_port_tx_ev(struct sim *s, struct sim_event *ev)
+{
+	sim_port_kick(s, SIM_CONTAINER_OF(ev, struct sim_port, tx_ev));
+}
+
+void sim_pkt_arrive(struct sim *s, struct sim_event *ev)
+{
+	struct sim_pkt *p = SIM_CONTAINER_OF(ev, struct sim_pkt, ev);
+	struct sim_node *n = p->rx_port->node;
+	if (n->kind == SIM_NODE_SWITCH)
+		sim_switch_rx(s, sim_node_sw(n), p);
+	else
+		sim_host_rx(s, sim_node_host(n), p);
+}
+
+/* ---- switch pipeline ---------------------------------------------------------------------- */
+static inline bool ecn_mark(struct sim *s, struct sim_switch *sw, uint64_t qbytes)
+{
+	const struct sim_config *c = &s->cfg;
+	if (qbytes <= c->ecn_kmin_bytes)
+		return false;
+	if (qbytes >= c->ecn_kmax_bytes)
+		return true;
+	double p = c->ecn_pmax * (double)(qbytes - c->ecn_kmin_bytes) /
+		   (double)(c->ecn_kmax_bytes - c->ecn_kmin_bytes);
+	return util_rng_double(&sw->rng) < p;
+}
+
+void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	const struct sim_config *c = &s->cfg;
+	struct sim_rgroup *g = sim_route_group(sw, p->dst);
+	if (!g) {
+		sw->drops_queue++;
+		sim_pkt_free(s, p);
+		return;
+	}
+	const uint16_t *cand = &sw->gports[g->off];
+	uint16_t choice = g->n == 1 ? cand[0] : cand[s->route->select(s, sw, p, g, cand, g->n)];
+	struct sim_port *out = &sw->n.ports[choice];
+	if (p->type != SIM_PKT_DATA) {
+		sim_pktq_push(&out->cq, p);
+		sim_port_kick(s, out);
+		return;
+	}
+	struct sim_port *in = p->rx_port;
+	uint32_t sz = p->size_bytes;
+	if (c->pfc) {
+		/* Lossless: admission by ingress accounting; only a headroom overflow drops. */
+		if (in->in_bytes + sz > c->pfc_xoff_bytes + in->headroom_bytes) {
+			sw->drops_headroom++;
+			out->drops++;
+			sim_pkt_free(s, p);
+			return;
+		}
+	} else if (out->q_bytes + sz > c->buffer_bytes) {
+		sw->drops_queue++;
+		out->drops++;
+		sim_pkt_free(s, p);
+		return;
+	}
+	if (c->shared_buffer_bytes && sw->shared_used + sz > c->shared_buffer_bytes) {
+		sw->drops_shared++;
+		out->drops++;
+		sim_pkt_free(s, p);
+		return;
+	}
+	if (c->pfc) {
+		p->flags |= SIM_PKT_LOSSLESS;
+		in->in_bytes += sz;
+		if (!in->pause_sent && in->in_bytes >= c->pfc_xoff_bytes)
+			pfc_send(s, in, true);
+	} else {
+		p->flags &= (uint8_t)~SIM_PKT_LOSSLESS;
+	}
+	if (c->ecn && (p->flags & SIM_PKT_ECT) && !(p->flags & SIM_PKT_CE) && ecn_mark(s, sw, out->q_bytes)) {
+		p->flags |= SIM_PKT_CE;
+		out->ecn_marks++;
+		s->ecn_marks++;
+	}
+	sw->shared_used += sz;
+	out->q_bytes += sz;
+	if (out->q_bytes > out->q_max_bytes)
+		out->q_max_bytes = out->q_bytes;
+	sim_pktq_push(&out->q, p);
+	sim_port_kick(s, out);
+}
+
+/* ---- routing ops -------------------------------------------------------------------------- */
+static inline uint64_t flow_hash(const struct sim_switch *sw, const struct sim_pkt *p)
+{
+	/* The 5-tuple of a RoCE flow is (src, dst, UDP source port = entropy); the salt keeps
+	 * switches of one tier from making correlated choices (hash polarisation). */
+	uint64_t k = ((uint64_t)p->src << 40) ^ ((uint64_t)p->dst << 16) ^ p->entropy;
+	return sim_mix64(k ^ sw->salt);
+}
+
+static uint16_t ecmp_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+			    struct sim_rgroup *g, const uint16_t *cand, unsigned n)
+{
+	return (uint16_t)(flow_hash(sw, p) % n);
+}
+
+/* Per-packet spraying. "spray" deals each flow's packets over the equal-cost ports in rounds:
+ * within a round of n packets every port gets exactly one, and each round starts at a random
+ * port (state per flow in a direct-mapped table; colliding flows share it). Every flow is
+ * thus split evenly at every tier, so downlinks toward a destination see smooth load, while
+ * the random rotation keeps two flows from colliding on the same port round after round.
+ * Measured on a k=16 fat tree permutation (2 MB flows): plain random per packet
+ * ("spray_random") stretches flows by up to ~20% (random-walk queues of tens of packets);
+ * a fixed per-flow round robin up to ~15% (phase-locked collisions); rounds with a random
+ * start stay within a few per cent. */
+static uint16_t spray_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+			     struct sim_rgroup *g, const uint16_t *cand, unsigned n)
+{
+	uint32_t *e = &sw->spray_rr[flow_hash(sw, p) & (SIM_SPRAY_TABLE - 1)];
+	uint32_t pos = *e & 0xffff, off = *e >> 16;
+	if (pos >= n)
+		pos = 0;
+	if (pos == 0)
+		off = (uint32_t)util_rng_below(&sw->rng, n);
+	*e = (off << 16) | (pos + 1);
+	return (uint16_t)((off + pos) % n);
+}
+
+static uint16_t spray_random_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+				    struct sim_rgroup *g, const uint16_t *cand, unsigned n)
+{
+	return (uint16_t)util_rng_below(&sw->rng, n);
+}
+
+/* Least-occupied candidate; ties broken from a random starting point so equal ports share. */
+static uint16_t least_loaded(struct sim *s, struct sim_switch *sw, const uint16_t *cand, unsigned n)
+{
+	unsigned start = (unsigned)util_rng_below(&sw->rng, n), best = start;
+	uint64_t bq = sw->n.ports[cand[start]].q_bytes;
+	for (unsigned i = 1; i < n && bq; i++) {
+		unsigned j = start + i < n ? start + i : start + i - n;
+		uint64_t q = sw->n.ports[cand[j]].q_bytes;
+		if (q < bq) {
+			bq = q;
+			best = j;
+		}
+	}
+	return (uint16_t)best;
+}
+
+/* Adaptive per packet: the least-occupied local port among those this flow has not used yet
+ * in the current round (a round = one packet per port). Pure least-occupied choice herds
+ * a flow onto a few ports and leaves the downstream tiers, which have no choice, unevenly
+ * loaded; the round keeps every flow split evenly while local queues steer each packet. */
+static uint16_t adaptive_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+				struct sim_rgroup *g, const uint16_t *cand, unsigned n)
+{
+	if (n > 64)
+		return least_loaded(s, sw, cand, n);
+	uint64_t *used = &sw->spray_used[flow_hash(sw, p) & (SIM_SPRAY_TABLE - 1)];
+	uint64_t all = n == 64 ? ~0ull : (1ull << n) - 1;
+	if ((*used & all) == all)
+		*used = 0;
+	unsigned start = (unsigned)util_rng_below(&sw->rng, n), best = n;
+	uint64_t bq = UINT64_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned j = start + i < n ? start + i : start + i - n;
+		if (*used & (1ull << j))
+			continue;
+		uint64_t q = sw->n.ports[cand[j]].q_bytes;
+		if (q < bq) {
+			bq = q;
+			best = j;
+			if (!q)
+				break;
+		}
+	}
+	*used |= 1ull << best;
+	return (uint16_t)best;
+}
+
+/* Flowlets: a flow keeps its port until it pauses longer than flowlet_gap_us, then moves to
+ * the least-occupied port. The table is direct-mapped (4096 entries); colliding flows share
+ * an entry, which only makes them switch ports together. */
+static uint16_t flowlet_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+			       struct sim_rgroup *g, const uint16_t *cand, unsigned n)
+{
+	struct sim_flowlet *fl = &sw->flowlets[flow_hash(sw, p) & 4095];
+	if (!fl->valid || fl->choice >= n || s->now - fl->last_ps > s->flowlet_gap_ps) {
+		fl->choice = least_loaded(s, sw, cand, n);
+		fl->valid = 1;
+	}
+	fl->last_ps = s->now;
+	return fl->choice;
+}
+
+const struct sim_route_ops sim_route_ecmp = { "ecmp", ecmp_select };
+const struct sim_route_ops sim_route_spray = { "spray", spray_select };
+const struct sim_route_ops sim_route_adaptive = { "adaptive", adaptive_select };
+const struct sim_route_ops sim_route_flowlet = { "flowlet", flowlet_select };
+const struct sim_route_ops sim_route_spray_random = { "spray_random", spray_random_select };
