@@ -230,6 +230,7 @@ void sim_destroy(struct sim *s)
 	for (uint32_t i = 0; i < s->ntrigs; i++)
 		free(s->trigs[i].targets);
 	free(s->trigs);
+	free(s->trig_hash);
 	sim_topo_free(s);
 	for (uint32_t i = 0; i < s->nchunks; i++)
 		free(s->chunks[i]);

@@ -2,10 +2,12 @@
  * reference fp16/bf16 conversions (cross-checked with lib/agg over all 65536 patterns), the
  * test-data checker (catches one flipped bit, exact data really is exact in any order), size
  * parsing and the loopback address plan. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agg/agg.h"
 #include "check.h"
@@ -169,12 +171,60 @@ static void test_misc(void)
 	EXPECT(launch_addrs_init(&a, 256) != 0);
 }
 
+/* Fabric plan files (tests/netns/fabric.py writes them): a good one parses into the options
+ * every rank gets; a bad line is refused. */
+static void test_plan(void)
+{
+	char path[] = "/tmp/inca-plan-test-XXXXXX";
+	int fd = mkstemp(path);
+	EXPECT(fd >= 0);
+	if (fd < 0)
+		return;
+	const char *txt =
+		"# plan\nname incaf1x2\ndesc two leaves, 1 Gbit/s\nbootstrap 198.18.1.10\n"
+		"tree 3 key 0x33 slots 32 bsl 64\n"
+		"rank 1 netns incaf1x2-h1 ip 198.18.2.10 switch 198.18.2.1:4791 bfr 9\n"
+		"rank 0 netns incaf1x2-h0 ip 198.18.1.10 switch 198.18.1.1:4791 bfr 1\n"
+		"switch spine1 role root netns incaf1x2-spine1 listen 198.19.255.1:4791 pid 42 "
+		"stats /tmp/x.json\n";
+	EXPECT(write(fd, txt, strlen(txt)) == (ssize_t)strlen(txt));
+	close(fd);
+	static struct launch_plan p;
+	EXPECT(launch_plan_load(path, &p) == 0);
+	EXPECT(p.nranks == 2 && p.nswitches == 1 && p.tree_id == 3 && p.key == 0x33);
+	EXPECT(p.nslots == 32 && p.boot_port == 0 && !strcmp(p.boot_ip, "198.18.1.10"));
+	EXPECT(!strcmp(p.desc, "two leaves, 1 Gbit/s") && p.sw[0].pid == 42);
+	struct launch_cfg c;
+	launch_cfg_defaults(&c);
+	launch_plan_apply(&p, &c);
+	struct launch_addrs a;
+	launch_addrs_init(&a, 0);
+	struct inca_comm_opts o;
+	char ipbuf[4][48];
+	launch_comm_opts(&c, &a, 1, &o, ipbuf);
+	EXPECT(o.size == 2 && o.bfr_id == 9 && o.qpn == 0x1009 && o.tree_id == 3 && o.key == 0x33);
+	EXPECT(!strcmp(o.switch_addr, "198.18.2.1:4791") && !strcmp(o.host_ip, "198.18.2.10"));
+	EXPECT(!strcmp(o.data_addr, "198.18.2.10:4791") && o.nslots == 32);
+	EXPECT(!strncmp(o.bootstrap_addr, "198.18.1.10:", 12));
+
+	FILE *f = fopen(path, "w");
+	EXPECT(f != NULL);
+	if (f) {
+		fputs("bootstrap 198.18.1.10\nrank 0 ip 198.18.1.10 colour blue\n", f);
+		fclose(f);
+		fprintf(stderr, "(an error message about 'rank' is expected next)\n");
+		EXPECT(launch_plan_load(path, &p) == -EINVAL);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	test_json();
 	test_conversions();
 	test_checker();
 	test_misc();
+	test_plan();
 	if (fails)
 		fprintf(stderr, "%d failures\n", fails);
 	else

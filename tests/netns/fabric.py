@@ -795,6 +795,17 @@ def main(argv=None):
             if not prefix or not prefix.startswith(PREFIX_BASE):
                 raise FabricError("down: give a prefix starting with %s, or --all" % PREFIX_BASE)
             gone = delete_prefix(prefix)
+            # workdirs of fabrics left up by 'up' (they record their prefix)
+            tmp = tempfile.gettempdir()
+            for d in os.listdir(tmp):
+                st = os.path.join(tmp, d, "fabric.json")
+                if d.startswith("inca-fabric-") and os.path.exists(st):
+                    try:
+                        with open(st) as f:
+                            if json.load(f).get("prefix", "").startswith(prefix):
+                                shutil.rmtree(os.path.join(tmp, d), ignore_errors=True)
+                    except (OSError, ValueError):
+                        pass
             print("removed %d namespaces" % len(gone))
             return 0
         if args.cmd == "restart":

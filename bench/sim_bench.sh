@@ -1,0 +1,36 @@
+#!/bin/sh
+# bench/sim_bench.sh: inca-sim speed benchmark (prints figures, asserts nothing).
+#   1. 1024-host fat tree (k=16), 100G, permutation of 2 MB flows, spraying
+#      (htsim on this machine: ~14.6 s, 144 MB; target <= 5 s, <= 150 MB)
+#   2. 8192-host leaf-spine (128 x 64), 400G, permutation of 2 MB flows, spraying
+#      (htsim: ~120 s, 1.08 GB; target <= 40 s, <= 600 MB)
+# usage: bench/sim_bench.sh [build-dir] [1|2|all]
+set -eu
+BUILD=${1:-build}
+WHICH=${2:-all}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SIM="$BUILD/sim/inca-sim"
+[ -x "$SIM" ] || { echo "sim_bench: $SIM not built (meson compile -C $BUILD inca-sim)" >&2; exit 1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+run() {
+	name=$1; ini=$2
+	/usr/bin/time -v "$SIM" -q "$ROOT/examples/sim/$ini" -o "$TMP/$name" \
+		>"$TMP/$name.out" 2>"$TMP/$name.time" || true
+	# events and simulated time come from the run's own summary (deterministic)
+	events=$(sed -n 's/^  "events": \([0-9]*\),/\1/p' "$TMP/$name/summary.json")
+	done_flows=$(sed -n 's/.*"completed": \([0-9]*\).*/\1/p' "$TMP/$name/summary.json")
+	wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$TMP/$name.time")
+	user=$(sed -n 's/.*User time (seconds): //p' "$TMP/$name.time")
+	rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$TMP/$name.time")
+	secs=$(echo "$wall" | awk -F: '{ if (NF == 3) print $1*3600+$2*60+$3; else print $1*60+$2 }')
+	awk -v n="$name" -v w="$secs" -v u="$user" -v r="$rss" -v e="$events" -v f="$done_flows" 'BEGIN {
+		printf "%-28s wall %7.2f s  user %7.2f s  peak RSS %7.1f MB  events %10d  %6.2f M events/s  flows done %d\n",
+			n, w, u, r / 1024, e, (w > 0 ? e / w / 1e6 : 0), f
+		printf "{\"bench\":\"sim\",\"case\":\"%s\",\"wall_s\":%.3f,\"user_s\":%.3f,\"rss_mb\":%.1f,\"events\":%d,\"mevents_per_s\":%.3f}\n",
+			n, w, u, r / 1024, e, (w > 0 ? e / w / 1e6 : 0) }'
+}
+
+case "$WHICH" in 1|all) run fattree_k16_100g_perm2MB fattree_k16_spray.ini ;; esac
+case "$WHICH" in 2|all) run leafspine_8192_400g_perm2MB leafspine_8192_400g.ini ;; esac

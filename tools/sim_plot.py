@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""tools/sim_plot.py: turn an inca-sim output directory into PNG figures.
+
+usage: /usr/bin/python3 tools/sim_plot.py OUTDIR [--top N]
+
+Reads OUTDIR/fct.csv (FCT CDF, slowdown CDF, FCT vs size) and, if present,
+OUTDIR/timeseries.csv (utilisation and queue occupancy of the N busiest ports),
+writes OUTDIR/fct_cdf.png, slowdown_cdf.png and util.png / queues.png.
+Needs Debian's python3-matplotlib (use /usr/bin/python3).
+"""
+import csv
+import os
+import sys
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def cdf(ax, values, label):
+    v = sorted(values)
+    if not v:
+        return
+    n = len(v)
+    ax.step(v, [(i + 1) / n for i in range(n)], where="post", label=label)
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 2
+    out = argv[1]
+    top = 8
+    if "--top" in argv:
+        top = int(argv[argv.index("--top") + 1])
+    written = []
+    fct, slow = [], []
+    with open(os.path.join(out, "fct.csv")) as f:
+        for row in csv.DictReader(f):
+            if row["fct_us"]:
+                fct.append(float(row["fct_us"]))
+                slow.append(float(row["slowdown"]))
+    for name, vals, xl in (("fct_cdf.png", fct, "flow completion time (us)"),
+                           ("slowdown_cdf.png", slow, "FCT / ideal FCT")):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        cdf(ax, vals, "flows")
+        ax.set_xlabel(xl)
+        ax.set_ylabel("fraction of flows")
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=120)
+        plt.close(fig)
+        written.append(name)
+
+    ts = os.path.join(out, "timeseries.csv")
+    if os.path.exists(ts):
+        series = {}
+        with open(ts) as f:
+            for row in csv.DictReader(f):
+                key = "%s->%s" % (row["node"], row["peer"])
+                s = series.setdefault(key, ([], [], [], 0.0))
+                s[0].append(float(row["time_us"]))
+                s[1].append(float(row["util"]))
+                s[2].append(int(row["queue_bytes"]))
+                series[key] = (s[0], s[1], s[2], max(s[3], float(row["queue_bytes"])))
+        busiest = sorted(series.items(), key=lambda kv: (-kv[1][3], -sum(kv[1][1])))[:top]
+        for name, idx, yl in (("util.png", 1, "utilisation"), ("queues.png", 2, "queue (bytes)")):
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for key, s in busiest:
+                ax.plot(s[0], s[idx], label=key, linewidth=1)
+            ax.set_xlabel("time (us)")
+            ax.set_ylabel(yl)
+            ax.grid(True, alpha=0.3)
+            if busiest:
+                ax.legend(fontsize=7)
+            fig.tight_layout()
+            fig.savefig(os.path.join(out, name), dpi=120)
+            plt.close(fig)
+            written.append(name)
+    print("sim_plot: wrote " + ", ".join(os.path.join(out, w) for w in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
