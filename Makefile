@@ -4,8 +4,10 @@ BUILD      ?= build
 BUILD_SAN  ?= build-san
 MESON      ?= meson
 DEMO_ARGS  ?=
+FABRIC_RATE ?=
+FABRIC_LOSS ?=
 
-.PHONY: all deps build demo check check-asan bench fuzz clean
+.PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo
 
 all: build
 
@@ -32,6 +34,10 @@ check-asan: deps $(BUILD_SAN)/build.ninja
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  $(MESON) test -C $(BUILD_SAN) --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
 	    --no-suite fuzz  # the fuzz suite already runs sanitized (clang) in `make check`
+
+# A leaf-spine fabric of network namespaces with rate-limited veth links (needs root).
+fabric-demo: build
+	FABRIC_RATE=$(FABRIC_RATE) FABRIC_LOSS=$(FABRIC_LOSS) tools/fabric_demo.sh $(BUILD)
 
 bench: build
 	bench/run_all.sh $(BUILD)
