@@ -11,7 +11,7 @@ PKGS=(
   iproute2 nftables                                  # netns fabric tests
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler   # AM gRPC service
   python3-grpcio python3-grpc-tools                  # tests with a gRPC client we did not write
-  libnetconf2-dev libyang2-dev libssh-dev            # NETCONF between the AM and switches
+  libnetconf2-dev libyang2-dev libssh-dev libyang2-tools  # NETCONF between the AM and switches
   python3-ncclient openssh-client                    # tests with a NETCONF client we did not write
   libinih-dev                                        # inca-sim scenario files
 )

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "sim.h"
 #include "util/util.h"
@@ -106,6 +107,13 @@ int main(int argc, char **argv)
 	}
 	if (out)
 		snprintf(cfg.out_dir, sizeof(cfg.out_dir), "%s", out);
+	if (cfg.cmatrix[0] && cfg.cmatrix[0] != '/') {
+		/* absolute, so params.ini in the output directory reruns the same matrix */
+		char cwd[SIM_PATH_MAX], buf[SIM_PATH_MAX];
+		if (getcwd(cwd, sizeof(cwd)) &&
+		    snprintf(buf, sizeof(buf), "%s/%s", cwd, cfg.cmatrix) < (int)sizeof(buf))
+			memcpy(cfg.cmatrix, buf, sizeof(buf));
+	}
 	if (dump) {
 		sim_config_dump(&cfg, stdout);
 		return 0;

@@ -91,7 +91,8 @@ void sim_cancel(struct sim *s, struct sim_event *ev)
 struct sim_flow *sim_flow_new(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
 			      sim_time_ps start_ps, uint32_t user_id)
 {
-	if (src >= s->nhosts || dst >= s->nhosts || src == dst || size_bytes == 0)
+	if (src >= s->nhosts || dst >= s->nhosts || src == dst || size_bytes == 0 ||
+	    size_bytes > SIM_FLOW_MAX_BYTES || (size_bytes - 1) / s->cfg.mtu_bytes >= (1u << 31))
 		return NULL;
 	if (s->nflows == s->flows_cap) {
 		uint32_t cap = s->flows_cap ? s->flows_cap * 2 : 64;
@@ -149,6 +150,42 @@ int sim_flow_add(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
 	return f ? (int)f->idx : -EINVAL;
 }
 
+/* Ranges that keep the integer arithmetic of the model exact and free of overflow (a
+ * packet's serialisation in ps is bytes * 8e12 / rate in 64 bits; times stay below 2^63 ps)
+ * and values that would make the model meaningless. Returns NULL or the reason. */
+static const char *config_check(const struct sim_config *c)
+{
+	const double max_us = 1e11; /* about 28 simulated hours */
+	if (c->mtu_bytes < 64 || c->mtu_bytes > 1000000)
+		return "host.mtu_bytes must be between 64 and 1000000";
+	if (c->header_bytes > 65535 || c->ack_bytes < 1 || c->ack_bytes > 65535)
+		return "host.header_bytes must be <= 65535 and host.ack_bytes between 1 and 65535";
+	if (c->ack_every == 0)
+		return "host.ack_every must be > 0";
+	if (c->host_latency_ns > 1e9 || c->tier1_latency_ns > 1e9 || c->tier2_latency_ns > 1e9 ||
+	    c->tier3_latency_ns > 1e9)
+		return "link latencies must be <= 1e9 ns";
+	if (c->rto_us <= 0 || c->rto_us > max_us)
+		return "host.rto_us must be > 0 and <= 1e11";
+	if (c->stop_us > max_us || c->start_us > max_us || c->flowlet_gap_us > max_us ||
+	    c->timeseries_us > max_us)
+		return "times must be <= 1e11 us";
+	if (c->timeseries_us > 0 && c->timeseries_us < 0.001)
+		return "output.timeseries_us must be 0 (off) or >= 0.001";
+	if (c->rate_gbps > 1e6)
+		return "host.rate_gbps must be <= 1e6";
+	if (c->ecn_pmax > 1 || c->dcqcn_g > 1 || c->dcqcn_initial_alpha > 1)
+		return "ecn_pmax, dcqcn.g and dcqcn.initial_alpha must be between 0 and 1";
+	if (c->dcqcn_rate_timer_us <= 0 || c->dcqcn_rate_timer_us > max_us ||
+	    c->dcqcn_alpha_timer_us > max_us || c->dcqcn_cnp_interval_us > max_us)
+		return "dcqcn timers must be <= 1e11 us (rate_timer_us > 0)";
+	if (c->dcqcn_min_rate_mbps > 1e9 || c->dcqcn_rai_mbps > 1e9 || c->dcqcn_rhai_mbps > 1e9)
+		return "dcqcn rates must be <= 1e9 Mbit/s";
+	if (c->pfc && c->pfc_xon_bytes > c->pfc_xoff_bytes)
+		return "switch.pfc_xon_bytes must be <= pfc_xoff_bytes";
+	return NULL;
+}
+
 int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t errlen)
 {
 	struct sim *s = calloc(1, sizeof(*s));
@@ -156,8 +193,10 @@ int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
-	if (s->cfg.mtu_bytes == 0 || s->cfg.host_gbps <= 0 || s->cfg.ack_every == 0) {
-		snprintf(err, errlen, "mtu_bytes, host_gbps and ack_every must be > 0");
+	const char *bad = config_check(&s->cfg);
+	if (bad) {
+		if (err)
+			snprintf(err, errlen, "%s", bad);
 		free(s);
 		return -EINVAL;
 	}

@@ -22,7 +22,11 @@ enum sim_workload_type {
 	SIM_WL_NONE, /* flows are added through sim_flow_add() */
 };
 
+enum sim_time_unit { SIM_UNIT_PS, SIM_UNIT_US };
+
 #define SIM_PATH_MAX 512
+/* Largest flow (1 TB); a flow also has at most 2^31 packets, so PSNs fit in 32 bits. */
+#define SIM_FLOW_MAX_BYTES 1000000000000ull
 
 /* Every knob of a run. Defaults and meanings are in the table in sim_config.c and in
  * docs/sim.md; sim_config_defaults() fills them in. */
@@ -71,6 +75,7 @@ struct sim_config {
 	uint32_t incast_n, incast_dst;
 	double start_us;
 	char cmatrix[SIM_PATH_MAX];
+	int cm_start_unit;       /* enum sim_time_unit: unit of "start" in connection matrices */
 	/* [output] */
 	char out_dir[SIM_PATH_MAX];
 	double timeseries_us;    /* 0 = off */
@@ -86,6 +91,10 @@ int sim_config_set_arg(struct sim_config *c, const char *arg);
 /* Load an INI scenario file on top of the current values. On error returns -errno or
  * -EINVAL and, if err is non-NULL, writes a one-line reason into err. */
 int sim_config_load(struct sim_config *c, const char *path, char *err, size_t errlen);
+/* The same from a NUL-terminated string; `name` stands for the file in messages and is the
+ * base for a relative workload.file. */
+int sim_config_load_string(struct sim_config *c, const char *text, const char *name, char *err,
+			   size_t errlen);
 /* Write every effective parameter as a re-loadable INI file. */
 void sim_config_dump(const struct sim_config *c, FILE *f);
 /* Print the parameter table with help text. */

@@ -51,7 +51,7 @@ int main(void)
 		"Nodes 16\n"
 		"Connections 6\n"
 		"Triggers 3\n"
-		"0->5 id 1 start 2.5 size 100000 send_done_trigger 1\n"
+		"0->5 id 1 start 2500000 size 100000 send_done_trigger 1\n"
 		"1->6 id 2 trigger 1 size 50000 recv_done_trigger 2 prio 3\n"
 		"2->7 id 3 trigger 1 size 60000 recv_done_trigger 2\n"
 		"3->8 id 4 trigger 2 size 40000 recv_done_trigger 3\n"

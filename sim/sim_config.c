@@ -2,11 +2,13 @@
  * (libinih), "section.key=value" overrides from the command line and the dump of every
  * effective parameter written next to the results (Redis-style single source of truth). */
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -29,6 +31,7 @@ static const char *const transport_names[] = { "gbn", "sr", "ideal", NULL };
 static const char *const cc_names[] = { "none", "dcqcn", NULL };
 static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
 					"cmatrix", "none", NULL };
+static const char *const unit_names[] = { "ps", "us", NULL };
 
 #define F(field) offsetof(struct sim_config, field)
 
@@ -100,6 +103,7 @@ static const struct param params[] = {
 	{ "workload", "incast_dst", P_U32, F(incast_dst), "0", NULL, "incast: receiving host" },
 	{ "workload", "start_us", P_DBL, F(start_us), "0", NULL, "start time of generated flows" },
 	{ "workload", "file", P_STR, F(cmatrix), "", NULL, "htsim connection matrix (type = cmatrix); relative to the scenario file" },
+	{ "workload", "cm_start_unit", P_ENUM, F(cm_start_unit), "ps", unit_names, "unit of 'start' in connection matrices: ps (htsim since 2023) | us (older htsim)" },
 
 	{ "output", "dir", P_STR, F(out_dir), "", NULL, "directory for fct.csv, summary.json, params.ini, timeseries.csv" },
 	{ "output", "timeseries_us", P_DBL, F(timeseries_us), "0", NULL, "sample link utilisation and queues every (0 = off)" },
@@ -122,6 +126,8 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 		unsigned long long x = strtoull(v, &end, 0);
 		if (*end == '.' || *end == 'e' || *end == 'E') { /* allow 2e6 */
 			d = strtod(v, &end);
+			if (!(d >= 0 && d < 1.8e19)) /* also rejects NaN */
+				return -EINVAL;
 			x = (unsigned long long)d;
 		}
 		while (*end == ' ')
@@ -142,7 +148,7 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 		double d = strtod(v, &end);
 		while (*end == ' ')
 			end++;
-		if (errno || *end || end == v || d < 0)
+		if (errno || *end || end == v || !isfinite(d) || d < 0)
 			return -EINVAL;
 		*(double *)dst = d;
 		return 0;
@@ -247,36 +253,63 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 	return rc == 0;
 }
 
+/* Shared tail of the two loaders: inih's result to our error convention, then make a
+ * connection matrix named in a scenario file relative to that file. */
+static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const char *before)
+{
+	const char *path = lc->path;
+	if (r < 0) {
+		if (lc->err)
+			snprintf(lc->err, lc->errlen, "%s: cannot open", path);
+		return r == -1 ? -ENOENT : -ENOMEM;
+	}
+	if (lc->rc)
+		return lc->rc;
+	if (r > 0) {
+		if (lc->err)
+			snprintf(lc->err, lc->errlen, "%s:%d: syntax error", path, r);
+		return -EINVAL;
+	}
+	/* The result is made absolute so that params.ini, written elsewhere, names the same
+	 * file when it is loaded again. */
+	if (strcmp(before, c->cmatrix) && c->cmatrix[0] && c->cmatrix[0] != '/') {
+		const char *slash = strrchr(path, '/');
+		char buf[SIM_PATH_MAX], cwd[SIM_PATH_MAX];
+		int n;
+		if (path[0] == '/')
+			cwd[0] = 0;
+		else if (!getcwd(cwd, sizeof(cwd)))
+			snprintf(cwd, sizeof(cwd), ".");
+		if (slash)
+			n = snprintf(buf, sizeof(buf), "%s%s%.*s/%s", cwd, cwd[0] ? "/" : "",
+				     (int)(slash - path), path, c->cmatrix);
+		else
+			n = snprintf(buf, sizeof(buf), "%s/%s", cwd, c->cmatrix);
+		if (n < 0 || n >= (int)sizeof(buf)) {
+			if (lc->err)
+				snprintf(lc->err, lc->errlen, "%s: workload.file: path too long", path);
+			return -ENAMETOOLONG;
+		}
+		strcpy(c->cmatrix, buf);
+	}
+	return 0;
+}
+
 int sim_config_load(struct sim_config *c, const char *path, char *err, size_t errlen)
 {
 	struct load_ctx lc = { c, err, errlen, 0, path };
 	char before[SIM_PATH_MAX];
 	strcpy(before, c->cmatrix);
-	int r = ini_parse(path, ini_cb, &lc);
-	if (r < 0) {
-		if (err)
-			snprintf(err, errlen, "%s: cannot open", path);
-		return -ENOENT;
-	}
-	if (lc.rc)
-		return lc.rc;
-	if (r > 0) {
-		if (err)
-			snprintf(err, errlen, "%s:%d: syntax error", path, r);
-		return -EINVAL;
-	}
-	/* A connection matrix named in a scenario file is relative to that file. */
-	if (strcmp(before, c->cmatrix) && c->cmatrix[0] && c->cmatrix[0] != '/') {
-		const char *slash = strrchr(path, '/');
-		if (slash) {
-			char buf[SIM_PATH_MAX];
-			int n = snprintf(buf, sizeof(buf), "%.*s/%s", (int)(slash - path), path, c->cmatrix);
-			if (n < 0 || n >= (int)sizeof(buf))
-				return -ENAMETOOLONG;
-			strcpy(c->cmatrix, buf);
-		}
-	}
-	return 0;
+	return load_finish(c, &lc, ini_parse(path, ini_cb, &lc), before);
+}
+
+int sim_config_load_string(struct sim_config *c, const char *text, const char *name, char *err,
+			   size_t errlen)
+{
+	struct load_ctx lc = { c, err, errlen, 0, name };
+	char before[SIM_PATH_MAX];
+	strcpy(before, c->cmatrix);
+	return load_finish(c, &lc, ini_parse_string(text, ini_cb, &lc), before);
 }
 
 static void print_value(const struct sim_config *c, const struct param *p, FILE *f)

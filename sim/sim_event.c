@@ -52,7 +52,7 @@ void sim_heap_free(struct sim_heap *h)
 	memset(h, 0, sizeof(*h));
 }
 
-sim_time_ps sim_heap_top_time(const struct sim_heap *h)
+sim_time_ps sim_heap_top_time(struct sim_heap *h)
 {
 	return h->n ? KEY_T(h->key[0]) : SIM_TIME_NEVER;
 }
@@ -115,6 +115,16 @@ int sim_heap_push(struct sim_heap *h, struct sim_event *ev, sim_time_ps t, bool 
 		ev->heap_idx = SIM_EV_IDLE;
 	hkey k = ((hkey)t << 64) | (hkey)((h->seq++ << 1) | (cancellable ? 1u : 0u));
 	sift_up(h, h->n++, k, ev);
+	return 0;
+}
+
+int sim_heap_push_seq(struct sim_heap *h, struct sim_event *ev, sim_time_ps t, uint64_t seq)
+{
+	if (h->n == h->cap && heap_alloc(h, h->cap * 2))
+		return -ENOMEM;
+	ev->t = t;
+	ev->heap_idx = SIM_EV_IDLE;
+	sift_up(h, h->n++, ((hkey)t << 64) | (hkey)(seq << 1), ev);
 	return 0;
 }
 

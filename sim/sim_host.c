@@ -224,6 +224,7 @@ static struct sim_pkt *flow_emit(struct sim *s, struct sim_host *h, struct sim_f
 	p->dst = f->dst;
 	p->entropy = f->entropy;
 	p->size_bytes = payload_of(s, f, psn) + c->header_bytes;
+	p->spray_ctr = f->spray_seq++;
 	s->data_pkts++;
 	if (psn < f->snd_high) {
 		f->retx_pkts++;
@@ -296,6 +297,12 @@ static void send_ctl(struct sim *s, struct sim_flow *f, uint8_t type, uint32_t p
 	p->src = f->dst;
 	p->dst = f->src;
 	p->entropy = f->entropy;
+	p->spray_ctr = f->ctl_seq++;
+	p->sack_bits = 0;
+	if (type == SIM_PKT_ACK && f->rcvd) /* SR: which of the next 64 PSNs are here */
+		for (uint32_t i = 0; i < 64 && psn + 1 + i < f->npkts; i++)
+			if (bit_get(f->rcvd, psn + 1 + i))
+				p->sack_bits |= 1ull << i;
 	p->size_bytes = s->cfg.ack_bytes;
 	sim_pktq_push(&h->port.cq, p);
 	sim_port_kick(s, &h->port);
@@ -338,7 +345,8 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 		return;
 	case SIM_TRANSPORT_SR:
 		if (f->rcvd) {
-			if (!bit_get(f->rcvd, psn)) {
+			bool dup = bit_get(f->rcvd, psn);
+			if (!dup) {
 				bit_set(f->rcvd, psn);
 				f->rcv_count++;
 				f->bytes_rx += payload;
@@ -346,9 +354,10 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 					f->rcv_nxt++;
 			}
 			bool done = f->rcv_count >= f->npkts;
-			/* Coalesce ACKs like go-back-N, but acknowledge at once while there is a hole,
-			 * so the sender's selective information stays fresh. */
-			if (++f->unacked >= c->ack_every || done || f->rcv_nxt <= psn) {
+			/* Coalesce ACKs like go-back-N; each ACK carries the cumulative PSN and a
+			 * bitmap of the 64 PSNs after it, so reordering (spraying) costs no extra
+			 * ACKs. A duplicate gets an ACK at once: the sender may be retransmitting. */
+			if (++f->unacked >= c->ack_every || done || dup) {
 				f->unacked = 0;
 				send_ctl(s, f, SIM_PKT_ACK, f->rcv_nxt, psn);
 			}
@@ -407,6 +416,8 @@ static void rx_ack(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 		s->acks++;
 		if (f->acked && p->sack_psn < f->npkts)
 			bit_set(f->acked, p->sack_psn);
+		for (uint64_t b = f->acked ? p->sack_bits : 0; b; b &= b - 1)
+			bit_set(f->acked, p->psn + 1 + (uint32_t)__builtin_ctzll(b));
 		if (p->psn > f->snd_una) {
 			f->snd_una = p->psn;
 			progress = true;

@@ -23,7 +23,8 @@ typedef void (*sim_event_fn)(struct sim *s, struct sim_event *ev);
 #define SIM_EV_IDLE UINT32_MAX
 struct sim_event {
 	sim_event_fn fn;
-	uint32_t heap_idx;
+	uint32_t heap_idx;       /* slot in its heap bucket */
+	uint8_t heap_bucket;
 	sim_time_ps t;
 };
 
@@ -41,9 +42,12 @@ void sim_heap_free(struct sim_heap *h);
 /* ev must be idle. A non-cancellable event (packet arrival) never records its slot, so
  * sim_heap_remove and sim_ev_pending must not be used on it. Returns 0 or -ENOMEM. */
 int sim_heap_push(struct sim_heap *h, struct sim_event *ev, sim_time_ps t, bool cancellable);
+/* Non-cancellable push with a sequence number taken earlier (h->seq++ at that time): the
+ * event sorts exactly where it would have if it had been pushed then. */
+int sim_heap_push_seq(struct sim_heap *h, struct sim_event *ev, sim_time_ps t, uint64_t seq);
 void sim_heap_remove(struct sim_heap *h, struct sim_event *ev);
 /* Time of the earliest event (SIM_TIME_NEVER if empty). */
-sim_time_ps sim_heap_top_time(const struct sim_heap *h);
+sim_time_ps sim_heap_top_time(struct sim_heap *h);
 /* Pops the earliest event (NULL if empty). */
 struct sim_event *sim_heap_pop(struct sim_heap *h);
 static inline bool sim_ev_pending(const struct sim_event *ev) { return ev->heap_idx != SIM_EV_IDLE; }
@@ -63,11 +67,14 @@ enum sim_pkt_type { SIM_PKT_DATA, SIM_PKT_ACK, SIM_PKT_NACK, SIM_PKT_CNP };
 struct sim_port;
 struct sim_pkt {
 	struct sim_event ev;     /* arrival at the far end of the link it is on */
-	struct sim_pkt *next;    /* queue link / free list */
+	struct sim_pkt *next;    /* queue / wire / free list link */
+	uint64_t seq;            /* on a wire: event sequence number taken when it was sent */
 	struct sim_port *rx_port;/* port it arrives on / arrived on (ingress for PFC accounting) */
 	uint32_t flow;           /* flow index */
 	uint32_t psn;            /* data: packet sequence number; ACK/NACK: cumulative expected */
 	uint32_t sack_psn;       /* ACK: the PSN that triggered it (selective repeat) */
+	uint32_t spray_ctr;      /* spraying counter, one mixed-radix digit per hop (sim_net.c) */
+	uint64_t sack_bits;      /* SR ACK: bit i set = PSN psn + 1 + i received */
 	uint32_t size_bytes;     /* on the wire */
 	uint32_t src, dst;       /* host ids */
 	uint16_t entropy;
@@ -98,11 +105,14 @@ struct sim_port {
 	uint8_t link_tier;       /* 0 host link, 1..3 */
 	bool paused;             /* peer sent PFC pause: data may not start */
 	bool pause_sent;         /* we paused our peer (ingress over XOFF) */
+	bool is_host;            /* a host's NIC port (its tx_ev may be cancelled) */
+	bool tx_armed;           /* switch port: tx_ev is in the heap (scheduled uncancellable) */
 	uint64_t rate_bps;
 	sim_time_ps latency_ps;
 	sim_time_ps busy_until;
 	struct sim_event tx_ev;  /* port may start its next packet */
 	struct sim_pktq q, cq;   /* data (lossy or lossless class) and control (strict priority) */
+	struct sim_pkt *wire_head, *wire_tail; /* in flight to the peer; only the head is in the heap */
 	uint64_t q_bytes;        /* data queue bytes */
 	uint64_t in_bytes;       /* bytes received here still buffered in this switch (PFC) */
 	uint64_t headroom_bytes; /* PFC headroom of this ingress port */
@@ -114,7 +124,7 @@ struct sim_port {
 struct sim_rgroup {          /* hosts [lo, hi) leave through one of ports[off .. off+n) */
 	uint32_t lo, hi, off;
 	uint16_t n;
-	uint16_t rr;             /* round-robin position for spraying */
+	uint16_t rr;             /* unused; drawn at build (keeps the switch RNG streams as they were) */
 };
 
 struct sim_flowlet {
@@ -132,7 +142,6 @@ struct sim_switch {
 	uint32_t ngroups;
 	uint16_t *gports;
 	struct sim_flowlet *flowlets; /* only with flowlet routing */
-	uint32_t *spray_rr;      /* only with spray: per-flow round start << 16 | position */
 	uint64_t *spray_used;    /* only with adaptive: per-flow ports used in this round */
 	uint64_t drops_queue, drops_shared, drops_headroom;
 };
@@ -154,12 +163,15 @@ struct sim_flow {
 	uint32_t npkts;
 	uint8_t state, in_active;
 	bool recv_done, send_done;
+	bool endless;            /* htsim "size 0": sends until the stop time */
 	uint16_t entropy;
 	sim_time_ps start_ps, finish_ps, sender_done_ps, ideal_ps;
 	struct sim_event start_ev, rto_ev, rate_ev;
 	struct sim_flow *prev_active, *next_active;
 	/* sender */
 	uint32_t snd_nxt, snd_una, snd_high, retx_ptr, recover;
+	uint32_t spray_seq;      /* data packets emitted (retransmissions included) */
+	uint32_t ctl_seq;        /* ACK/NACK/CNP sent by the receiver (spraying counter) */
 	bool retx_mode;          /* SR: resending holes from retx_ptr before new data */
 	uint8_t *acked;          /* SR: per-PSN bitmap */
 	sim_time_ps next_tx_ps, rto_deadline;
@@ -258,7 +270,8 @@ struct sim {
 struct sim_pkt *sim_pkt_alloc(struct sim *s);
 void sim_pkt_free(struct sim *s, struct sim_pkt *p);
 void sim_schedule(struct sim *s, struct sim_event *ev, sim_time_ps t);
-/* For packets in flight: cheaper, but the event can never be cancelled. */
+/* Cheaper (the heap never writes into the event), but the event can never be cancelled and
+ * sim_ev_pending does not work on it. */
 void sim_schedule_fixed(struct sim *s, struct sim_event *ev, sim_time_ps t);
 void sim_cancel(struct sim *s, struct sim_event *ev);
 void sim_rng_init(const struct sim *s, struct util_rng *r, uint32_t domain, uint32_t id);

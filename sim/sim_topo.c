@@ -29,8 +29,16 @@ static int add_link(struct linklist *l, uint32_t a, uint32_t b, uint8_t tier)
 
 static uint32_t ratio_hosts(double up_gbps, uint32_t uplinks, double host_gbps)
 {
-	double h = up_gbps * uplinks / host_gbps;
-	return h < 1 ? 1 : (uint32_t)(h + 0.5);
+	double h = up_gbps * uplinks / host_gbps; /* speeds are checked to be in [1, 3200] */
+	return h < 1 ? 1 : h > 65535 ? 65535 : (uint32_t)(h + 0.5);
+}
+
+/* Limits of the data structures: node and port ids are 32 bits, a switch has at most 65535
+ * ports; beyond ~16 M hosts or 64 M links a run would not fit in memory anyway. Counts are
+ * computed in 64 bits before anything is allocated. */
+static bool too_big(uint64_t hosts, uint64_t switches, uint64_t links, uint64_t radix)
+{
+	return hosts > (1u << 24) || switches > (1u << 24) || links > (1u << 26) || radix > 65535;
 }
 
 /* Emits links with node ids: hosts 0..H-1, switch j is H+j. Sets H, S, tiers, names. */
@@ -47,6 +55,8 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 			return -EINVAL;
 		uint32_t hp = c->hosts_per_tor ? c->hosts_per_tor : ratio_hosts(c->tier1_gbps, half, c->host_gbps);
 		uint32_t ntor = k * half, nagg = k * half, ncore = half * half;
+		if (too_big((uint64_t)ntor * hp, (uint64_t)ntor + nagg + ncore, (uint64_t)ntor * hp + 2ull * k * half * half, hp + half))
+			return -E2BIG;
 		h = ntor * hp;
 		sw = ntor + nagg + ncore;
 		*tier = calloc(sw, 1);
@@ -71,7 +81,12 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 		uint32_t T = c->tors, Sp = c->spines, P = c->parallel_links ? c->parallel_links : 1;
 		if (!T || !Sp)
 			return -EINVAL;
+		if (too_big(0, (uint64_t)T + Sp, (uint64_t)T * Sp * P, (uint64_t)Sp * P))
+			return -E2BIG;
 		uint32_t hp = c->hosts_per_tor ? c->hosts_per_tor : ratio_hosts(c->tier1_gbps, Sp * P, c->host_gbps);
+		if (too_big((uint64_t)T * hp, (uint64_t)T + Sp, (uint64_t)T * hp + (uint64_t)T * Sp * P,
+			    (uint64_t)hp + (uint64_t)Sp * P + (uint64_t)T * P))
+			return -E2BIG;
 		h = T * hp;
 		sw = T + Sp;
 		*tier = calloc(sw, 1);
@@ -98,7 +113,12 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 		uint32_t m = c->switching_racks, d = c->l3_per_srack, e = c->l4_per_srack;
 		if (!n || !b || !cc || !m || !d || !e)
 			return -EINVAL;
+		if (too_big(0, (uint64_t)n * (b + cc) + (uint64_t)m * (d + e), (uint64_t)n * b * cc +
+			    (uint64_t)n * cc * m + (uint64_t)m * d * e, (uint64_t)b + cc + m + d + e + n))
+			return -E2BIG;
 		uint32_t a = c->hosts_per_tor ? c->hosts_per_tor : ratio_hosts(c->tier1_gbps, cc, c->host_gbps);
+		if (too_big((uint64_t)n * b * a, 0, (uint64_t)n * b * a, (uint64_t)a + cc))
+			return -E2BIG;
 		uint32_t o1 = 0, o2 = n * b, o3 = o2 + n * cc, o4 = o3 + m * d;
 		h = n * b * a;
 		sw = o4 + m * e;
@@ -290,17 +310,18 @@ int sim_topo_build(struct sim *s)
 	uint8_t *tier = NULL;
 	char (*names)[32] = NULL;
 	uint32_t H = 0, S = 0;
-	int rc = gen_topology(s, &l, &H, &S, &tier, &names);
+	int rc = 0;
+	for (unsigned t = 0; t < 4; t++)
+		if (!(tier_gbps(c, t) >= 1 && tier_gbps(c, t) <= 3200)) {
+			sim_set_err(s, "link speeds must be between 1 and 3200 Gbit/s");
+			return -EINVAL;
+		}
+	rc = gen_topology(s, &l, &H, &S, &tier, &names);
 	if (rc) {
-		sim_set_err(s, "bad topology parameters");
+		sim_set_err(s, rc == -E2BIG ? "topology too large (over 16 M hosts, 64 M links or 65535 ports per switch)"
+			    : "bad topology parameters");
 		goto out;
 	}
-	for (unsigned t = 0; t < 4; t++)
-		if (tier_gbps(c, t) < 1 || tier_gbps(c, t) > 3200) {
-			sim_set_err(s, "link speeds must be between 1 and 3200 Gbit/s");
-			rc = -EINVAL;
-			goto out;
-		}
 	s->nhosts = H;
 	s->nsw = S;
 	s->hosts = calloc(H, sizeof(*s->hosts));
@@ -337,15 +358,6 @@ int sim_topo_build(struct sim *s)
 		}
 		sim_rng_init(s, &sw->rng, 2, j);
 		sw->salt = util_rng_next(&sw->rng);
-		if (c->routing == SIM_ROUTE_SPRAY) {
-			sw->spray_rr = malloc(SIM_SPRAY_TABLE * sizeof(*sw->spray_rr));
-			if (!sw->spray_rr) {
-				free(deg);
-				rc = -ENOMEM;
-				goto out;
-			}
-			memset(sw->spray_rr, 0, SIM_SPRAY_TABLE * sizeof(*sw->spray_rr));
-		}
 		if (c->routing == SIM_ROUTE_ADAPTIVE) {
 			sw->spray_used = calloc(SIM_SPRAY_TABLE, sizeof(*sw->spray_used));
 			if (!sw->spray_used) {
@@ -378,6 +390,8 @@ int sim_topo_build(struct sim *s)
 		pb->idx = (uint16_t)b->nports++;
 		pa->node = a;
 		pb->node = b;
+		pa->is_host = a->kind == SIM_NODE_HOST;
+		pb->is_host = b->kind == SIM_NODE_HOST;
 		pa->peer = pb;
 		pb->peer = pa;
 		double gbps = tier_gbps(c, l.v[i].tier);
@@ -418,7 +432,6 @@ void sim_topo_free(struct sim *s)
 		free(s->sws[j].groups);
 		free(s->sws[j].gports);
 		free(s->sws[j].flowlets);
-		free(s->sws[j].spray_rr);
 		free(s->sws[j].spray_used);
 	}
 	free(s->sws);

@@ -176,6 +176,7 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 			uint32_t src, dst, id = 0, trig = 0, sdt = 0, rdt = 0;
 			uint64_t size = 0;
 			double start_us = -1;
+			bool endless = false, have_size = false;
 			*arrow = 0;
 			if (parse_u32(tok[0], &src) || parse_u32(arrow + 2, &dst))
 				CM_ERR("%s:%u: bad connection endpoints", name, lineno);
@@ -188,13 +189,20 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 					CM_ERR("%s:%u: '%s' needs a value", name, lineno, k);
 				i++;
 				if (!strcmp(k, "start")) {
+					/* htsim writes picoseconds (its generators print µs * 1e6);
+					 * files from before late 2023 meant microseconds. */
 					char *end;
-					start_us = strtod(v, &end);
-					if (*end || start_us < 0)
-						CM_ERR("%s:%u: bad start", name, lineno);
+					double t = strtod(v, &end);
+					double us = s->cfg.cm_start_unit == SIM_UNIT_US ? t : t / 1e6;
+					if (*end || end == v || !(us >= 0 && us <= 1e11))
+						CM_ERR("%s:%u: bad start '%s'", name, lineno, v);
+					start_us = us;
 				} else if (!strcmp(k, "size")) {
-					if (parse_u64(v, &size) || !size)
-						CM_ERR("%s:%u: bad size", name, lineno);
+					/* size 0: htsim's "no flow size", a flow that sends until the end */
+					if (parse_u64(v, &size) || size > SIM_FLOW_MAX_BYTES)
+						CM_ERR("%s:%u: bad size '%s'", name, lineno, v);
+					endless = size == 0;
+					have_size = true;
 				} else if (!strcmp(k, "id")) {
 					if (parse_u32(v, &id) || !id)
 						CM_ERR("%s:%u: flow id must be a positive integer", name, lineno);
@@ -218,19 +226,31 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 				CM_ERR("%s:%u: no start time or trigger", name, lineno);
 			if (start_us >= 0 && trig)
 				CM_ERR("%s:%u: both start time and trigger", name, lineno);
-			if (!size)
+			if (!have_size)
 				CM_ERR("%s:%u: no size", name, lineno);
 			if (src >= s->nhosts || dst >= s->nhosts || (nodes && (src >= nodes || dst >= nodes)))
 				CM_ERR("%s:%u: node %u out of range (%u hosts in the topology)", name, lineno,
 				       src >= s->nhosts ? src : dst, s->nhosts);
 			if (src == dst)
 				CM_ERR("%s:%u: source equals destination", name, lineno);
+			if (endless) {
+				/* Enough bytes to keep the source's link busy until the stop time. */
+				if (s->stop_ps == SIM_TIME_NEVER)
+					CM_ERR("%s:%u: size 0 (send until the end) needs sim.stop_us", name, lineno);
+				double secs = sim_time_to_s(s->stop_ps);
+				size = (uint64_t)(secs * (double)s->hosts[src].port.rate_bps / 8) + 2ull * s->cfg.mtu_bytes;
+				if (size > SIM_FLOW_MAX_BYTES)
+					size = SIM_FLOW_MAX_BYTES;
+			}
 			struct sim_flow *f = sim_flow_new(s, src, dst, size,
 							  trig ? 0 : sim_time_from_us_f(start_us), id);
 			if (!f) {
+				if ((size - 1) / s->cfg.mtu_bytes >= (1u << 31))
+					CM_ERR("%s:%u: flow of more than 2^31 packets", name, lineno);
 				rc = -ENOMEM;
 				goto out;
 			}
+			f->endless = endless;
 			f->trig_start = trig;
 			f->trig_send_done = sdt;
 			f->trig_recv_done = rdt;

@@ -170,6 +170,70 @@ static void test_defaults(void)
 	CHECK_EQ(sw_config_validate(&c, err, sizeof err) < 0, 1); /* no trees */
 }
 
+/* Control-plane keys (docs/netconf.md): identity, limits, links, per-tree type masks. */
+static void test_control_plane(void)
+{
+	struct sw_config c, c2;
+	char err[SW_CONF_ERR_MAX];
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	CHECK_EQ(parse(&c, "name = leaf1\nrole = spine\nmax_trees = 3\nmax_slots = 100\n"
+			   "mgmt_addr = ssh://198.18.0.1:830\n"
+			   "link = eth1 peer spine1 peer_addr 127.0.0.9:4792 speed 1G\n"
+			   "link = eth2 peer h2 speed 100M down\n"
+			   "tree 1 {\nkey = 1\nslots = 60\ndtypes = fp32+int32\nops = sum,max\n"
+			   "member = 1 127.0.0.1\n}\n",
+		       err),
+		 0);
+	CHECK(!strcmp(c.name, "leaf1"));
+	CHECK(!strcmp(c.role_hint, "spine"));
+	CHECK_EQ(c.max_trees, 3);
+	CHECK_EQ(c.max_slots, 100);
+	CHECK_EQ(c.nmgmt, 1);
+	CHECK_EQ(c.nlinks, 2);
+	CHECK(!strcmp(c.links[0].peer, "spine1"));
+	CHECK(c.links[0].has_peer_addr && ntohs(c.links[0].peer_addr.sin_port) == 4792);
+	CHECK_EQ(c.links[0].speed_bps, 1000000000ull);
+	CHECK(c.links[0].up && !c.links[1].up && !c.links[1].has_peer_addr);
+	CHECK_EQ(c.trees[0].dtype_mask, (1u << 10) | (1u << 4));
+	CHECK_EQ(c.trees[0].op_mask, (1u << 0) | (1u << 3));
+	CHECK_EQ(sw_config_validate(&c, err, sizeof err), 0);
+	/* Dump round trip. */
+	f = open_memstream(&buf, &n);
+	sw_config_dump(&c, f);
+	fclose(f);
+	CHECK_EQ(parse(&c2, buf, err), 0);
+	CHECK(!strcmp(c2.name, "leaf1") && c2.nlinks == 2 && c2.max_slots == 100);
+	CHECK(sw_conf_tree_equal(&c.trees[0], &c2.trees[0]));
+	sw_config_free(&c2);
+	free(buf);
+	/* Limits: a second tree of 60 slots exceeds max_slots 100. */
+	{
+		static const char t2[] = "tree 2 {\nkey = 2\nslots = 60\nmember = 1 127.0.0.2\n}\n";
+		CHECK_EQ(sw_config_parse_text(&c, t2, strlen(t2), "t2", err, sizeof err), 0);
+	}
+	CHECK(sw_config_validate(&c, err, sizeof err) < 0);
+	CHECK(strstr(err, "max_slots") != NULL);
+	/* Deep copy and equality. */
+	{
+		struct sw_conf_tree t;
+		CHECK_EQ(sw_conf_tree_copy(&t, &c.trees[1]), 0);
+		CHECK(sw_conf_tree_equal(&t, &c.trees[1]));
+		CHECK(!sw_conf_tree_equal(&t, &c.trees[0]));
+		t.members[0].qpn++;
+		CHECK(!sw_conf_tree_equal(&t, &c.trees[1]));
+		sw_conf_tree_free(&t);
+	}
+	sw_config_free(&c);
+	/* With NETCONF a switch may start without trees. */
+	sw_config_init(&c);
+	c.allow_no_trees = true;
+	CHECK_EQ(sw_config_validate(&c, err, sizeof err), 0);
+	sw_config_free(&c);
+}
+
 static void test_spec(void)
 {
 	struct sw_config c;
@@ -233,6 +297,14 @@ struct reject {
 };
 
 static const struct reject rejects[] = {
+	{ "link = eth1 peer a\nlink = eth1 peer b\n", "t.conf:2: link eth1: port listed twice" },
+	{ "link = eth1 speed fast\n", "t.conf:1: link eth1: bad speed 'fast'" },
+	{ "link = eth1 colour blue\n", "t.conf:1: link eth1: unknown option 'colour'" },
+	{ "link = eth1 peer_addr 1.2.3\n", "t.conf:1: bad address" },
+	{ "name = a b\n", "t.conf:1: name 'a b': bad character" },
+	{ "role = core\n", "t.conf:1: bad role 'core'" },
+	{ "max_trees = 0\n", "t.conf:1: value '0' for 'max_trees' out of range" },
+	{ "tree 1 {\nkey = 1\ndtypes = fp32,fp128\n", "t.conf:3: unknown name 'fp128'" },
 	{ "bogus = 1\n", "t.conf:1: unknown key 'bogus'" },
 	{ "\nthreads = many\n", "t.conf:2: bad value 'many' for 'threads'" },
 	{ "threads = 0\n", "t.conf:1: value '0' for 'threads' out of range" },
@@ -342,6 +414,7 @@ int main(void)
 	test_example();
 	test_defaults();
 	test_spec();
+	test_control_plane();
 	test_rejects();
 	test_file();
 	if (failures) {

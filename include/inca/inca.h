@@ -88,10 +88,11 @@ struct inca_comm_opts {
 	uint32_t qpn;        /* this client's QP number; 0: 0x1000 + bfr_id */
 	uint16_t bfr_id;     /* BFR-id (1..65535); 0: rank + 1 */
 	uint16_t bsl_bits;   /* BIER bit-string length, 64..4096, power of two; 0: 64 */
-	uint16_t nslots;     /* switch slot pool size for the tree = window; 0: 256 */
+	uint16_t nslots;     /* switch slot pool size for the tree = largest window; 0: 256 */
 	uint16_t mtu;        /* RoCE MTU, 256..4096 bytes of IB payload; 0: 4096 */
 	uint32_t rto_us;     /* minimum / initial retransmission timeout; adapts upward to the
-			      * measured round trip (RFC 6298 style); 0: 20000 */
+			      * measured round trip (RFC 6298 style) and runs only while no
+			      * result arrives (restarted on every result); 0: 20000 */
 	uint32_t rto_max_us; /* backoff cap; 0: 200000 */
 	uint32_t retx_limit; /* N consecutive timeouts of one packet before failing; 0: 20 */
 	uint32_t timeout_ms; /* host-path connect / receive timeout; 0: 30000 */
@@ -118,6 +119,12 @@ struct inca_comm_opts {
 	const char *am_attach_hint; /* optional: name of the switch this host is attached to */
 	const char *am_tls_ca;      /* PEM root certificate: gRPC over TLS; NULL: insecure */
 	uint32_t am_timeout_ms;     /* wait for the group's verdict; 0: timeout_ms */
+
+	/* ---- INC window (lib/client/README.md "Window"): appended fields. The number of INC
+	 * chunks a rank keeps in flight adapts on its own (slow start, then additive increase;
+	 * multiplicative decrease when the round trip rises well above its minimum, on
+	 * congestive loss and on a timeout), never above nslots. */
+	uint16_t window; /* cap on INC chunks in flight per rank; 0 or > nslots: nslots */
 };
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or

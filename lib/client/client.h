@@ -31,6 +31,7 @@ struct client_cfg {
 	unsigned bsl_bits;
 	uint8_t bsl_code, si;
 	uint16_t nslots, mtu;
+	uint16_t window; /* inca_comm_opts.window: cap on chunks in flight, 0 = nslots */
 	uint32_t rto_us, rto_max_us, retx_limit, timeout_ms;
 	double drop_rate;
 	uint64_t seed;

@@ -88,6 +88,7 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	if (cfg->switch_qpn > 0xFFFFFFu || cfg->qpn > 0xFFFFFFu)
 		return -EINVAL;
 	cfg->nslots = o->nslots ? o->nslots : 256;
+	cfg->window = o->window; /* clamped to nslots when INC opens (the AM may set nslots) */
 	cfg->mtu = o->mtu ? o->mtu : 4096;
 	if (cfg->mtu < WIRE_MTU_MIN || cfg->mtu > WIRE_MTU_MAX)
 		return -EINVAL;

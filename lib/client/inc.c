@@ -1,7 +1,8 @@
 /* libinca INC data path: AllReduce through the aggregation switch over RoCEv2-in-UDP.
- * Chunking into slots (docs/protocol.md "Chunking and slots"), a self-clocked window of nslots
- * chunks, per-chunk retransmission with exponential backoff (draft-liu §7), batched
- * sendmmsg/recvmmsg, strict verification of every result, and test-only fault injection. */
+ * Chunking into slots (docs/protocol.md "Chunking and slots"), an adaptive window of chunks in
+ * flight (slow start, AIMD on delay and loss) inside the per-slot self-clocking rule, loss
+ * recovery (time-ordered loss detection plus an RTO with exponential backoff, draft-liu §7),
+ * batched sendmmsg/recvmmsg, strict verification of every result, test-only fault injection. */
 #include "client/client.h"
 
 #include <errno.h>
@@ -21,6 +22,28 @@
 #define INC_QUEUE_WAIT_NS (1000ull * 1000)
 #define INC_MAX_WAIT_NS (100ull * 1000 * 1000) /* re-check timers at least this often */
 
+/* Window (chunks in flight per rank; lib/client/README.md "Window"). It starts small because
+ * the path's bandwidth-delay product is unknown (a rate-limited fabric needs only ~10 chunks,
+ * loopback takes all nslots), grows by slow start until the first congestion signal, then by
+ * one chunk per window of results. The congestion signal is delay: a UC INC path has no ECN,
+ * but a queue behind a slow link shows up at once as RTT above the path's minimum. */
+#define INC_WND_INIT 16.0
+#define INC_WND_MIN 4.0
+/* Queueing delay tolerated above the minimum RTT before the window shrinks: enough to ride
+ * out CPU scheduling jitter of a software switch, far below any RTO. */
+#define INC_QDELAY_TARGET_NS (3ull * 1000 * 1000)
+#define INC_DELAY_BETA 0.5  /* decrease = BETA * (rtt - target) / rtt ... */
+#define INC_MAX_MDF 0.5     /* ... but at most this fraction per round trip */
+#define INC_LOSS_MDF 0.3    /* congestive loss (RTT above target when it happened) */
+/* The minimum RTT forgets after this long, so a path that got slower (rebuilt tree, moved
+ * job) does not look congested forever. */
+#define INC_MINRTT_WIN_NS (10ull * 1000 * 1000 * 1000)
+/* Reordering window of the loss detection: RFC 8985 uses min_rtt / 4; a floor keeps batch
+ * sends (same timestamp) and the switch's batch processing from looking like reordering. */
+#define INC_REO_MIN_NS (100ull * 1000)
+#define INC_REO_MULT_MAX 16
+#define INC_PTO_MIN_NS (500ull * 1000)
+
 /* One in-flight chunk; the table is indexed by slot (g % nslots), so a slot is busy exactly
  * while its chunk waits for a result: that is the self-clocking rule. */
 struct inc_chunk {
@@ -29,11 +52,12 @@ struct inc_chunk {
 	uint32_t len_bytes;
 	uint16_t count;
 	bool active;
-	uint32_t ntimeouts;
-	uint64_t rto_ns;
-	uint64_t sent_ns; /* first transmission, for RTT samples */
-	uint64_t deadline_ns;
-	uint64_t next_idx; /* this call: the next chunk index that maps to this slot */
+	bool retx;          /* sent more than once: no RTT sample (Karn) */
+	bool retx_fast;     /* last resend came from loss detection, not the RTO */
+	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
+	uint64_t sent_ns;   /* first transmission, for RTT samples */
+	uint64_t xmit_ns;   /* latest transmission, for loss detection */
+	uint64_t tx_seq;    /* transmission number of the latest send (window epochs) */
 };
 
 struct client_inc {
@@ -46,12 +70,37 @@ struct client_inc {
 	uint64_t next_g;
 	uint32_t psn;
 	struct inc_chunk *chunks; /* nslots */
-	/* Slots whose next chunk may start, FIFO (capacity nslots). */
-	uint16_t *ready;
-	unsigned ready_head, ready_n;
 	/* RFC 6298 estimator over chunks answered without retransmission (Karn). */
 	bool have_rtt;
 	uint64_t srtt_ns, rttvar_ns;
+	uint64_t min_rtt_ns, min_rtt_stamp_ns; /* windowed minimum (INC_MINRTT_WIN_NS) */
+
+	/* Window. inflight counts active chunks; a new chunk starts only while
+	 * inflight < (unsigned)cwnd. One decrease per round trip: signals from chunks sent
+	 * before the last decrease (tx_seq <= cut_seq) do not cut again. */
+	double cwnd, wnd_cap;
+	bool slow_start;
+	unsigned inflight;
+	uint64_t tx_seq, cut_seq;
+
+	/* Loss detection (RACK, RFC 8985): a chunk sent before some chunk that has already been
+	 * answered is lost once it is overdue by more than the reordering window: answered
+	 * chunk's RTT + reo after its own send. Results rarely reorder (every member sends in
+	 * the same order), so the window is small, widened when a resend turns out spurious. */
+	uint64_t rack_seq;    /* tx_seq of the latest-sent answered chunk */
+	uint64_t rack_rtt_ns; /* its round trip */
+	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
+	unsigned reo_mult, reo_good;
+	/* Tail loss probe (RFC 8985 §7): after ~2 SRTT without any answer, resend the newest
+	 * chunk once, so a loss at the end of a window is found by RACK, not by the RTO. */
+	bool tlp_done;
+
+	/* RTO: one timer for the whole window, restarted by every result. While results
+	 * arrive the path is alive and a chunk that is merely queued behind others must not
+	 * be resent; loss detection finds real losses then. Only when nothing comes back for
+	 * an RTO is the oldest chunk resent, with exponential backoff. */
+	uint64_t rto_start_ns;
+	unsigned backoff;
 
 	/* Transmit queue: [tx_head, tx_tail) encoded and waiting for sendmmsg. */
 	unsigned tx_head, tx_tail;
@@ -73,6 +122,7 @@ struct inc_job {
 	enum inca_op op;
 	size_t elem;
 	uint64_t base_g, nchunks, chunk_bytes, total_bytes;
+	uint64_t next_i; /* the next chunk index to start: chunks start strictly in order */
 };
 
 static void sockbuf(int fd, int force_opt, int opt)
@@ -99,10 +149,9 @@ int client_inc_open(struct inca_comm *c)
 	ic->fd = -1;
 	c->inc = ic;
 	ic->chunks = calloc(cfg->nslots, sizeof *ic->chunks);
-	ic->ready = calloc(cfg->nslots, sizeof *ic->ready);
 	ic->txbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
 	ic->rxbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
-	if (!ic->chunks || !ic->ready || !ic->txbuf || !ic->rxbuf)
+	if (!ic->chunks || !ic->txbuf || !ic->rxbuf)
 		return -ENOMEM;
 
 	/* AM path: adopt the socket whose address the AM registered (already bound). */
@@ -140,6 +189,10 @@ int client_inc_open(struct inca_comm *c)
 		return -EINVAL;
 	wire_bier_set(ic->bits, ic->bits_len, ic->own_bp);
 	util_rng_seed(&ic->rng, cfg->seed);
+	ic->wnd_cap = cfg->window && cfg->window < cfg->nslots ? cfg->window : cfg->nslots;
+	ic->cwnd = INC_WND_INIT < ic->wnd_cap ? INC_WND_INIT : ic->wnd_cap;
+	ic->slow_start = true;
+	ic->reo_mult = 1;
 
 	for (unsigned i = 0; i < INC_BATCH; i++) {
 		ic->txv[i].iov_base = ic->txbuf + (size_t)i * INC_PKT_CAP;
@@ -164,7 +217,6 @@ void client_inc_close(struct inca_comm *c)
 	if (ic->fd >= 0)
 		close(ic->fd);
 	free(ic->chunks);
-	free(ic->ready);
 	free(ic->txbuf);
 	free(ic->rxbuf);
 	free(ic);
@@ -214,9 +266,12 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	pkt.data = j->src + ch->off_bytes;
 	pkt.data_len = ch->len_bytes;
 
-	ch->deadline_ns = now_ns + ch->rto_ns;
-	if (retx)
+	ch->xmit_ns = now_ns;
+	ch->tx_seq = ++ic->tx_seq;
+	if (retx) {
+		ch->retx = true;
 		c->stats.retransmits++;
+	}
 	if (inject_drop(c))
 		return 0;
 	len = wire_encode_udp(ic->txv[ic->tx_tail].iov_base, INC_PKT_CAP, &pkt, &ic->tx_ip);
@@ -264,14 +319,12 @@ static bool tx_full(const struct client_inc *ic)
 	return ic->tx_tail >= INC_BATCH;
 }
 
-static void ready_push(struct client_inc *ic, unsigned nslots, uint16_t slot)
+static void rtt_sample(struct client_inc *ic, uint64_t r_ns, uint64_t now_ns)
 {
-	ic->ready[(ic->ready_head + ic->ready_n) % nslots] = slot;
-	ic->ready_n++;
-}
-
-static void rtt_sample(struct client_inc *ic, uint64_t r_ns)
-{
+	if (!ic->have_rtt || r_ns < ic->min_rtt_ns || now_ns - ic->min_rtt_stamp_ns > INC_MINRTT_WIN_NS) {
+		ic->min_rtt_ns = r_ns;
+		ic->min_rtt_stamp_ns = now_ns;
+	}
 	if (!ic->have_rtt) {
 		ic->srtt_ns = r_ns;
 		ic->rttvar_ns = r_ns / 2;
@@ -283,16 +336,77 @@ static void rtt_sample(struct client_inc *ic, uint64_t r_ns)
 	ic->srtt_ns = (7 * ic->srtt_ns + r_ns) / 8;
 }
 
-/* Initial RTO of a chunk: rto_us, raised to SRTT + 4 RTTVAR when the path is slower
- * (queueing on rate-limited links, a busy software switch), never above rto_max_us.
- * Spurious retransmissions cost every member and the switch, so never go below rto_us. */
-static uint64_t rto_initial_ns(const struct client_inc *ic, const struct client_cfg *cfg)
+/* Base RTO: rto_us, raised to SRTT + 4 RTTVAR when the path is slower (a busy software
+ * switch), never above rto_max_us. Spurious retransmissions cost every member and the switch,
+ * so never below rto_us. The timer is restarted by every result, so the RTO has to cover the
+ * gap between two results of a working path, not a chunk's wait behind the whole window. */
+static uint64_t rto_base_ns(const struct client_inc *ic, const struct client_cfg *cfg)
 {
 	uint64_t rto = (uint64_t)cfg->rto_us * 1000, max = (uint64_t)cfg->rto_max_us * 1000;
 
 	if (ic->have_rtt && ic->srtt_ns + 4 * ic->rttvar_ns > rto)
 		rto = ic->srtt_ns + 4 * ic->rttvar_ns;
 	return rto < max ? rto : max;
+}
+
+static uint64_t rto_cur_ns(const struct client_inc *ic, const struct client_cfg *cfg)
+{
+	uint64_t rto = rto_base_ns(ic, cfg), max = (uint64_t)cfg->rto_max_us * 1000;
+
+	for (unsigned k = 0; k < ic->backoff && rto < max; k++)
+		rto *= 2;
+	return rto < max ? rto : max;
+}
+
+/* Queueing delay the window tolerates: the minimum RTT plus a fixed allowance, itself at least
+ * one minimum RTT so that a slow path (large base RTT) is not starved. */
+static uint64_t delay_target_ns(const struct client_inc *ic)
+{
+	uint64_t q = ic->min_rtt_ns > INC_QDELAY_TARGET_NS ? ic->min_rtt_ns : INC_QDELAY_TARGET_NS;
+
+	return ic->min_rtt_ns + q;
+}
+
+/* Multiplicative decrease, at most once per round trip (seq: the signalling chunk's send). */
+static void wnd_cut(struct client_inc *ic, uint64_t seq, double factor)
+{
+	if (seq <= ic->cut_seq)
+		return;
+	ic->slow_start = false;
+	ic->cwnd *= factor;
+	if (ic->cwnd < INC_WND_MIN)
+		ic->cwnd = INC_WND_MIN;
+	if (ic->cwnd > ic->wnd_cap)
+		ic->cwnd = ic->wnd_cap;
+	ic->cut_seq = ic->tx_seq;
+}
+
+/* A chunk answered without retransmission: grow while the smoothed RTT is below the delay
+ * target, shrink in proportion to the excess above it (TIMELY/Swift-like). The smoothed RTT,
+ * not the sample, so that one descheduled process does not halve the window. */
+static void wnd_on_result(struct client_inc *ic, uint64_t seq)
+{
+	uint64_t target = delay_target_ns(ic), r_ns = ic->srtt_ns;
+
+	if (r_ns > target) {
+		double f = 1.0 - INC_DELAY_BETA * (double)(r_ns - target) / (double)r_ns;
+		wnd_cut(ic, seq, f > 1.0 - INC_MAX_MDF ? f : 1.0 - INC_MAX_MDF);
+		return;
+	}
+	ic->cwnd += ic->slow_start ? 1.0 : 1.0 / ic->cwnd;
+	if (ic->cwnd > ic->wnd_cap)
+		ic->cwnd = ic->wnd_cap;
+}
+
+static uint64_t reo_wnd_ns(const struct client_inc *ic)
+{
+	uint64_t w = ic->min_rtt_ns / 4 * ic->reo_mult;
+
+	if (w < INC_REO_MIN_NS)
+		w = INC_REO_MIN_NS;
+	if (ic->have_rtt && w > ic->srtt_ns && ic->srtt_ns > INC_REO_MIN_NS)
+		w = ic->srtt_ns;
+	return w;
 }
 
 /* Validate one received datagram against the in-flight table and place its data. Returns
@@ -349,10 +463,31 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		goto bad;
 	memcpy(j->dst + ch->off_bytes, pkt.data, ch->len_bytes);
 	ch->active = false;
-	if (ch->ntimeouts == 0)
-		rtt_sample(ic, now_ns - ch->sent_ns);
-	if (ch->next_idx < j->nchunks)
-		ready_push(ic, cfg->nslots, pkt.inca.slot);
+	ic->inflight--;
+	/* Any answer proves the path alive: restart the RTO and forget its backoff. */
+	ic->rto_start_ns = now_ns;
+	ic->backoff = 0;
+	ic->tlp_done = false;
+	if (!ch->retx) {
+		rtt_sample(ic, now_ns - ch->sent_ns, now_ns);
+		wnd_on_result(ic, ch->tx_seq);
+	}
+	if (!ch->retx || now_ns - ch->xmit_ns >= ic->min_rtt_ns) {
+		/* (A resent chunk counts only if the answer is plausibly to the latest send.) */
+		if (ch->tx_seq > ic->rack_seq) {
+			ic->rack_seq = ch->tx_seq;
+			ic->rack_rtt_ns = now_ns - ch->xmit_ns;
+		}
+	} else if (ch->retx_fast && ic->reo_mult < INC_REO_MULT_MAX) {
+		/* Answered faster than any round trip: the original was answered, the fast
+		 * resend was spurious (results were reordered): widen the reordering window. */
+		ic->reo_mult++;
+		ic->reo_good = 0;
+	}
+	if (ic->reo_mult > 1 && ++ic->reo_good >= 4096) {
+		ic->reo_mult--; /* reordering seen long ago: narrow the window again */
+		ic->reo_good = 0;
+	}
 	return 1;
 bad:
 	c->stats.rx_bad++;
@@ -397,39 +532,151 @@ static int inc_fail(struct inca_comm *c, int rc)
 	c->inc->tx_head = c->inc->tx_tail = 0;
 	for (unsigned s = 0; s < c->cfg.nslots; s++)
 		c->inc->chunks[s].active = false;
+	c->inc->inflight = 0;
 	client_log(&c->cfg, 0, "inc: %s; INC path disabled for this communicator", inca_strerror(rc));
 	return rc;
 }
 
-/* Start the next chunk of a free slot (the caller checked queue room). */
-static int inc_start(struct inca_comm *c, const struct inc_job *j, uint16_t slot, uint64_t now_ns)
+/* Can chunk j->next_i start? Chunks start strictly in order of g, and only while the window
+ * has room and the chunk's slot is free (its previous chunk, nslots earlier, was answered).
+ *
+ * Why strictly in order: the switch completes a chunk only when every member sent it. If one
+ * member's window were full of chunks that wait for others, and those others' windows full of
+ * chunks that wait for the first one, nothing would ever complete. In g order this cannot
+ * happen: the lowest unfinished chunk is in every member's window or next in line. */
+static bool inc_can_start(const struct client_inc *ic, const struct client_cfg *cfg, const struct inc_job *j)
 {
-	struct inc_chunk *ch = &c->inc->chunks[slot];
-	uint64_t i = ch->next_idx, off = i * j->chunk_bytes;
+	return j->next_i < j->nchunks && ic->inflight < (unsigned)ic->cwnd &&
+	       !ic->chunks[(j->base_g + j->next_i) % cfg->nslots].active;
+}
+
+/* Start chunk j->next_i (the caller checked inc_can_start and queue room). */
+static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
+{
+	uint64_t i = j->next_i++, off = i * j->chunk_bytes;
+	struct inc_chunk *ch = &c->inc->chunks[(j->base_g + i) % c->cfg.nslots];
 
 	ch->g = j->base_g + i;
 	ch->off_bytes = off;
 	ch->len_bytes = (uint32_t)(j->total_bytes - off < j->chunk_bytes ? j->total_bytes - off : j->chunk_bytes);
 	ch->count = (uint16_t)(ch->len_bytes / j->elem);
 	ch->ntimeouts = 0;
-	ch->rto_ns = rto_initial_ns(c->inc, &c->cfg);
+	ch->retx = ch->retx_fast = false;
 	ch->sent_ns = now_ns;
 	ch->active = true;
-	ch->next_idx = i + c->cfg.nslots;
+	c->inc->inflight++;
 	return inc_enqueue(c, j, ch, false, now_ns);
 }
 
-/* The window is per slot, not a sliding range of g: chunk g+nslots waits only for chunk g
- * (same slot), so one lost packet stalls one slot's chain instead of the whole transfer.
- * Every member still sends each slot's rounds in order, which is all the switch needs. */
+/* RACK: resend every chunk sent before the latest-sent answered one that is overdue (its
+ * send + that chunk's RTT + the reordering window); arm rack_timer_ns for the others. *done is
+ * false if the transmit queue filled up before the scan finished. 0 or -errno. */
+static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns, bool *done)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	struct client_inc *ic = c->inc;
+	uint64_t wait = ic->rack_rtt_ns + reo_wnd_ns(ic);
+	int rc;
+
+	*done = false;
+	ic->rack_timer_ns = 0;
+	for (unsigned s = 0; s < cfg->nslots; s++) {
+		struct inc_chunk *ch = &ic->chunks[s];
+
+		if (!ch->active || ch->tx_seq >= ic->rack_seq)
+			continue;
+		if (ch->xmit_ns + wait > now_ns) {
+			if (!ic->rack_timer_ns || ch->xmit_ns + wait < ic->rack_timer_ns)
+				ic->rack_timer_ns = ch->xmit_ns + wait;
+			continue;
+		}
+		if (tx_full(ic))
+			return 0;
+		/* Random loss (fault injection, a flaky link) leaves the RTT alone and is no
+		 * reason to slow down; loss together with a grown queue is congestion. */
+		if (ic->srtt_ns > delay_target_ns(ic))
+			wnd_cut(ic, ch->tx_seq, 1.0 - INC_LOSS_MDF);
+		ch->retx_fast = true;
+		rc = inc_enqueue(c, j, ch, true, now_ns);
+		if (rc < 0)
+			return rc;
+	}
+	*done = true;
+	return 0;
+}
+
+/* Probe timeout: twice the smoothed RTT (at least INC_PTO_MIN_NS), never beyond the RTO. */
+static uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg)
+{
+	uint64_t pto = 2 * ic->srtt_ns, rto = rto_base_ns(ic, cfg);
+
+	if (pto < INC_PTO_MIN_NS)
+		pto = INC_PTO_MIN_NS;
+	return pto < rto ? pto : rto;
+}
+
+/* Tail loss probe: resend the newest chunk in flight, once per silence. */
+static int inc_probe(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
+{
+	struct client_inc *ic = c->inc;
+	struct inc_chunk *last = NULL;
+
+	ic->tlp_done = true;
+	for (unsigned s = 0; s < c->cfg.nslots; s++) {
+		struct inc_chunk *ch = &ic->chunks[s];
+		if (ch->active && (!last || ch->g > last->g))
+			last = ch;
+	}
+	if (!last)
+		return 0;
+	last->retx_fast = false; /* an early answer means a stall, not reordering */
+	return inc_enqueue(c, j, last, true, now_ns);
+}
+
+/* RTO expiry: nothing was answered for a whole RTO. Resend only the oldest chunk (lowest g),
+ * as TCP does: if the path merely stalled (a descheduled switch), the answers of the others
+ * follow and nothing else is resent; if they were lost, the answer to this resend makes loss
+ * detection find them at once. The same chunk stays the oldest, so a dead switch reaches
+ * retx_limit after retx_limit RTOs, as before. */
+static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	struct client_inc *ic = c->inc;
+	struct inc_chunk *old = NULL;
+
+	for (unsigned s = 0; s < cfg->nslots; s++) {
+		struct inc_chunk *ch = &ic->chunks[s];
+		if (ch->active && (!old || ch->g < old->g))
+			old = ch;
+	}
+	if (!old)
+		return 0;
+	c->stats.timeouts++;
+	if (++old->ntimeouts >= cfg->retx_limit) {
+		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts",
+			   (unsigned long long)old->g, (unsigned)(old->g % cfg->nslots), old->ntimeouts);
+		return -ETIMEDOUT;
+	}
+	ic->backoff++;
+	ic->rto_start_ns = now_ns;
+	ic->tlp_done = true; /* after an RTO, the backoff rules until something is answered */
+	wnd_cut(ic, old->tx_seq, 0.5);
+	old->retx_fast = false;
+	return inc_enqueue(c, j, old, true, now_ns);
+}
+
+/* Two limits on sending: the self-clocking rule per slot (chunk g+nslots only after chunk g's
+ * result, so every member sends each slot's rounds in order, which is what the switch needs)
+ * and the adaptive window (how many chunks are in flight at all). Chunks with answers that
+ * overtake a lost one keep the window moving; the lost one is found by loss detection. */
 int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
 			 enum inca_dtype dt, enum inca_op op)
 {
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	struct inc_job j = { .src = sendbuf, .dst = recvbuf, .dt = dt, .op = op, .elem = inca_dtype_size(dt) };
-	const uint64_t rto_max_ns = (uint64_t)cfg->rto_max_us * 1000;
-	uint64_t done = 0;
+	uint64_t done = 0, rack_scanned = 0;
+	const bool tlp_ok = ic->have_rtt;
 	int rc;
 
 	j.total_bytes = (uint64_t)count * j.elem;
@@ -442,62 +689,61 @@ int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf
 	j.base_g = ic->next_g;
 	ic->next_g += j.nchunks;
 	ic->tx_head = ic->tx_tail = 0;
-	ic->ready_head = ic->ready_n = 0;
-	for (uint64_t i = 0; i < j.nchunks && i < cfg->nslots; i++) {
-		uint16_t slot = (uint16_t)((j.base_g + i) % cfg->nslots);
-		ic->chunks[slot].next_idx = i;
-		ready_push(ic, cfg->nslots, slot);
-	}
+	ic->inflight = 0;
+	ic->backoff = 0;
+	ic->tlp_done = false;
+	ic->rack_timer_ns = 0;
+	ic->rto_start_ns = util_now_ns();
 
 	for (;;) {
-		uint64_t now = util_now_ns(), next_deadline = UINT64_MAX;
+		uint64_t now = util_now_ns(), next_deadline;
+		bool scanned;
 		long got;
 
-		/* 1. Timers: resend expired chunks, fail after retx_limit timeouts of one. */
-		for (unsigned s = 0; s < cfg->nslots; s++) {
-			struct inc_chunk *ch = &ic->chunks[s];
-
-			if (!ch->active)
-				continue;
-			if (ch->deadline_ns > now || tx_full(ic)) {
-				/* A full queue postpones the expiry handling to the next pass. */
-				if (ch->deadline_ns < next_deadline)
-					next_deadline = ch->deadline_ns;
-				continue;
-			}
-			c->stats.timeouts++;
-			if (++ch->ntimeouts >= cfg->retx_limit) {
-				client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts",
-					   (unsigned long long)ch->g, s, ch->ntimeouts);
-				return inc_fail(c, -ETIMEDOUT);
-			}
-			ch->rto_ns = ch->rto_ns * 2 < rto_max_ns ? ch->rto_ns * 2 : rto_max_ns;
-			rc = inc_enqueue(c, &j, ch, true, now);
+		/* 1. Loss detection, when an answer moved the send time it vouches for. */
+		if (ic->rack_seq > rack_scanned || (ic->rack_timer_ns && now >= ic->rack_timer_ns)) {
+			rc = inc_detect_losses(c, &j, now, &scanned);
 			if (rc < 0)
 				return inc_fail(c, rc);
-			if (ch->deadline_ns < next_deadline)
-				next_deadline = ch->deadline_ns;
+			if (scanned)
+				rack_scanned = ic->rack_seq;
 		}
 
-		/* 2. New chunks for slots whose previous chunk completed (self-clocking). */
-		while (ic->ready_n > 0 && !tx_full(ic)) {
-			uint16_t slot = ic->ready[ic->ready_head];
-
-			ic->ready_head = (ic->ready_head + 1) % cfg->nslots;
-			ic->ready_n--;
-			rc = inc_start(c, &j, slot, now);
+		/* 2. Silence: first a tail loss probe, then the RTO. A full queue postpones
+		 * either to the next pass. */
+		uint64_t probe_at = ic->rto_start_ns + pto_ns(ic, cfg);
+		bool probe = tlp_ok && !ic->tlp_done && ic->inflight > 0;
+		if (probe && now >= probe_at && !tx_full(ic)) {
+			rc = inc_probe(c, &j, now);
 			if (rc < 0)
 				return inc_fail(c, rc);
-			if (ic->chunks[slot].deadline_ns < next_deadline)
-				next_deadline = ic->chunks[slot].deadline_ns;
+			probe = false;
+		}
+		next_deadline = ic->rto_start_ns + rto_cur_ns(ic, cfg);
+		if (ic->inflight > 0 && now >= next_deadline && !tx_full(ic)) {
+			rc = inc_on_rto(c, &j, now);
+			if (rc < 0)
+				return inc_fail(c, rc);
+			next_deadline = ic->rto_start_ns + rto_cur_ns(ic, cfg);
+		}
+		if (probe && probe_at < next_deadline)
+			next_deadline = probe_at;
+		if (ic->rack_timer_ns && ic->rack_timer_ns < next_deadline)
+			next_deadline = ic->rack_timer_ns;
+
+		/* 3. New chunks, in order, as far as the window and the slots allow. */
+		while (inc_can_start(ic, cfg, &j) && !tx_full(ic)) {
+			rc = inc_start(c, &j, now);
+			if (rc < 0)
+				return inc_fail(c, rc);
 		}
 
-		/* 3. Transmit. */
+		/* 4. Transmit. */
 		rc = inc_flush(c);
 		if (rc < 0)
 			return inc_fail(c, rc);
 
-		/* 4. Wait for results, queue space or the next timer. */
+		/* 5. Wait for results, queue space or the RTO. */
 		struct pollfd pf = { .fd = ic->fd, .events = POLLIN };
 		if (ic->tx_head < ic->tx_tail)
 			pf.events |= POLLOUT;
@@ -507,15 +753,18 @@ int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf
 			wait_ns = INC_QUEUE_WAIT_NS; /* timers are due but the queue is full */
 		if (wait_ns > INC_MAX_WAIT_NS)
 			wait_ns = INC_MAX_WAIT_NS;
-		/* Slots ready with an empty queue: go round again at once instead. */
-		if (wait_ns && !(ic->ready_n > 0 && ic->tx_head == ic->tx_tail)) {
+		/* Work left that an empty queue allows: go round again at once instead. */
+		bool more = ic->tx_head == ic->tx_tail &&
+			    (inc_can_start(ic, cfg, &j) ||
+			     ic->rack_seq > rack_scanned);
+		if (wait_ns && !more) {
 			struct timespec ts = { .tv_sec = (time_t)(wait_ns / 1000000000ull),
 					       .tv_nsec = (long)(wait_ns % 1000000000ull) };
 			if (ppoll(&pf, 1, &ts, NULL) < 0 && errno != EINTR)
 				return inc_fail(c, -errno);
 		}
 
-		/* 5. Receive. */
+		/* 6. Receive. */
 		got = inc_receive(c, &j);
 		if (got < 0)
 			return inc_fail(c, (int)got);
@@ -523,6 +772,10 @@ int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf
 		if (done == j.nchunks) {
 			/* Stale retransmissions still queued are pointless now. */
 			ic->tx_head = ic->tx_tail = 0;
+			client_log(cfg, 3, "inc: %llu chunks; window %.1f%s, rtt min %llu srtt %llu us, reo x%u",
+				   (unsigned long long)j.nchunks, ic->cwnd, ic->slow_start ? " (slow start)" : "",
+				   (unsigned long long)(ic->min_rtt_ns / 1000),
+				   (unsigned long long)(ic->srtt_ns / 1000), ic->reo_mult);
 			return 0;
 		}
 	}
