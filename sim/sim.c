@@ -306,6 +306,12 @@ int sim_run_until(struct sim *s, sim_time_ps until)
 			break;
 		}
 		struct sim_event *ev = sim_heap_pop(h);
+		/* The next event is now at the root: start fetching it (usually a packet last
+		 * touched a link latency ago, long out of the caches) while this one runs. */
+		if (h->n) {
+			__builtin_prefetch(h->ev[0]);
+			__builtin_prefetch((char *)h->ev[0] + 64);
+		}
 		s->now = ev->t;
 		s->events++;
 		ev->fn(s, ev);
