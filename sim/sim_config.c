@@ -168,11 +168,18 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 				return 0;
 			}
 		return -EINVAL;
-	case P_STR:
-		if (strlen(v) >= SIM_PATH_MAX)
+	case P_STR: {
+		/* Only what params.ini can carry back unchanged: inih strips surrounding blanks
+		 * and takes " ;" as the start of a comment. */
+		size_t n = strlen(v);
+		if (n >= SIM_PATH_MAX || (n && (v[n - 1] == ' ' || v[n - 1] == '\t')))
 			return -EINVAL;
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)v[i] < 0x20 || (v[i] == ';' && i && (v[i - 1] == ' ' || v[i - 1] == '\t')))
+				return -EINVAL;
 		strcpy((char *)dst, v);
 		return 0;
+	}
 	}
 	return -EINVAL;
 }

@@ -106,6 +106,7 @@ struct sim_port {
 	bool paused;             /* peer sent PFC pause: data may not start */
 	bool pause_sent;         /* we paused our peer (ingress over XOFF) */
 	bool is_host;            /* a host's NIC port (its tx_ev may be cancelled) */
+	bool down;               /* failed link (connection matrix "failure"): not routed over */
 	bool tx_armed;           /* switch port: tx_ev is in the heap (scheduled uncancellable) */
 	uint64_t rate_bps;
 	sim_time_ps latency_ps;
@@ -253,7 +254,7 @@ struct sim {
 	uint32_t ntrigs, trigs_cap;
 	uint32_t *trig_hash;     /* open addressing: trigger id -> index + 1 */
 	uint32_t trig_hash_cap;
-	uint32_t cm_failures;    /* htsim "failure" lines read and ignored */
+	uint32_t cm_failures;    /* htsim "failure" lines (failed links) */
 	struct util_rng wl_rng;
 
 	/* counters not kept per port/flow */
@@ -282,6 +283,11 @@ struct sim_flow *sim_flow_new(struct sim *s, uint32_t src, uint32_t dst, uint64_
 /* sim_topo.c */
 int sim_topo_build(struct sim *s);
 void sim_topo_free(struct sim *s);
+/* htsim link failure: the link between aggregation switch agg (0 .. k*k/2-1) and its
+ * link-th core goes down (no traffic). -EINVAL: no such link; -EALREADY: already down. */
+int sim_topo_fail_agg_link(struct sim *s, uint32_t agg, uint32_t link);
+/* Recompute routes (after links went down) and every flow's ideal FCT. */
+int sim_topo_reroute(struct sim *s);
 /* Route group of switch sw toward host dst (NULL: unreachable). */
 struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst);
 

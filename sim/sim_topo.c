@@ -243,7 +243,7 @@ static int build_routes(struct sim *s)
 			uint32_t dn = dist[n->id - H];
 			for (uint32_t p = 0; p < n->nports; p++) {
 				struct sim_node *m = n->ports[p].peer->node;
-				if (m->kind != SIM_NODE_SWITCH || dist[m->id - H] != UINT32_MAX)
+				if (n->ports[p].down || m->kind != SIM_NODE_SWITCH || dist[m->id - H] != UINT32_MAX)
 					continue;
 				dist[m->id - H] = dn + 1;
 				queue[qt++] = m->id - H;
@@ -266,7 +266,7 @@ static int build_routes(struct sim *s)
 			uint16_t n = 0;
 			for (uint32_t p = 0; p < sw->n.nports; p++) {
 				struct sim_node *m = sw->n.ports[p].peer->node;
-				if (m->kind == SIM_NODE_SWITCH && dist[m->id - H] + 1 == dist[i])
+				if (!sw->n.ports[p].down && m->kind == SIM_NODE_SWITCH && dist[m->id - H] + 1 == dist[i])
 					cand[n++] = (uint16_t)p;
 			}
 			if (n)
@@ -285,6 +285,43 @@ out:
 	free(queue);
 	free(gb);
 	free(cand);
+	return rc;
+}
+
+int sim_topo_fail_agg_link(struct sim *s, uint32_t agg, uint32_t link)
+{
+	uint32_t k = s->cfg.k, half = k / 2, ntor = k * half, nagg = k * half;
+	if (s->cfg.topo != SIM_TOPO_FATTREE || agg >= nagg || link >= half)
+		return -EINVAL;
+	/* In the generator, aggregation switch a (position a % (k/2) in its pod) is wired to
+	 * cores (a % (k/2)) * k/2 + j, j = 0 .. k/2-1, as in htsim's fat tree. */
+	struct sim_switch *a = &s->sws[ntor + agg];
+	struct sim_node *core = &s->sws[ntor + nagg + (agg % half) * half + link].n;
+	for (uint32_t p = 0; p < a->n.nports; p++) {
+		struct sim_port *pt = &a->n.ports[p];
+		if (pt->peer->node != core)
+			continue;
+		if (pt->down)
+			return -EALREADY;
+		pt->down = pt->peer->down = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int sim_topo_reroute(struct sim *s)
+{
+	for (uint32_t j = 0; j < s->nsw; j++) {
+		struct sim_switch *sw = &s->sws[j];
+		free(sw->groups);
+		free(sw->gports);
+		sw->groups = NULL;
+		sw->gports = NULL;
+		sw->ngroups = 0;
+	}
+	int rc = build_routes(s);
+	for (uint32_t i = 0; !rc && i < s->nflows; i++)
+		s->flows[i].ideal_ps = sim_flow_ideal_ps(s, &s->flows[i]);
 	return rc;
 }
 

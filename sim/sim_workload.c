@@ -301,7 +301,37 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 			t->remaining = count ? count : 1;
 			trigs_seen++;
 		} else if (!strcmp(tok[0], "failure")) {
-			fails_seen++; /* link failures are not modelled yet: read and counted */
+			/* htsim: "failure switch_type AGG switch_id S link_id L" takes down the link
+			 * between aggregation switch S and its L-th core (htsim models AGG only). */
+			int type = -1;
+			uint32_t sid = UINT32_MAX, lid = UINT32_MAX;
+			for (int i = 1; i < nt; i++) {
+				const char *v = i + 1 < nt ? tok[i + 1] : NULL;
+				if (!v)
+					CM_ERR("%s:%u: '%s' needs a value", name, lineno, tok[i]);
+				if (!strcmp(tok[i], "switch_type")) {
+					type = !strcmp(v, "TOR") ? 0 : !strcmp(v, "AGG") ? 1 : !strcmp(v, "CORE") ? 2 : -2;
+					if (type == -2)
+						CM_ERR("%s:%u: switch_type must be TOR, AGG or CORE", name, lineno);
+				} else if (!strcmp(tok[i], "switch_id")) {
+					if (parse_u32(v, &sid))
+						CM_ERR("%s:%u: bad switch_id", name, lineno);
+				} else if (!strcmp(tok[i], "link_id")) {
+					if (parse_u32(v, &lid))
+						CM_ERR("%s:%u: bad link_id", name, lineno);
+				} else {
+					CM_ERR("%s:%u: unknown failure attribute '%s'", name, lineno, tok[i]);
+				}
+				i++;
+			}
+			if (type != 1 || sid == UINT32_MAX || lid == UINT32_MAX)
+				CM_ERR("%s:%u: only 'failure switch_type AGG switch_id S link_id L' is modelled (as in htsim)", name, lineno);
+			int frc = sim_topo_fail_agg_link(s, sid, lid);
+			if (frc == -EINVAL)
+				CM_ERR("%s:%u: no such AGG link (needs a fat tree, switch_id < k*k/2, link_id < k/2)", name, lineno);
+			if (frc == -EALREADY)
+				CM_ERR("%s:%u: link failed twice", name, lineno);
+			fails_seen++;
 		} else {
 			CM_ERR("%s:%u: unknown line starting '%s'", name, lineno, tok[0]);
 		}
@@ -338,6 +368,10 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 		free(h);
 	}
 	s->cm_failures += fails_seen;
+	if (fails_seen && (rc = sim_topo_reroute(s)) != 0) {
+		snprintf(s->err, sizeof(s->err), "%s: routing around the failed links failed", name);
+		goto out;
+	}
 out:
 	free(line);
 	return rc;

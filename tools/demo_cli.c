@@ -135,6 +135,133 @@ static int fabric_switch_report(const struct launch_plan *p, uint64_t chunks)
 	return fail;
 }
 
+/* AM fabric mode: the switches' statistics of one tree (the group's), taken while the group is
+ * still up (the AM deletes the tree when the ranks leave). Every switch holding the tree must
+ * have completed each chunk round exactly once. Returns failures; *nsw the switches holding it. */
+static int fabric_tree_report(const struct launch_plan *p, uint64_t chunks, unsigned tree_id,
+			      int *nsw)
+{
+	struct json *st[LAUNCH_MAX_SWITCHES];
+	int fail = 0;
+	*nsw = 0;
+	launch_plan_switch_stats(p, st, 3000);
+	for (int i = 0; i < p->nswitches; i++) {
+		if (!st[i]) {
+			printf("# ERROR: switch %s: no fresh statistics from %s\n", p->sw[i].name,
+			       p->sw[i].stats_path);
+			fail++;
+			continue;
+		}
+		const struct json *t = NULL;
+		const struct json *trees = json_get(st[i], "trees");
+		for (const struct json *k = trees ? trees->kid : NULL; k; k = k->next)
+			if ((unsigned)json_num(json_get(k, "id"), -1) == tree_id)
+				t = k;
+		if (!t) {
+			printf("# switch %-8s: not in tree %u\n", p->sw[i].name, tree_id);
+			json_free(st[i]);
+			continue;
+		}
+		const struct json *role = json_get(t, "role");
+		double agg = json_num(json_get(t, "aggregations"), 0);
+		(*nsw)++;
+		printf("# switch %-8s tree %u (%s, %.0f members, %.0f children): rx %.0f pkts, tx "
+		       "%.0f pkts, contributions %.0f, aggregations %.0f, results down %.0f, "
+		       "duplicates %.0f, re-sent %.0f, drops %.0f\n", p->sw[i].name, tree_id,
+		       role && role->str ? role->str : "?", json_num(json_get(t, "members"), 0),
+		       json_num(json_get(t, "children"), 0), json_num(json_get(t, "rx_pkts"), 0),
+		       json_num(json_get(t, "tx_pkts"), 0),
+		       json_num(json_get(t, "contributions"), 0), agg,
+		       json_num(json_get(t, "results_down"), 0),
+		       json_num(json_get(t, "duplicates"), 0),
+		       json_num(json_get(t, "results_resent"), 0),
+		       json_sum_all(json_get(t, "drops")));
+		if (agg != (double)chunks) {
+			printf("# ERROR: switch %s completed %.0f aggregations of tree %u for %llu "
+			       "chunk rounds\n", p->sw[i].name, agg, tree_id,
+			       (unsigned long long)chunks);
+			fail++;
+		}
+		json_free(st[i]);
+	}
+	printf("# chunk rounds issued: %llu (every switch of tree %u must aggregate each exactly "
+	       "once)\n", (unsigned long long)chunks, tree_id);
+	return fail;
+}
+
+/* Run `inca --am ADDR status` in the calling process's network namespace (a rank's host
+ * namespace, which reaches the AM). Returns its exit status (127: not started). */
+static int run_inca_status(const struct launch_plan *p)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(p->cli_path, p->cli_path, "--am", p->am_addr, "status", (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return 127;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct am_epilogue_arg {
+	const struct launch_plan *plan;
+	const struct sweep_job *job;
+	bool inc; /* the sweep ran INC rows: the group must have had a tree */
+};
+
+/* AM fabric mode, in every rank after the sweep and before the communicator is destroyed
+ * (leaving dismantles the group): rank 0 shows the AM's view of the group and checks the
+ * tree's switch counters, the others wait at a barrier so the group stays up meanwhile. */
+static int am_epilogue(struct inca_comm *comm, void *argp)
+{
+	const struct am_epilogue_arg *e = argp;
+	int fail = 0;
+	if (inca_barrier(comm))
+		return 1;
+	if (inca_comm_rank(comm) == 0) {
+		struct inca_am_info info;
+		memset(&info, 0, sizeof(info));
+		int rc = inca_comm_am_info(comm, &info);
+		static const char *const states[] = { "waiting", "tree ready", "host fallback",
+						      "dismantled" };
+		printf("#\n# AM group %llu: %s, tree %u, generation %u, %llu session reconnects%s%s\n",
+		       (unsigned long long)info.group_id,
+		       rc == 0 && info.state >= 0 && info.state <= 3 ? states[info.state] : "?",
+		       info.tree_id, info.generation, (unsigned long long)info.reconnects,
+		       info.reason[0] ? ", reason: " : "", info.reason);
+		if (e->inc && (rc || info.state != 1)) {
+			printf("# ERROR: the AM did not give this job an aggregation tree\n");
+			fail++;
+		}
+		if (e->plan->cli_path[0]) {
+			printf("# inca --am %s status (while the job holds its group):\n",
+			       e->plan->am_addr);
+			fflush(stdout);
+			int st = run_inca_status(e->plan);
+			if (st) {
+				printf("# ERROR: inca status exit status %d\n", st);
+				fail++;
+			}
+		}
+		if (e->inc && info.state == 1) {
+			int nsw = 0;
+			printf("#\n");
+			fail += fabric_tree_report(e->plan, sweep_job_totals(e->job)->inc_chunks,
+						   info.tree_id, &nsw);
+			if (nsw == 0) {
+				printf("# ERROR: no switch holds tree %u\n", info.tree_id);
+				fail++;
+			}
+		}
+		fflush(stdout);
+	}
+	if (inca_barrier(comm))
+		fail++;
+	return fail ? 1 : 0;
+}
+
 static int parse_num(const char *s, double *out)
 {
 	char *end;
@@ -385,7 +512,15 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		       "namespaces, INC (in-network, through the switches) next to the host ring "
 		       "(TCP)\n", d->tool, plan.name, plan.desc[0] ? plan.desc : fabric_path,
 		       cfg.nranks);
-		for (int i = 0; i < plan.nswitches; i++)
+		for (int i = 0; i < plan.nswitches && plan.am_addr[0]; i++)
+			printf("# switch : %-8s %-5s inca-switch on %s (pid %d), NETCONF, trees from "
+			       "the AM\n", plan.sw[i].name, plan.sw[i].role, plan.sw[i].listen,
+			       (int)plan.sw[i].pid);
+		if (plan.am_addr[0])
+			printf("# AM     : inca-am on %s, job %s%s%s: the ranks join, the AM builds "
+			       "the tree (window %u slots)\n", plan.am_addr, plan.job_id,
+			       plan.group_name[0] ? " group " : "", plan.group_name, cfg.nslots);
+		for (int i = 0; i < plan.nswitches && !plan.am_addr[0]; i++)
 			printf("# switch : %-8s %-4s %s on %s (pid %d), tree %u key 0x%x, %u slots\n",
 			       plan.sw[i].name, plan.sw[i].role, "inca-switch", plan.sw[i].listen,
 			       (int)plan.sw[i].pid, cfg.tree_id, cfg.key, cfg.nslots);
@@ -425,6 +560,12 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	       "2(n-1)/n\n");
 	fflush(stdout);
 
+	bool am_mode = fabric_path && plan.am_addr[0];
+	struct am_epilogue_arg epi = { .plan = &plan, .job = &job, .inc = !no_inc };
+	if (am_mode) {
+		cfg.rank_epilogue = am_epilogue;
+		cfg.epilogue_arg = &epi;
+	}
 	int status[LAUNCH_MAX_RANKS];
 	int bad_ranks = launch_run_ranks(&cfg, &a, sweep_rank_main, &job, status);
 	struct json *stats = NULL;
@@ -437,7 +578,9 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	int nstats = sweep_job_client_stats(&job, &cs);
 	int fail = 0;
 	printf("#\n");
-	if (!no_inc && fabric_path) {
+	if (!no_inc && am_mode) {
+		/* checked per tree by rank 0 while the group was up (am_epilogue) */
+	} else if (!no_inc && fabric_path) {
 		fail += fabric_switch_report(&plan, t->inc_chunks);
 	} else if (!no_inc) {
 		struct launch_sw_summary s;

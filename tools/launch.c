@@ -413,7 +413,16 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 	snprintf(ipbuf[2], 48, "%s:4791", ip);
 	o->bootstrap_addr = ipbuf[0];
 	o->host_ip = ipbuf[1];
-	if (!c->no_switch) {
+	if (!c->no_switch && c->plan && c->plan->am_addr[0]) {
+		/* AM mode: the Aggregation Manager assigns the tree, switch, BFR-id and key. */
+		o->am_addr = c->plan->am_addr;
+		o->job_id = c->plan->job_id;
+		o->job_credential = c->plan->job_credential;
+		o->group_name = c->plan->group_name[0] ? c->plan->group_name : NULL;
+		o->host_name = pr->host[0] ? pr->host : NULL;
+		o->am_timeout_ms = 20000;
+		o->data_addr = ipbuf[2];
+	} else if (!c->no_switch) {
 		if (pr)
 			snprintf(ipbuf[3], 48, "%s", pr->switch_addr);
 		else
@@ -484,6 +493,8 @@ static int ranks_child(const struct launch_cfg *c, const struct launch_addrs *a,
 		return 2;
 	}
 	rc = fn(comm, arg);
+	if (rc == 0 && c->rank_epilogue)
+		rc = c->rank_epilogue(comm, c->epilogue_arg);
 	inca_comm_destroy(comm);
 	return rc < 0 || rc > 125 ? 1 : rc;
 }
@@ -739,6 +750,8 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 				snprintf(pr->switch_addr, sizeof(pr->switch_addr), "%s", val);
 			else if (!strcmp(k, "bfr") && !plan_num(val, 65535, &v) && v)
 				pr->bfr_id = (uint16_t)v;
+			else if (!strcmp(k, "host") && strlen(val) < sizeof(pr->host))
+				snprintf(pr->host, sizeof(pr->host), "%s", val);
 			else
 				return -EINVAL;
 		}
@@ -786,6 +799,33 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 		}
 		snprintf(p->boot_ip, sizeof(p->boot_ip), "%s", w);
 		return 0;
+	}
+	if (!strcmp(kind, "am")) {
+		char *w = plan_word(&rest);
+		if (!w || strlen(w) >= sizeof(p->am_addr))
+			return -EINVAL;
+		snprintf(p->am_addr, sizeof(p->am_addr), "%s", w);
+		for (char *k; (k = plan_word(&rest)) != NULL;) {
+			char *val = plan_word(&rest);
+			char *dst;
+			size_t cap;
+			if (!val)
+				return -EINVAL;
+			if (!strcmp(k, "job"))
+				dst = p->job_id, cap = sizeof(p->job_id);
+			else if (!strcmp(k, "credential"))
+				dst = p->job_credential, cap = sizeof(p->job_credential);
+			else if (!strcmp(k, "group"))
+				dst = p->group_name, cap = sizeof(p->group_name);
+			else if (!strcmp(k, "cli"))
+				dst = p->cli_path, cap = sizeof(p->cli_path);
+			else
+				return -EINVAL;
+			if (strlen(val) >= cap)
+				return -EINVAL;
+			snprintf(dst, cap, "%s", val);
+		}
+		return p->job_id[0] ? 0 : -EINVAL;
 	}
 	if (!strcmp(kind, "name")) {
 		char *w = plan_word(&rest);

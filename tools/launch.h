@@ -73,6 +73,12 @@ struct launch_cfg {
 	/* Fabric mode (netns harness): ranks in network namespaces with the plan's addresses;
 	 * the switches are external (started by the harness). NULL: loopback job. */
 	const struct launch_plan *plan;
+
+	/* Run by every rank after fn returned 0, before its communicator is destroyed (so an AM
+	 * group is still up): the fabric demo's status view and per-tree switch check. Its
+	 * return value replaces fn's. NULL: none. (Appended for the AM fabric mode.) */
+	int (*rank_epilogue)(struct inca_comm *comm, void *arg);
+	void *epilogue_arg;
 };
 void launch_cfg_defaults(struct launch_cfg *c);
 
@@ -156,6 +162,12 @@ int launch_parse_bytes(const char *s, uint64_t *out);
  *   tree ID key K slots N bsl B
  *   rank R netns NS ip IP switch IP:PORT bfr K
  *   switch NAME role ROLE netns NS listen IP:PORT pid PID stats PATH
+ * AM mode (the switches have no trees; the Aggregation Manager builds them):
+ *   am IP:PORT job ID credential SECRET [group NAME] [cli PATH]
+ *   rank R ... host NAME                the host name the rank reports to the AM
+ * With an 'am' line the ranks join through the AM (inca_comm_opts.am_addr/job_id/...) and
+ * ignore the plan's switch, tree, key and BFR-id; 'cli' is the `inca` binary used for the
+ * status view.
  */
 #define LAUNCH_MAX_SWITCHES 32
 
@@ -164,6 +176,7 @@ struct launch_plan_rank {
 	char ip[LAUNCH_IP_LEN];
 	char switch_addr[48];
 	uint16_t bfr_id;
+	char host[32]; /* AM mode: host name reported to the AM ("" = none) */
 };
 
 struct launch_plan_switch {
@@ -187,6 +200,12 @@ struct launch_plan {
 	struct launch_plan_rank ranks[LAUNCH_MAX_RANKS];
 	int nswitches;
 	struct launch_plan_switch sw[LAUNCH_MAX_SWITCHES];
+	/* AM mode ('am' line); am_addr[0] == '\0' otherwise */
+	char am_addr[64];
+	char job_id[64];
+	char job_credential[128];
+	char group_name[64];
+	char cli_path[256];
 };
 
 /* Parse a plan file. Returns 0, or -errno with a "path:line: message" on stderr. */

@@ -23,11 +23,13 @@
 #define INC_MAX_WAIT_NS (100ull * 1000 * 1000) /* re-check timers at least this often */
 
 /* Window (chunks in flight per rank; lib/client/README.md "Window"). It starts small because
- * the path's bandwidth-delay product is unknown (a rate-limited fabric needs only ~10 chunks,
- * loopback takes all nslots), grows by slow start until the first congestion signal, then by
+ * the path's bandwidth-delay product is unknown (a 250 Mbit/s fabric needs about 10 chunks, a
+ * 1 Gbit/s one a few dozen), grows by slow start until the first congestion signal, then by
  * one chunk per window of results. The congestion signal is delay: a UC INC path has no ECN,
  * but a queue behind a slow link shows up at once as RTT above the path's minimum. */
 #define INC_WND_INIT 16.0
+/* Floor: loss detection needs later chunks in flight, and with fewer than a handful the
+ * per-call latency (not the queue) dominates the RTT the delay signal sees. */
 #define INC_WND_MIN 4.0
 /* Queueing delay tolerated above the minimum RTT before the window shrinks: enough to ride
  * out CPU scheduling jitter of a software switch, far below any RTO. */
@@ -55,9 +57,11 @@ struct inc_chunk {
 	bool retx;          /* sent more than once: no RTT sample (Karn) */
 	bool retx_fast;     /* last resend came from loss detection, not the RTO */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
+	uint32_t nfast;     /* resends by loss detection: each one doubles the next wait */
 	uint64_t sent_ns;   /* first transmission, for RTT samples */
 	uint64_t xmit_ns;   /* latest transmission, for loss detection */
 	uint64_t tx_seq;    /* transmission number of the latest send (window epochs) */
+	uint64_t first_seq; /* transmission number of the first send (loss detection) */
 };
 
 struct client_inc {
@@ -83,12 +87,12 @@ struct client_inc {
 	unsigned inflight;
 	uint64_t tx_seq, cut_seq;
 
-	/* Loss detection (RACK, RFC 8985): a chunk sent before some chunk that has already been
-	 * answered is lost once it is overdue by more than the reordering window: answered
-	 * chunk's RTT + reo after its own send. Results rarely reorder (every member sends in
+	/* Loss detection (RACK, RFC 8985): a chunk sent before the first send of some chunk
+	 * that has already been answered is lost once it is overdue: answered chunk's RTT +
+	 * reordering window after its own send. Results rarely reorder (every member sends in
 	 * the same order), so the window is small, widened when a resend turns out spurious. */
-	uint64_t rack_seq;    /* tx_seq of the latest-sent answered chunk */
-	uint64_t rack_rtt_ns; /* its round trip */
+	uint64_t rack_seq;    /* first_seq of the latest-sent answered chunk */
+	uint64_t rack_rtt_ns; /* its round trip from that first send */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
 	unsigned reo_mult, reo_good;
 	/* Tail loss probe (RFC 8985 §7): after ~2 SRTT without any answer, resend the newest
@@ -381,18 +385,22 @@ static void wnd_cut(struct client_inc *ic, uint64_t seq, double factor)
 	ic->cut_seq = ic->tx_seq;
 }
 
-/* A chunk answered without retransmission: grow while the smoothed RTT is below the delay
- * target, shrink in proportion to the excess above it (TIMELY/Swift-like). The smoothed RTT,
- * not the sample, so that one descheduled process does not halve the window. */
-static void wnd_on_result(struct client_inc *ic, uint64_t seq)
+/* A chunk answered without retransmission after r_ns: grow while the RTT is below the delay
+ * target, shrink in proportion to the excess above it (TIMELY/Swift-like). Slow start ends at
+ * the first sample above the target (it doubles per round trip, so waiting for the smoothed
+ * RTT would overshoot badly); after that the smoothed RTT decides the decrease, so that one
+ * descheduled process does not halve the window. */
+static void wnd_on_result(struct client_inc *ic, uint64_t r_ns, uint64_t seq)
 {
-	uint64_t target = delay_target_ns(ic), r_ns = ic->srtt_ns;
+	uint64_t target = delay_target_ns(ic), sig = ic->slow_start ? r_ns : ic->srtt_ns;
 
-	if (r_ns > target) {
-		double f = 1.0 - INC_DELAY_BETA * (double)(r_ns - target) / (double)r_ns;
+	if (sig > target) {
+		double f = 1.0 - INC_DELAY_BETA * (double)(sig - target) / (double)sig;
 		wnd_cut(ic, seq, f > 1.0 - INC_MAX_MDF ? f : 1.0 - INC_MAX_MDF);
 		return;
 	}
+	if (r_ns > target)
+		return; /* no growth on a late sample */
 	ic->cwnd += ic->slow_start ? 1.0 : 1.0 / ic->cwnd;
 	if (ic->cwnd > ic->wnd_cap)
 		ic->cwnd = ic->wnd_cap;
@@ -470,15 +478,18 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 	ic->tlp_done = false;
 	if (!ch->retx) {
 		rtt_sample(ic, now_ns - ch->sent_ns, now_ns);
-		wnd_on_result(ic, ch->tx_seq);
+		wnd_on_result(ic, now_ns - ch->sent_ns, ch->tx_seq);
 	}
-	if (!ch->retx || now_ns - ch->xmit_ns >= ic->min_rtt_ns) {
-		/* (A resent chunk counts only if the answer is plausibly to the latest send.) */
-		if (ch->tx_seq > ic->rack_seq) {
-			ic->rack_seq = ch->tx_seq;
-			ic->rack_rtt_ns = now_ns - ch->xmit_ns;
-		}
-	} else if (ch->retx_fast && ic->reo_mult < INC_REO_MULT_MAX) {
+	/* An answer vouches for every chunk sent before this chunk's FIRST send: results come
+	 * back in send order, so those should have been answered already. Not for chunks sent
+	 * before a resend: the answer may be to the original (in a tree, typically completed by
+	 * another member's repair), and a whole queued window would be declared lost. */
+	if (ch->first_seq > ic->rack_seq) {
+		ic->rack_seq = ch->first_seq;
+		ic->rack_rtt_ns = now_ns - ch->sent_ns;
+	}
+	if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
+	    ic->reo_mult < INC_REO_MULT_MAX) {
 		/* Answered faster than any round trip: the original was answered, the fast
 		 * resend was spurious (results were reordered): widen the reordering window. */
 		ic->reo_mult++;
@@ -555,17 +566,20 @@ static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 {
 	uint64_t i = j->next_i++, off = i * j->chunk_bytes;
 	struct inc_chunk *ch = &c->inc->chunks[(j->base_g + i) % c->cfg.nslots];
+	int rc;
 
 	ch->g = j->base_g + i;
 	ch->off_bytes = off;
 	ch->len_bytes = (uint32_t)(j->total_bytes - off < j->chunk_bytes ? j->total_bytes - off : j->chunk_bytes);
 	ch->count = (uint16_t)(ch->len_bytes / j->elem);
-	ch->ntimeouts = 0;
+	ch->ntimeouts = ch->nfast = 0;
 	ch->retx = ch->retx_fast = false;
 	ch->sent_ns = now_ns;
 	ch->active = true;
 	c->inc->inflight++;
-	return inc_enqueue(c, j, ch, false, now_ns);
+	rc = inc_enqueue(c, j, ch, false, now_ns);
+	ch->first_seq = ch->tx_seq;
+	return rc;
 }
 
 /* RACK: resend every chunk sent before the latest-sent answered one that is overdue (its
@@ -585,9 +599,13 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 
 		if (!ch->active || ch->tx_seq >= ic->rack_seq)
 			continue;
-		if (ch->xmit_ns + wait > now_ns) {
-			if (!ic->rack_timer_ns || ch->xmit_ns + wait < ic->rack_timer_ns)
-				ic->rack_timer_ns = ch->xmit_ns + wait;
+		/* A chunk still unanswered after a resend usually waits for another member's
+		 * lost contribution (in a tree: for another leaf's repair), which this member's
+		 * resends cannot speed up: back off instead of resending once per round trip. */
+		uint64_t due = ch->xmit_ns + (wait << (ch->nfast < 5 ? ch->nfast : 5));
+		if (due > now_ns) {
+			if (!ic->rack_timer_ns || due < ic->rack_timer_ns)
+				ic->rack_timer_ns = due;
 			continue;
 		}
 		if (tx_full(ic))
@@ -597,6 +615,7 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 		if (ic->srtt_ns > delay_target_ns(ic))
 			wnd_cut(ic, ch->tx_seq, 1.0 - INC_LOSS_MDF);
 		ch->retx_fast = true;
+		ch->nfast++;
 		rc = inc_enqueue(c, j, ch, true, now_ns);
 		if (rc < 0)
 			return rc;

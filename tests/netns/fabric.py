@@ -3,16 +3,21 @@
 
 A fabric description (INI, see docs/fabric.md) becomes host, leaf and
 spine namespaces joined by veth links (MTU 9000, tbf rate limit on both ends, optional
-nftables random loss), IPv4 routing from 198.18.0.0/15 only, and the real inca-switch daemons
-started inside the switch namespaces with generated multi-level configs (leaves: role leaf,
-parent = spine; spine: role root, one child line per leaf). A plan file then tells
-`inca-demo --fabric PLAN` where each rank lives. Everything is torn down at exit; namespaces
-left behind by a killed run are found by their prefix and removed.
+nftables random loss), IPv4 routing from 198.18.0.0/15 only, and the real daemons inside the
+switch namespaces. Two modes:
+  am          (default) inca-switch with a NETCONF server on a UNIX socket and no tree, its
+              name, role and links in its config; inca-am in the spine namespace, listening on
+              the spine's address; the ranks join through the AM, which builds the tree
+  standalone  inca-switch with generated multi-level trees (leaves: role leaf, parent =
+              spine; spine: role root, one child line per leaf); no AM
+A plan file per job then tells `inca-demo --fabric PLAN` where each rank lives. Everything is
+torn down at exit; namespaces left behind by a killed run are found by their prefix and removed.
 
 Used as a library by tests/netns/test_fabric.py and tools/fabric_demo.sh, and as a command:
   fabric.py show SPEC                 address plan and switch configs (no root needed)
   fabric.py run SPEC [opts] -- ARGS   build, start switches, inca-demo --fabric PLAN ARGS, tear down
   fabric.py up SPEC [opts]            build and leave it running (prints the plan path)
+  fabric.py status WORKDIR [ARGS]     `inca status` (or ARGS) against the fabric's AM
   fabric.py restart WORKDIR           fresh switches for the next job on an 'up' fabric
   fabric.py down PREFIX | --all       tear a fabric down
   fabric.py clean                     remove namespaces of runs whose process is gone
@@ -30,12 +35,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 PREFIX_BASE = "incaf"  # every namespace of every run starts with this
 PREFIX_RE = re.compile(r"^%s(\d+)x[0-9a-f]+-" % PREFIX_BASE)
 SPINE_SVC = "198.19.255.%d"  # spine service address (on lo)
 NFT_TABLE = "incaloss"
+AM_PORT = 50051
 
 
 class FabricError(Exception):
@@ -165,6 +172,12 @@ class Spec:
         self.check_icrc = True
         self.deterministic = False
         self.drop_rate = 0.0  # inca-switch --drop-rate (all switches)
+        # control plane: "am" (inca-am builds the trees) or "standalone" (generated trees)
+        self.mode = "am"
+        self.jobs = 1  # concurrent jobs for 'run' (AM mode): job k = hosts k, k+jobs, ...
+        self.heartbeat_ms = 500
+        self.heartbeat_misses = 4
+        self.poll_ms = 500
 
     @staticmethod
     def parse_loss(text):
@@ -186,15 +199,17 @@ class Spec:
         s = cls()
         s.name = os.path.splitext(os.path.basename(path))[0]
         s.apply(dict(cp["fabric"]) if cp.has_section("fabric") else {},
-                dict(cp["switch"]) if cp.has_section("switch") else {})
+                dict(cp["switch"]) if cp.has_section("switch") else {},
+                dict(cp["am"]) if cp.has_section("am") else {})
         for sec in cp.sections():
-            if sec not in ("fabric", "switch"):
+            if sec not in ("fabric", "switch", "am"):
                 raise FabricError("%s: unknown section [%s]" % (path, sec))
         return s
 
-    def apply(self, fab, sw):
+    def apply(self, fab, sw, am=None):
         fab = dict(fab)
         sw = dict(sw)
+        am = dict(am or {})
 
         def take(d, k, conv, cur):
             return conv(d.pop(k)) if k in d else cur
@@ -220,8 +235,13 @@ class Spec:
         self.deterministic = take(sw, "deterministic", lambda v: yn[v.lower()],
                                   self.deterministic)
         self.drop_rate = take(sw, "drop_rate", float, self.drop_rate)
-        if fab or sw:
-            raise FabricError("unknown keys: %s" % ", ".join(list(fab) + list(sw)))
+        self.mode = take(am, "mode", lambda v: v.strip().lower(), self.mode)
+        self.jobs = take(am, "jobs", int, self.jobs)
+        self.heartbeat_ms = take(am, "heartbeat_ms", int, self.heartbeat_ms)
+        self.heartbeat_misses = take(am, "heartbeat_misses", int, self.heartbeat_misses)
+        self.poll_ms = take(am, "poll_ms", int, self.poll_ms)
+        if fab or sw or am:
+            raise FabricError("unknown keys: %s" % ", ".join(list(fab) + list(sw) + list(am)))
         self.validate()
         return self
 
@@ -237,6 +257,12 @@ class Spec:
         n = self.leaves * self.hosts_per_leaf
         if n > 64 or n > self.bsl:
             raise FabricError("at most 64 hosts (and no more than bsl) in one fabric")
+        if self.mode not in ("am", "standalone"):
+            raise FabricError("[am] mode must be am or standalone")
+        if not 1 <= self.jobs <= n:
+            raise FabricError("[am] jobs must be 1..%d (one host per rank)" % n)
+        if self.jobs > 1 and self.mode != "am":
+            raise FabricError("concurrent jobs need mode = am (a standalone tree serves one job)")
         if not 1280 <= self.mtu <= 65535:
             raise FabricError("mtu must be 1280..65535")
         names = {"all"} | {"h%d" % r for r in range(n)} | \
@@ -252,6 +278,9 @@ class Spec:
             self.leaves, self.hosts_per_leaf, self.spines, hr, ur, self.mtu)
         if self.loss:
             d += ", loss " + ",".join("%s:%d/1000" % kv for kv in sorted(self.loss.items()))
+        d += ", trees from inca-am" if self.mode == "am" else ", standalone switches"
+        if self.jobs > 1:
+            d += ", %d jobs" % self.jobs
         return d
 
 

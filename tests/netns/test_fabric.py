@@ -91,10 +91,12 @@ def case_multilevel(build):
                 check(t.get("role") == "leaf" and t.get("members") == 2,
                       "%s is a leaf with 2 members" % name)
                 check(t.get("results_down", 0) >= n, "%s got every result from the spine" % name)
-                # one aggregate up per chunk round: the parent QP saw exactly n packets from us
+                # one aggregate up per chunk round, plus at most one re-send per duplicate a
+                # member sent after the aggregate went up (a spurious client timeout is legal)
                 up = [q for q in t.get("qps", []) if q.get("kind") == "parent"]
-                check(len(up) == 1 and up[0].get("tx_pkts") == n,
-                      "%s sent exactly one aggregate up per chunk round" % name)
+                resent = t.get("results_resent", 0)
+                check(len(up) == 1 and n <= up[0].get("tx_pkts", -1) <= n + resent,
+                      "%s sent one aggregate up per chunk round (+%d re-sent)" % (name, resent))
             else:
                 check(t.get("role") == "root" and t.get("children") == 2,
                       "%s is the root with 2 children" % name)
