@@ -53,6 +53,8 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
 		"                         written by tests/netns/fabric.py (switches already running\n"
 		"                         there; needs root). Ranks, tree and addresses come from it\n"
+		"      --hold S           AM fabric plans: after the sweep every rank keeps its group\n"
+		"                         S seconds, idle (status views, fault tests)\n"
 		"      --json FILE        also write one JSON line per row to FILE\n"
 		"      --plot PNG         plot algbw vs size from the JSON lines (needs --json and\n"
 		"                         /usr/bin/python3 with matplotlib; skipped if missing)\n"
@@ -64,7 +66,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 enum {
 	OPT_BUDGET = 1000, OPT_MTU, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE,
 	OPT_NOINC, OPT_NORING, OPT_SWITCH, OPT_SWTHREADS, OPT_ADDR, OPT_JSON, OPT_SEED, OPT_PLOT,
-	OPT_FABRIC, OPT_RTO,
+	OPT_FABRIC, OPT_RTO, OPT_HOLD,
 };
 
 #ifndef INCA_SOURCE_DIR
@@ -209,6 +211,7 @@ struct am_epilogue_arg {
 	const struct launch_plan *plan;
 	const struct sweep_job *job;
 	bool inc; /* the sweep ran INC rows: the group must have had a tree */
+	double hold_s; /* --hold: every rank then keeps its group this long, idle */
 };
 
 /* AM fabric mode, in every rank after the sweep and before the communicator is destroyed
@@ -255,8 +258,14 @@ static int am_epilogue(struct inca_comm *comm, void *argp)
 				fail++;
 			}
 		}
+		if (e->hold_s > 0)
+			printf("# holding the group for %.1f s (ranks idle)\n", e->hold_s);
 		fflush(stdout);
 	}
+	/* Idle ranks (no data-plane or ring traffic; only the libinca session thread keeps
+	 * heart-beating): fault tests kill one of them and watch the AM. */
+	for (uint64_t end = util_now_ns() + (uint64_t)(e->hold_s * 1e9); util_now_ns() < end;)
+		usleep(50000);
 	if (inca_barrier(comm))
 		fail++;
 	return fail ? 1 : 0;
@@ -302,6 +311,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		{ "plot", required_argument, 0, OPT_PLOT },
 		{ "fabric", required_argument, 0, OPT_FABRIC },
 		{ "rto-us", required_argument, 0, OPT_RTO },
+		{ "hold", required_argument, 0, OPT_HOLD },
 		{ 0, 0, 0, 0 },
 	};
 	struct launch_cfg cfg;
@@ -311,7 +321,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	cfg.rto_us = d->rto_us;
 	uint64_t minb = d->minb, maxb = d->maxb, factor = d->factor;
 	int iters = d->iters, warmup = d->warmup;
-	double budget = d->budget, v;
+	double budget = d->budget, v, hold_s = 0;
 	const char *plot_path = NULL;
 	const char *fabric_path = NULL;
 	static struct launch_plan plan; /* ~30 KiB: not on the stack */
@@ -405,6 +415,10 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 			break;
 		case OPT_FABRIC:
 			fabric_path = optarg;
+			break;
+		case OPT_HOLD:
+			if (parse_num(optarg, &hold_s) || hold_s < 0 || hold_s > 3600)
+				goto bad;
 			break;
 		case OPT_RTO:
 			if (parse_num(optarg, &v) || v < 0 || v > 60e6)
@@ -561,7 +575,8 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	fflush(stdout);
 
 	bool am_mode = fabric_path && plan.am_addr[0];
-	struct am_epilogue_arg epi = { .plan = &plan, .job = &job, .inc = !no_inc };
+	struct am_epilogue_arg epi = { .plan = &plan, .job = &job, .inc = !no_inc,
+				       .hold_s = hold_s };
 	if (am_mode) {
 		cfg.rank_epilogue = am_epilogue;
 		cfg.epilogue_arg = &epi;

@@ -1,10 +1,12 @@
 #!/bin/sh
 # tools/fabric_demo.sh: what `make fabric-demo` runs. Builds the example fabric of
 # tools/fabric-example.ini (2 leaves x 4 hosts + 1 spine in network namespaces, rate-limited
-# veth links), starts inca-switch in the leaf and spine namespaces (multi-level tree), runs
-# inca-fabric-demo (AllReduce 4 B .. 64 MiB, INC next to the host ring, every result verified)
-# and tears everything down. Needs root.
-#   usage: tools/fabric_demo.sh [BUILD_DIR] [-- extra inca-fabric-demo options]
+# veth links), starts inca-switch (NETCONF, no tree) in the leaf and spine namespaces and inca-am
+# in the spine namespace, runs inca-fabric-demo (8 ranks join through the AM, which builds the
+# 2-level tree; AllReduce 4 B .. 64 MiB, INC next to the host ring, every result verified; the
+# AM's `inca status` view while the job holds its group) and tears everything down. Needs root.
+#   usage: tools/fabric_demo.sh [BUILD_DIR] [--standalone] [-- extra inca-fabric-demo options]
+#          --standalone: no AM, switches with generated trees (the earlier mode)
 #   env:   FABRIC_SPEC (default tools/fabric-example.ini), FABRIC_RATE (e.g. 1gbit),
 #          FABRIC_LOSS (e.g. leaf1:20), FABRIC_ARGS (extra fabric.py options)
 set -eu
@@ -12,6 +14,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(dirname "$here")
 build=${1:-build}
 [ $# -gt 0 ] && shift
+standalone=
+if [ "${1:-}" = "--standalone" ]; then
+	standalone=--standalone
+	shift
+fi
 [ "${1:-}" = "--" ] && shift
 
 if [ "$(id -u)" != 0 ]; then
@@ -32,7 +39,7 @@ fi
 ip netns del incaf-probe-$$
 
 spec=${FABRIC_SPEC:-$src/tools/fabric-example.ini}
-set -- --build "$build" ${FABRIC_ARGS:-} -- "$@"
+set -- --build "$build" $standalone ${FABRIC_ARGS:-} -- "$@"
 [ -n "${FABRIC_LOSS:-}" ] && set -- --set "loss=$FABRIC_LOSS" "$@"
 [ -n "${FABRIC_RATE:-}" ] && set -- --set "rate=$FABRIC_RATE" "$@"
 # fabric.py tears the fabric down on exit, SIGINT and SIGTERM (and removes stale namespaces of

@@ -2,16 +2,31 @@
 """tests/netns/test_fabric.py: suite 'netns'. Real inca-switch daemons in leaf and spine
 namespaces of a small fabric (tests/netns/fabric.py), ranks in host namespaces.
 
+Standalone switches (generated trees, no AM):
   multilevel  2 leaves x 2 hosts + spine, 500 Mbit/s: multi-level AllReduce exact for several
               types and ops, every switch aggregates each chunk round once, DF respected
   lossy       the same with nftables 3% random loss on leaf1's uplink (both directions):
               still exact, the loss rules dropped packets, retransmissions show in switch stats
+With the Aggregation Manager (switches with NETCONF and no tree, inca-am in the spine namespace,
+ranks join through it):
+  am          2 leaves x 4 hosts + spine: the 8 ranks join, the AM builds a 2-level tree (root
+              spine, leaves with 4 members each), every AllReduce exact, every switch of the
+              tree aggregated each round once, `inca status` shows the tree, after the job every
+              switch is free again
+  am-lossy    2% random loss on every link (host and uplinks, both directions): still exact
+  am-jobs     four concurrent 2-rank jobs on the shared switches: four groups, four trees,
+              every result exact, all switches free afterwards
+  am-kill     SIGKILL one rank of a running job: the AM dismantles its group within a few
+              heartbeat intervals and every switch frees its tree and slots
+  am-restart  SIGKILL the AM while the job runs and restart it: no AllReduce is interrupted,
+              the restarted AM shows the same group and tree
   teardown    a failing run, a SIGTERMed run and a SIGKILLed builder leave no namespace and no
               switch process behind (the killed one is removed as stale)
 
 usage: test_fabric.py CASE --build BUILD_DIR. Exits 77 (skip) without root or netns."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,11 +48,12 @@ def check(cond, what):
         print("FAIL: " + what, flush=True)
 
 
-def small_spec(**fab):
+def small_spec(am=None, **fab):
+    """The 2x2 fabric; standalone switches unless am (a dict of [am] keys) is given."""
     s = fabric.Spec()
     base = {"leaves": "2", "hosts_per_leaf": "2", "spines": "1", "rate": "500mbit"}
     base.update(fab)
-    return s.apply(base, {})
+    return s.apply(base, {}, am if am is not None else {"mode": "standalone"})
 
 
 TYPES = ("fp32:sum@4M-4M/2,int32:sum@4-1M/16,fp32:sum@4-1M/16,fp16:sum@4-256K/16,bf16:max@4-64K/16,"
@@ -173,7 +189,8 @@ def case_teardown(build):
 
     # 2. SIGTERM to a builder process: its handler tears down
     code = ("import sys,time; sys.path.insert(0,%r); import fabric\n"
-            "s=fabric.Spec().apply({'leaves':'1','hosts_per_leaf':'2','spines':'0'},{})\n"
+            "s=fabric.Spec().apply({'leaves':'1','hosts_per_leaf':'2','spines':'0'},{},"
+            "{'mode':'standalone'})\n"
             "f=fabric.Fabric(s,switch_bin=%r); f.up(); f.start_switches()\n"
             "print(f.prefix,flush=True); time.sleep(60)\n" % (here, sw))
     for sig, stale in ((signal.SIGTERM, False), (signal.SIGKILL, True)):
@@ -209,8 +226,294 @@ def case_teardown(build):
     check(not left, "no stale namespaces anywhere (%s)" % left)
 
 
+# ---- with the Aggregation Manager ------------------------------------------------------------
+
+def am_fabric(build, spec):
+    if not os.access(os.path.join(build, "daemons/am/inca-am"), os.X_OK):
+        return None
+    return fabric.Fabric(spec, switch_bin=fabric.find_binary("inca-switch", build),
+                         am_bin=fabric.find_binary("inca-am", build),
+                         cli_bin=fabric.find_binary("inca", build))
+
+
+def am_spec(hosts_per_leaf="4", loss=None, **am):
+    fab = {"leaves": "2", "hosts_per_leaf": hosts_per_leaf, "spines": "1", "rate": "500mbit"}
+    if loss:
+        fab["loss"] = loss
+    a = {"mode": "am", "heartbeat_ms": "200", "heartbeat_misses": "3", "poll_ms": "200"}
+    a.update(am)
+    return fabric.Spec().apply(fab, {}, a)
+
+
+def status_block(out):
+    """The `inca status` text the demo printed while the job held its group."""
+    i = out.find("status (while the job holds its group)")
+    j = out.find("# chunk rounds issued", i)
+    return out[i:j] if i >= 0 else ""
+
+
+def check_job_output(name, r, nranks, leaves=2):
+    out = r.stdout
+    check(r.returncode == 0 and "# OK:" in out, "%s: every AllReduce exact (exit %d)" %
+          (name, r.returncode))
+    if r.returncode:
+        sys.stderr.write((r.stderr or "")[-3000:])
+    check("tree ready" in out, "%s: the AM gave the job a tree" % name)
+    st = status_block(out)
+    check("2-level" in st and "[root]" in st and st.count("[leaf]") >= leaves and
+          "%d/%d ranks  ready" % (nranks, nranks) in st,
+          "%s: `inca status` shows a 2-level tree: spine root, %d leaves, %d/%d ranks ready" %
+          (name, leaves, nranks, nranks))
+    trees = [ln for ln in out.splitlines() if ln.startswith("# switch ") and " tree " in ln]
+    check(len(trees) == 1 + leaves and not [ln for ln in out.splitlines()
+                                            if ln.startswith("# ERROR")],
+          "%s: %d switches hold the tree and aggregated each chunk round once" %
+          (name, len(trees)))
+    return st
+
+
+def after_jobs(fab):
+    ok, v = fab.wait_trees_gone(timeout_s=10)
+    check(ok, "after the job(s) no switch holds a tree (%s)" % (
+        "%.2f s" % v if ok else v))
+    # the AM's switch view refreshes at its next poll
+    def free():
+        st = fab.inca_cli("status")
+        u = re.findall(r"^  \S+\s+up\s+\S+\s+\S+\s+(\d+)/\d+\s+(\d+)/\d+", st.stdout, re.M)
+        return (st, u) if u and all(a == "0" and b == "0" for a, b in u) else None
+    got = wait_for(free, 5 + 2 * fab.spec.poll_ms / 1000.0, 0.2)
+    st, used = got if got else (fab.inca_cli("status"), None)
+    check(st.returncode == 0 and "GROUPS (0)" in st.stdout and " 0 active" in st.stdout,
+          "the AM shows no group left")
+    check(used and len(used) == 3, "every switch reports 0 used slots and trees to the AM "
+          "(%s)" % used)
+
+
+AM_TYPES = "fp32:sum@4-4M/4,int32:sum@4-1M/16,fp16:sum@4-64K/16,int64:bxor@4-64K/16"
+
+
+def case_am(build):
+    fab = am_fabric(build, am_spec())
+    if fab is None:
+        print("SKIP: inca-am not built (no gRPC)")
+        return SKIP
+    demo = fabric.find_binary("inca-fabric-demo", build)
+    with fab:
+        fab.start_switches()
+        runs = fabric.run_jobs(fab, demo, ["-t", AM_TYPES, "-n", "2", "-w", "1", "--budget",
+                                           "0.5"], 240, stream=False)
+        _, r = runs[0]
+        sys.stdout.write(r.stdout)
+        st = check_job_output("8 ranks", r, 8)
+        check("A-BM 1-4" in st and "A-BM 5-8" in st and "members 1-4" in st,
+              "the leaves aggregate ranks 1-4 and 5-8 (A-BMs)")
+        check("NOT RUNNING" not in st, "every switch of the tree reports it running")
+        after_jobs(fab)
+        res = fab.stop_switches()
+        check(fab.am_exit == 0 and all(rc == 0 for rc, _ in res.values()),
+              "inca-am and the switches exit 0")
+        check(not fab.fragment_counters(), "no IP fragmentation")
+
+
+def case_am_lossy(build):
+    if not fabric.shutil.which("nft"):
+        print("SKIP: nft (nftables) not installed")
+        return SKIP
+    fab = am_fabric(build, am_spec(hosts_per_leaf="2", loss="all:20", heartbeat_misses="5"))
+    if fab is None:
+        print("SKIP: inca-am not built (no gRPC)")
+        return SKIP
+    demo = fabric.find_binary("inca-fabric-demo", build)
+    with fab:
+        n_links = len({dev for _, dev, _ in fab.loss_links})
+        check(len(fab.loss_links) == 2 * (4 + 2), "loss rules on both ends of all 6 links "
+              "(%d ends)" % len(fab.loss_links))
+        fab.start_switches()
+        runs = fabric.run_jobs(fab, demo, ["-t", "int32:sum@4-1M/16,fp32:sum@4-4M/4,"
+                                           "fp16:sum@4-64K/16", "-n", "2", "-w", "1",
+                                           "--budget", "0.5"], 280, stream=False)
+        _, r = runs[0]
+        sys.stdout.write(r.stdout)
+        check_job_output("2% loss on every link", r, 4)
+        dropped = fab.loss_counters()
+        check(dropped > 0, "nftables dropped %d packets on %d link ends" % (dropped, n_links))
+        client = [ln for ln in r.stdout.splitlines() if ln.startswith("# client stats")]
+        check(client and "retransmits 0," not in client[0], "clients retransmitted: %s" %
+              (client[0] if client else "?"))
+        after_jobs(fab)
+
+
+def case_am_jobs(build):
+    fab = am_fabric(build, am_spec(jobs="4", heartbeat_ms="500", heartbeat_misses="4",
+                                   poll_ms="500"))
+    if fab is None:
+        print("SKIP: inca-am not built (no gRPC)")
+        return SKIP
+    demo = fabric.find_binary("inca-fabric-demo", build)
+    with fab:
+        fab.start_switches()
+        runs = fabric.run_jobs(fab, demo, ["-t", "fp32:sum@4-1M/4,int32:max@4-256K/16", "-n",
+                                           "3", "-w", "1", "--budget", "0.5"], 280,
+                               stream=False)
+        check(len(runs) == 4, "four jobs ran at once")
+        trees = set()
+        for pl, r in runs:
+            print("# ===== %s" % os.path.basename(pl))
+            sys.stdout.write(r.stdout)
+            check_job_output(os.path.basename(pl), r, 2)
+            m = re.search(r"# AM group \d+: tree ready, tree (\d+)", r.stdout)
+            if m:
+                trees.add(m.group(1))
+        check(len(trees) == 4, "four groups with four distinct trees (%s)" % sorted(trees))
+        after_jobs(fab)
+
+
+def wait_for(fn, timeout_s, step_s=0.05):
+    t0 = time.time()
+    while time.time() - t0 < timeout_s:
+        v = fn()
+        if v:
+            return v
+        time.sleep(step_s)
+    return None
+
+
+def group_view(fab):
+    """(group id, tree id, state) of the one group the AM shows, or None."""
+    r = fab.inca_cli("groups")
+    m = re.search(r"group (\d+)\s+job \S+\s+(\d+)/(\d+) ranks\s+(\S+)", r.stdout)
+    t = re.search(r"tree (\d+)\s+gen (\d+)", r.stdout)
+    if not m:
+        return None
+    return (m.group(1), t.group(1) if t else None, m.group(4), r.stdout)
+
+
+def long_demo(fab, demo, args, out=None):
+    return subprocess.Popen([demo, "--fabric", fab.plan_paths()[0]] + args,
+                            stdout=out or subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def file_has(path, text):
+    try:
+        with open(path) as f:
+            return text in f.read()
+    except OSError:
+        return False
+
+
+def case_am_kill(build):
+    fab = am_fabric(build, am_spec(hosts_per_leaf="2"))
+    if fab is None:
+        print("SKIP: inca-am not built (no gRPC)")
+        return SKIP
+    demo = fabric.find_binary("inca-fabric-demo", build)
+    hb_ms, misses = fab.spec.heartbeat_ms, fab.spec.heartbeat_misses
+    with fab:
+        fab.start_switches()
+        # a short sweep, then the ranks hold their group, idle: killing one of them is only
+        # seen by the AM (no ring or data-plane traffic that would make its peers notice)
+        log_path = os.path.join(fab.workdir, "demo.out")
+        logf = open(log_path, "w")
+        p = long_demo(fab, demo, ["-b", "64K", "-e", "256K", "-n", "5", "-w", "1", "-t",
+                                  "fp32:sum", "--no-ring", "--hold", "60"], out=logf)
+        logf.close()
+        try:
+            g = wait_for(lambda: (lambda v: v if v and v[2] == "ready" else None)(
+                group_view(fab)), 30, 0.2)
+            check(g is not None, "the group is ready (%s)" % str(g[:3] if g else None))
+            idle = wait_for(lambda: file_has(log_path, "holding the group"), 60, 0.1)
+            check(idle, "the sweep is done (exact) and the ranks hold the group, idle")
+            busy = wait_for(lambda: (lambda t: t if t and all(t.values()) else None)(
+                fab.switch_trees()), 10)
+            check(busy is not None, "every switch runs the tree: %s" % busy)
+            victim = fab.hosts[1]
+            pids = fabric.sh(["ip", "netns", "pids", victim["ns"]], check=False).stdout.split()
+            check(len(pids) == 1, "rank 1 is the only process in %s (%s)" % (victim["ns"], pids))
+            t0 = time.time()
+            for pid in pids:
+                os.kill(int(pid), signal.SIGKILL)
+            ok, v = fab.wait_trees_gone(timeout_s=15)
+            dt = time.time() - t0
+            bound = (misses + 4) * hb_ms / 1000.0 + 2 * fab.spec.poll_ms / 1000.0 + 0.5
+            check(ok, "after SIGKILL of rank 1 every switch freed its tree (%.2f s)" % dt)
+            check(ok and dt <= bound, "within a few heartbeat intervals: %.2f s <= %.2f s "
+                  "(heartbeat %d ms x %d misses)" % (dt, bound, hb_ms, misses))
+            st = fab.inca_cli("status").stdout
+            print(st)
+            hb = re.search(r"(\d+) heartbeat timeouts", st)
+            check(hb and int(hb.group(1)) >= 1, "the AM counted the lost heartbeat (%s)" %
+                  (hb.group(0) if hb else "?"))
+            check("rank 1: heartbeat lost" in fab.switch_log("am"),
+                  "the AM log says why: group %s rank 1: heartbeat lost" % (g[0] if g else "?"))
+            used = re.findall(r"^  \S+\s+up\s+\S+\s+\S+\s+(\d+)/\d+\s+(\d+)/\d+", st,
+                              re.M)
+            check(len(used) == 3 and all(a == "0" and b == "0" for a, b in used),
+                  "the AM sees 0 used slots and trees on every switch (%s)" % used)
+            check(p.poll() is None, "the other ranks are still idle in their group")
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            with open(log_path) as f:
+                out = f.read()
+            sys.stdout.write(out)
+
+
+def case_am_restart(build):
+    fab = am_fabric(build, am_spec(hosts_per_leaf="2"))
+    if fab is None:
+        print("SKIP: inca-am not built (no gRPC)")
+        return SKIP
+    demo = fabric.find_binary("inca-fabric-demo", build)
+    with fab:
+        fab.start_switches()
+        p = long_demo(fab, demo, ["-b", "64K", "-e", "1M", "-f", "2", "-n", "40", "-w", "1",
+                                  "--budget", "1.5", "-t", "fp32:sum,int32:sum"])
+        try:
+            g = wait_for(lambda: (lambda v: v if v and v[2] == "ready" else None)(
+                group_view(fab)), 30, 0.2)
+            check(g is not None, "the group is ready: group %s tree %s" % (
+                g[0] if g else "?", g[1] if g else "?"))
+            time.sleep(1.0)
+            fab.stop_am(sig=signal.SIGKILL)
+            check(p.poll() is None, "the AM is killed while the job runs")
+            time.sleep(1.5)
+            trees = fab.switch_trees()
+            check(all(trees.values()), "the switches keep the tree without the AM: %s" % trees)
+            fab.start_am()
+            g2 = wait_for(lambda: (lambda v: v if v and v[2] == "ready" else None)(
+                group_view(fab)), 15, 0.2)
+            check(g and g2 and g2[:2] == g[:2], "the restarted AM shows the same group and "
+                  "tree (%s -> %s)" % (g[:2] if g else None, g2[:2] if g2 else None))
+            if g2:
+                print(g2[3])
+            out, err = p.communicate(timeout=240)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        sys.stdout.write(out)
+        r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+        check(r.returncode == 0 and "# OK:" in out, "every AllReduce exact across the AM "
+              "restart (exit %d)" % r.returncode)
+        check(", 0 failed calls" in out, "no AllReduce failed or left INC")
+        m = re.search(r"generation (\d+), (\d+) session reconnects", out)
+        check(m and m.group(1) == "1" and int(m.group(2)) >= 1,
+              "the clients reconnected their sessions, the tree was never rebuilt (%s)" %
+              (m.group(0) if m else "?"))
+        st = fab.inca_cli("stats")
+        check(" 1 recovered" in st.stdout, "the AM recovered the group from journal + switches")
+        after_jobs(fab)
+
+
+CASES = {"multilevel": None, "lossy": None, "teardown": None, "am": case_am,
+         "am-lossy": case_am_lossy, "am-jobs": case_am_jobs, "am-kill": case_am_kill,
+         "am-restart": case_am_restart}
+
+
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("multilevel", "lossy", "teardown"):
+    if len(sys.argv) < 2 or sys.argv[1] not in CASES:
         print(__doc__)
         return 2
     build = None
@@ -223,8 +526,9 @@ def main():
         print("SKIP: network namespaces / tc not available")
         return SKIP
     t0 = time.time()
-    rc = {"multilevel": case_multilevel, "lossy": case_lossy,
-          "teardown": case_teardown}[sys.argv[1]](build)
+    CASES.update({"multilevel": case_multilevel, "lossy": case_lossy,
+                  "teardown": case_teardown})
+    rc = CASES[sys.argv[1]](build)
     if rc == SKIP:
         return SKIP
     print("%s: %s in %.1f s" % (sys.argv[1], "FAILED (%d)" % fails if fails else "OK",
