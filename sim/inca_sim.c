@@ -111,7 +111,7 @@ int main(int argc, char **argv)
 		/* absolute, so params.ini in the output directory reruns the same matrix */
 		char cwd[SIM_PATH_MAX], buf[SIM_PATH_MAX];
 		if (getcwd(cwd, sizeof(cwd)) &&
-		    snprintf(buf, sizeof(buf), "%s/%s", cwd, cfg.cmatrix) < (int)sizeof(buf))
+		    snprintf(buf, sizeof(buf), "%s/%s", cwd, cfg.cmatrix) <= SIM_STR_MAX)
 			memcpy(cfg.cmatrix, buf, sizeof(buf));
 	}
 	if (dump) {

@@ -274,9 +274,9 @@ void sim_destroy(struct sim *s)
 	for (uint32_t i = 0; i < s->nchunks; i++)
 		free(s->chunks[i]);
 	free(s->chunks);
-	while (s->ctl_free) {
-		struct sim_ctl_ev *c = s->ctl_free;
-		s->ctl_free = c->next_free;
+	while (s->ctl_all) { /* free or still in flight when the run stopped */
+		struct sim_ctl_ev *c = s->ctl_all;
+		s->ctl_all = c->next_all;
 		free(c);
 	}
 	sim_heap_free(&s->heap);

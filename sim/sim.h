@@ -25,6 +25,8 @@ enum sim_workload_type {
 enum sim_time_unit { SIM_UNIT_PS, SIM_UNIT_US };
 
 #define SIM_PATH_MAX 512
+/* Longest string parameter (paths): "key = value" must fit one line of libinih (200 bytes). */
+#define SIM_STR_MAX 180
 /* Largest flow (1 TB); a flow also has at most 2^31 packets, so PSNs fit in 32 bits. */
 #define SIM_FLOW_MAX_BYTES 1000000000000ull
 

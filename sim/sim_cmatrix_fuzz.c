@@ -1,6 +1,7 @@
 /* sim/sim_cmatrix_fuzz.c: libFuzzer harness for the htsim connection-matrix reader. Each input
  * is parsed on a fresh 16-host fat tree; an accepted matrix with modest flows is then run for
- * 30 simulated microseconds (triggers, selective repeat, spraying), so the parser's output is
+ * 30 simulated microseconds (triggers, go-back-N / selective repeat, ECMP / spraying, PFC,
+ * drops, endless flows, failed links), so the parser's output is
  * exercised by the model too. Built by tests/fuzz/run_fuzz.sh with the simulator's sources. */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.transport = data[0] & 1 ? SIM_TRANSPORT_SR : SIM_TRANSPORT_GBN;
 	c.routing = data[0] & 2 ? SIM_ROUTE_SPRAY : SIM_ROUTE_ECMP;
 	c.cm_start_unit = data[0] & 4 ? SIM_UNIT_US : SIM_UNIT_PS;
+	c.pfc = data[0] & 8;
+	c.buffer_bytes = 100000; /* small buffers: drops (lossy) or pauses (PFC) do happen */
 	c.stop_us = 30;
 	if (size == 0 || sim_create(&c, &s, err, sizeof(err)))
 		return 0;

@@ -81,12 +81,94 @@ int main(void)
 	CHECK_EQ_U(f6->start_ps, f4->finish_ps > f5->finish_ps ? f4->finish_ps : f5->finish_ps);
 	sim_destroy(s);
 
-	/* no header counts, flows without ids, failure lines are read and counted */
-	s = sim_with("Nodes 16\n0->1 start 0 size 5000\n1->0 start 0 size 5000\nfailure switch_type TOR switch_id 0 link_id 0\n", &rc);
+	/* no header counts, flows without ids */
+	s = sim_with("Nodes 16\n0->1 start 0 size 5000\n1->0 start 0 size 5000\n", &rc);
 	CHECK(rc == 0);
 	CHECK_EQ_U(s->nflows, 2);
-	CHECK_EQ_U(s->cm_failures, 1);
 	run(s);
+	sim_destroy(s);
+
+	/* Constructs of htsim's own files and generators (sim/datacenter/connection_matrices):
+	 * fractional starts in picoseconds, "addon", "prio", blank lines, several blanks
+	 * between tokens, tabs, CRLF line ends. */
+	s = sim_with("Nodes 16\r\nConnections 3\r\nTriggers 1\r\n\r\n"
+		     "5->2 id 7 start 1500000.000000 size 30000 send_done_trigger 9 prio 2\r\n"
+		     "2->5  id 8\ttrigger 9 size 30000 addon\r\n"
+		     "3->4 id 9 start 0 size 4096 prio 1000\r\n"
+		     "trigger id 9 oneshot\r\n", &rc);
+	if (rc)
+		fprintf(stderr, "%s\n", s->err);
+	CHECK(rc == 0);
+	CHECK_EQ_U(by_id(s, 7)->start_ps, 1500000); /* 1.5 us */
+	run(s);
+	CHECK_EQ_U(by_id(s, 8)->start_ps, by_id(s, 7)->sender_done_ps);
+	sim_destroy(s);
+
+	/* older htsim: start in microseconds, selected by workload.cm_start_unit = us */
+	{
+		struct sim_config c;
+		static const char *const kv[] = { "topology.k=4", "workload.type=none",
+			"workload.cm_start_unit=us", NULL };
+		test_config(&c, kv);
+		s = test_sim(&c);
+		const char *t = "Nodes 16\nConnections 1\n0->1 id 1 start 2.5 size 1000\n";
+		FILE *f = fmemopen((void *)t, strlen(t), "r");
+		CHECK(sim_cmatrix_parse(s, f, "test.cm") == 0);
+		fclose(f);
+		CHECK_EQ_U(by_id(s, 1)->start_ps, 2500000);
+		sim_destroy(s);
+	}
+
+	/* size 0 (htsim: no flow size) sends until sim.stop_us, and needs it */
+	{
+		struct sim_config c;
+		static const char *const kv[] = { "topology.k=4", "workload.type=none", "sim.stop_us=50",
+			"host.cc=none", NULL };
+		test_config(&c, kv);
+		s = test_sim(&c);
+		const char *t = "Nodes 16\nConnections 2\n0->5 start 0.000000 size 0\n1->5 start 0.000000 size 0\n";
+		FILE *f = fmemopen((void *)t, strlen(t), "r");
+		CHECK(sim_cmatrix_parse(s, f, "test.cm") == 0);
+		fclose(f);
+		for (uint32_t i = 0; i < s->nflows; i++) {
+			sim_ev_init(&s->flows[i].start_ev, sim_flow_start_ev);
+			sim_schedule(s, &s->flows[i].start_ev, 0);
+		}
+		sim_run(s, NULL, NULL);
+		CHECK_EQ_U(s->flows_done, 0);
+		CHECK_EQ_U(s->now, sim_time_from_us(50));
+		/* two senders share the receiver's 100G link for 50 us (at most 625 kB on the wire) */
+		uint64_t rx = s->flows[0].bytes_rx + s->flows[1].bytes_rx;
+		CHECK(rx > 500000 && rx < 630000);
+		sim_destroy(s);
+		s = sim_with("Nodes 16\n0->5 start 0 size 0\n", &rc);
+		CHECK(rc == -EINVAL && strstr(s->err, "stop_us"));
+		sim_destroy(s);
+	}
+
+	/* Link failures as htsim models them: AGG switch S loses its uplink L to core
+	 * (S mod k/2) * k/2 + L; routes avoid it. k = 4: agg 0 (pod 0) loses core 1. A flow from
+	 * pod 0 to pod 1 then never crosses that link, and still completes. */
+	s = sim_with("Nodes 16\nConnections 4\nFailures 1\n"
+		     "0->4 id 1 start 0 size 400000\n1->5 id 2 start 0 size 400000\n"
+		     "4->0 id 3 start 0 size 400000\n5->1 id 4 start 0 size 400000\n"
+		     "failure switch_type AGG switch_id 0 link_id 1\n", &rc);
+	if (rc)
+		fprintf(stderr, "%s\n", s->err);
+	CHECK(rc == 0);
+	CHECK_EQ_U(s->cm_failures, 1);
+	{
+		struct sim_switch *agg0 = &s->sws[8]; /* 8 ToRs, then the aggregation switches */
+		struct sim_node *core1 = &s->sws[8 + 8 + 1].n;
+		struct sim_port *dead = NULL;
+		for (uint32_t p = 0; p < agg0->n.nports; p++)
+			if (agg0->n.ports[p].peer->node == core1)
+				dead = &agg0->n.ports[p];
+		CHECK(dead && dead->down && dead->peer->down);
+		run(s);
+		CHECK_EQ_U(dead->tx_pkts, 0);
+		CHECK_EQ_U(dead->peer->tx_pkts, 0);
+	}
 	sim_destroy(s);
 
 	static const char *const bad[] = {
@@ -98,6 +180,11 @@ int main(void)
 		"Nodes 16\n0->99 start 0 size 100\n",                               /* node out of range */
 		"Nodes 16\n0->1 id 3 start 0 size 100\n2->1 id 3 start 0 size 100\n", /* duplicate id */
 		"Nodes 16\ntrigger id 1\n",                                         /* trigger type */
+		"Nodes 16\nfailure switch_type TOR switch_id 0 link_id 0\n",        /* not modelled */
+		"Nodes 16\nfailure switch_type AGG switch_id 0 link_id 2\n",        /* no such link */
+		"Nodes 16\nfailure switch_type AGG switch_id 1 link_id 0\nfailure switch_type AGG switch_id 1 link_id 0\n",
+		"Nodes 16\n0->1 start nan size 100\n",                              /* bad start */
+		"Nodes 16\n0->1 start 0 size 2000000000000\n",                      /* > 1 TB */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		s = sim_with(bad[i], &rc);

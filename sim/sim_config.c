@@ -169,13 +169,14 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 			}
 		return -EINVAL;
 	case P_STR: {
-		/* Only what params.ini can carry back unchanged: inih strips surrounding blanks
-		 * and takes " ;" as the start of a comment. */
+		/* Only what params.ini can carry back unchanged: inih strips surrounding blanks,
+		 * takes " ;" as the start of a comment and splits lines longer than its buffer
+		 * (200 bytes in Debian's build), hence SIM_STR_MAX. */
 		size_t n = strlen(v);
-		if (n >= SIM_PATH_MAX || (n && (v[n - 1] == ' ' || v[n - 1] == '\t')))
+		if (n > SIM_STR_MAX || (n && (v[n - 1] == ' ' || v[n - 1] == '\t')))
 			return -EINVAL;
 		for (size_t i = 0; i < n; i++)
-			if ((unsigned char)v[i] < 0x20 || (v[i] == ';' && i && (v[i - 1] == ' ' || v[i - 1] == '\t')))
+			if ((unsigned char)v[i] < 0x20 || (v[i] == ';' && (!i || v[i - 1] == ' ' || v[i - 1] == '\t')))
 				return -EINVAL;
 		strcpy((char *)dst, v);
 		return 0;
@@ -292,9 +293,10 @@ static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const c
 				     (int)(slash - path), path, c->cmatrix);
 		else
 			n = snprintf(buf, sizeof(buf), "%s/%s", cwd, c->cmatrix);
-		if (n < 0 || n >= (int)sizeof(buf)) {
+		if (n < 0 || n > SIM_STR_MAX) {
 			if (lc->err)
-				snprintf(lc->err, lc->errlen, "%s: workload.file: path too long", path);
+				snprintf(lc->err, lc->errlen, "%s: workload.file: absolute path over %d bytes",
+					 path, SIM_STR_MAX);
 			return -ENAMETOOLONG;
 		}
 		strcpy(c->cmatrix, buf);

@@ -57,6 +57,23 @@ int main(void)
 		CHECK(!live[i]);
 	sim_heap_free(&h);
 
+	/* push_seq: an event pushed late with a sequence number taken earlier sorts exactly
+	 * where it would have if pushed then (how wires keep only their head in the heap). */
+	CHECK(sim_heap_init(&h, 4) == 0);
+	uint64_t early = h.seq++; /* taken first ... */
+	sim_ev_init(&evs[0], NULL);
+	sim_ev_init(&evs[1], NULL);
+	sim_ev_init(&evs[2], NULL);
+	CHECK(sim_heap_push(&h, &evs[1], 100, false) == 0); /* same time, later seq */
+	CHECK(sim_heap_push(&h, &evs[2], 99, true) == 0);
+	CHECK(sim_heap_push_seq(&h, &evs[0], 100, early) == 0); /* ... pushed last */
+	CHECK(sim_heap_top_time(&h) == 99);
+	CHECK(sim_heap_pop(&h) == &evs[2]);
+	CHECK(sim_heap_pop(&h) == &evs[0]);
+	CHECK(sim_heap_pop(&h) == &evs[1]);
+	CHECK(sim_heap_pop(&h) == NULL);
+	sim_heap_free(&h);
+
 	CHECK_EQ_U(sim_time_from_us(3), 3000000);
 	CHECK_EQ_U(sim_time_from_ns(5), 5000);
 	CHECK_EQ_U(sim_time_from_us_f(1.5), 1500000);

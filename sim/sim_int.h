@@ -210,6 +210,7 @@ struct sim_ctl_ev {
 	struct sim_port *port;   /* port that is paused / resumed */
 	bool pause;
 	struct sim_ctl_ev *next_free;
+	struct sim_ctl_ev *next_all; /* every one allocated, to free those in flight at the end */
 };
 
 struct sim_route_ops {
@@ -233,7 +234,7 @@ struct sim {
 	void **chunks;
 	uint32_t nchunks, chunks_cap;
 	uint64_t pkts_allocated;
-	struct sim_ctl_ev *ctl_free;
+	struct sim_ctl_ev *ctl_free, *ctl_all;
 
 	/* topology */
 	struct sim_host *hosts;

@@ -57,6 +57,10 @@ static void pfc_send(struct sim *s, struct sim_port *in, bool pause)
 		s->ctl_free = c->next_free;
 	else if (!(c = malloc(sizeof(*c))))
 		return; /* out of memory: the pause is lost, counted as nothing; headroom drops show it */
+	else {
+		c->next_all = s->ctl_all;
+		s->ctl_all = c;
+	}
 	sim_ev_init(&c->ev, ctl_ev_fire);
 	c->port = in->peer;
 	c->pause = pause;

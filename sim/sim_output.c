@@ -183,7 +183,7 @@ void sim_write_summary(const struct sim *s, FILE *f)
 	}
 	fprintf(f, "  \"counters\": {\"data_pkts_sent\": %llu, \"retx_pkts\": %llu, \"timeouts\": %llu, "
 		   "\"acks\": %llu, \"nacks\": %llu, \"ecn_marks\": %llu, \"cnps\": %llu, "
-		   "\"pfc_pauses\": %llu, \"max_queue_bytes\": %llu, \"cmatrix_failures_ignored\": %u},\n",
+		   "\"pfc_pauses\": %llu, \"max_queue_bytes\": %llu, \"link_failures\": %u},\n",
 		(unsigned long long)st.data_pkts_sent, (unsigned long long)st.retx_pkts,
 		(unsigned long long)st.timeouts, (unsigned long long)st.acks, (unsigned long long)st.nacks,
 		(unsigned long long)st.ecn_marks, (unsigned long long)st.cnps,

@@ -305,7 +305,7 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 			 * between aggregation switch S and its L-th core (htsim models AGG only). */
 			int type = -1;
 			uint32_t sid = UINT32_MAX, lid = UINT32_MAX;
-			for (int i = 1; i < nt; i++) {
+			for (int i = 1; i < nt; i += 2) {
 				const char *v = i + 1 < nt ? tok[i + 1] : NULL;
 				if (!v)
 					CM_ERR("%s:%u: '%s' needs a value", name, lineno, tok[i]);
@@ -322,7 +322,6 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 				} else {
 					CM_ERR("%s:%u: unknown failure attribute '%s'", name, lineno, tok[i]);
 				}
-				i++;
 			}
 			if (type != 1 || sid == UINT32_MAX || lid == UINT32_MAX)
 				CM_ERR("%s:%u: only 'failure switch_type AGG switch_id S link_id L' is modelled (as in htsim)", name, lineno);
