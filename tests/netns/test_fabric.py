@@ -319,7 +319,8 @@ def case_am_lossy(build):
     if not fabric.shutil.which("nft"):
         print("SKIP: nft (nftables) not installed")
         return SKIP
-    fab = am_fabric(build, am_spec(hosts_per_leaf="2", loss="all:20", heartbeat_misses="5"))
+    fab = am_fabric(build, am_spec(hosts_per_leaf="2", loss="all:20", heartbeat_ms="500",
+                                      heartbeat_misses="12"))
     if fab is None:
         print("SKIP: inca-am not built (no gRPC)")
         return SKIP
