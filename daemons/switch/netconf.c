@@ -472,8 +472,8 @@ static void subtree_to_xpath(struct ly_ctx *ly, const struct lyd_node *n, const 
 			others++;
 		}
 	}
-	snprintf(step, sizeof step, "%s/%s:%s%s", prefix, mod, fnode_name(n), preds);
-	if (strlen(step) >= sizeof step - 1) {
+	int sl = snprintf(step, sizeof step, "%s/%s:%s%s", prefix, mod, fnode_name(n), preds);
+	if (sl < 0 || (size_t)sl >= sizeof step - 1) {
 		out->bad = true;
 		return;
 	}

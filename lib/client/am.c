@@ -146,7 +146,11 @@ static grpc_status_code run_session(struct client_am *a, grpc_completion_queue *
 	grpc_op ops[2];
 	grpc_call *call;
 	int inflight = 0;
-	bool ping_busy = false, status_done = false, recv_done = false;
+	/* open_busy: the opening message is not sent yet (the call waits for the channel after an
+	 * AM restart). No ping may be started before it completes: gRPC refuses a second
+	 * SEND_MESSAGE while one is pending, and after such a refusal the call never accepts a
+	 * send again, so the session would stay silent and the AM would drop the member. */
+	bool open_busy = true, ping_busy = false, status_done = false, recv_done = false;
 	uint64_t seq = 0;
 
 	msg.group_id = a->group_id;
@@ -188,7 +192,7 @@ static grpc_status_code run_session(struct client_am *a, grpc_completion_queue *
 		grpc_event ev = grpc_completion_queue_next(cq, am_rpc_deadline_ms(a->heartbeat_ms),
 							   NULL);
 		if (ev.type == GRPC_QUEUE_TIMEOUT) {
-			if (!ping_busy && !status_done && !recv_done) {
+			if (!open_busy && !ping_busy && !status_done && !recv_done) {
 				msg.seq = ++seq;
 				ping_bb = am_rpc_pack(&msg.base);
 				memset(ops, 0, sizeof ops);
@@ -209,6 +213,9 @@ static grpc_status_code run_session(struct client_am *a, grpc_completion_queue *
 			break;
 		inflight--;
 		switch ((intptr_t)ev.tag) {
+		case T_OPEN:
+			open_busy = false;
+			break;
 		case T_PING:
 			grpc_byte_buffer_destroy(ping_bb);
 			ping_bb = NULL;
