@@ -1,32 +1,10 @@
-/* Stand-in for lib/ctl when it is not built: the data-model free functions for real, every
- * NETCONF call failing with -ENOTSUP. inca-am then sees every switch as unreachable and gives
- * every group HOST_FALLBACK; the planner tests only need the free functions. */
+/* Stand-in for lib/ctl's NETCONF client when it is not built: every NETCONF call fails with
+ * -ENOTSUP, so inca-am sees every switch as unreachable and gives every group HOST_FALLBACK.
+ * The data-model free functions come from lib/ctl/model.c, which is always built. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "ctl/ctl.h"
-
-void ctl_tree_free(struct ctl_tree *t)
-{
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->nchildren; i++)
-		free(t->children[i].bfr_ids);
-	free(t->children);
-	free(t->members);
-	t->children = NULL;
-	t->members = NULL;
-	t->nchildren = t->nmembers = 0;
-}
-
-void ctl_caps_free(struct ctl_caps *c)
-{
-	if (!c)
-		return;
-	free(c->links);
-	c->links = NULL;
-	c->nlinks = 0;
-}
 
 int ctl_connect(const char *target, const char *key_path, const char *known_hosts,
 		struct ctl_conn **out)

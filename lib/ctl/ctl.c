@@ -440,28 +440,6 @@ oom:
 	return -ENOMEM;
 }
 
-void ctl_tree_free(struct ctl_tree *t)
-{
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->nchildren; i++)
-		free(t->children[i].bfr_ids);
-	free(t->children);
-	free(t->members);
-	t->children = NULL;
-	t->members = NULL;
-	t->nchildren = t->nmembers = 0;
-}
-
-void ctl_caps_free(struct ctl_caps *c)
-{
-	if (!c)
-		return;
-	free(c->links);
-	c->links = NULL;
-	c->nlinks = 0;
-}
-
 /* ---------------------------------------------------------------- API */
 
 int ctl_get_caps(struct ctl_conn *c, struct ctl_caps *out)
