@@ -240,7 +240,9 @@ def am_spec(hosts_per_leaf="4", loss=None, **am):
     fab = {"leaves": "2", "hosts_per_leaf": hosts_per_leaf, "spines": "1", "rate": "500mbit"}
     if loss:
         fab["loss"] = loss
-    a = {"mode": "am", "heartbeat_ms": "200", "heartbeat_misses": "3", "poll_ms": "200"}
+    # A generous heartbeat by default: on a loaded 2-core CI machine (sanitizer builds, 8 ranks)
+    # 200 ms x 3 declares live ranks dead. am-kill asks for the fast one it measures.
+    a = {"mode": "am", "heartbeat_ms": "500", "heartbeat_misses": "8", "poll_ms": "200"}
     a.update(am)
     return fabric.Spec().apply(fab, {}, a)
 
@@ -404,7 +406,7 @@ def file_has(path, text):
 
 
 def case_am_kill(build):
-    fab = am_fabric(build, am_spec(hosts_per_leaf="2"))
+    fab = am_fabric(build, am_spec(hosts_per_leaf="2", heartbeat_ms="200", heartbeat_misses="3"))
     if fab is None:
         print("SKIP: inca-am not built (no gRPC)")
         return SKIP
