@@ -14,6 +14,8 @@ PKGS=(
   libnetconf2-dev libyang2-dev libssh-dev libyang2-tools  # NETCONF between the AM and switches
   python3-ncclient openssh-client                    # tests with a NETCONF client we did not write
   libinih-dev                                        # inca-sim scenario files
+  openmpi-bin libopenmpi-dev mpich libmpich-dev      # MPI interposer + Open MPI baselines
+  python3-torch                                      # PyTorch DDP hook (CPU-only Debian build)
 )
 
 missing=()

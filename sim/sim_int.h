@@ -59,7 +59,14 @@ static inline void sim_ev_init(struct sim_event *ev, sim_event_fn fn)
 }
 
 /* ---- packets ----------------------------------------------------------------------------- */
-enum sim_pkt_type { SIM_PKT_DATA, SIM_PKT_ACK, SIM_PKT_NACK, SIM_PKT_CNP };
+enum sim_pkt_type {
+	SIM_PKT_DATA, SIM_PKT_ACK, SIM_PKT_NACK, SIM_PKT_CNP,
+	/* issue 6 modules (sim_ccm.c, sim_osf.c, sim_ina.c) */
+	SIM_PKT_CCM_NOTIFY,      /* draft-lyu notification message (types 1..3) */
+	SIM_PKT_OSF_CREDIT_REQ, SIM_PKT_OSF_CREDIT_ACK, SIM_PKT_OSF_CREDIT_REJ,
+	SIM_PKT_OSF_LINKQ,       /* OSF link-quality / failure report to the topology manager */
+	SIM_PKT_INA_DATA, SIM_PKT_INA_RESULT, /* in-network aggregation (lib/agg engine) */
+};
 #define SIM_PKT_ECT 0x01     /* ECN capable */
 #define SIM_PKT_CE 0x02      /* congestion experienced */
 #define SIM_PKT_LOSSLESS 0x04 /* counted in ingress (PFC) accounting of the switch holding it */
@@ -260,6 +267,12 @@ struct sim {
 
 	/* counters not kept per port/flow */
 	uint64_t data_pkts, retx_pkts, timeouts, nacks, acks, cnps, ecn_marks, pfc_pauses;
+
+	/* issue 6 modules: NULL when the module is off (the core then behaves exactly as before) */
+	struct sim_ccm *ccm;     /* sim_ccm.c: coordinated congestion management (draft-lyu) */
+	struct sim_osf *osf;     /* sim_osf.c: Open Scheduled Fabric (draft-hcl) */
+	struct sim_ina *ina;     /* sim_ina.c: in-network aggregation jobs */
+	struct sim_fail *fail;   /* sim_fail.c: timed link down / up / degrade */
 
 	/* output */
 	FILE *ts;

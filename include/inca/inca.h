@@ -48,6 +48,15 @@ enum inca_algo {
 	INCA_ALGO_AUTO = 0, /* INC when the communicator has a switch, else ring */
 	INCA_ALGO_INC = 1,  /* in-network aggregation through the switch */
 	INCA_ALGO_RING = 2, /* host-based ring over TCP between the ranks */
+	/* issue 4: further host algorithms (appended; each collective accepts the ones that
+	 * apply to it, see inca_coll_algo_valid) */
+	INCA_ALGO_RECDBL = 3,      /* recursive doubling (AllReduce, AllGather, Barrier) */
+	INCA_ALGO_RABENSEIFNER = 4,/* reduce-scatter + allgather by recursive halving (AllReduce) */
+	INCA_ALGO_BINOMIAL = 5,    /* binomial tree (Broadcast, Reduce, Gather, Scatter, Barrier) */
+	INCA_ALGO_BRUCK = 6,       /* Bruck (AllGather, AllToAll for small blocks) */
+	INCA_ALGO_PAIRWISE = 7,    /* pairwise exchange (AllToAll, ReduceScatter) */
+	INCA_ALGO_LINEAR = 8,      /* direct root <-> every rank (Gather, Scatter) */
+	INCA_ALGO_COUNT
 };
 
 /* Size of one element in bytes, 0 for an invalid type. */
@@ -177,6 +186,94 @@ struct inca_am_info {
 /* Copy the AM state. -ENOTSUP without an AM (or without gRPC support), -EINVAL bad args.
  * Cheap (one mutex); call from the communicator's thread. */
 int inca_comm_am_info(const struct inca_comm *comm, struct inca_am_info *out);
+
+/* ---- Collectives (issue 4, docs/collectives.md): additions --------------------------------
+ * The nine collectives of draft-liu-nfsv4-rocev2 §1. Every rank of the communicator calls the
+ * same collective with the same count, dtype, op, root and algo, in the same order. Counts are
+ * in elements of dt. Data-movement collectives (Broadcast, AllGather, AllToAll, Gather,
+ * Scatter) accept every dtype; pass INCA_UINT8 for raw bytes. sendbuf == recvbuf is the
+ * in-place form where it makes sense (AllReduce, Reduce at the root, and for AllGather /
+ * Gather when the rank's own block already sits in place in recvbuf).
+ * Returns 0 or -errno: -EINVAL bad arguments, -ENOTSUP algo does not apply / no switch,
+ * -ETIMEDOUT, -EIO host path broken. With INCA_ALGO_AUTO an INC failure mid-call (switch or
+ * link dead, AM dismantled the tree) completes the call on a host algorithm. */
+enum inca_coll {
+	INCA_COLL_ALLREDUCE = 0,
+	INCA_COLL_REDUCE = 1,
+	INCA_COLL_BCAST = 2,
+	INCA_COLL_ALLGATHER = 3,
+	INCA_COLL_REDUCE_SCATTER = 4,
+	INCA_COLL_ALLTOALL = 5,
+	INCA_COLL_GATHER = 6,
+	INCA_COLL_SCATTER = 7,
+	INCA_COLL_BARRIER = 8,
+	INCA_COLL_COUNT
+};
+
+/* One collective call, fully described (what inca-bench and the MPI interposer use).
+ * count: AllReduce/Reduce/Bcast: elements in the buffer; AllGather/Gather: elements each rank
+ * contributes (recvbuf holds size * count); ReduceScatter: elements each rank receives
+ * (sendbuf holds size * count); AllToAll/Scatter: elements per destination rank block.
+ * op: only for AllReduce, Reduce, ReduceScatter. root: only for Reduce, Bcast, Gather,
+ * Scatter. recvbuf is ignored on non-roots for Reduce and Gather (may be NULL), sendbuf on
+ * non-roots for Scatter. Bcast uses recvbuf only (sendbuf ignored). */
+struct inca_coll_args {
+	enum inca_coll coll;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	enum inca_dtype dt;
+	enum inca_op op;
+	int root;
+	enum inca_algo algo; /* INCA_ALGO_AUTO: the library picks (inca_coll_choose) */
+};
+int inca_coll(struct inca_comm *comm, const struct inca_coll_args *args);
+
+/* Convenience forms with INCA_ALGO_AUTO. */
+int inca_reduce(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		enum inca_dtype dt, enum inca_op op, int root);
+int inca_bcast(struct inca_comm *comm, void *buf, size_t count, enum inca_dtype dt, int root);
+int inca_allgather(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		   enum inca_dtype dt);
+int inca_reduce_scatter(struct inca_comm *comm, const void *sendbuf, void *recvbuf,
+			size_t count, enum inca_dtype dt, enum inca_op op);
+int inca_alltoall(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		  enum inca_dtype dt);
+int inca_gather(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		enum inca_dtype dt, int root);
+int inca_scatter(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		 enum inca_dtype dt, int root);
+
+/* Short names of collectives and algorithms ("allreduce", "ring", ...); "?" if invalid. */
+const char *inca_coll_name(enum inca_coll coll);
+const char *inca_algo_name(enum inca_algo algo);
+int inca_algo_parse(const char *name); /* value or -EINVAL */
+/* 1 if algo can serve coll on this communicator now (INC needs a usable switch path). */
+int inca_coll_algo_valid(const struct inca_comm *comm, enum inca_coll coll, enum inca_algo algo);
+/* The algorithm AUTO would pick for this collective and message size in bytes (per-rank
+ * buffer as in inca_coll_args.count * dtype size). Same answer on every rank. */
+enum inca_algo inca_coll_choose(const struct inca_comm *comm, enum inca_coll coll,
+				size_t bytes);
+/* Calls served per collective and path since creation (for the MPI interposer's counters and
+ * inca-bench's "choice" column). */
+struct inca_coll_counts {
+	uint64_t calls[INCA_COLL_COUNT][INCA_ALGO_COUNT];
+	uint64_t failovers; /* INC calls completed on the host path after an INC failure */
+};
+int inca_comm_get_coll_counts(const struct inca_comm *comm, struct inca_coll_counts *out);
+
+/* Nonblocking AllReduce: start returns at once; the operation progresses in the background
+ * (a per-communicator progress thread) and completes in issue order. The buffers must stay
+ * valid and untouched until inca_wait returns / inca_test reports done. Blocking collectives
+ * on the same communicator first wait for every outstanding request. */
+struct inca_request;
+int inca_iallreduce(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		    enum inca_dtype dt, enum inca_op op, struct inca_request **req);
+/* *done = 1 when complete (then the request's status is returned and the request freed,
+ * *req set to NULL); 0 while in progress. */
+int inca_test(struct inca_request **req, int *done);
+/* Blocks until complete; returns the operation's status and frees the request (*req NULL). */
+int inca_wait(struct inca_request **req);
 
 #ifdef __cplusplus
 }
