@@ -221,7 +221,7 @@ static int am_epilogue(struct inca_comm *comm, void *argp)
 {
 	const struct am_epilogue_arg *e = argp;
 	int fail = 0;
-	if (inca_barrier(comm))
+	if (inca_coll(comm, &(struct inca_coll_args){ .coll = INCA_COLL_BARRIER, .algo = INCA_ALGO_RING }))
 		return 1;
 	if (inca_comm_rank(comm) == 0) {
 		struct inca_am_info info;
@@ -266,7 +266,7 @@ static int am_epilogue(struct inca_comm *comm, void *argp)
 	 * heart-beating): fault tests kill one of them and watch the AM. */
 	for (uint64_t end = util_now_ns() + (uint64_t)(e->hold_s * 1e9); util_now_ns() < end;)
 		usleep(50000);
-	if (inca_barrier(comm))
+	if (inca_coll(comm, &(struct inca_coll_args){ .coll = INCA_COLL_BARRIER, .algo = INCA_ALGO_RING }))
 		fail++;
 	return fail ? 1 : 0;
 }

@@ -131,7 +131,7 @@ static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_
 		check_fill(&spec, rank, in, 0, count);
 		if (!o->in_place)
 			memset(rbuf, 0xA5, bytes); /* a buffer left untouched cannot pass */
-		int rc = inca_barrier(comm);
+		int rc = inca_coll(comm, &(struct inca_coll_args){ .coll = INCA_COLL_BARRIER, .algo = INCA_ALGO_RING });
 		if (rc) {
 			fprintf(stderr, "[rank %d] barrier failed: %s\n", rank, inca_strerror(rc));
 			return -1;
@@ -190,7 +190,7 @@ static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_
 	if (rank == 0)
 		sh->iters = timed_done;
 	__sync_synchronize();
-	int rc = inca_barrier(comm);
+	int rc = inca_coll(comm, &(struct inca_coll_args){ .coll = INCA_COLL_BARRIER, .algo = INCA_ALGO_RING });
 	if (rc) {
 		fprintf(stderr, "[rank %d] barrier failed: %s\n", rank, inca_strerror(rc));
 		return -1;

@@ -60,6 +60,7 @@ struct inca_comm {
 	struct inca_comm_stats stats;
 
 	struct client_am *am; /* am.c: AM session, NULL without am_addr (issue 3) */
+	struct client_coll *coll; /* coll.c: collective dispatch, tuner, failover (issue 4) */
 };
 
 #define CLIENT_RING_TMP_BYTES (1u << 20)
@@ -100,5 +101,15 @@ int client_am_data_fd(struct inca_comm *c);
 int client_am_check(struct inca_comm *c);
 /* 1: the tree generation c->inc uses is still the AM's current one. */
 int client_am_tree_current(struct inca_comm *c);
+
+/* ---- coll.c (issue 4): collective dispatch. The host algorithms it calls are in host_coll.c
+ * and the AM failure report in am.c (weak fallbacks in coll.c keep the library linkable). */
+struct client_coll;
+int client_coll_init(struct inca_comm *c);
+void client_coll_free(struct inca_comm *c);
+int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a, enum inca_algo algo);
+int client_host_algo_valid(enum inca_coll coll, enum inca_algo algo);
+enum inca_algo client_host_choose(const struct inca_comm *c, enum inca_coll coll, size_t bytes);
+int client_am_report_failure(struct inca_comm *c, const char *reason);
 
 #endif

@@ -202,6 +202,9 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 		if (rc < 0)
 			goto fail;
 	}
+	rc = client_coll_init(c);
+	if (rc < 0)
+		goto fail;
 	client_log(&c->cfg, 2, "rank %d/%d ready (%s)", c->cfg.rank, c->cfg.size,
 		   c->inc ? "inc+ring" : "ring");
 	*out = c;
@@ -216,6 +219,8 @@ void inca_comm_destroy(struct inca_comm *c)
 {
 	if (!c)
 		return;
+	if (c->coll)
+		client_coll_free(c); /* stops the nonblocking progress thread first */
 	client_am_stop(c);
 	client_inc_close(c);
 	if (c->ring_send_fd >= 0)
@@ -242,80 +247,4 @@ int inca_comm_get_stats(const struct inca_comm *c, struct inca_comm_stats *out)
 		return -EINVAL;
 	*out = c->stats;
 	return 0;
-}
-
-int inca_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
-		   enum inca_dtype dt, enum inca_op op)
-{
-	return inca_allreduce_algo(c, sendbuf, recvbuf, count, dt, op, INCA_ALGO_AUTO);
-}
-
-/* Path choice. AUTO takes INC while the communicator has a working switch path; once INC hit
- * its retransmission limit (inc_broken) AUTO falls back to the ring for the rest of the
- * communicator's life, while an explicit INCA_ALGO_INC keeps failing fast with -ETIMEDOUT. */
-int inca_allreduce_algo(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
-			enum inca_dtype dt, enum inca_op op, enum inca_algo algo)
-{
-	size_t elem, total;
-	bool use_inc;
-	int rc;
-
-	if (!c || (unsigned)dt >= INCA_DTYPE_COUNT || (unsigned)op >= INCA_OP_COUNT)
-		return -EINVAL;
-	if (algo != INCA_ALGO_AUTO && algo != INCA_ALGO_INC && algo != INCA_ALGO_RING)
-		return -EINVAL;
-	if (!inca_op_valid(dt, op))
-		return -ENOTSUP;
-	if (algo == INCA_ALGO_INC && c->am && !client_am_check(c))
-		return -ENOTSUP; /* AM group dismantled or on the host path */
-	if (algo == INCA_ALGO_INC && !c->inc)
-		return -ENOTSUP;
-	if (count == 0)
-		return 0;
-	elem = inca_dtype_size(dt);
-	if (!sendbuf || !recvbuf || elem == 0 || count > SIZE_MAX / elem)
-		return -EINVAL;
-	total = count * elem;
-	if (sendbuf != recvbuf) {
-		uintptr_t s = (uintptr_t)sendbuf, r = (uintptr_t)recvbuf;
-		if (s < r + total && r < s + total)
-			return -EINVAL; /* partial overlap: neither in-place nor out-of-place */
-	}
-
-	if (algo == INCA_ALGO_INC)
-		use_inc = true;
-	else if (algo == INCA_ALGO_RING)
-		use_inc = false;
-	else
-		use_inc = c->inc && !c->inc_broken && (!c->am || client_am_check(c));
-
-	c->coll_seq++;
-	if (use_inc) {
-		if (c->inc_broken)
-			return -ETIMEDOUT;
-		c->stats.inc_calls++;
-		rc = client_inc_allreduce(c, sendbuf, recvbuf, count, dt, op);
-		/* AM path: the tree went away under this call (dismantled or rebuilt). Out of
-		 * place the input is intact, so the call finishes on the ring; in place it fails. */
-		if (rc == -ETIMEDOUT && algo == INCA_ALGO_AUTO && c->am &&
-		    !client_am_tree_current(c)) {
-			c->inc_broken = false;
-			if (sendbuf != recvbuf) {
-				c->stats.ring_calls++;
-				rc = client_ring_allreduce(c, sendbuf, recvbuf, count, dt, op);
-			}
-		}
-	} else {
-		c->stats.ring_calls++;
-		rc = client_ring_allreduce(c, sendbuf, recvbuf, count, dt, op);
-	}
-	return rc;
-}
-
-int inca_barrier(struct inca_comm *c)
-{
-	if (!c)
-		return -EINVAL;
-	c->coll_seq++;
-	return client_ring_barrier(c);
 }

@@ -129,7 +129,7 @@ static void test_size1(void)
 	CHECK_EQ(inca_allreduce(a, in, out, 5, (enum inca_dtype)INCA_DTYPE_COUNT, INCA_SUM), -EINVAL);
 	CHECK_EQ(inca_allreduce(a, in, out, 5, (enum inca_dtype)-1, INCA_SUM), -EINVAL);
 	CHECK_EQ(inca_allreduce(a, in, out, 5, INCA_INT32, (enum inca_op)INCA_OP_COUNT), -EINVAL);
-	CHECK_EQ(inca_allreduce_algo(a, in, out, 5, INCA_INT32, INCA_SUM, (enum inca_algo)7), -EINVAL);
+	CHECK_EQ(inca_allreduce_algo(a, in, out, 5, INCA_INT32, INCA_SUM, (enum inca_algo)99), -EINVAL);
 	CHECK_EQ(inca_allreduce(a, f, fo, 3, INCA_FP64, INCA_BXOR), -ENOTSUP);
 	CHECK_EQ(inca_allreduce_algo(a, in, out, 5, INCA_INT32, INCA_SUM, INCA_ALGO_INC), -ENOTSUP);
 	CHECK_EQ(inca_allreduce(a, NULL, out, 5, INCA_INT32, INCA_SUM), -EINVAL);

@@ -671,6 +671,12 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	if (!old)
 		return 0;
 	c->stats.timeouts++;
+	/* The AM dismantled or rebuilt the tree under this call: no use waiting for the
+	 * retransmission limit, the caller fails over to the host path now. */
+	if (c->am && !client_am_tree_current(c)) {
+		client_log(cfg, 1, "inc: tree changed by the AM mid-call");
+		return -ETIMEDOUT;
+	}
 	if (++old->ntimeouts >= cfg->retx_limit) {
 		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts",
 			   (unsigned long long)old->g, (unsigned)(old->g % cfg->nslots), old->ntimeouts);

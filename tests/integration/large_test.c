@@ -35,7 +35,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 	for (int k = 0; k < 3; k++) {
 		struct check_spec s = { .dt = INCA_FP32, .op = INCA_SUM, .mode = CHECK_EXACT,
 					.nranks = j->cfg.nranks, .seed = 42, .iter = (uint64_t)k };
-		inca_barrier(comm);
+		inca_coll(comm, &(struct inca_coll_args){ .coll = INCA_COLL_BARRIER, .algo = INCA_ALGO_RING });
 		uint64_t t0 = util_now_ns();
 		if (itest_call(comm, j->sh, &j->cfg, &s, j->count, runs[k].algo, runs[k].inplace, sbuf,
 			       rbuf))

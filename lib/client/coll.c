@@ -1,0 +1,980 @@
+/* libinca collective dispatch (issue 4): validation of the nine collectives, the choice between
+ * INC and host algorithms (an online tuner that agrees across ranks), the INC forms of Reduce,
+ * Broadcast, AllGather, ReduceScatter and Barrier built on the INC AllReduce, failover of a
+ * failed INC call to the host path, per-path counters and the nonblocking AllReduce. */
+#include "client/client.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/agg.h"
+
+/* Sequence numbers of the agreement steps. The ring checks that neighbours run the same
+ * collective with the same sequence; these fixed values let ranks that are at different user
+ * calls (one failed call k, another completed k and failed k+1) meet in one agreement. */
+#define SEQ_FO_MIN (UINT64_MAX - 1)
+#define SEQ_FO_HAVE (UINT64_MAX - 2)
+#define SEQ_FO_DATA (UINT64_MAX - 3)
+#define SEQ_TUNE (UINT64_MAX - 4)
+#define SEQ_RE_LO (UINT64_MAX - 5)
+#define SEQ_RE_HI (UINT64_MAX - 6)
+
+/* After a failover, AUTO calls run on the host; every REENABLE_EVERY-th of them the ranks
+ * check together whether the AM has given them a new tree. */
+#define REENABLE_EVERY 16
+#define TUNE_BUCKETS 48
+#define HAVE_WORDS 4 /* ranks that hold a result, as a bitmap: up to 256 ranks */
+
+enum tune_state { TUNE_NEW, TUNE_TRIED_INC, TUNE_DONE };
+
+struct tune_entry {
+	uint8_t state, choice; /* choice: 1 = INC, 0 = host */
+	uint64_t inc_ns;
+};
+
+struct nb_req;
+
+struct client_coll {
+	uint8_t *scratch, *zeros, *backup, *cache;
+	size_t scratch_cap, zeros_cap, backup_cap, cache_cap, cache_len;
+	uint64_t cache_seq;  /* user call whose INC result `cache` holds */
+	bool cache_valid;
+	bool inc_on;         /* INC in use: changes only at points every rank passes together */
+	uint64_t host_calls_off; /* AUTO calls since INC went off (re-enable checks) */
+	bool tune_off;       /* INCA_TUNE=off: AUTO always takes INC when it is on */
+	struct tune_entry tune[INCA_COLL_COUNT][TUNE_BUCKETS];
+	struct inca_coll_counts counts;
+
+	/* nonblocking AllReduce: one progress thread, requests run in issue order */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thr;
+	bool thr_started, stop;
+	struct nb_req *head, *tail;
+	unsigned pending;
+};
+
+struct nb_req {
+	struct inca_request *req;
+	struct nb_req *next;
+};
+
+struct inca_request {
+	struct inca_comm *comm;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	enum inca_dtype dt;
+	enum inca_op op;
+	bool done;
+	int status;
+	struct nb_req node;
+};
+
+/* Weak fallbacks: the strong definitions live in host_coll.c (host algorithms) and am.c
+ * (failure report); these keep the library linkable while either is absent. */
+__attribute__((weak)) int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a,
+					   enum inca_algo algo)
+{
+	if (a->coll == INCA_COLL_ALLREDUCE && algo == INCA_ALGO_RING)
+		return client_ring_allreduce(c, a->sendbuf, a->recvbuf, a->count, a->dt, a->op);
+	if (a->coll == INCA_COLL_BARRIER && algo == INCA_ALGO_RING)
+		return client_ring_barrier(c);
+	return -ENOTSUP;
+}
+__attribute__((weak)) int client_host_algo_valid(enum inca_coll coll, enum inca_algo algo)
+{
+	return (coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_BARRIER) && algo == INCA_ALGO_RING;
+}
+__attribute__((weak)) enum inca_algo client_host_choose(const struct inca_comm *c,
+							enum inca_coll coll, size_t bytes)
+{
+	return INCA_ALGO_RING;
+}
+__attribute__((weak)) int client_am_report_failure(struct inca_comm *c, const char *reason)
+{
+	return 0;
+}
+
+/* ---- names ------------------------------------------------------------------------------ */
+
+static const char *const coll_names[INCA_COLL_COUNT] = {
+	"allreduce", "reduce", "bcast", "allgather", "reducescatter",
+	"alltoall", "gather", "scatter", "barrier",
+};
+static const char *const algo_names[INCA_ALGO_COUNT] = {
+	"auto", "inc", "ring", "recdbl", "rabenseifner", "binomial", "bruck", "pairwise", "linear",
+};
+
+const char *inca_coll_name(enum inca_coll coll)
+{
+	return (unsigned)coll < INCA_COLL_COUNT ? coll_names[coll] : "?";
+}
+
+const char *inca_algo_name(enum inca_algo algo)
+{
+	return (unsigned)algo < INCA_ALGO_COUNT ? algo_names[algo] : "?";
+}
+
+int inca_algo_parse(const char *name)
+{
+	if (!name)
+		return -EINVAL;
+	for (int i = 0; i < INCA_ALGO_COUNT; i++)
+		if (strcmp(name, algo_names[i]) == 0)
+			return i;
+	return -EINVAL;
+}
+
+/* ---- state ------------------------------------------------------------------------------ */
+
+int client_coll_init(struct inca_comm *c)
+{
+	struct client_coll *k = calloc(1, sizeof *k);
+	const char *tune = getenv("INCA_TUNE");
+
+	if (!k)
+		return -ENOMEM;
+	pthread_mutex_init(&k->mu, NULL);
+	pthread_cond_init(&k->cv, NULL);
+	k->tune_off = tune && strcmp(tune, "off") == 0;
+	k->inc_on = c->inc != NULL;
+	c->coll = k;
+	return 0;
+}
+
+static void nb_stop(struct inca_comm *c);
+
+void client_coll_free(struct inca_comm *c)
+{
+	struct client_coll *k = c->coll;
+
+	if (!k)
+		return;
+	nb_stop(c);
+	pthread_mutex_destroy(&k->mu);
+	pthread_cond_destroy(&k->cv);
+	free(k->scratch);
+	free(k->zeros);
+	free(k->backup);
+	free(k->cache);
+	free(k);
+	c->coll = NULL;
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t need, bool zero)
+{
+	if (need <= *cap)
+		return 0;
+	uint8_t *n = zero ? calloc(1, need) : malloc(need);
+	if (!n)
+		return -ENOMEM;
+	free(*buf);
+	*buf = n;
+	*cap = need;
+	return 0;
+}
+
+/* ---- validation ------------------------------------------------------------------------- */
+
+static bool coll_reduces(enum inca_coll coll)
+{
+	return coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_REDUCE ||
+	       coll == INCA_COLL_REDUCE_SCATTER;
+}
+
+static bool coll_rooted(enum inca_coll coll)
+{
+	return coll == INCA_COLL_REDUCE || coll == INCA_COLL_BCAST || coll == INCA_COLL_GATHER ||
+	       coll == INCA_COLL_SCATTER;
+}
+
+static bool coll_offloadable(enum inca_coll coll)
+{
+	return coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_REDUCE || coll == INCA_COLL_BCAST ||
+	       coll == INCA_COLL_ALLGATHER || coll == INCA_COLL_REDUCE_SCATTER ||
+	       coll == INCA_COLL_BARRIER;
+}
+
+static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+	return x < y + blen && y < x + alen;
+}
+
+/* Bytes of the per-rank buffer the size-based choice looks at (inca_coll_args.count). */
+static size_t args_bytes(const struct inca_coll_args *a)
+{
+	return a->coll == INCA_COLL_BARRIER ? 0 : a->count * inca_dtype_size(a->dt);
+}
+
+static int validate(const struct inca_comm *c, const struct inca_coll_args *a)
+{
+	size_t elem, n = (size_t)c->cfg.size, send_b = 0, recv_b = 0;
+	bool root = false;
+
+	if ((unsigned)a->coll >= INCA_COLL_COUNT || (unsigned)a->algo >= INCA_ALGO_COUNT)
+		return -EINVAL;
+	if (a->coll == INCA_COLL_BARRIER)
+		return 0;
+	if ((unsigned)a->dt >= INCA_DTYPE_COUNT)
+		return -EINVAL;
+	if (coll_reduces(a->coll)) {
+		if ((unsigned)a->op >= INCA_OP_COUNT)
+			return -EINVAL;
+		if (!inca_op_valid(a->dt, a->op))
+			return -ENOTSUP;
+	}
+	if (coll_rooted(a->coll)) {
+		if (a->root < 0 || a->root >= c->cfg.size)
+			return -EINVAL;
+		root = a->root == c->cfg.rank;
+	}
+	if (a->count == 0)
+		return 0;
+	elem = inca_dtype_size(a->dt);
+	if (a->count > SIZE_MAX / elem / n)
+		return -EINVAL;
+	size_t b = a->count * elem;
+	switch (a->coll) {
+	case INCA_COLL_ALLREDUCE:
+		send_b = recv_b = b;
+		break;
+	case INCA_COLL_REDUCE:
+		send_b = b;
+		recv_b = root ? b : 0;
+		break;
+	case INCA_COLL_BCAST:
+		recv_b = b;
+		break;
+	case INCA_COLL_ALLGATHER:
+		send_b = b;
+		recv_b = b * n;
+		break;
+	case INCA_COLL_GATHER:
+		send_b = b;
+		recv_b = root ? b * n : 0;
+		break;
+	case INCA_COLL_REDUCE_SCATTER:
+		send_b = b * n;
+		recv_b = b;
+		break;
+	case INCA_COLL_ALLTOALL:
+		send_b = recv_b = b * n;
+		break;
+	case INCA_COLL_SCATTER:
+		send_b = root ? b * n : 0;
+		recv_b = b;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if ((send_b && !a->sendbuf) || (recv_b && !a->recvbuf))
+		return -EINVAL;
+	/* Partial overlap is never meaningful; exact in-place is allowed where documented. */
+	if (send_b && recv_b && a->sendbuf != a->recvbuf &&
+	    ranges_overlap(a->sendbuf, send_b, a->recvbuf, recv_b))
+		return -EINVAL;
+	if (a->sendbuf == a->recvbuf && send_b && recv_b &&
+	    (a->coll == INCA_COLL_ALLTOALL || a->coll == INCA_COLL_REDUCE_SCATTER ||
+	     a->coll == INCA_COLL_SCATTER))
+		return -EINVAL; /* no in-place form (use separate buffers) */
+	return 0;
+}
+
+/* ---- choice ----------------------------------------------------------------------------- */
+
+static bool inc_usable(const struct inca_comm *c)
+{
+	return c->coll && c->coll->inc_on && c->inc && !c->inc_broken;
+}
+
+int inca_coll_algo_valid(const struct inca_comm *c, enum inca_coll coll, enum inca_algo algo)
+{
+	if (!c || (unsigned)coll >= INCA_COLL_COUNT || (unsigned)algo >= INCA_ALGO_COUNT)
+		return 0;
+	if (algo == INCA_ALGO_AUTO)
+		return 1;
+	if (algo == INCA_ALGO_INC)
+		return coll_offloadable(coll) && inc_usable(c);
+	return client_host_algo_valid(coll, algo);
+}
+
+static unsigned bucket_of(size_t bytes)
+{
+	unsigned b = 0;
+	while (bytes > 1 && b < TUNE_BUCKETS - 1) {
+		bytes >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* AUTO's answer without side effects. INC for an offloadable collective while INC is on,
+ * unless the tuner measured the host algorithm faster at this size. */
+enum inca_algo inca_coll_choose(const struct inca_comm *c, enum inca_coll coll, size_t bytes)
+{
+	if (!c || (unsigned)coll >= INCA_COLL_COUNT)
+		return INCA_ALGO_RING;
+	if (coll_offloadable(coll) && inc_usable(c)) {
+		const struct tune_entry *t = &c->coll->tune[coll][bucket_of(bytes)];
+		if (c->coll->tune_off || t->state != TUNE_DONE || t->choice)
+			return INCA_ALGO_INC;
+	}
+	return client_host_choose(c, coll, bytes);
+}
+
+int inca_comm_get_coll_counts(const struct inca_comm *c, struct inca_coll_counts *out)
+{
+	if (!c || !out || !c->coll)
+		return -EINVAL;
+	*out = c->coll->counts;
+	return 0;
+}
+
+/* One small agreement over the ring with a fixed sequence number (see SEQ_*). */
+static int agree(struct inca_comm *c, uint64_t seq, void *vals, size_t n, enum inca_op op)
+{
+	uint64_t saved = c->coll_seq;
+	int rc;
+
+	c->coll_seq = seq;
+	rc = client_ring_allreduce(c, vals, vals, n, INCA_UINT64, op);
+	c->coll_seq = saved;
+	return rc;
+}
+
+/* ---- INC forms -------------------------------------------------------------------------- */
+
+/* Every offloaded collective is one INC AllReduce over an "aggregation buffer" of agg_bytes:
+ * its result is the same on every rank, which is what makes failover simple (any rank that
+ * finished can hand it to the others). Data-movement collectives aggregate with bitwise OR
+ * over zeros, on the widest integer lanes the size allows. */
+struct inc_plan {
+	const void *in;   /* contribution (agg_bytes) */
+	uint8_t *out;     /* result (agg_bytes) */
+	size_t count;     /* elements of dt */
+	enum inca_dtype dt;
+	enum inca_op op;
+	size_t agg_bytes;
+	bool out_is_scratch;
+};
+
+static void bytes_lanes(size_t bytes, const void *p1, const void *p2, size_t *count,
+			enum inca_dtype *dt)
+{
+	if (bytes % 8 == 0 && (uintptr_t)p1 % 8 == 0 && (uintptr_t)p2 % 8 == 0) {
+		*dt = INCA_UINT64;
+		*count = bytes / 8;
+	} else if (bytes % 4 == 0 && (uintptr_t)p1 % 4 == 0 && (uintptr_t)p2 % 4 == 0) {
+		*dt = INCA_UINT32;
+		*count = bytes / 4;
+	} else {
+		*dt = INCA_UINT8;
+		*count = bytes;
+	}
+}
+
+static int inc_prepare(struct inca_comm *c, const struct inca_coll_args *a, struct inc_plan *p)
+{
+	struct client_coll *k = c->coll;
+	size_t elem = inca_dtype_size(a->dt), n = (size_t)c->cfg.size, b = a->count * elem;
+	int me = c->cfg.rank, rc;
+
+	memset(p, 0, sizeof *p);
+	switch (a->coll) {
+	case INCA_COLL_ALLREDUCE:
+		p->in = a->sendbuf;
+		p->out = a->recvbuf;
+		p->count = a->count;
+		p->dt = a->dt;
+		p->op = a->op;
+		p->agg_bytes = b;
+		break;
+	case INCA_COLL_REDUCE:
+		p->in = a->sendbuf;
+		if (me == a->root) {
+			p->out = a->recvbuf;
+		} else {
+			if ((rc = grow(&k->scratch, &k->scratch_cap, b, false)) < 0)
+				return rc;
+			p->out = k->scratch;
+			p->out_is_scratch = true;
+		}
+		p->count = a->count;
+		p->dt = a->dt;
+		p->op = a->op;
+		p->agg_bytes = b;
+		break;
+	case INCA_COLL_BCAST:
+		if (me != a->root) {
+			if ((rc = grow(&k->zeros, &k->zeros_cap, b, true)) < 0)
+				return rc;
+			p->in = k->zeros;
+		} else {
+			p->in = a->recvbuf;
+		}
+		p->out = a->recvbuf;
+		p->agg_bytes = b;
+		bytes_lanes(b, p->in, p->out, &p->count, &p->dt);
+		p->op = INCA_BOR;
+		break;
+	case INCA_COLL_ALLGATHER: {
+		uint8_t *out = a->recvbuf;
+		/* Our block in place, zeros elsewhere; then OR in place. */
+		if (a->sendbuf != a->recvbuf)
+			memmove(out + (size_t)me * b, a->sendbuf, b);
+		memset(out, 0, (size_t)me * b);
+		memset(out + ((size_t)me + 1) * b, 0, (n - (size_t)me - 1) * b);
+		p->in = out;
+		p->out = out;
+		p->agg_bytes = b * n;
+		bytes_lanes(p->agg_bytes, out, out, &p->count, &p->dt);
+		p->op = INCA_BOR;
+		break;
+	}
+	case INCA_COLL_REDUCE_SCATTER:
+		if ((rc = grow(&k->scratch, &k->scratch_cap, b * n, false)) < 0)
+			return rc;
+		p->in = a->sendbuf;
+		p->out = k->scratch;
+		p->out_is_scratch = true;
+		p->count = a->count * n;
+		p->dt = a->dt;
+		p->op = a->op;
+		p->agg_bytes = b * n;
+		break;
+	case INCA_COLL_BARRIER: {
+		if ((rc = grow(&k->scratch, &k->scratch_cap, 8, false)) < 0)
+			return rc;
+		memset(k->scratch, 0, 8);
+		p->in = p->out = k->scratch;
+		p->out_is_scratch = true;
+		p->count = 1;
+		p->dt = INCA_UINT64;
+		p->op = INCA_BOR;
+		p->agg_bytes = 8;
+		break;
+	}
+	default:
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* After the aggregation buffer holds the result: move this rank's part where the caller
+ * wants it. */
+static void inc_finish(struct inca_comm *c, const struct inca_coll_args *a, const struct inc_plan *p)
+{
+	if (a->coll == INCA_COLL_REDUCE_SCATTER) {
+		size_t b = a->count * inca_dtype_size(a->dt);
+		memcpy(a->recvbuf, p->out + (size_t)c->cfg.rank * b, b);
+	}
+}
+
+/* Failover of user call `seq`, whose INC AllReduce failed (switch or link dead, tree gone).
+ * Every rank comes here for the earliest call that failed anywhere: a rank that completed it
+ * fails its next INC call too, because that call needs the contribution of a rank still
+ * stuck here. The ranks agree on the earliest failed call m; if any rank holds m's result
+ * (cached when it completed) the lowest such rank hands it to everyone, else every rank is
+ * at m with its input intact (or backed up) and m is redone on the host path. A rank whose own
+ * failed call is later than m then redoes its own call on the host path, where the others
+ * meet it as they reach that call with INC off. */
+static int inc_failover(struct inca_comm *c, const struct inca_coll_args *a, struct inc_plan *p,
+			uint64_t seq, bool in_place_backup, int why)
+{
+	struct client_coll *k = c->coll;
+	uint64_t m = seq, have[HAVE_WORDS] = { 0 };
+	int rc, root = -1;
+
+	k->inc_on = false;
+	k->host_calls_off = 0;
+	k->counts.failovers++;
+	client_log(&c->cfg, 1, "inc: call %llu failed (%s); completing on the host path",
+		   (unsigned long long)seq, inca_strerror(why));
+	client_am_report_failure(c, inca_strerror(why));
+	if (c->cfg.size > HAVE_WORDS * 64)
+		return -EIO;
+	if ((rc = agree(c, SEQ_FO_MIN, &m, 1, INCA_MIN)) < 0)
+		return rc;
+	if (m < seq) {
+		/* We completed m; our cache must hold it. */
+		if (!k->cache_valid || k->cache_seq != m)
+			return -EIO;
+	}
+	if (k->cache_valid && k->cache_seq == m && m < seq)
+		have[c->cfg.rank / 64] |= 1ull << (c->cfg.rank % 64);
+	if ((rc = agree(c, SEQ_FO_HAVE, have, HAVE_WORDS, INCA_BOR)) < 0)
+		return rc;
+	for (int i = 0; i < c->cfg.size && root < 0; i++)
+		if (have[i / 64] >> (i % 64) & 1)
+			root = i;
+
+	if (root >= 0) {
+		/* Hand m's result around: the root contributes it, everyone else zeros. */
+		uint64_t len = m == seq ? p->agg_bytes : k->cache_len;
+		uint64_t chk[2] = { len, ~len };
+		if ((rc = agree(c, SEQ_FO_DATA, chk, 2, INCA_MAX)) < 0)
+			return rc;
+		if (chk[0] != len || ~chk[1] != len)
+			return -EPROTO; /* ranks disagree on the size of call m */
+		if (len) {
+			uint8_t *buf;
+			if (m == seq) {
+				buf = p->out;
+			} else {
+				if ((rc = grow(&k->scratch, &k->scratch_cap, len, false)) < 0)
+					return rc;
+				buf = k->scratch;
+			}
+			if (c->cfg.rank == root)
+				memcpy(buf, k->cache, len);
+			else
+				memset(buf, 0, len);
+			uint64_t saved = c->coll_seq;
+			c->coll_seq = SEQ_FO_DATA;
+			/* Bytes, not wider lanes: buffer alignment may differ between ranks and
+			 * the ring checks that the type matches. */
+			rc = client_ring_allreduce(c, buf, buf, len, INCA_UINT8, INCA_BOR);
+			c->coll_seq = saved;
+			if (rc < 0)
+				return rc;
+		}
+		if (m == seq) {
+			inc_finish(c, a, p);
+			k->counts.calls[a->coll][INCA_ALGO_RING]++;
+			return 0;
+		}
+	}
+	if (m == seq) {
+		/* Nobody has it: every rank is at m with its input intact. */
+		struct inca_coll_args h = *a;
+		if (in_place_backup) {
+			memcpy(a->recvbuf, k->backup, a->count * inca_dtype_size(a->dt) *
+			       (a->coll == INCA_COLL_ALLGATHER ? (size_t)c->cfg.size : 1));
+		}
+		h.algo = client_host_choose(c, a->coll, args_bytes(a));
+		k->counts.calls[a->coll][h.algo]++;
+		return client_host_coll(c, &h, h.algo);
+	}
+	/* Our own call is later than m: redo it on the host path (our input is intact or
+	 * backed up); the lagging ranks get here with INC off. */
+	{
+		struct inca_coll_args h = *a;
+		if (in_place_backup)
+			memcpy(a->recvbuf, k->backup, a->count * inca_dtype_size(a->dt) *
+			       (a->coll == INCA_COLL_ALLGATHER ? (size_t)c->cfg.size : 1));
+		h.algo = client_host_choose(c, a->coll, args_bytes(a));
+		k->counts.calls[a->coll][h.algo]++;
+		return client_host_coll(c, &h, h.algo);
+	}
+}
+
+static int run_inc(struct inca_comm *c, const struct inca_coll_args *a, bool allow_failover)
+{
+	struct client_coll *k = c->coll;
+	struct inc_plan p;
+	uint64_t seq = c->coll_seq;
+	bool backup = false;
+	int rc;
+
+	/* An in-place call overwrites its input as results arrive: keep a copy so a failed call
+	 * can be redone on the host path. */
+	if (allow_failover && a->sendbuf == a->recvbuf && a->recvbuf &&
+	    (a->coll == INCA_COLL_ALLREDUCE || a->coll == INCA_COLL_ALLGATHER ||
+	     (a->coll == INCA_COLL_REDUCE && a->root == c->cfg.rank))) {
+		size_t len = a->count * inca_dtype_size(a->dt) *
+			     (a->coll == INCA_COLL_ALLGATHER ? (size_t)c->cfg.size : 1);
+		if ((rc = grow(&k->backup, &k->backup_cap, len, false)) < 0)
+			return rc;
+		memcpy(k->backup, a->recvbuf, len);
+		backup = true;
+	}
+	if (a->coll == INCA_COLL_BCAST && a->root == c->cfg.rank && allow_failover) {
+		/* The root's buffer is both input and output, but OR with zeros leaves it as is. */
+	}
+	if ((rc = inc_prepare(c, a, &p)) < 0)
+		return rc;
+	c->stats.inc_calls++;
+	rc = client_inc_allreduce(c, p.in, p.out, p.count, p.dt, p.op);
+	if (rc == 0) {
+		inc_finish(c, a, &p);
+		k->counts.calls[a->coll][INCA_ALGO_INC]++;
+		/* Keep the result until our next INC call completes: a rank that missed the end
+		 * of this call may need it (see inc_failover). */
+		if (allow_failover) {
+			if (grow(&k->cache, &k->cache_cap, p.agg_bytes ? p.agg_bytes : 1, false) == 0) {
+				memcpy(k->cache, p.out, p.agg_bytes);
+				k->cache_len = p.agg_bytes;
+				k->cache_seq = seq;
+				k->cache_valid = true;
+			} else {
+				k->cache_valid = false;
+			}
+		}
+		return 0;
+	}
+	if (!allow_failover || rc == -EINVAL || rc == -ENOMEM)
+		return rc;
+	return inc_failover(c, a, &p, seq, backup, rc);
+}
+
+/* While INC is off after a failover (AM mode), check every REENABLE_EVERY-th call whether all
+ * ranks adopted the same new tree. Every rank counts the same calls, so all check together. */
+static int maybe_reenable(struct inca_comm *c)
+{
+	struct client_coll *k = c->coll;
+	uint64_t lo, hi;
+	int rc;
+
+	if (k->inc_on || !c->am || c->cfg.size < 2)
+		return 0;
+	if (++k->host_calls_off % REENABLE_EVERY != 0)
+		return 0;
+	lo = hi = client_am_check(c) && c->inc ? ((uint64_t)c->cfg.tree_id << 32 | c->cfg.key) : 0;
+	if ((rc = agree(c, SEQ_RE_LO, &lo, 1, INCA_MIN)) < 0)
+		return rc;
+	if ((rc = agree(c, SEQ_RE_HI, &hi, 1, INCA_MAX)) < 0)
+		return rc;
+	if (lo != 0 && lo == hi) {
+		k->inc_on = true;
+		k->cache_valid = false;
+		memset(k->tune, 0, sizeof k->tune);
+		client_log(&c->cfg, 2, "inc: back on the rebuilt tree %u", (unsigned)c->cfg.tree_id);
+	}
+	return 0;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+static void nb_drain(struct inca_comm *c);
+
+static int local_copy(struct inca_comm *c, const struct inca_coll_args *a)
+{
+	size_t b = a->count * inca_dtype_size(a->dt);
+
+	switch (a->coll) {
+	case INCA_COLL_BCAST:
+	case INCA_COLL_BARRIER:
+		return 0;
+	default:
+		if (a->recvbuf && a->sendbuf && a->recvbuf != a->sendbuf && b)
+			memmove(a->recvbuf, a->sendbuf, b);
+		return 0;
+	}
+}
+
+static int coll_run(struct inca_comm *c, const struct inca_coll_args *a0)
+{
+	struct client_coll *k = c->coll;
+	struct inca_coll_args a = *a0;
+	enum inca_algo algo = a.algo;
+	int rc;
+
+	if ((rc = validate(c, &a)) < 0)
+		return rc;
+	if (algo == INCA_ALGO_INC && (!coll_offloadable(a.coll) || !inc_usable(c)))
+		return -ENOTSUP;
+	if (algo != INCA_ALGO_AUTO && algo != INCA_ALGO_INC && !client_host_algo_valid(a.coll, algo))
+		return -ENOTSUP;
+	if (a.count == 0 && a.coll != INCA_COLL_BARRIER)
+		return 0;
+	if (c->cfg.size == 1 && algo != INCA_ALGO_INC &&
+	    !(algo == INCA_ALGO_AUTO && coll_offloadable(a.coll) && inc_usable(c))) {
+		k->counts.calls[a.coll][algo == INCA_ALGO_AUTO ? INCA_ALGO_RING : algo]++;
+		if (a.coll == INCA_COLL_ALLREDUCE)
+			c->stats.ring_calls++;
+		return local_copy(c, &a);
+	}
+	if (c->ring_broken)
+		return -EIO;
+
+	if (algo == INCA_ALGO_AUTO && (rc = maybe_reenable(c)) < 0)
+		return rc;
+	c->coll_seq++;
+	if (algo == INCA_ALGO_INC)
+		return run_inc(c, &a, false);
+	if (algo != INCA_ALGO_AUTO) {
+		k->counts.calls[a.coll][algo]++;
+		if (a.coll == INCA_COLL_ALLREDUCE || a.coll == INCA_COLL_BARRIER)
+			c->stats.ring_calls++;
+		return client_host_coll(c, &a, algo);
+	}
+
+	/* AUTO. The tuner: for an offloadable collective the first call in a size bucket runs
+	 * on INC, the second on the host algorithm; both durations are agreed (max over ranks)
+	 * and the faster path wins that bucket for good. */
+	size_t bytes = args_bytes(&a);
+	if (coll_offloadable(a.coll) && inc_usable(c)) {
+		struct tune_entry *t = &k->tune[a.coll][bucket_of(bytes)];
+		if (k->tune_off || t->state == TUNE_DONE || c->cfg.size == 1) {
+			if (k->tune_off || t->choice || c->cfg.size == 1)
+				return run_inc(c, &a, true);
+		} else if (t->state == TUNE_NEW) {
+			uint64_t t0 = util_now_ns();
+			rc = run_inc(c, &a, true);
+			if (rc == 0 && k->inc_on) {
+				t->inc_ns = util_now_ns() - t0;
+				t->state = TUNE_TRIED_INC;
+			}
+			return rc;
+		} else {
+			enum inca_algo h = client_host_choose(c, a.coll, bytes);
+			uint64_t t0 = util_now_ns(), v[2];
+			k->counts.calls[a.coll][h]++;
+			rc = client_host_coll(c, &a, h);
+			if (rc < 0)
+				return rc;
+			v[0] = t->inc_ns;
+			v[1] = util_now_ns() - t0;
+			if ((rc = agree(c, SEQ_TUNE, v, 2, INCA_MAX)) < 0)
+				return rc;
+			t->choice = v[0] <= v[1];
+			t->state = TUNE_DONE;
+			client_log(&c->cfg, 3, "tune: %s %zu B: inc %llu us, %s %llu us -> %s",
+				   inca_coll_name(a.coll), bytes, (unsigned long long)(v[0] / 1000),
+				   inca_algo_name(h), (unsigned long long)(v[1] / 1000),
+				   t->choice ? "inc" : inca_algo_name(h));
+			return 0;
+		}
+	}
+	algo = client_host_choose(c, a.coll, bytes);
+	k->counts.calls[a.coll][algo]++;
+	if (a.coll == INCA_COLL_ALLREDUCE || a.coll == INCA_COLL_BARRIER)
+		c->stats.ring_calls++;
+	return client_host_coll(c, &a, algo);
+}
+
+int inca_coll(struct inca_comm *c, const struct inca_coll_args *a)
+{
+	if (!c || !a || !c->coll)
+		return -EINVAL;
+	nb_drain(c);
+	return coll_run(c, a);
+}
+
+int inca_allreduce_algo(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+			enum inca_dtype dt, enum inca_op op, enum inca_algo algo)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_ALLREDUCE, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt, .op = op,
+				    .algo = algo };
+	return inca_coll(c, &a);
+}
+
+int inca_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		   enum inca_dtype dt, enum inca_op op)
+{
+	return inca_allreduce_algo(c, sendbuf, recvbuf, count, dt, op, INCA_ALGO_AUTO);
+}
+
+int inca_barrier(struct inca_comm *c)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_BARRIER, .dt = INCA_UINT8 };
+	return inca_coll(c, &a);
+}
+
+int inca_reduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		enum inca_dtype dt, enum inca_op op, int root)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_REDUCE, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt, .op = op,
+				    .root = root };
+	return inca_coll(c, &a);
+}
+
+int inca_bcast(struct inca_comm *c, void *buf, size_t count, enum inca_dtype dt, int root)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_BCAST, .recvbuf = buf, .count = count,
+				    .dt = dt, .root = root };
+	return inca_coll(c, &a);
+}
+
+int inca_allgather(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		   enum inca_dtype dt)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_ALLGATHER, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt };
+	return inca_coll(c, &a);
+}
+
+int inca_reduce_scatter(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+			enum inca_dtype dt, enum inca_op op)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_REDUCE_SCATTER, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt, .op = op };
+	return inca_coll(c, &a);
+}
+
+int inca_alltoall(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		  enum inca_dtype dt)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_ALLTOALL, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt };
+	return inca_coll(c, &a);
+}
+
+int inca_gather(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		enum inca_dtype dt, int root)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_GATHER, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt, .root = root };
+	return inca_coll(c, &a);
+}
+
+int inca_scatter(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		 enum inca_dtype dt, int root)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_SCATTER, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt, .root = root };
+	return inca_coll(c, &a);
+}
+
+/* ---- nonblocking AllReduce --------------------------------------------------------------- */
+
+static void *nb_thread(void *arg)
+{
+	struct inca_comm *c = arg;
+	struct client_coll *k = c->coll;
+
+	pthread_mutex_lock(&k->mu);
+	for (;;) {
+		while (!k->head && !k->stop)
+			pthread_cond_wait(&k->cv, &k->mu);
+		if (!k->head)
+			break;
+		struct inca_request *r = k->head->req;
+		pthread_mutex_unlock(&k->mu);
+		struct inca_coll_args a = { .coll = INCA_COLL_ALLREDUCE, .sendbuf = r->sendbuf,
+					    .recvbuf = r->recvbuf, .count = r->count, .dt = r->dt,
+					    .op = r->op };
+		int rc = coll_run(c, &a);
+		pthread_mutex_lock(&k->mu);
+		k->head = k->head->next;
+		if (!k->head)
+			k->tail = NULL;
+		k->pending--;
+		r->status = rc;
+		r->done = true;
+		pthread_cond_broadcast(&k->cv);
+	}
+	pthread_mutex_unlock(&k->mu);
+	return NULL;
+}
+
+/* Blocking calls and destroy: wait until the progress thread has nothing queued. */
+static void nb_drain(struct inca_comm *c)
+{
+	struct client_coll *k = c->coll;
+
+	if (!k->thr_started)
+		return;
+	pthread_mutex_lock(&k->mu);
+	while (k->pending)
+		pthread_cond_wait(&k->cv, &k->mu);
+	pthread_mutex_unlock(&k->mu);
+}
+
+static void nb_stop(struct inca_comm *c)
+{
+	struct client_coll *k = c->coll;
+
+	if (!k->thr_started)
+		return;
+	nb_drain(c);
+	pthread_mutex_lock(&k->mu);
+	k->stop = true;
+	pthread_cond_broadcast(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+	pthread_join(k->thr, NULL);
+	k->thr_started = false;
+}
+
+int inca_iallreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+		    enum inca_dtype dt, enum inca_op op, struct inca_request **req)
+{
+	struct inca_coll_args a = { .coll = INCA_COLL_ALLREDUCE, .sendbuf = sendbuf,
+				    .recvbuf = recvbuf, .count = count, .dt = dt, .op = op };
+	struct client_coll *k;
+	struct inca_request *r;
+	int rc;
+
+	if (!req)
+		return -EINVAL;
+	*req = NULL;
+	if (!c || !c->coll)
+		return -EINVAL;
+	k = c->coll;
+	if ((rc = validate(c, &a)) < 0)
+		return rc;
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return -ENOMEM;
+	*r = (struct inca_request){ .comm = c, .sendbuf = sendbuf, .recvbuf = recvbuf,
+				    .count = count, .dt = dt, .op = op };
+	r->node.req = r;
+	pthread_mutex_lock(&k->mu);
+	if (!k->thr_started) {
+		k->stop = false;
+		if (pthread_create(&k->thr, NULL, nb_thread, c) != 0) {
+			pthread_mutex_unlock(&k->mu);
+			free(r);
+			return -EAGAIN;
+		}
+		k->thr_started = true;
+	}
+	if (k->tail)
+		k->tail->next = &r->node;
+	else
+		k->head = &r->node;
+	k->tail = &r->node;
+	k->pending++;
+	pthread_cond_broadcast(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+	*req = r;
+	return 0;
+}
+
+int inca_test(struct inca_request **req, int *done)
+{
+	struct inca_request *r;
+	struct client_coll *k;
+	int rc = 0;
+
+	if (!req || !*req || !done)
+		return -EINVAL;
+	r = *req;
+	k = r->comm->coll;
+	pthread_mutex_lock(&k->mu);
+	*done = r->done;
+	if (r->done)
+		rc = r->status;
+	pthread_mutex_unlock(&k->mu);
+	if (*done) {
+		free(r);
+		*req = NULL;
+	}
+	return rc;
+}
+
+int inca_wait(struct inca_request **req)
+{
+	struct inca_request *r;
+	struct client_coll *k;
+	int rc;
+
+	if (!req || !*req)
+		return -EINVAL;
+	r = *req;
+	k = r->comm->coll;
+	pthread_mutex_lock(&k->mu);
+	while (!r->done)
+		pthread_cond_wait(&k->cv, &k->mu);
+	rc = r->status;
+	pthread_mutex_unlock(&k->mu);
+	free(r);
+	*req = NULL;
+	return rc;
+}
