@@ -45,6 +45,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --deterministic    deterministic switch; INC results compared bitwise with a\n"
 		"                         rank-ordered reduction of random (rounding) float data\n"
 		"      --in-place         sendbuf == recvbuf\n"
+		"      --link-rate BPS    link rate in bit/s: adds an INC/link algbw column\n"
 		"      --no-inc, --no-ring  run only one algorithm\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
 		"      --switch-threads N switch worker threads (default 1)\n"
@@ -64,7 +65,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 }
 
 enum {
-	OPT_BUDGET = 1000, OPT_MTU, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE,
+	OPT_LINK = 999, OPT_BUDGET = 1000, OPT_MTU, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE,
 	OPT_NOINC, OPT_NORING, OPT_SWITCH, OPT_SWTHREADS, OPT_ADDR, OPT_JSON, OPT_SEED, OPT_PLOT,
 	OPT_FABRIC, OPT_RTO, OPT_HOLD,
 };
@@ -295,6 +296,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'h' },
 		{ "budget", required_argument, 0, OPT_BUDGET },
+		{ "link-rate", required_argument, 0, OPT_LINK },
 		{ "mtu", required_argument, 0, OPT_MTU },
 		{ "slots", required_argument, 0, OPT_SLOTS },
 		{ "drop-rate", required_argument, 0, OPT_DROP },
@@ -321,7 +323,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	cfg.rto_us = d->rto_us;
 	uint64_t minb = d->minb, maxb = d->maxb, factor = d->factor;
 	int iters = d->iters, warmup = d->warmup;
-	double budget = d->budget, v, hold_s = 0;
+	double budget = d->budget, v, hold_s = 0, link_bps = 0;
 	const char *plot_path = NULL;
 	const char *fabric_path = NULL;
 	static struct launch_plan plan; /* ~30 KiB: not on the stack */
@@ -365,6 +367,10 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 			return 0;
 		case OPT_BUDGET:
 			if (parse_num(optarg, &budget) || budget < 0)
+				goto bad;
+			break;
+		case OPT_LINK:
+			if (parse_num(optarg, &link_bps) || link_bps < 0)
 				goto bad;
 			break;
 		case OPT_MTU:
@@ -484,6 +490,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	o->iters = iters;
 	o->warmup = warmup;
 	o->budget_s = budget;
+	o->link_bps = link_bps;
 	o->inc = !no_inc;
 	o->ring = !no_ring;
 	o->ratio = d->ratio;

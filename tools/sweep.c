@@ -224,10 +224,10 @@ static void print_header(const struct sweep_opts *o, int n)
 	       o->ring ? "host ring (TCP)" : "");
 	printf("# %10s %12s %6s %6s  %9s %7s %7s %6s  %9s %7s %7s %6s%s\n", "size", "count", "type",
 	       "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
-	       o->ratio ? "  INC/ring" : "");
+	       o->ratio ? (o->link_bps > 0 ? "  INC/ring  INC/link" : "  INC/ring") : "");
 	printf("# %10s %12s %6s %6s  %9s %7s %7s %6s  %9s %7s %7s %6s%s\n", "(B)", "(elements)", "",
 	       "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-	       o->ratio ? "   (algbw)" : "");
+	       o->ratio ? (o->link_bps > 0 ? "   (algbw)   (algbw)" : "   (algbw)") : "");
 	(void)n;
 	fflush(stdout);
 }
@@ -269,7 +269,7 @@ static void print_row(struct sweep_job *j, int n, size_t count, enum inca_dtype 
 {
 	const struct sweep_opts *o = &j->o;
 	size_t bytes = count * inca_dtype_size(dt);
-	char a[64], b[64], ratio[32] = "";
+	char a[64], b[64], ratio[48] = "";
 	fmt_algo(a, sizeof(a), &res[0], bytes, n);
 	fmt_algo(b, sizeof(b), &res[1], bytes, n);
 	bool both_ok = res[0].ran && res[1].ran && !res[0].errors && !res[1].errors &&
@@ -279,6 +279,16 @@ static void print_row(struct sweep_job *j, int n, size_t count, enum inca_dtype 
 		snprintf(ratio, sizeof(ratio), "  %8.2fx", rt);
 	else if (o->ratio)
 		snprintf(ratio, sizeof(ratio), "  %9s", "-");
+	/* Payload bits per second over the link rate: what the "x link rate" means. */
+	if (o->ratio && o->link_bps > 0) {
+		size_t l = strlen(ratio);
+		bool inc_ok = res[0].ran && !res[0].errors && res[0].iters && res[0].time_us > 0;
+		if (inc_ok)
+			snprintf(ratio + l, sizeof(ratio) - l, "  %8.2fx",
+				 (double)bytes * 8.0 / (res[0].time_us * 1e-6) / o->link_bps);
+		else
+			snprintf(ratio + l, sizeof(ratio) - l, "  %9s", "-");
+	}
 	printf("  %10zu %12zu %6s %6s  %s  %s%s\n", bytes, count, inca_dtype_name(dt),
 	       inca_op_name(op), a, b, ratio);
 	fflush(stdout);

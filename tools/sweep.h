@@ -34,6 +34,7 @@ struct sweep_opts {
 	const char *json_path; /* rank 0 appends one JSON line per row (file must exist) */
 	const char *label;     /* "tool" field of the JSON lines */
 	uint64_t seed;
+	double link_bps;       /* > 0: add an "INC/link" column: INC algbw (bits/s) / link_bps */
 };
 
 /* Totals written by rank 0 into shared memory for the launching process. */

@@ -943,7 +943,9 @@ def cmd_run(args, spec):
             log("inca-am on %s (namespace %s), switches over NETCONF (UNIX sockets), %d job(s)"
                 % (fab.am_addr, fab.am_ns, len(fab.jobs)))
         t0 = time.time()
-        runs = run_jobs(fab, demo_bin, args.demo_args, args.timeout)
+        # The hosts' link rate, for the demo's "INC/link" column (payload algbw / link rate).
+        link = ["--link-rate", str(int(spec.host_rate or spec.rate))]
+        runs = run_jobs(fab, demo_bin, link + args.demo_args, args.timeout)
         rc = 0
         for pl, r in runs:
             if len(runs) > 1:
