@@ -6,7 +6,7 @@
 --       wireshark -X lua_script:tools/inca.lua   (or copy into ~/.local/lib/wireshark/plugins/)
 -- Fields: inca.version inca.flags inca.flags.result inca.flags.retx inca.coll inca.dtype
 --   inca.op inca.tree inca.slot inca.round inca.bfr_id inca.bsl inca.bsl_bits inca.si
---   inca.count inca.reserved inca.bitstring inca.set_bfr_ids (e.g. "1,3,64") inca.set_bfr_id
+--   inca.count inca.owner inca.bitstring inca.set_bfr_ids (e.g. "1,3,64") inca.set_bfr_id
 --   (one per set bit) inca.data inca.elem.<dtype> (one per element) inca.pad
 
 local inca = Proto("inca", "INCA In-Network Collective Acceleration")
@@ -41,7 +41,7 @@ local F = {
 	bsl_bits = ProtoField.uint16("inca.bsl_bits", "Bit-string length (bits)", base.DEC),
 	si = ProtoField.uint8("inca.si", "Set identifier (SI)", base.DEC),
 	count = ProtoField.uint16("inca.count", "Element count", base.DEC),
-	reserved = ProtoField.uint16("inca.reserved", "Reserved", base.HEX),
+	owner = ProtoField.uint16("inca.owner", "Owner BFR-id", base.DEC),
 	bitstring = ProtoField.bytes("inca.bitstring", "BIER bit-string"),
 	set_ids = ProtoField.string("inca.set_bfr_ids", "Set BFR-ids"),
 	set_id = ProtoField.uint16("inca.set_bfr_id", "BFR-id", base.DEC),
@@ -140,8 +140,10 @@ local function dissect(tvb, pinfo, root)
 	t:add(F.si, tvb(15, 1))
 	local count = tvb(16, 2):uint()
 	t:add(F.count, tvb(16, 2))
-	local rt = t:add(F.reserved, tvb(18, 2))
-	if tvb(18, 2):uint() ~= 0 then rt:add_proto_expert_info(E.bad, "reserved field not zero") end
+	local rt = t:add(F.owner, tvb(18, 2))
+	if tvb(18, 2):uint() ~= 0 and coll ~= 2 and coll ~= 3 and coll ~= 5 and coll ~= 6 then
+		rt:add_proto_expert_info(E.bad, "owner set on a collective without one")
+	end
 
 	local si = tvb(15, 1):uint()
 	local info = string.format("INCA %s %s %s tree %d slot %d round %d",

@@ -47,6 +47,7 @@ struct agg__ver {
 	uint16_t count;
 	uint16_t nseen; /* popcount(seen): P-BMs are disjoint subsets of A-BM, so
 			 * nseen == popcount(A-BM) <=> seen == A-BM */
+	uint16_t owner; /* owner BFR-id of reduce/bcast/allgather/reduce-scatter (wire.h) */
 	uint32_t imm;
 	uint32_t data_len;
 	uint64_t va;
@@ -164,6 +165,21 @@ static inline uint16_t agg__bp_of(uint16_t bfr_id, unsigned bsl_bits, uint8_t si
 	if (k / bsl_bits != si)
 		return 0;
 	return (uint16_t)(k % bsl_bits + 1);
+}
+
+/* Per-chunk destinations (docs/protocol.md §4.1). Bcast and allgather: only the owner's
+ * contribution carries data (the others send header-only ones), and every destination but the
+ * owner gets the data. Reduce and reduce-scatter: everyone contributes data and only the owner
+ * gets the result data. Everyone else gets a header-only result: the acknowledgement that
+ * frees the slot. */
+static inline bool agg__from_owner(uint8_t coll)
+{
+	return coll == WIRE_COLL_BCAST || coll == WIRE_COLL_ALLGATHER;
+}
+
+static inline bool agg__to_owner(uint8_t coll)
+{
+	return coll == WIRE_COLL_REDUCE || coll == WIRE_COLL_REDUCE_SCATTER;
 }
 
 const char *agg_verdict_name(enum agg_verdict v)
@@ -436,7 +452,8 @@ static inline uint8_t *agg__buf(struct agg_tree *t, const struct agg__ver *v, si
 
 /* Append a send with the header of version v (slot, round, meta). */
 static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
-				  uint16_t slot, uint32_t nbr, uint8_t flags, uint16_t bfr_id)
+				  uint16_t slot, uint32_t nbr, uint8_t flags, uint16_t bfr_id,
+				  bool with_data)
 {
 	if (o->n >= o->cap)
 		return NULL;
@@ -447,7 +464,8 @@ static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const 
 	memset(s, 0, sizeof *s);
 	s->nbr = nbr;
 	struct wire_pkt *p = &s->pkt;
-	uint32_t ib_len = (uint32_t)(WIRE_INCA_FIXED_LEN + t->bsl_bytes + v->data_len);
+	uint32_t dlen = with_data ? v->data_len : 0;
+	uint32_t ib_len = (uint32_t)(WIRE_INCA_FIXED_LEN + t->bsl_bytes + dlen);
 	p->bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
 	p->bth.pkey = WIRE_PKEY_DEFAULT;
 	p->bth.padcnt = (uint8_t)((4 - ib_len % 4) % 4);
@@ -466,12 +484,13 @@ static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const 
 	p->inca.bfr_id = bfr_id;
 	p->inca.bsl_code = t->bsl_code;
 	p->inca.si = t->cfg.si;
-	p->inca.count = v->count;
+	p->inca.count = with_data ? v->count : 0;
+	p->inca.owner = v->owner;
 	p->inca.bits = bits;
-	p->data = agg__buf(t, v, 0);
-	p->data_len = v->data_len;
+	p->data = with_data ? agg__buf(t, v, 0) : NULL;
+	p->data_len = dlen;
 	t->st.tx_pkts++;
-	t->st.tx_bytes += v->data_len;
+	t->st.tx_bytes += dlen;
 	return s;
 }
 
@@ -484,15 +503,34 @@ static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struc
 {
 	uint8_t *rem = t->rem_bits;
 	size_t len = t->bsl_bytes, sent = 0;
+	/* Which copies carry the data: the owner's bit decides (agg__from_owner/_to_owner). */
+	unsigned obp = v->owner ? agg__bp_of(v->owner, t->cfg.bsl_bits, t->cfg.si) : 0;
+	bool sel = obp && (agg__from_owner(v->coll) || agg__to_owner(v->coll));
+	uint8_t obits[WIRE_BSL_MAX / 8];
+	if (sel) {
+		memset(obits, 0, len);
+		agg__set(obits, len, obp);
+	}
 	for (unsigned bp = agg__next(rem, len, 1); bp; bp = agg__next(rem, len, bp + 1)) {
 		uint16_t g = t->bp_group[bp];
 		if (g == AGG__NO_GROUP)
 			continue; /* unreachable: callers only pass bits within A-BM */
-		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, WIRE_F_RESULT, 0);
+		const uint8_t *f = t->groups[g].fbm;
+		bool with_data = true;
+		if (sel) {
+			bool has_owner = false, has_other = false;
+			for (size_t w = 0; w < t->nwords; w++) {
+				uint64_t x = agg__ld(rem, w) & agg__ld(f, w), ob = agg__ld(obits, w);
+				has_owner |= (x & ob) != 0;
+				has_other |= (x & ~ob) != 0;
+			}
+			with_data = agg__to_owner(v->coll) ? has_owner : has_other;
+		}
+		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, WIRE_F_RESULT, 0,
+					       with_data);
 		if (!s)
 			break; /* caller's cap too small: behaves like loss */
 		uint8_t *bits = (uint8_t *)s->pkt.inca.bits;
-		const uint8_t *f = t->groups[g].fbm;
 		for (size_t w = 0; w < t->nwords; w++) {
 			uint64_t r = agg__ld(rem, w), m = agg__ld(f, w);
 			agg__st(bits, w, r & m);
@@ -507,7 +545,7 @@ static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struc
 static bool agg__send_up(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
 			 uint16_t slot)
 {
-	struct agg_send *s = agg__emit(t, o, v, slot, t->cfg.parent_nbr, 0, t->cfg.own_bfr_id);
+	struct agg_send *s = agg__emit(t, o, v, slot, t->cfg.parent_nbr, 0, t->cfg.own_bfr_id, true);
 	if (!s)
 		return false;
 	memcpy((uint8_t *)s->pkt.inca.bits, t->abm, t->bsl_bytes);
@@ -560,10 +598,22 @@ static enum agg_verdict agg__check_round(const struct agg__ver *v, const struct 
 	return AGG_ABSORBED;
 }
 
-static bool agg__meta_eq(const struct agg__ver *v, const struct wire_pkt *p)
+/* Same round, same call: everything but the count, which differs between the owner's data and
+ * the others' header-only packets of a bcast / allgather (and between a data result and a
+ * header-only one). */
+static bool agg__meta_eq_nocount(const struct agg__ver *v, const struct wire_pkt *p)
 {
 	return v->coll == p->inca.coll && v->dtype == p->inca.dtype && v->op == p->inca.op &&
-	       v->count == p->inca.count && v->va == p->reth.va && v->imm == p->imm;
+	       v->va == p->reth.va && v->imm == p->imm && v->owner == p->inca.owner;
+}
+
+static bool agg__meta_eq(const struct agg__ver *v, const struct wire_pkt *p)
+{
+	if (!agg__meta_eq_nocount(v, p))
+		return false;
+	if (agg__from_owner(v->coll))
+		return v->count == p->inca.count || !v->count || !p->inca.count;
+	return v->count == p->inca.count;
 }
 
 /* Start round rnd on version v (the round two before it is finished everywhere). */
@@ -575,6 +625,7 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->dtype = p->inca.dtype;
 	v->op = p->inca.op;
 	v->count = p->inca.count;
+	v->owner = p->inca.owner;
 	v->imm = p->imm;
 	v->va = p->reth.va;
 	v->data_len = p->data_len;
@@ -686,6 +737,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		return r;
 
 	uint8_t *seen;
+	const bool prov = agg__from_owner(p->inca.coll);
 	if (v->state != AGG__EMPTY && v->rnd == rnd) {
 		if (!agg__meta_eq(v, p))
 			return AGG_DROP_MISMATCH;
@@ -714,7 +766,9 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 			}
 		}
 		/* seen == A-BM once up-sent/complete, so a fresh P-BM within A-BM means the
-		 * version is still collecting. */
+		 * version is still collecting. Bcast / allgather: one data contribution only. */
+		if (prov && p->data_len && v->data_len)
+			return AGG_DROP_MISMATCH;
 	} else {
 		agg__reset(t, v, p);
 		seen = agg__seen(t, v);
@@ -727,7 +781,14 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		added += (unsigned)__builtin_popcountll(x);
 		agg__st(seen, w, agg__ld(seen, w) | x);
 	}
-	if (t->heads) {
+	if (prov) {
+		/* Nothing to reduce: the owner's data (from whichever packet carries it). */
+		if (p->data_len) {
+			memcpy(agg__buf(t, v, 0), p->data, p->data_len);
+			v->count = p->inca.count;
+			v->data_len = p->data_len;
+		}
+	} else if (t->heads) {
 		if (p->data_len)
 			memcpy(agg__buf(t, v, 1 + (size_t)t->bp_member[low_bp]), p->data,
 			       p->data_len);
@@ -745,7 +806,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		return AGG_ABSORBED;
 
 	/* complete */
-	if (t->heads)
+	if (t->heads && !prov)
 		agg__det_reduce(t, v);
 	t->st.aggregations++;
 	if (t->cfg.root) {
@@ -787,12 +848,17 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 	if (r != AGG_ABSORBED)
 		return r;
 	if (v->state != AGG__EMPTY && v->rnd == rnd) {
-		if (!agg__meta_eq(v, p))
+		if (!agg__meta_eq_nocount(v, p))
+			return AGG_DROP_MISMATCH;
+		if (!wire_coll_has_owner(p->inca.coll) && v->count != p->inca.count)
 			return AGG_DROP_MISMATCH;
 	} else {
 		agg__reset(t, v, p);
 	}
 	if (v->state != AGG__COMPLETE) {
+		/* A header-only result (nobody below needs the data) leaves no data here. */
+		v->count = p->inca.count;
+		v->data_len = p->data_len;
 		if (p->data_len)
 			memcpy(agg__buf(t, v, 0), p->data, p->data_len);
 		memcpy(agg__seen(t, v), t->abm, t->bsl_bytes);

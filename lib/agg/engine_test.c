@@ -869,6 +869,133 @@ static void test_wire_numbering(void)
 	}
 }
 
+/* Per-chunk destinations (owner field): reduce / reduce-scatter send the result data only to
+ * the owner and header-only results to the others; bcast / allgather take data only from the
+ * owner and send it to everyone else, header-only to the owner. Also through a non-root that
+ * gets a header-only result from its parent. */
+static void test_owner(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	struct tu_pkt *p = calloc(1, sizeof *p);
+	struct agg_send out[8];
+	size_t cap = 8, ns;
+	CHECK(t && p);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, true);
+	struct agg_tree *e = ttree_create(t);
+	uint8_t colls[2] = { WIRE_COLL_REDUCE, WIRE_COLL_REDUCE_SCATTER };
+	for (int k = 0; k < 2; k++) {
+		uint16_t owner = t->bfr[2];
+		for (unsigned m = 0; m < 4; m++) {
+			fill_up(t, p, m, 1, (uint32_t)k, 3);
+			p->pkt.inca.coll = colls[k];
+			p->pkt.inca.owner = owner;
+			enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
+			CHECK_EQ(v, m < 3 ? AGG_ABSORBED : AGG_COMPLETED);
+		}
+		CHECK_EQ(ns, 4);
+		for (size_t i = 0; i < ns; i++) {
+			bool to_owner = out[i].nbr == t->nbr[2];
+			CHECK_EQ(out[i].pkt.inca.owner, owner);
+			CHECK_EQ(out[i].pkt.inca.count, to_owner ? 3 : 0);
+			CHECK_EQ(out[i].pkt.data_len, to_owner ? 24 : 0);
+			if (to_owner) {
+				int64_t sum = 0, got;
+				for (unsigned m = 0; m < 4; m++)
+					sum += val64(m, 1 + (uint64_t)k * 4, 0);
+				memcpy(&got, out[i].pkt.data, 8);
+				CHECK_EQ(got, sum);
+			}
+		}
+		/* A duplicate from a non-owner after completion: header-only re-send to it. */
+		fill_up(t, p, 0, 1, (uint32_t)k, 3);
+		p->pkt.inca.coll = colls[k];
+		p->pkt.inca.owner = owner;
+		CHECK_EQ(agg_tree_input(e, &p->pkt, t->nbr[0], out, cap, &ns), AGG_DUP_RESENT);
+		CHECK_EQ(ns, 1);
+		CHECK_EQ(out[0].pkt.inca.count, 0);
+	}
+	/* Bcast / allgather: member 1 owns the data, the others send header-only packets. */
+	uint8_t pcolls[2] = { WIRE_COLL_BCAST, WIRE_COLL_ALLGATHER };
+	for (int k = 0; k < 2; k++) {
+		uint16_t owner = t->bfr[1];
+		for (unsigned m = 0; m < 4; m++) {
+			fill_up(t, p, m, 2, (uint32_t)k, m == 1 ? 5 : 0);
+			p->pkt.inca.coll = pcolls[k];
+			p->pkt.inca.owner = owner;
+			enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
+			CHECK_EQ(v, m < 3 ? AGG_ABSORBED : AGG_COMPLETED);
+		}
+		CHECK_EQ(ns, 4);
+		for (size_t i = 0; i < ns; i++) {
+			bool is_owner = out[i].nbr == t->nbr[1];
+			CHECK_EQ(out[i].pkt.inca.count, is_owner ? 0 : 5);
+			if (!is_owner) {
+				int64_t got;
+				memcpy(&got, out[i].pkt.data + 8 * 4, 8);
+				CHECK_EQ(got, val64(1, 2 + (uint64_t)k * 4, 4));
+			}
+		}
+	}
+	/* Two data contributions to one bcast round: the second is refused. */
+	fill_up(t, p, 0, 3, 0, 5);
+	p->pkt.inca.coll = WIRE_COLL_BCAST;
+	p->pkt.inca.owner = t->bfr[0];
+	CHECK_EQ(agg_tree_input(e, &p->pkt, t->nbr[0], out, cap, &ns), AGG_ABSORBED);
+	fill_up(t, p, 1, 3, 0, 5);
+	p->pkt.inca.coll = WIRE_COLL_BCAST;
+	p->pkt.inca.owner = t->bfr[0];
+	CHECK_EQ(agg_tree_input(e, &p->pkt, t->nbr[1], out, cap, &ns), AGG_DROP_MISMATCH);
+	agg_tree_destroy(e);
+
+	/* Non-root leaf: a header-only result from the parent (the owner is elsewhere) goes
+	 * down header-only; an aggregate of a bcast without the owner below goes up empty. */
+	ttree_init(t, 64, 0, 2, 1, 4, 64, false);
+	e = ttree_create(t);
+	for (unsigned m = 0; m < 2; m++) {
+		fill_up(t, p, m, 0, 0, 0);
+		p->pkt.inca.coll = WIRE_COLL_ALLGATHER;
+		p->pkt.inca.owner = 50; /* a member of another leaf */
+		agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
+	}
+	CHECK_EQ(ns, 1);
+	CHECK_EQ(out[0].nbr, t->cfg.parent_nbr);
+	CHECK_EQ(out[0].pkt.inca.count, 0);
+	CHECK_EQ(out[0].pkt.inca.owner, 50);
+	/* the result arrives with data: both members get it */
+	fill_up(t, p, 0, 0, 0, 6);
+	p->pkt.inca.flags = WIRE_F_RESULT;
+	p->pkt.inca.coll = WIRE_COLL_ALLGATHER;
+	p->pkt.inca.owner = 50;
+	p->pkt.inca.bfr_id = 0;
+	memcpy(p->bits, t->abm, t->len);
+	CHECK_EQ(agg_tree_input(e, &p->pkt, t->cfg.parent_nbr, out, cap, &ns), AGG_RESULT_DOWN);
+	CHECK_EQ(ns, 2);
+	CHECK_EQ(out[0].pkt.inca.count, 6);
+	CHECK_EQ(out[1].pkt.inca.count, 6);
+	/* reduce owned elsewhere: the members' data goes up, a header-only result comes down */
+	for (unsigned m = 0; m < 2; m++) {
+		fill_up(t, p, m, 1, 0, 2);
+		p->pkt.inca.coll = WIRE_COLL_REDUCE;
+		p->pkt.inca.owner = 50;
+		agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
+	}
+	CHECK_EQ(ns, 1);
+	CHECK_EQ(out[0].pkt.inca.count, 2);
+	fill_up(t, p, 0, 1, 0, 0);
+	p->pkt.inca.flags = WIRE_F_RESULT;
+	p->pkt.inca.coll = WIRE_COLL_REDUCE;
+	p->pkt.inca.owner = 50;
+	p->pkt.inca.bfr_id = 0;
+	memcpy(p->bits, t->abm, t->len);
+	CHECK_EQ(agg_tree_input(e, &p->pkt, t->cfg.parent_nbr, out, cap, &ns), AGG_RESULT_DOWN);
+	CHECK_EQ(ns, 2);
+	CHECK_EQ(out[0].pkt.inca.count, 0);
+	CHECK_EQ(out[1].pkt.inca.count, 0);
+	agg_tree_destroy(e);
+	free(t);
+	free(p);
+}
+
 int main(void)
 {
 	test_verdict_names();
@@ -881,6 +1008,7 @@ int main(void)
 	test_sharding();
 	test_deterministic();
 	test_wire_numbering();
+	test_owner();
 	printf("engine_test: ok\n");
 	return 0;
 }

@@ -136,6 +136,8 @@ static int check_pkt(const struct wire_pkt *p)
 	if ((h->flags & ~WIRE_F_MASK) || h->coll < 1 || h->coll > WIRE_COLL_MAX ||
 	    !wire__op_valid(h->dtype, h->op) || !wire_bsl_bytes(h->bsl_code))
 		return -EINVAL;
+	if (h->owner && !wire_coll_has_owner(h->coll))
+		return -EINVAL;
 	size_t es = wire__elem_size(h->dtype);
 	if ((size_t)h->count * es != p->data_len || (p->data_len && !p->data))
 		return -EINVAL;
@@ -199,8 +201,7 @@ static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 	inca[14] = h->bsl_code;
 	inca[15] = h->si;
 	wire__st16(inca + 16, h->count);
-	inca[18] = 0;
-	inca[19] = 0;
+	wire__st16(inca + 18, h->owner);
 
 	uint32_t crc = dcrc ? wire__icrc_dcrc(ip, buf, total, OFF_INCA + hdr, dcrc)
 			    : wire_icrc(ip, buf, total);
@@ -253,7 +254,7 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 		return WIRE_E_DTYPE;
 	if (!wire__op_valid(inca[2], inca[3]))
 		return WIRE_E_OP;
-	if ((inca[14] & 0xF0) || inca[18] || inca[19])
+	if ((inca[14] & 0xF0) || ((inca[18] || inca[19]) && !wire_coll_has_owner(inca[1])))
 		return WIRE_E_RESERVED;
 	size_t bl = wire_bsl_bytes(inca[14]);
 	if (!bl)
@@ -318,6 +319,7 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 	h->bsl_code = inca[14];
 	h->si = inca[15];
 	h->count = count;
+	h->owner = wire__ld16(inca + 18);
 	h->bits = inca + WIRE_INCA_FIXED_LEN;
 
 	out->data = inca + hdr;

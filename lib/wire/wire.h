@@ -116,7 +116,17 @@ struct wire_inca {
 	uint8_t si;       /* BIER set identifier */
 	uint16_t count;   /* elements in the data */
 	const uint8_t *bits; /* bsl/8 bytes */
+	/* Owner BFR-id (offset 18, docs/protocol.md §4.1): for reduce and reduce-scatter the member
+	 * that receives the result data, for bcast and allgather the member that provides it;
+	 * the others get header-only results. 0 = none (every destination gets the data); must
+	 * be 0 for allreduce and barrier. */
+	uint16_t owner;
 };
+/* 1 if a collective code carries an owner (reduce, bcast, allgather, reduce-scatter). */
+static inline int wire_coll_has_owner(uint8_t coll)
+{
+	return coll == 2 || coll == 3 || coll == 5 || coll == 6;
+}
 
 /* A decoded (or to-be-encoded) INCA packet: the UDP payload. Pointers are borrowed. */
 struct wire_pkt {

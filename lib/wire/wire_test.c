@@ -118,6 +118,7 @@ static void check_same(const struct wire_pkt *a, const struct wire_pkt *d)
 	CHECK_EQ(d->inca.bsl_code, a->inca.bsl_code);
 	CHECK_EQ(d->inca.si, a->inca.si);
 	CHECK_EQ(d->inca.count, a->inca.count);
+	CHECK_EQ(d->inca.owner, a->inca.owner);
 	size_t bl = wire_bsl_bytes(a->inca.bsl_code);
 	CHECK(memcmp(d->inca.bits, a->inca.bits, bl) == 0);
 	CHECK_EQ(d->data_len, a->data_len);
@@ -140,6 +141,8 @@ static void test_roundtrip(void)
 							  counts[ci]);
 				p.inca.flags = (uint8_t)(n % 4);
 				p.inca.coll = (uint8_t)(1 + n % WIRE_COLL_MAX);
+				/* reduce/bcast/allgather/reduce-scatter carry an owner BFR-id */
+				p.inca.owner = wire_coll_has_owner(p.inca.coll) ? (uint16_t)(n * 257) : 0;
 				p.inca.si = (uint8_t)n;
 				p.bth.se = n & 1;
 				p.bth.becn = (n >> 1) & 1;
@@ -351,6 +354,7 @@ static void test_rejects(void)
 	CHECK_ERR(poke(O_INCA + 14, 0x11, 0, 1), WIRE_E_RESERVED);
 	CHECK_ERR(poke(O_INCA + 18, 1, 0, 1), WIRE_E_RESERVED);
 	CHECK_ERR(poke(O_INCA + 19, 0x80, 0, 1), WIRE_E_RESERVED);
+	/* ... but the same bytes are the owner BFR-id of a reduce (coll 2): test_roundtrip. */
 	CHECK_ERR(poke(O_INCA + 17, 6, 0, 1), WIRE_E_COUNT);
 	CHECK_ERR(poke(O_INCA + 16, 1, 0, 1), WIRE_E_COUNT);
 	CHECK_ERR(poke(O_INCA + 2, INCA_FP64, 0, 1), WIRE_E_COUNT); /* 5 x 8 != 20 bytes */

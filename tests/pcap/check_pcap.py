@@ -82,7 +82,7 @@ def decode_inca(frame, udp_payload):
         return fail(frame, "unknown dtype %d" % dtype)
     if op >= 7 or (op >= 4 and dtype >= 8):
         return fail(frame, "op %d invalid for dtype %d" % (op, dtype))
-    if bslb >> 4 or rsv:
+    if bslb >> 4 or (rsv and coll not in (2, 3, 5, 6)):  # offset 18: owner BFR-id
         return fail(frame, "INCA reserved bits set")
     if not 1 <= bslb <= 7:
         return fail(frame, "BSL code %d outside 1..7" % bslb)
