@@ -782,20 +782,30 @@ static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8
 		nsent = w->max_sends;
 	/* A result replicated to several neighbours carries the same data in every copy: CRC the
 	 * data once and let each copy pay only for its headers (wire_encode_udp_dcrc). */
+	/* Header-only copies (per-chunk destinations, docs/protocol.md §4.1) carry no data and
+	 * simply get their own (short) CRC. */
 	struct wire_dcrc dcrc;
 	const struct wire_dcrc *shared = NULL;
-	if (nsent > 1 && w->io->sends[0].pkt.data_len >= 256) {
-		shared = &dcrc;
-		for (size_t i = 1; i < nsent; i++)
-			if (w->io->sends[i].pkt.data != w->io->sends[0].pkt.data ||
-			    w->io->sends[i].pkt.data_len != w->io->sends[0].pkt.data_len)
-				shared = NULL;
-		if (shared && wire_data_crc(&dcrc, w->io->sends[0].pkt.data,
-					    w->io->sends[0].pkt.data_len) != 0)
-			shared = NULL;
+	const struct wire_pkt *p0 = NULL;
+	size_t ndata = 0;
+	for (size_t i = 0; i < nsent; i++) {
+		const struct wire_pkt *p = &w->io->sends[i].pkt;
+		if (!p->data_len)
+			continue;
+		if (!p0)
+			p0 = p;
+		else if (p->data != p0->data || p->data_len != p0->data_len)
+			p0 = NULL, i = nsent; /* different data: no sharing */
+		ndata++;
 	}
-	for (size_t i = 0; i < nsent; i++)
-		emit(w, t, &w->io->sends[i], src_ip_be, shared);
+	if (p0 && ndata > 1 && p0->data_len >= 256 &&
+	    wire_data_crc(&dcrc, p0->data, p0->data_len) == 0)
+		shared = &dcrc;
+	for (size_t i = 0; i < nsent; i++) {
+		const struct wire_pkt *p = &w->io->sends[i].pkt;
+		emit(w, t, &w->io->sends[i], src_ip_be,
+		     shared && p->data_len == dcrc.len && p->data == p0->data ? shared : NULL);
+	}
 }
 
 /* The benchmark baseline: same sockets, steering and batching, no decode, no copy. */

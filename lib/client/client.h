@@ -86,6 +86,23 @@ int client_inc_open(struct inca_comm *c);
 void client_inc_close(struct inca_comm *c);
 int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
 			 enum inca_dtype dt, enum inca_op op);
+/* One offloaded collective with per-chunk destinations (docs/protocol.md §4.1). The
+ * aggregation space is count elements, cut into blocks of block_count (0: one block; else one
+ * block per rank, owner = block index). src/dst point at the space's start, or, with
+ * *_block_local, at this rank's own block only (allgather's input, reduce-scatter's output).
+ * src may be NULL where this rank sends no data, dst where it receives none. */
+struct client_inc_coll {
+	uint8_t coll;             /* WIRE_COLL_ALLREDUCE / REDUCE / BCAST / ALLGATHER / REDUCE_SCATTER */
+	const uint8_t *src;
+	uint8_t *dst;
+	bool src_block_local, dst_block_local;
+	size_t count, block_count;
+	enum inca_dtype dt;
+	enum inca_op op;
+	int owner_rank;           /* reduce / bcast: the root; -1: block index (allgather, r-s) */
+	const uint16_t *bfr_of_rank; /* rank -> BFR-id (collectives with an owner) */
+};
+int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a);
 
 /* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
  * stubs (client_am_start -> -ENOTSUP). */
@@ -110,6 +127,12 @@ void client_coll_free(struct inca_comm *c);
 int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a, enum inca_algo algo);
 int client_host_algo_valid(enum inca_coll coll, enum inca_algo algo);
 enum inca_algo client_host_choose(const struct inca_comm *c, enum inca_coll coll, size_t bytes);
+int client_am_report_failure(struct inca_comm *c, const char *reason);
+
+/* am.c failover (issue 4) */
+/* Tell the AM (ReportFailure) that the INC path of the current tree generation failed
+ * mid-collective; once per generation, which is then never used again. Non-blocking: the
+ * call completes in the background (2 s deadline). 0 (also without an AM), or -errno. */
 int client_am_report_failure(struct inca_comm *c, const char *reason);
 
 #endif

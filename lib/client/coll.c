@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agg/agg.h"
+#include "wire/wire.h"
 
 /* Sequence numbers of the agreement steps. The ring checks that neighbours run the same
  * collective with the same sequence; these fixed values let ranks that are at different user
@@ -20,12 +21,12 @@
 #define SEQ_TUNE (UINT64_MAX - 4)
 #define SEQ_RE_LO (UINT64_MAX - 5)
 #define SEQ_RE_HI (UINT64_MAX - 6)
+#define SEQ_BFR (UINT64_MAX - 7)
 
 /* After a failover, AUTO calls run on the host; every REENABLE_EVERY-th of them the ranks
  * check together whether the AM has given them a new tree. */
 #define REENABLE_EVERY 16
 #define TUNE_BUCKETS 48
-#define HAVE_WORDS 4 /* ranks that hold a result, as a bitmap: up to 256 ranks */
 
 enum tune_state { TUNE_NEW, TUNE_TRIED_INC, TUNE_DONE };
 
@@ -36,11 +37,21 @@ struct tune_entry {
 
 struct nb_req;
 
+/* A call's arguments and a copy of its input (failover redo). */
+struct saved_call {
+	bool valid;
+	uint64_t seq;
+	struct inca_coll_args a;
+	uint8_t *in;
+	size_t len, cap;
+};
+
 struct client_coll {
-	uint8_t *scratch, *zeros, *backup, *cache;
-	size_t scratch_cap, zeros_cap, backup_cap, cache_cap, cache_len;
-	uint64_t cache_seq;  /* user call whose INC result `cache` holds */
-	bool cache_valid;
+	uint8_t *scratch;
+	size_t scratch_cap;
+	struct saved_call cur, prev; /* this INC call's input; the last completed one's */
+	uint16_t *bfr_of_rank;       /* rank -> BFR-id of the current tree */
+	bool bfr_ok;                 /* every rank has one */
 	bool inc_on;         /* INC in use: changes only at points every rank passes together */
 	uint64_t host_calls_off; /* AUTO calls since INC went off (re-enable checks) */
 	bool tune_off;       /* INCA_TUNE=off: AUTO always takes INC when it is on */
@@ -130,6 +141,8 @@ int inca_algo_parse(const char *name)
 
 /* ---- state ------------------------------------------------------------------------------ */
 
+static int exchange_bfr_ids(struct inca_comm *c);
+
 int client_coll_init(struct inca_comm *c)
 {
 	struct client_coll *k = calloc(1, sizeof *k);
@@ -142,6 +155,14 @@ int client_coll_init(struct inca_comm *c)
 	k->tune_off = tune && strcmp(tune, "off") == 0;
 	k->inc_on = c->inc != NULL;
 	c->coll = k;
+	/* Collective: every rank creates its communicator in the same order. */
+	if (c->cfg.size > 1 && !c->ring_broken)
+		return exchange_bfr_ids(c);
+	k->bfr_of_rank = calloc(1, sizeof *k->bfr_of_rank);
+	if (!k->bfr_of_rank)
+		return -ENOMEM;
+	k->bfr_of_rank[0] = c->cfg.bfr_id;
+	k->bfr_ok = c->inc != NULL;
 	return 0;
 }
 
@@ -157,9 +178,9 @@ void client_coll_free(struct inca_comm *c)
 	pthread_mutex_destroy(&k->mu);
 	pthread_cond_destroy(&k->cv);
 	free(k->scratch);
-	free(k->zeros);
-	free(k->backup);
-	free(k->cache);
+	free(k->cur.in);
+	free(k->prev.in);
+	free(k->bfr_of_rank);
 	free(k);
 	c->coll = NULL;
 }
@@ -348,146 +369,206 @@ static int agree(struct inca_comm *c, uint64_t seq, void *vals, size_t n, enum i
 
 /* ---- INC forms -------------------------------------------------------------------------- */
 
-/* Every offloaded collective is one INC AllReduce over an "aggregation buffer" of agg_bytes:
- * its result is the same on every rank, which is what makes failover simple (any rank that
- * finished can hand it to the others). Data-movement collectives aggregate with bitwise OR
- * over zeros, on the widest integer lanes the size allows. */
-struct inc_plan {
-	const void *in;   /* contribution (agg_bytes) */
-	uint8_t *out;     /* result (agg_bytes) */
-	size_t count;     /* elements of dt */
-	enum inca_dtype dt;
-	enum inca_op op;
-	size_t agg_bytes;
-	bool out_is_scratch;
-};
-
-static void bytes_lanes(size_t bytes, const void *p1, const void *p2, size_t *count,
-			enum inca_dtype *dt)
+/* Exchange every rank's BFR-id (a member of a tree is addressed by it: the owner of a chunk,
+ * docs/protocol.md §4.1). Collective: every rank calls it at the same point (creation, and
+ * after the ranks agreed on a rebuilt tree). */
+static int exchange_bfr_ids(struct inca_comm *c)
 {
-	if (bytes % 8 == 0 && (uintptr_t)p1 % 8 == 0 && (uintptr_t)p2 % 8 == 0) {
-		*dt = INCA_UINT64;
-		*count = bytes / 8;
-	} else if (bytes % 4 == 0 && (uintptr_t)p1 % 4 == 0 && (uintptr_t)p2 % 4 == 0) {
-		*dt = INCA_UINT32;
-		*count = bytes / 4;
-	} else {
-		*dt = INCA_UINT8;
-		*count = bytes;
+	struct client_coll *k = c->coll;
+	size_t n = (size_t)c->cfg.size;
+	uint64_t *v = calloc(n, sizeof *v);
+	int rc;
+
+	if (!v)
+		return -ENOMEM;
+	v[c->cfg.rank] = c->inc ? c->cfg.bfr_id : 0;
+	rc = agree(c, SEQ_BFR, v, n, INCA_BOR);
+	if (rc == 0) {
+		uint16_t *t = realloc(k->bfr_of_rank, n * sizeof *t);
+		if (!t) {
+			rc = -ENOMEM;
+		} else {
+			k->bfr_of_rank = t;
+			k->bfr_ok = true;
+			for (size_t i = 0; i < n; i++) {
+				t[i] = (uint16_t)v[i];
+				if (!t[i])
+					k->bfr_ok = false; /* some rank has no tree: no owners */
+			}
+		}
+	}
+	free(v);
+	return rc;
+}
+
+/* Bytes of this rank's input (what a redo on the host path needs again) and output. */
+static size_t in_bytes(const struct inca_comm *c, const struct inca_coll_args *a)
+{
+	size_t b = a->count * inca_dtype_size(a->dt), n = (size_t)c->cfg.size;
+	switch (a->coll) {
+	case INCA_COLL_BCAST:
+		return a->root == c->cfg.rank ? b : 0;
+	case INCA_COLL_REDUCE_SCATTER:
+		return b * n;
+	case INCA_COLL_BARRIER:
+		return 0;
+	default:
+		return b;
 	}
 }
 
-static int inc_prepare(struct inca_comm *c, const struct inca_coll_args *a, struct inc_plan *p)
+static size_t out_bytes(const struct inca_comm *c, const struct inca_coll_args *a)
+{
+	size_t b = a->count * inca_dtype_size(a->dt), n = (size_t)c->cfg.size;
+	switch (a->coll) {
+	case INCA_COLL_REDUCE:
+		return a->root == c->cfg.rank ? b : 0;
+	case INCA_COLL_ALLGATHER:
+		return b * n;
+	case INCA_COLL_BARRIER:
+		return 0;
+	default:
+		return b;
+	}
+}
+
+/* Where this rank's input of call a sits (before the call). */
+static const void *in_ptr(const struct inca_comm *c, const struct inca_coll_args *a)
+{
+	size_t b = a->count * inca_dtype_size(a->dt);
+	if (a->coll == INCA_COLL_BCAST)
+		return a->recvbuf;
+	if (a->coll == INCA_COLL_ALLGATHER && a->sendbuf == a->recvbuf)
+		return (const uint8_t *)a->recvbuf + (size_t)c->cfg.rank * b;
+	return a->sendbuf;
+}
+
+static int inc_exec(struct inca_comm *c, const struct inca_coll_args *a)
 {
 	struct client_coll *k = c->coll;
-	size_t elem = inca_dtype_size(a->dt), n = (size_t)c->cfg.size, b = a->count * elem;
-	int me = c->cfg.rank, rc;
+	size_t b = a->count * inca_dtype_size(a->dt), n = (size_t)c->cfg.size;
+	int me = c->cfg.rank;
+	struct client_inc_coll x = { .dt = a->dt, .op = a->op, .count = a->count,
+				     .bfr_of_rank = k->bfr_of_rank };
+	uint64_t zero = 0;
 
-	memset(p, 0, sizeof *p);
 	switch (a->coll) {
 	case INCA_COLL_ALLREDUCE:
-		p->in = a->sendbuf;
-		p->out = a->recvbuf;
-		p->count = a->count;
-		p->dt = a->dt;
-		p->op = a->op;
-		p->agg_bytes = b;
+		x.coll = WIRE_COLL_ALLREDUCE;
+		x.src = a->sendbuf;
+		x.dst = a->recvbuf;
 		break;
 	case INCA_COLL_REDUCE:
-		p->in = a->sendbuf;
-		if (me == a->root) {
-			p->out = a->recvbuf;
-		} else {
-			if ((rc = grow(&k->scratch, &k->scratch_cap, b, false)) < 0)
-				return rc;
-			p->out = k->scratch;
-			p->out_is_scratch = true;
-		}
-		p->count = a->count;
-		p->dt = a->dt;
-		p->op = a->op;
-		p->agg_bytes = b;
+		x.coll = WIRE_COLL_REDUCE;
+		x.src = a->sendbuf;
+		x.dst = me == a->root ? a->recvbuf : NULL;
+		x.owner_rank = a->root;
 		break;
 	case INCA_COLL_BCAST:
-		if (me != a->root) {
-			if ((rc = grow(&k->zeros, &k->zeros_cap, b, true)) < 0)
-				return rc;
-			p->in = k->zeros;
-		} else {
-			p->in = a->recvbuf;
-		}
-		p->out = a->recvbuf;
-		p->agg_bytes = b;
-		bytes_lanes(b, p->in, p->out, &p->count, &p->dt);
-		p->op = INCA_BOR;
+		x.coll = WIRE_COLL_BCAST;
+		x.src = me == a->root ? a->recvbuf : NULL;
+		x.dst = me == a->root ? NULL : a->recvbuf;
+		x.owner_rank = a->root;
 		break;
-	case INCA_COLL_ALLGATHER: {
-		uint8_t *out = a->recvbuf;
-		/* Our block in place, zeros elsewhere; then OR in place. */
+	case INCA_COLL_ALLGATHER:
+		x.coll = WIRE_COLL_ALLGATHER;
+		x.src = in_ptr(c, a);
+		x.src_block_local = true;
+		x.dst = a->recvbuf;
+		x.count = a->count * n;
+		x.block_count = a->count;
+		x.owner_rank = -1;
 		if (a->sendbuf != a->recvbuf)
-			memmove(out + (size_t)me * b, a->sendbuf, b);
-		memset(out, 0, (size_t)me * b);
-		memset(out + ((size_t)me + 1) * b, 0, (n - (size_t)me - 1) * b);
-		p->in = out;
-		p->out = out;
-		p->agg_bytes = b * n;
-		bytes_lanes(p->agg_bytes, out, out, &p->count, &p->dt);
-		p->op = INCA_BOR;
+			memcpy((uint8_t *)a->recvbuf + (size_t)me * b, a->sendbuf, b);
 		break;
-	}
 	case INCA_COLL_REDUCE_SCATTER:
-		if ((rc = grow(&k->scratch, &k->scratch_cap, b * n, false)) < 0)
-			return rc;
-		p->in = a->sendbuf;
-		p->out = k->scratch;
-		p->out_is_scratch = true;
-		p->count = a->count * n;
-		p->dt = a->dt;
-		p->op = a->op;
-		p->agg_bytes = b * n;
+		x.coll = WIRE_COLL_REDUCE_SCATTER;
+		x.src = a->sendbuf;
+		x.dst = a->recvbuf;
+		x.dst_block_local = true;
+		x.count = a->count * n;
+		x.block_count = a->count;
+		x.owner_rank = -1;
 		break;
-	case INCA_COLL_BARRIER: {
-		if ((rc = grow(&k->scratch, &k->scratch_cap, 8, false)) < 0)
-			return rc;
-		memset(k->scratch, 0, 8);
-		p->in = p->out = k->scratch;
-		p->out_is_scratch = true;
-		p->count = 1;
-		p->dt = INCA_UINT64;
-		p->op = INCA_BOR;
-		p->agg_bytes = 8;
+	case INCA_COLL_BARRIER:
+		/* an AllReduce of one word: nobody gets the result before everyone sent */
+		x.coll = WIRE_COLL_ALLREDUCE;
+		x.src = (const uint8_t *)&zero;
+		x.dst = (uint8_t *)&zero;
+		x.count = 1;
+		x.dt = INCA_UINT64;
+		x.op = INCA_BOR;
 		break;
-	}
 	default:
 		return -ENOTSUP;
 	}
+	if (wire_coll_has_owner(x.coll) && !k->bfr_ok)
+		return -ENOTSUP;
+	c->stats.inc_calls++;
+	return client_inc_coll(c, &x);
+}
+
+/* Copy of a call's input, kept so the call can be redone on the host path. */
+static int save_input(struct inca_comm *c, const struct inca_coll_args *a, struct saved_call *sc,
+		      uint64_t seq)
+{
+	size_t len = in_bytes(c, a);
+	int rc = grow(&sc->in, &sc->cap, len ? len : 1, false);
+	if (rc < 0)
+		return rc;
+	if (len)
+		memcpy(sc->in, in_ptr(c, a), len);
+	sc->a = *a;
+	sc->len = len;
+	sc->seq = seq;
+	sc->valid = true;
 	return 0;
 }
 
-/* After the aggregation buffer holds the result: move this rank's part where the caller
- * wants it. */
-static void inc_finish(struct inca_comm *c, const struct inca_coll_args *a, const struct inc_plan *p)
-{
-	if (a->coll == INCA_COLL_REDUCE_SCATTER) {
-		size_t b = a->count * inca_dtype_size(a->dt);
-		memcpy(a->recvbuf, p->out + (size_t)c->cfg.rank * b, b);
-	}
-}
-
-/* Failover of user call `seq`, whose INC AllReduce failed (switch or link dead, tree gone).
- * Every rank comes here for the earliest call that failed anywhere: a rank that completed it
- * fails its next INC call too, because that call needs the contribution of a rank still
- * stuck here. The ranks agree on the earliest failed call m; if any rank holds m's result
- * (cached when it completed) the lowest such rank hands it to everyone, else every rank is
- * at m with its input intact (or backed up) and m is redone on the host path. A rank whose own
- * failed call is later than m then redoes its own call on the host path, where the others
- * meet it as they reach that call with INC off. */
-static int inc_failover(struct inca_comm *c, const struct inca_coll_args *a, struct inc_plan *p,
-			uint64_t seq, bool in_place_backup, int why)
+/* Run call `a` on the host path with its saved input (sc) into its own buffers (mine) or into
+ * scratch (a call this rank already completed, redone for the others' sake). */
+static int host_redo(struct inca_comm *c, struct saved_call *sc, bool mine)
 {
 	struct client_coll *k = c->coll;
-	uint64_t m = seq, have[HAVE_WORDS] = { 0 };
-	int rc, root = -1;
+	struct inca_coll_args h = sc->a;
+	size_t ob = out_bytes(c, &h);
+	int rc;
+
+	if (!mine) {
+		if ((rc = grow(&k->scratch, &k->scratch_cap, ob ? ob : 1, false)) < 0)
+			return rc;
+		h.recvbuf = k->scratch;
+	}
+	if (h.coll == INCA_COLL_BCAST) {
+		if (h.root == c->cfg.rank)
+			memcpy(h.recvbuf, sc->in, sc->len);
+	} else if (h.coll == INCA_COLL_ALLGATHER) {
+		/* input travels as the own block of recvbuf (the in-place form) */
+		size_t b = h.count * inca_dtype_size(h.dt);
+		memcpy((uint8_t *)h.recvbuf + (size_t)c->cfg.rank * b, sc->in, sc->len);
+		h.sendbuf = h.recvbuf;
+	} else if (h.coll != INCA_COLL_BARRIER) {
+		h.sendbuf = sc->in;
+		if (!h.recvbuf && h.coll == INCA_COLL_REDUCE && h.root == c->cfg.rank)
+			return -EINVAL;
+	}
+	h.algo = client_host_choose(c, h.coll, args_bytes(&h));
+	k->counts.calls[h.coll][h.algo]++;
+	return client_host_coll(c, &h, h.algo);
+}
+
+/* Failover of user call `seq`, whose INC part failed (switch or link dead, tree gone).
+ * Every rank comes here for the earliest call that failed anywhere: a rank that completed that
+ * call fails its next INC call too, because that one needs the contribution of a rank still
+ * stuck here. The ranks agree on the earliest failed call m and redo m on the host path, each
+ * with its saved input of m (a rank whose own failed call is later supplies the input it kept
+ * of m and throws the output away); then the ranks that were further redo their own call on
+ * the host path, where the others meet them with INC off. */
+static int inc_failover(struct inca_comm *c, const struct inca_coll_args *a, uint64_t seq, int why)
+{
+	struct client_coll *k = c->coll;
+	uint64_t m = seq;
+	int rc;
 
 	k->inc_on = false;
 	k->host_calls_off = 0;
@@ -495,130 +576,42 @@ static int inc_failover(struct inca_comm *c, const struct inca_coll_args *a, str
 	client_log(&c->cfg, 1, "inc: call %llu failed (%s); completing on the host path",
 		   (unsigned long long)seq, inca_strerror(why));
 	client_am_report_failure(c, inca_strerror(why));
-	if (c->cfg.size > HAVE_WORDS * 64)
-		return -EIO;
 	if ((rc = agree(c, SEQ_FO_MIN, &m, 1, INCA_MIN)) < 0)
 		return rc;
 	if (m < seq) {
-		/* We completed m; our cache must hold it. */
-		if (!k->cache_valid || k->cache_seq != m)
-			return -EIO;
-	}
-	if (k->cache_valid && k->cache_seq == m && m < seq)
-		have[c->cfg.rank / 64] |= 1ull << (c->cfg.rank % 64);
-	if ((rc = agree(c, SEQ_FO_HAVE, have, HAVE_WORDS, INCA_BOR)) < 0)
-		return rc;
-	for (int i = 0; i < c->cfg.size && root < 0; i++)
-		if (have[i / 64] >> (i % 64) & 1)
-			root = i;
-
-	if (root >= 0) {
-		/* Hand m's result around: the root contributes it, everyone else zeros. */
-		uint64_t len = m == seq ? p->agg_bytes : k->cache_len;
-		uint64_t chk[2] = { len, ~len };
-		if ((rc = agree(c, SEQ_FO_DATA, chk, 2, INCA_MAX)) < 0)
+		if (!k->prev.valid || k->prev.seq != m)
+			return -EIO; /* cannot happen: a completed INC call always keeps its input */
+		if ((rc = host_redo(c, &k->prev, false)) < 0)
 			return rc;
-		if (chk[0] != len || ~chk[1] != len)
-			return -EPROTO; /* ranks disagree on the size of call m */
-		if (len) {
-			uint8_t *buf;
-			if (m == seq) {
-				buf = p->out;
-			} else {
-				if ((rc = grow(&k->scratch, &k->scratch_cap, len, false)) < 0)
-					return rc;
-				buf = k->scratch;
-			}
-			if (c->cfg.rank == root)
-				memcpy(buf, k->cache, len);
-			else
-				memset(buf, 0, len);
-			uint64_t saved = c->coll_seq;
-			c->coll_seq = SEQ_FO_DATA;
-			/* Bytes, not wider lanes: buffer alignment may differ between ranks and
-			 * the ring checks that the type matches. */
-			rc = client_ring_allreduce(c, buf, buf, len, INCA_UINT8, INCA_BOR);
-			c->coll_seq = saved;
-			if (rc < 0)
-				return rc;
-		}
-		if (m == seq) {
-			inc_finish(c, a, p);
-			k->counts.calls[a->coll][INCA_ALGO_RING]++;
-			return 0;
-		}
 	}
-	if (m == seq) {
-		/* Nobody has it: every rank is at m with its input intact. */
-		struct inca_coll_args h = *a;
-		if (in_place_backup) {
-			memcpy(a->recvbuf, k->backup, a->count * inca_dtype_size(a->dt) *
-			       (a->coll == INCA_COLL_ALLGATHER ? (size_t)c->cfg.size : 1));
-		}
-		h.algo = client_host_choose(c, a->coll, args_bytes(a));
-		k->counts.calls[a->coll][h.algo]++;
-		return client_host_coll(c, &h, h.algo);
-	}
-	/* Our own call is later than m: redo it on the host path (our input is intact or
-	 * backed up); the lagging ranks get here with INC off. */
-	{
-		struct inca_coll_args h = *a;
-		if (in_place_backup)
-			memcpy(a->recvbuf, k->backup, a->count * inca_dtype_size(a->dt) *
-			       (a->coll == INCA_COLL_ALLGATHER ? (size_t)c->cfg.size : 1));
-		h.algo = client_host_choose(c, a->coll, args_bytes(a));
-		k->counts.calls[a->coll][h.algo]++;
-		return client_host_coll(c, &h, h.algo);
-	}
+	(void)a;
+	return host_redo(c, &k->cur, true);
 }
 
 static int run_inc(struct inca_comm *c, const struct inca_coll_args *a, bool allow_failover)
 {
 	struct client_coll *k = c->coll;
-	struct inc_plan p;
 	uint64_t seq = c->coll_seq;
-	bool backup = false;
 	int rc;
 
-	/* An in-place call overwrites its input as results arrive: keep a copy so a failed call
-	 * can be redone on the host path. */
-	if (allow_failover && a->sendbuf == a->recvbuf && a->recvbuf &&
-	    (a->coll == INCA_COLL_ALLREDUCE || a->coll == INCA_COLL_ALLGATHER ||
-	     (a->coll == INCA_COLL_REDUCE && a->root == c->cfg.rank))) {
-		size_t len = a->count * inca_dtype_size(a->dt) *
-			     (a->coll == INCA_COLL_ALLGATHER ? (size_t)c->cfg.size : 1);
-		if ((rc = grow(&k->backup, &k->backup_cap, len, false)) < 0)
-			return rc;
-		memcpy(k->backup, a->recvbuf, len);
-		backup = true;
-	}
-	if (a->coll == INCA_COLL_BCAST && a->root == c->cfg.rank && allow_failover) {
-		/* The root's buffer is both input and output, but OR with zeros leaves it as is. */
-	}
-	if ((rc = inc_prepare(c, a, &p)) < 0)
+	/* Keep the input until this call completes and the next INC call completes too: a rank
+	 * that missed the end of this call needs everyone to redo it (inc_failover). */
+	if (allow_failover && (rc = save_input(c, a, &k->cur, seq)) < 0)
 		return rc;
-	c->stats.inc_calls++;
-	rc = client_inc_allreduce(c, p.in, p.out, p.count, p.dt, p.op);
+	rc = inc_exec(c, a);
 	if (rc == 0) {
-		inc_finish(c, a, &p);
 		k->counts.calls[a->coll][INCA_ALGO_INC]++;
-		/* Keep the result until our next INC call completes: a rank that missed the end
-		 * of this call may need it (see inc_failover). */
 		if (allow_failover) {
-			if (grow(&k->cache, &k->cache_cap, p.agg_bytes ? p.agg_bytes : 1, false) == 0) {
-				memcpy(k->cache, p.out, p.agg_bytes);
-				k->cache_len = p.agg_bytes;
-				k->cache_seq = seq;
-				k->cache_valid = true;
-			} else {
-				k->cache_valid = false;
-			}
+			struct saved_call t = k->prev;
+			k->prev = k->cur;
+			k->cur = t;
+			k->cur.valid = false;
 		}
 		return 0;
 	}
-	if (!allow_failover || rc == -EINVAL || rc == -ENOMEM)
+	if (!allow_failover || rc == -EINVAL || rc == -ENOMEM || rc == -ENOTSUP)
 		return rc;
-	return inc_failover(c, a, &p, seq, backup, rc);
+	return inc_failover(c, a, seq, rc);
 }
 
 /* While INC is off after a failover (AM mode), check every REENABLE_EVERY-th call whether all
@@ -639,8 +632,10 @@ static int maybe_reenable(struct inca_comm *c)
 	if ((rc = agree(c, SEQ_RE_HI, &hi, 1, INCA_MAX)) < 0)
 		return rc;
 	if (lo != 0 && lo == hi) {
+		if ((rc = exchange_bfr_ids(c)) < 0)
+			return rc;
 		k->inc_on = true;
-		k->cache_valid = false;
+		k->prev.valid = k->cur.valid = false;
 		memset(k->tune, 0, sizeof k->tune);
 		client_log(&c->cfg, 2, "inc: back on the rebuilt tree %u", (unsigned)c->cfg.tree_id);
 	}

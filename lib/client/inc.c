@@ -50,9 +50,14 @@
  * while its chunk waits for a result: that is the self-clocking rule. */
 struct inc_chunk {
 	uint64_t g;
-	uint64_t off_bytes;
+	uint64_t off_bytes; /* in the call's aggregation space (RETH VA: equal on every rank) */
 	uint32_t len_bytes;
 	uint16_t count;
+	uint16_t owner;     /* owner BFR-id (docs/protocol.md §4.1), 0 for allreduce */
+	bool send_data;     /* our contribution carries data (else header-only) */
+	bool recv_data;     /* we need the result's data (else a header-only result will do) */
+	const uint8_t *src; /* where our data for this chunk is */
+	uint8_t *dst;       /* where its result goes */
 	bool active;
 	bool retx;          /* sent more than once: no RTT sample (Karn) */
 	bool retx_fast;     /* last resend came from loss detection, not the RTO */
@@ -118,14 +123,15 @@ struct client_inc {
 	struct sockaddr_in rxsa[INC_BATCH];
 };
 
-/* One call's parameters. */
+/* One call's parameters. The aggregation space of total_bytes is cut into blocks of
+ * block_bytes (one block unless reduce-scatter / allgather) and every block into chunks, so a
+ * chunk never straddles two blocks and has one owner. */
 struct inc_job {
-	const uint8_t *src;
-	uint8_t *dst;
+	const struct client_inc_coll *a;
 	enum inca_dtype dt;
 	enum inca_op op;
 	size_t elem;
-	uint64_t base_g, nchunks, chunk_bytes, total_bytes;
+	uint64_t base_g, nchunks, chunk_bytes, total_bytes, block_bytes, cpb;
 	uint64_t next_i; /* the next chunk index to start: chunks start strictly in order */
 };
 
@@ -256,7 +262,8 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	pkt.imm = (uint32_t)ch->g;
 	pkt.inca.version = WIRE_INCA_VERSION;
 	pkt.inca.flags = retx ? WIRE_F_RETX : 0;
-	pkt.inca.coll = WIRE_COLL_ALLREDUCE;
+	pkt.inca.coll = j->a->coll;
+	pkt.inca.owner = ch->owner;
 	pkt.inca.dtype = (uint8_t)j->dt;
 	pkt.inca.op = (uint8_t)j->op;
 	pkt.inca.tree_id = cfg->tree_id;
@@ -265,10 +272,10 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	pkt.inca.bfr_id = cfg->bfr_id;
 	pkt.inca.bsl_code = cfg->bsl_code;
 	pkt.inca.si = cfg->si;
-	pkt.inca.count = ch->count;
+	pkt.inca.count = ch->send_data ? ch->count : 0;
 	pkt.inca.bits = ic->bits;
-	pkt.data = j->src + ch->off_bytes;
-	pkt.data_len = ch->len_bytes;
+	pkt.data = ch->send_data ? ch->src : NULL;
+	pkt.data_len = ch->send_data ? ch->len_bytes : 0;
 
 	ch->xmit_ns = now_ns;
 	ch->tx_seq = ++ic->tx_seq;
@@ -449,7 +456,7 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		goto bad;
 	}
 	if (pkt.bth.dest_qp != cfg->qpn || !(pkt.inca.flags & WIRE_F_RESULT) ||
-	    pkt.inca.coll != WIRE_COLL_ALLREDUCE || pkt.inca.tree_id != cfg->tree_id ||
+	    pkt.inca.coll != j->a->coll || pkt.inca.tree_id != cfg->tree_id ||
 	    pkt.reth.rkey != cfg->key || pkt.inca.bsl_code != cfg->bsl_code || pkt.inca.si != cfg->si ||
 	    !wire_bier_test(pkt.inca.bits, ic->bits_len, ic->own_bp) || pkt.inca.slot >= cfg->nslots)
 		goto bad;
@@ -465,11 +472,15 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		}
 		goto bad;
 	}
-	if (pkt.reth.va != ch->off_bytes || pkt.inca.count != ch->count ||
-	    pkt.data_len != ch->len_bytes || pkt.inca.dtype != (uint8_t)j->dt ||
-	    pkt.inca.op != (uint8_t)j->op)
+	/* A chunk whose data we need must bring exactly it; otherwise a header-only result is
+	 * the acknowledgement (a copy with data is accepted and ignored). */
+	if (pkt.reth.va != ch->off_bytes || pkt.inca.owner != ch->owner ||
+	    pkt.inca.dtype != (uint8_t)j->dt || pkt.inca.op != (uint8_t)j->op ||
+	    (ch->recv_data && (pkt.inca.count != ch->count || pkt.data_len != ch->len_bytes)) ||
+	    (!ch->recv_data && pkt.inca.count != 0 && pkt.inca.count != ch->count))
 		goto bad;
-	memcpy(j->dst + ch->off_bytes, pkt.data, ch->len_bytes);
+	if (ch->recv_data)
+		memcpy(ch->dst, pkt.data, ch->len_bytes);
 	ch->active = false;
 	ic->inflight--;
 	/* Any answer proves the path alive: restart the RTO and forget its backoff. */
@@ -564,14 +575,42 @@ static bool inc_can_start(const struct client_inc *ic, const struct client_cfg *
 /* Start chunk j->next_i (the caller checked inc_can_start and queue room). */
 static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 {
-	uint64_t i = j->next_i++, off = i * j->chunk_bytes;
+	const struct client_inc_coll *a = j->a;
+	uint64_t i = j->next_i++, blk = i / j->cpb, in_blk = (i % j->cpb) * j->chunk_bytes;
+	uint64_t off = blk * j->block_bytes + in_blk;
 	struct inc_chunk *ch = &c->inc->chunks[(j->base_g + i) % c->cfg.nslots];
 	int rc;
 
 	ch->g = j->base_g + i;
 	ch->off_bytes = off;
-	ch->len_bytes = (uint32_t)(j->total_bytes - off < j->chunk_bytes ? j->total_bytes - off : j->chunk_bytes);
+	ch->len_bytes = (uint32_t)(j->block_bytes - in_blk < j->chunk_bytes ? j->block_bytes - in_blk
+									  : j->chunk_bytes);
 	ch->count = (uint16_t)(ch->len_bytes / j->elem);
+	/* Owner and data directions per docs/protocol.md §4.1. */
+	int owner = a->owner_rank >= 0 ? a->owner_rank : (int)blk;
+	bool mine = owner == c->cfg.rank;
+	switch (a->coll) {
+	case WIRE_COLL_REDUCE:
+	case WIRE_COLL_REDUCE_SCATTER:
+		ch->owner = a->bfr_of_rank[owner];
+		ch->send_data = true;
+		ch->recv_data = mine;
+		break;
+	case WIRE_COLL_BCAST:
+	case WIRE_COLL_ALLGATHER:
+		ch->owner = a->bfr_of_rank[owner];
+		ch->send_data = mine;
+		ch->recv_data = !mine;
+		break;
+	default:
+		ch->owner = 0;
+		ch->send_data = ch->recv_data = true;
+		break;
+	}
+	ch->src = a->src ? a->src + (a->src_block_local ? in_blk : off) : NULL;
+	ch->dst = a->dst ? a->dst + (a->dst_block_local ? in_blk : off) : NULL;
+	if ((ch->send_data && !ch->src) || (ch->recv_data && !ch->dst))
+		return -EINVAL;
 	ch->ntimeouts = ch->nfast = 0;
 	ch->retx = ch->retx_fast = false;
 	ch->sent_ns = now_ns;
@@ -697,18 +736,34 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 int client_inc_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,
 			 enum inca_dtype dt, enum inca_op op)
 {
+	struct client_inc_coll a = { .coll = WIRE_COLL_ALLREDUCE, .src = sendbuf, .dst = recvbuf,
+				     .count = count, .dt = dt, .op = op, .owner_rank = 0 };
+	return client_inc_coll(c, &a);
+}
+
+int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
+{
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
-	struct inc_job j = { .src = sendbuf, .dst = recvbuf, .dt = dt, .op = op, .elem = inca_dtype_size(dt) };
+	struct inc_job j = { .a = a, .dt = a->dt, .op = a->op, .elem = inca_dtype_size(a->dt) };
 	uint64_t done = 0, rack_scanned = 0;
 	const bool tlp_ok = ic->have_rtt;
 	int rc;
 
-	j.total_bytes = (uint64_t)count * j.elem;
+	if (!j.elem || (wire_coll_has_owner(a->coll) && !a->bfr_of_rank) ||
+	    (a->owner_rank >= c->cfg.size))
+		return -EINVAL;
+	j.total_bytes = (uint64_t)a->count * j.elem;
+	j.block_bytes = a->block_count ? (uint64_t)a->block_count * j.elem : j.total_bytes;
+	if (j.block_bytes == 0 || j.total_bytes % j.block_bytes)
+		return -EINVAL;
 	j.chunk_bytes = wire_max_data(cfg->mtu, j.elem, cfg->bsl_code);
 	if (j.chunk_bytes == 0)
 		return -EINVAL;
-	j.nchunks = (j.total_bytes + j.chunk_bytes - 1) / j.chunk_bytes;
+	j.cpb = (j.block_bytes + j.chunk_bytes - 1) / j.chunk_bytes;
+	j.nchunks = j.total_bytes / j.block_bytes * j.cpb;
+	if (a->owner_rank < 0 && j.total_bytes / j.block_bytes != (uint64_t)c->cfg.size)
+		return -EINVAL; /* one block per rank */
 	/* g is never reused, even if this call fails: every member derives (slot, round)
 	 * from g, so all of them must advance it identically. */
 	j.base_g = ic->next_g;
