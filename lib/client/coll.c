@@ -719,6 +719,8 @@ static int coll_run(struct inca_comm *c, const struct inca_coll_args *a0)
 			enum inca_algo h = client_host_choose(c, a.coll, bytes);
 			uint64_t t0 = util_now_ns(), v[2];
 			k->counts.calls[a.coll][h]++;
+			if (a.coll == INCA_COLL_ALLREDUCE || a.coll == INCA_COLL_BARRIER)
+				c->stats.ring_calls++;
 			rc = client_host_coll(c, &a, h);
 			if (rc < 0)
 				return rc;
