@@ -109,7 +109,7 @@ struct am_stats {
 	uint64_t joins, joins_denied, sessions_denied, groups_created, groups_ready,
 		groups_fallback, dismantles, rebuilds, heartbeat_timeouts, switch_failures,
 		push_failures, journal_records, recovered_groups, rpc_unimplemented,
-		operator_denied;
+		operator_denied, failure_reports, failure_reports_denied, failure_reports_stale;
 };
 
 struct am {
@@ -144,6 +144,10 @@ grpc_status_code am_leave(struct am *am, const Inca__Am__V1__LeaveRequest *rq, c
 			  size_t cap);
 grpc_status_code am_dismantle_rpc(struct am *am, const Inca__Am__V1__DismantleRequest *rq,
 				  char *msg, size_t cap);
+/* A member's INC path failed (issue 4): dismantle, re-check the tree's switches, rebuild.
+ * rp->state points to a static string. */
+grpc_status_code am_report_failure(struct am *am, const Inca__Am__V1__FailureReport *rq,
+				   Inca__Am__V1__FailureReply *rp, char *msg, size_t cap);
 /* A session's first message; on success the session is bound to the member and gets the
  * group's current state at once. */
 grpc_status_code am_session_open(struct am *am, struct am_session *s,

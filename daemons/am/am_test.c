@@ -6,13 +6,26 @@
  *   inc       1 leaf: TREE_READY, INC AllReduce exact, AM restart keeps the group running
  *   full      1 leaf with too few slots: HOST_FALLBACK "slots exhausted", ring exact
  *   twolevel  2 leaves + 1 spine: 2-level tree, 4 ranks, exact, `inca status` shows it;
- *             leave -> dismantled, the switches' trees and slots are freed */
+ *             leave -> dismantled, the switches' trees and slots are freed
+ *   ssh       the AM manages inca-switch over NETCONF/SSH with a key pair made by ssh-keygen
+ *             (host key checked against known_hosts): INC exact; a key the switch does not
+ *             authorise and a wrong host key leave those switch entries down
+ *   failover  2 spines + 2 leaves, 4 ranks; the root spine is killed mid-run: the ranks' INC
+ *             calls fail, libinca reports it (ReportFailure), the AM rebuilds on the other
+ *             spine (polling is slowed down so only the report can trigger it), every result
+ *             exact and INC back on the new generation
+ *   tls       gRPC over TLS with a CA and server certificate made by openssl: ranks with the
+ *             CA join (ring exact), a rank trusting another CA fails cleanly, `inca --ca` */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,7 +36,7 @@
 
 static const char *am_path, *sw_path, *cli_path;
 static char tmpdir[128], am_addr[64], journal[256], am_conf[256];
-static pid_t am_pid, sw_pids[3];
+static pid_t am_pid, sw_pids[4];
 static int nsw;
 
 static void cleanup(void)
@@ -109,6 +122,7 @@ static void stop_am(void)
 }
 
 static grpc_channel *chan;
+static const char *chan_ca; /* PEM CA when the AM serves TLS */
 
 /* gRPC is started lazily, after the ranks were forked: gRPC state must not cross a fork. */
 static void chan_open(void)
@@ -116,7 +130,7 @@ static void chan_open(void)
 	if (chan)
 		return;
 	grpc_init();
-	chan = am_rpc_channel(am_addr, NULL, NULL, 0);
+	chan = am_rpc_channel(am_addr, chan_ca, NULL, 0);
 	if (!chan)
 		die("channel");
 }
@@ -155,7 +169,19 @@ struct rank_plan {
 	int sleep_us;      /* between iterations (AM restart window) */
 	const char *restart_flag; /* wait for this file before the last half (or NULL) */
 	const char *expect_reason; /* substring of inca_am_info.reason (or NULL) */
+	const char *tls_ca;        /* am_tls_ca */
+	int fail_within_ms;        /* >0: inca_comm_create must fail, and within this time */
+	int kill_at;               /* >0: failover case: the root dies before this iteration */
 };
+
+static char reached_flag[300], killed_flag[300], rebuilt_flag[300];
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static int run_rank(int rank, const struct rank_plan *p)
 {
@@ -184,6 +210,20 @@ static int run_rank(int rank, const struct rank_plan *p)
 	o.am_timeout_ms = 15000;
 	o.timeout_ms = 20000;
 	o.rto_us = 5000;
+	o.am_tls_ca = p->tls_ca;
+	if (p->kill_at) { /* fail fast once the root is gone */
+		o.retx_limit = 5;
+		o.rto_max_us = 20000;
+	}
+	if (p->fail_within_ms) {
+		uint64_t t0 = now_ms(), dt;
+		o.am_timeout_ms = 2000;
+		rc = inca_comm_create(&o, &c);
+		dt = now_ms() - t0;
+		fprintf(stderr, "rank %d: create: %s after %llu ms (expected to fail)\n", rank,
+			rc < 0 ? inca_strerror(rc) : "ok", (unsigned long long)dt);
+		return rc < 0 && dt <= (uint64_t)p->fail_within_ms ? 0 : 17;
+	}
 	rc = inca_comm_create(&o, &c);
 	if (strcmp(p->cred, "good") != 0)
 		return rc == -EACCES ? 0 : 10;
@@ -199,6 +239,17 @@ static int run_rank(int rank, const struct rank_plan *p)
 	}
 	for (int it = 0; it < p->iters; it++) {
 		int n = 1 + (it * 997) % 3000;
+		if (p->kill_at && it == p->kill_at) {
+			if (rank == 0)
+				write_file(reached_flag, "go\n");
+			for (int w = 0; w < 400 && access(killed_flag, F_OK) != 0; w++)
+				usleep(25000);
+		}
+		/* The call after the failed one: wait until the AM rebuilt the tree, so that the
+		 * remaining calls surely see INC come back (no race with a slow machine). */
+		if (p->kill_at && it == p->kill_at + 1)
+			for (int w = 0; w < 800 && access(rebuilt_flag, F_OK) != 0; w++)
+				usleep(25000);
 		if (p->restart_flag && it == p->iters / 2)
 			for (int w = 0; w < 400 && access(p->restart_flag, F_OK) != 0; w++)
 				usleep(25000);
@@ -218,7 +269,16 @@ static int run_rank(int rank, const struct rank_plan *p)
 			usleep((useconds_t)p->sleep_us);
 	}
 	inca_comm_get_stats(c, &st);
-	if (p->expect_state == 1 && st.inc_calls != (uint64_t)p->iters) {
+	if (p->kill_at) {
+		/* The tree was rebuilt (generation 2) and INC came back on it after the failover. */
+		inca_comm_am_info(c, &info);
+		fprintf(stderr, "rank %d: generation %u, %llu of %d calls on INC, %llu timeouts\n",
+			rank, info.generation, (unsigned long long)st.inc_calls, p->iters,
+			(unsigned long long)st.timeouts);
+		if (info.generation != 2 || !info.inc_enabled ||
+		    st.inc_calls < (uint64_t)p->kill_at + 10 || st.inc_calls >= (uint64_t)p->iters)
+			return 18;
+	} else if (p->expect_state == 1 && st.inc_calls != (uint64_t)p->iters) {
 		fprintf(stderr, "rank %d: %llu of %d calls on INC\n", rank,
 			(unsigned long long)st.inc_calls, p->iters);
 		return 15;
@@ -284,6 +344,17 @@ static void case_fallback(void)
 		die("stats: denied %llu fallback %llu joins %llu", (unsigned long long)s->joins_denied,
 		    (unsigned long long)s->groups_fallback, (unsigned long long)s->joins);
 	protobuf_c_message_free_unpacked(&s->base, NULL);
+	{ /* the operator sees the denial too */
+		char cmd[600], out[4096];
+		FILE *f;
+		size_t n;
+		snprintf(cmd, sizeof cmd, "%s --am %s stats", cli_path, am_addr);
+		f = popen(cmd, "r");
+		n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+		out[n] = '\0';
+		if (!f || pclose(f) != 0 || !strstr(out, "denials: 1 joins, 0 sessions/leaves"))
+			die("inca stats does not show the denied join:\n%s", out);
+	}
 	stop_am();
 }
 
@@ -436,6 +507,263 @@ static void case_twolevel(void)
 	stop_am();
 }
 
+static Inca__Am__V1__ListSwitchesReply *switches(void);
+
+/* While the ranks run: kill the root spine once they reached kill_at. */
+static void kill_root_during(void)
+{
+	for (int i = 0; i < 400 && access(reached_flag, F_OK) != 0; i++)
+		usleep(25000);
+	kill(sw_pids[0], SIGKILL);
+	waitpid(sw_pids[0], NULL, 0);
+	sw_pids[0] = 0;
+	write_file(killed_flag, "go\n");
+	for (int i = 0; i < 400; i++) {
+		Inca__Am__V1__ListGroupsReply *g = groups();
+		uint32_t gen = g->n_groups == 1 && !strcmp(g->groups[0]->state, "ready") ?
+				       g->groups[0]->generation : 0;
+		protobuf_c_message_free_unpacked(&g->base, NULL);
+		if (gen == 2)
+			break;
+		usleep(50000);
+	}
+	write_file(rebuilt_flag, "go\n");
+}
+
+static void case_failover(void)
+{
+	struct rank_plan p = { .size = 4, .cred = "good", .expect_state = 1, .iters = 100,
+			       .sleep_us = 5000, .kill_at = 20 };
+	char text[2048];
+	Inca__Am__V1__StatsReply *s;
+	Inca__Am__V1__ListSwitchesReply *ls;
+
+	/* spine0 has more slots: it is the root of the first tree */
+	start_switch(0, "name = spine0\nrole = spine\nlisten = 127.0.7.10:4791\nmax_slots = 2048\n"
+			"link = p1 peer leaf0\nlink = p2 peer leaf1\n");
+	start_switch(1, "name = spine1\nrole = spine\nlisten = 127.0.7.13:4791\nmax_slots = 1024\n"
+			"link = p1 peer leaf0\nlink = p2 peer leaf1\n");
+	start_switch(2, "name = leaf0\nrole = leaf\nlisten = 127.0.7.11:4791\n"
+			"link = up0 peer spine0\nlink = up1 peer spine1\n"
+			"link = d1 peer h0 peer_addr 127.0.0.21\nlink = d2 peer h1 peer_addr 127.0.0.22\n");
+	start_switch(3, "name = leaf1\nrole = leaf\nlisten = 127.0.7.12:4791\n"
+			"link = up0 peer spine0\nlink = up1 peer spine1\n"
+			"link = d1 peer h2 peer_addr 127.0.0.23\nlink = d2 peer h3 peer_addr 127.0.0.24\n");
+	/* Polling every minute: only the ranks' failure reports can make the AM act. */
+	snprintf(text, sizeof text,
+		 "heartbeat_ms = 200\nheartbeat_misses = 10\npoll_ms = 60000\n"
+		 "job job1 credential good\n"
+		 "switch spine0 unix:%s/sw0.sock\nswitch spine1 unix:%s/sw1.sock\n"
+		 "switch leaf0 unix:%s/sw2.sock\nswitch leaf1 unix:%s/sw3.sock\n",
+		 tmpdir, tmpdir, tmpdir, tmpdir);
+	write_file(am_conf, text);
+	snprintf(reached_flag, sizeof reached_flag, "%s/reached", tmpdir);
+	snprintf(killed_flag, sizeof killed_flag, "%s/killed", tmpdir);
+	snprintf(rebuilt_flag, sizeof rebuilt_flag, "%s/rebuilt", tmpdir);
+	start_am();
+	run_ranks(&p, kill_root_during);
+	s = stats();
+	fprintf(stderr, "failure reports: %llu acted on, %llu stale, %llu denied; rebuilds %llu\n",
+		(unsigned long long)s->failure_reports, (unsigned long long)s->failure_reports_stale,
+		(unsigned long long)s->failure_reports_denied, (unsigned long long)s->rebuilds);
+	if (s->failure_reports != 1 || s->rebuilds != 1 || s->switch_failures != 1 ||
+	    s->failure_reports + s->failure_reports_stale > 4 || s->failure_reports_denied != 0)
+		die("failover: unexpected AM counters");
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+	ls = switches();
+	for (size_t i = 0; i < ls->n_switches; i++) {
+		Inca__Am__V1__SwitchInfo *si = ls->switches[i];
+		if (!strcmp(si->name, "spine0") && si->up)
+			die("dead spine0 still up");
+	}
+	protobuf_c_message_free_unpacked(&ls->base, NULL);
+	wait_no_groups();
+	stop_am();
+}
+
+/* ---------------------------------------------------------------- security transports */
+
+/* Run a shell command quietly; false if it failed. */
+static bool sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static bool sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return system(cmd) == 0;
+}
+
+static int free_tcp_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0)
+		die("free port");
+	port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+static char *slurp(const char *path)
+{
+	static char buf[8192];
+	FILE *f = fopen(path, "r");
+	size_t n;
+	if (!f)
+		die("cannot read %s", path);
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+static Inca__Am__V1__ListSwitchesReply *switches(void)
+{
+	ProtobufCMessage *rp;
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	chan_open();
+	if (am_rpc_unary(chan, "ListSwitches", &e.base,
+			 &inca__am__v1__list_switches_reply__descriptor, &rp, 3000, NULL, 0) < 0)
+		die("ListSwitches");
+	return (Inca__Am__V1__ListSwitchesReply *)rp;
+}
+
+/* The AM reaches inca-switch over NETCONF/SSH, public key only (lib/ctl ssh:// targets). */
+static void case_ssh(void)
+{
+	struct rank_plan p = { .size = 3, .cred = "good", .expect_state = 1, .iters = 30 };
+	char conf[300], ready[300], hostkey[300], authkeys[300], kh[300], badkh[300], text[2048];
+	char listen[64];
+	int port = free_tcp_port();
+	Inca__Am__V1__ListSwitchesReply *ls;
+
+	if (access("/usr/bin/ssh-keygen", X_OK) != 0) {
+		printf("SKIP: ssh-keygen missing (openssh-client)\n");
+		exit(77);
+	}
+	for (int i = 0; i < 3; i++) {
+		static const char *const names[] = { "hostkey", "client", "stranger" };
+		if (!sh("ssh-keygen -q -t ed25519 -N '' -C %s -f %s/%s </dev/null", names[i], tmpdir,
+			names[i]))
+			die("ssh-keygen");
+	}
+	snprintf(hostkey, sizeof hostkey, "%s/hostkey", tmpdir);
+	snprintf(authkeys, sizeof authkeys, "%s/client.pub", tmpdir);
+	/* known_hosts for a non-22 port: "[host]:port type key"; the bad one names the wrong key */
+	snprintf(kh, sizeof kh, "%s/known_hosts", tmpdir);
+	snprintf(badkh, sizeof badkh, "%s/bad_known_hosts", tmpdir);
+	snprintf(conf, sizeof conf, "%s/hostkey.pub", tmpdir);
+	snprintf(text, sizeof text, "[127.0.0.1]:%d %s", port, slurp(conf));
+	write_file(kh, text);
+	snprintf(conf, sizeof conf, "%s/stranger.pub", tmpdir);
+	snprintf(text, sizeof text, "[127.0.0.1]:%d %s", port, slurp(conf));
+	write_file(badkh, text);
+	snprintf(conf, sizeof conf, "%s/sw0.conf", tmpdir);
+	snprintf(ready, sizeof ready, "%s/sw0.ready", tmpdir);
+	snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+	write_file(conf, "name = leaf0\nrole = leaf\nlisten = 127.0.6.11:4791\n"
+			 "max_slots = 1024\nmax_trees = 8\n");
+	sw_pids[0] = spawn((char *const[]){ (char *)sw_path, "-c", conf, "--netconf-ssh", listen,
+					    "--netconf-hostkey", hostkey,
+					    "--netconf-authorized-keys", authkeys, "--ready-file",
+					    ready, NULL });
+	nsw = 1;
+	wait_file(ready, sw_pids[0]);
+	snprintf(text, sizeof text,
+		 "heartbeat_ms = 200\npoll_ms = 500\njob job1 credential good\n"
+		 "switch leaf0 ssh://inca@127.0.0.1:%d key=%s/client known_hosts=%s\n"
+		 "switch intruder ssh://inca@127.0.0.1:%d key=%s/stranger known_hosts=%s\n"
+		 "switch spoofed ssh://inca@127.0.0.1:%d key=%s/client known_hosts=%s\n"
+		 "attach 127.0.0.21 leaf0\nattach 127.0.0.22 leaf0\nattach 127.0.0.23 leaf0\n",
+		 port, tmpdir, kh, port, tmpdir, kh, port, tmpdir, badkh);
+	write_file(am_conf, text);
+	start_am();
+	run_ranks(&p, NULL);
+	wait_no_groups();
+	ls = switches();
+	for (size_t i = 0; i < ls->n_switches; i++) {
+		Inca__Am__V1__SwitchInfo *si = ls->switches[i];
+		bool want_up = strcmp(si->name, "leaf0") == 0;
+		fprintf(stderr, "switch %s: %s %s\n", si->name, si->up ? "up" : "down", si->last_error);
+		if (si->up != want_up)
+			die("switch %s is %s over SSH", si->name, si->up ? "up" : "down");
+		if (!strcmp(si->name, "intruder") && !strstr(si->last_error, "refused the key"))
+			die("intruder: '%s' does not say the key was refused", si->last_error);
+		if (!strcmp(si->name, "spoofed") && !strstr(si->last_error, "host key"))
+			die("spoofed: '%s' does not blame the host key", si->last_error);
+		if (want_up && strcmp(si->data_addr, "127.0.6.11:4791") != 0)
+			die("leaf0 over SSH: data address %s", si->data_addr);
+	}
+	if (ls->n_switches != 3)
+		die("%zu switches", ls->n_switches);
+	protobuf_c_message_free_unpacked(&ls->base, NULL);
+	stop_am();
+}
+
+/* gRPC over TLS: a CA and a server certificate for 127.0.0.1 made here by openssl. */
+static void case_tls(void)
+{
+	struct rank_plan p = { .size = 2, .cred = "good", .expect_state = 2, .iters = 10 };
+	struct rank_plan wrong = { .size = 1, .cred = "good", .fail_within_ms = 8000 };
+	struct rank_plan plain = { .size = 1, .cred = "good", .fail_within_ms = 8000 };
+	char ca[300], wrong_ca[300], crt[300], key[300], text[1024], cmd[1024], out[4096];
+	const char *ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+	FILE *f;
+	size_t n;
+
+	if (access("/usr/bin/openssl", X_OK) != 0) {
+		printf("SKIP: openssl missing\n");
+		exit(77);
+	}
+	snprintf(ca, sizeof ca, "%s/ca.pem", tmpdir);
+	snprintf(wrong_ca, sizeof wrong_ca, "%s/wrong_ca.pem", tmpdir);
+	snprintf(crt, sizeof crt, "%s/am.crt", tmpdir);
+	snprintf(key, sizeof key, "%s/am.key", tmpdir);
+	snprintf(text, sizeof text, "%s/ext.cnf", tmpdir);
+	write_file(text, "subjectAltName = IP:127.0.0.1, DNS:localhost\n");
+	if (!sh("cd %s && openssl req -x509 %s -keyout ca.key -out ca.pem -days 2 "
+		"-subj '/CN=INCA test CA' 2>/dev/null && "
+		"openssl req -x509 %s -keyout wrong_ca.key -out wrong_ca.pem -days 2 "
+		"-subj '/CN=Another CA' 2>/dev/null && "
+		"openssl req %s -keyout am.key -out am.csr -subj '/CN=127.0.0.1' 2>/dev/null && "
+		"openssl x509 -req -in am.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+		"-extfile ext.cnf -out am.crt 2>/dev/null",
+		tmpdir, ec, ec, ec))
+		die("openssl could not make the certificates");
+	snprintf(text, sizeof text,
+		 "heartbeat_ms = 200\npoll_ms = 200\njob job1 credential good\n"
+		 "tls_cert = %s\ntls_key = %s\n", crt, key);
+	write_file(am_conf, text);
+	start_am();
+	chan_ca = ca;
+	p.tls_ca = ca;
+	run_ranks(&p, NULL); /* joined over TLS, HOST_FALLBACK (no switch), ring exact */
+	wrong.tls_ca = wrong_ca;
+	run_ranks(&wrong, NULL); /* the AM's certificate is not signed by the CA it trusts */
+	run_ranks(&plain, NULL); /* insecure client against the TLS port */
+	/* The CLI over TLS, and without the CA (must fail, not hang) */
+	snprintf(cmd, sizeof cmd, "%s --am %s --ca %s --timeout-ms 3000 stats 2>&1", cli_path,
+		 am_addr, ca);
+	f = popen(cmd, "r");
+	n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+	out[n] = '\0';
+	if (!f || pclose(f) != 0 || !strstr(out, "denials:"))
+		die("inca --ca stats over TLS failed:\n%s", out);
+	fputs(out, stderr);
+	snprintf(cmd, sizeof cmd, "%s --am %s --ca %s --timeout-ms 2000 stats >/dev/null 2>&1",
+		 cli_path, am_addr, wrong_ca);
+	if (system(cmd) == 0)
+		die("inca with the wrong CA succeeded");
+	wait_no_groups();
+	stop_am();
+}
+
 int main(int argc, char **argv)
 {
 	int port;
@@ -447,10 +775,14 @@ int main(int argc, char **argv)
 	am_path = argv[2];
 	sw_path = argv[3];
 	cli_path = argv[4];
-	if (strcmp(argv[1], "fallback") != 0 && strcmp(argv[5], "ctl") != 0) {
+	if (strcmp(argv[1], "fallback") != 0 && strcmp(argv[1], "tls") != 0 &&
+	    strcmp(argv[5], "ctl") != 0) {
 		printf("SKIP: inca-am built without lib/ctl (NETCONF)\n");
 		return 77;
 	}
+	/* These tests check the AM's trees: AUTO must take INC whenever it is on, not let the
+	 * size tuner (coll.c) move some calls to the host ring. */
+	setenv("INCA_TUNE", "off", 1);
 	signal(SIGALRM, on_alarm);
 	alarm(100);
 	snprintf(tmpdir, sizeof tmpdir, "/tmp/inca-am-test.XXXXXX");
@@ -468,6 +800,12 @@ int main(int argc, char **argv)
 		case_full();
 	else if (!strcmp(argv[1], "twolevel"))
 		case_twolevel();
+	else if (!strcmp(argv[1], "failover"))
+		case_failover();
+	else if (!strcmp(argv[1], "ssh"))
+		case_ssh();
+	else if (!strcmp(argv[1], "tls"))
+		case_tls();
 	else
 		die("unknown case %s", argv[1]);
 	if (chan) {

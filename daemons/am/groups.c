@@ -201,7 +201,8 @@ static void sw_poll(struct am *am, struct am_switch *s)
 				 s->cfg->known_hosts[0] ? s->cfg->known_hosts : NULL, &s->conn);
 		if (rc < 0) {
 			char why[200];
-			snprintf(why, sizeof why, "connect %.120s: %.60s", s->cfg->target, strerror(-rc));
+			/* lib/ctl's message says why (key refused, host key mismatch, ...) */
+			snprintf(why, sizeof why, "%.190s", ctl_conn_error(NULL));
 			s->conn = NULL;
 			sw_down(am, s, why);
 			return;
@@ -765,6 +766,58 @@ grpc_status_code am_dismantle_rpc(struct am *am, const Inca__Am__V1__DismantleRe
 	}
 	snprintf(why, sizeof why, "operator request%s%s", rq->reason[0] ? ": " : "", rq->reason);
 	dismantle(am, g, why, true);
+	return GRPC_STATUS_OK;
+}
+
+/* Issue 4: a member saw its INC path fail mid-collective. Only the tree generation the member
+ * used is acted upon, once: every rank of a failed call reports it, and the first report has
+ * already replaced the tree when the others arrive. */
+grpc_status_code am_report_failure(struct am *am, const Inca__Am__V1__FailureReport *rq,
+				   Inca__Am__V1__FailureReply *rp, char *msg, size_t cap)
+{
+	struct am_group *g;
+	struct am_member *m = member_auth(am, rq->group_id, rq->rank, rq->member_token, &g);
+	int used[AM_MAX_SWITCHES];
+	size_t nused = 0, n = 0;
+	char why[256], rs[121];
+
+	if (!m) {
+		am->st.failure_reports_denied++;
+		am_log(0, "DENIED failure report: group %llu rank %u: unknown member or bad token",
+		       (unsigned long long)rq->group_id, rq->rank);
+		snprintf(msg, cap, "unknown group/rank or bad member token");
+		return GRPC_STATUS_PERMISSION_DENIED;
+	}
+	if (g->state != AM_G_READY || !g->plan.ok || rq->generation != g->generation) {
+		am->st.failure_reports_stale++;
+		am_log(1, "group %llu rank %u: failure report for generation %u ignored (group %s, "
+			  "generation %u)", (unsigned long long)g->id, rq->rank, rq->generation,
+		       state_name(g->state), g->generation);
+		rp->acted = false;
+		rp->generation = g->generation;
+		rp->state = (char *)state_name(g->state);
+		return GRPC_STATUS_OK;
+	}
+	/* The reason ends up in logs, the journal and other members' events: printable only. */
+	for (const char *p = rq->reason; *p && n < sizeof rs - 1; p++)
+		rs[n++] = (unsigned char)*p >= ' ' && (unsigned char)*p < 0x7f ? *p : '?';
+	rs[n] = '\0';
+	for (size_t k = 0; k < g->plan.nsw && nused < AM_MAX_SWITCHES; k++)
+		used[nused++] = g->plan.sws[k].sw;
+	am->st.failure_reports++;
+	snprintf(why, sizeof why, "rank %u reported an INC failure (generation %u)%s%s", rq->rank,
+		 g->generation, rs[0] ? ": " : "", rs);
+	am_log(0, "group %llu: %s", (unsigned long long)g->id, why);
+	dismantle(am, g, why, false);
+	/* Check the switches the tree used now instead of at the next poll: one that does not
+	 * answer is marked down, so the rebuild excludes it. */
+	for (size_t i = 0; i < nused; i++)
+		sw_poll(am, &am->sw[used[i]]);
+	account(am);
+	establish(am, g, true);
+	rp->acted = true;
+	rp->generation = g->generation;
+	rp->state = (char *)state_name(g->state);
 	return GRPC_STATUS_OK;
 }
 
@@ -1519,6 +1572,9 @@ static void q_stats(struct am_qreply *q, struct am *am)
 	rp->recovered_groups = s->recovered_groups;
 	rp->rpc_unimplemented = s->rpc_unimplemented;
 	rp->operator_denied = s->operator_denied;
+	rp->failure_reports = s->failure_reports;
+	rp->failure_reports_denied = s->failure_reports_denied;
+	rp->failure_reports_stale = s->failure_reports_stale;
 	for (struct am_group *g = am->groups; g; g = g->next)
 		rp->active_groups++;
 	q->msg = &rp->base;

@@ -169,6 +169,13 @@ static int show_stats(void)
 	       (unsigned long long)s->rebuilds, (unsigned long long)s->heartbeat_timeouts,
 	       (unsigned long long)s->switch_failures, (unsigned long long)s->push_failures,
 	       (unsigned long long)s->recovered_groups, (unsigned long long)s->active_groups);
+	/* Every kind of denial has its own counter (docs/am.md "Security"). */
+	printf("denials: %llu joins, %llu sessions/leaves, %llu operator, %llu failure reports; "
+	       "failure reports: %llu acted on, %llu stale\n",
+	       (unsigned long long)s->joins_denied, (unsigned long long)s->sessions_denied,
+	       (unsigned long long)s->operator_denied,
+	       (unsigned long long)s->failure_reports_denied,
+	       (unsigned long long)s->failure_reports, (unsigned long long)s->failure_reports_stale);
 	protobuf_c_message_free_unpacked(&s->base, NULL);
 	return 0;
 }

@@ -201,6 +201,15 @@ static void handle_unary(struct am_call *c)
 		send_status(c, st, rq ? msg : "bad DismantleRequest", &rp.base, true);
 		if (rq)
 			protobuf_c_message_free_unpacked(&rq->base, NULL);
+	} else if (strcmp(m, "ReportFailure") == 0) {
+		Inca__Am__V1__FailureReport *rq = (Inca__Am__V1__FailureReport *)am_rpc_unpack(
+			&inca__am__v1__failure_report__descriptor, c->recv_bb);
+		Inca__Am__V1__FailureReply rp = INCA__AM__V1__FAILURE_REPLY__INIT;
+		st = rq ? am_report_failure(am, rq, &rp, msg, sizeof msg) :
+			  GRPC_STATUS_INVALID_ARGUMENT;
+		send_status(c, st, rq ? msg : "bad FailureReport", &rp.base, true);
+		if (rq)
+			protobuf_c_message_free_unpacked(&rq->base, NULL);
 	} else {
 		struct am_qreply *rp = am_query(am, m);
 		if (rp) {
@@ -216,7 +225,7 @@ static bool known_unary(const char *m)
 {
 	static const char *const names[] = { "Join", "Leave", "Dismantle", "ListGroups",
 					     "ListTrees", "ListSwitches", "ListLinks",
-					     "GetStats", NULL };
+					     "GetStats", "ReportFailure", NULL };
 	if (strncmp(m, AM_RPC_SERVICE, strlen(AM_RPC_SERVICE)) != 0)
 		return false;
 	m += strlen(AM_RPC_SERVICE);

@@ -35,6 +35,10 @@ int inca_comm_am_info(const struct inca_comm *c, struct inca_am_info *out)
 {
 	return -ENOTSUP;
 }
+int client_am_report_failure(struct inca_comm *c, const char *reason)
+{
+	return 0;
+}
 
 #else
 
@@ -77,10 +81,35 @@ struct client_am {
 	uint64_t reconnects, events;
 
 	uint32_t applied_gen; /* caller thread: generation in c->cfg / c->inc */
+
+	/* ReportFailure (issue 4), caller thread only: at most one call in flight on its own
+	 * queue, started without waiting and reaped later, so a failed collective's host-path
+	 * completion never waits for the AM. */
+	grpc_completion_queue *rcq;
+	struct {
+		grpc_call *call;
+		grpc_byte_buffer *send, *recv;
+		grpc_metadata_array md, trail;
+		grpc_status_code status;
+		grpc_slice details;
+	} rep;
+	bool rep_busy;
+	uint32_t reported_gen; /* also under mu: this generation is known broken */
 };
+
+#define AM_REPORT_DEADLINE_MS 2000
+
+static void report_reap(struct inca_comm *c, struct client_am *a, uint64_t wait_ms);
 
 static void am_free(struct client_am *a)
 {
+	if (a->rcq) {
+		grpc_completion_queue_shutdown(a->rcq);
+		while (grpc_completion_queue_next(a->rcq, gpr_inf_future(GPR_CLOCK_REALTIME),
+						  NULL).type != GRPC_QUEUE_SHUTDOWN)
+			;
+		grpc_completion_queue_destroy(a->rcq);
+	}
 	if (a->ch)
 		grpc_channel_destroy(a->ch);
 	if (a->data_fd >= 0)
@@ -397,6 +426,7 @@ int client_am_start(struct inca_comm *c, const struct inca_comm_opts *o)
 		grpc_shutdown();
 		return -EINVAL;
 	}
+	a->rcq = grpc_completion_queue_create_for_next(NULL);
 	if (o->host_name)
 		snprintf(host, sizeof host, "%s", o->host_name);
 	else
@@ -416,6 +446,15 @@ int client_am_start(struct inca_comm *c, const struct inca_comm_opts *o)
 	rq.slots_wanted = o->nslots;
 	rc = am_rpc_unary(a->ch, "Join", &rq.base, &inca__am__v1__join_reply__descriptor,
 			  (ProtobufCMessage **)&rp, wait_ms < 10000 ? wait_ms : 10000, err, sizeof err);
+	if (rc == -ETIMEDOUT &&
+	    grpc_channel_check_connectivity_state(a->ch, 0) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+		/* Not a slow AM: no connection could be set up (down, or a TLS handshake that
+		 * fails every time: wrong CA, plaintext against TLS or the reverse). */
+		rc = -ECONNREFUSED;
+		snprintf(err, sizeof err, "no connection to the AM%s",
+			 o->am_tls_ca ? " (TLS: is the AM's certificate signed by am_tls_ca?)" :
+					" (does the AM require TLS?)");
+	}
 	if (rc < 0) {
 		client_log(&c->cfg, 0, "am: join %s as rank %d failed: %s (%s)", o->am_addr,
 			   c->cfg.rank, inca_strerror(rc), err);
@@ -478,6 +517,12 @@ void client_am_stop(struct inca_comm *c)
 
 	if (!a)
 		return;
+	/* A failure report still out gets a moment to arrive, then is cancelled. */
+	report_reap(c, a, 500);
+	if (a->rep_busy) {
+		grpc_call_cancel(a->rep.call, NULL);
+		report_reap(c, a, AM_REPORT_DEADLINE_MS + 1000);
+	}
 	rq.group_id = a->group_id;
 	rq.rank = a->rank;
 	rq.member_token = a->token;
@@ -498,6 +543,114 @@ void client_am_stop(struct inca_comm *c)
 	grpc_shutdown();
 }
 
+/* Finish the in-flight ReportFailure call, waiting at most wait_ms for it. */
+static void report_reap(struct inca_comm *c, struct client_am *a, uint64_t wait_ms)
+{
+	grpc_event ev;
+
+	if (!a->rep_busy)
+		return;
+	ev = grpc_completion_queue_next(a->rcq, wait_ms ? am_rpc_deadline_ms(wait_ms) :
+						gpr_time_0(GPR_CLOCK_MONOTONIC), NULL);
+	if (ev.type != GRPC_OP_COMPLETE)
+		return;
+	if (a->rep.status == GRPC_STATUS_OK) {
+		Inca__Am__V1__FailureReply *rp = a->rep.recv ?
+			(Inca__Am__V1__FailureReply *)am_rpc_unpack(
+				&inca__am__v1__failure_reply__descriptor, a->rep.recv) : NULL;
+		if (rp) {
+			client_log(&c->cfg, 1, "am: failure report %s (group %s, generation %u)",
+				   rp->acted ? "accepted" : "already handled", rp->state,
+				   rp->generation);
+			protobuf_c_message_free_unpacked(&rp->base, NULL);
+		}
+	} else {
+		char *d = grpc_slice_to_c_string(a->rep.details);
+		client_log(&c->cfg, 1, "am: failure report not delivered: status %d (%s)",
+			   (int)a->rep.status, d);
+		gpr_free(d);
+	}
+	grpc_call_unref(a->rep.call);
+	grpc_byte_buffer_destroy(a->rep.send);
+	if (a->rep.recv)
+		grpc_byte_buffer_destroy(a->rep.recv);
+	grpc_slice_unref(a->rep.details);
+	grpc_metadata_array_destroy(&a->rep.md);
+	grpc_metadata_array_destroy(&a->rep.trail);
+	memset(&a->rep, 0, sizeof a->rep);
+	a->rep_busy = false;
+}
+
+/* Issue 4: the INC path failed mid-collective. Tell the AM (once per tree generation) and
+ * stop using this generation; returns at once: the call completes in the background. */
+int client_am_report_failure(struct inca_comm *c, const char *reason)
+{
+	struct client_am *a = c ? c->am : NULL;
+	Inca__Am__V1__FailureReport rq = INCA__AM__V1__FAILURE_REPORT__INIT;
+	grpc_slice method;
+	grpc_op ops[6];
+	uint32_t gen;
+
+	if (!a)
+		return 0;
+	report_reap(c, a, 0);
+	pthread_mutex_lock(&a->mu);
+	/* The generation the failed call ran on (the AM may have sent a newer one since). */
+	gen = a->have_tree ? a->applied_gen : 0;
+	if (gen == 0 || gen == a->reported_gen) {
+		pthread_mutex_unlock(&a->mu);
+		return 0;
+	}
+	a->reported_gen = gen;
+	pthread_mutex_unlock(&a->mu);
+	if (a->rep_busy) /* the previous report is still out: the AM's polling covers us */
+		return -EBUSY;
+	rq.group_id = a->group_id;
+	rq.rank = a->rank;
+	rq.member_token = a->token;
+	rq.generation = gen;
+	rq.reason = (char *)(reason ? reason : "");
+	a->rep.send = am_rpc_pack(&rq.base);
+	if (!a->rep.send)
+		return -ENOMEM;
+	grpc_metadata_array_init(&a->rep.md);
+	grpc_metadata_array_init(&a->rep.trail);
+	a->rep.details = grpc_empty_slice();
+	a->rep.status = GRPC_STATUS_UNKNOWN;
+	method = grpc_slice_from_static_string(AM_RPC_SERVICE "ReportFailure");
+	/* No wait-for-ready: an unreachable AM fails the call at once (its polling notices a
+	 * dead switch anyway). */
+	a->rep.call = grpc_channel_create_call(a->ch, NULL, GRPC_PROPAGATE_DEFAULTS, a->rcq, method,
+					       NULL, am_rpc_deadline_ms(AM_REPORT_DEADLINE_MS),
+					       NULL);
+	memset(ops, 0, sizeof ops);
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = a->rep.send;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &a->rep.md;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &a->rep.recv;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &a->rep.trail;
+	ops[5].data.recv_status_on_client.status = &a->rep.status;
+	ops[5].data.recv_status_on_client.status_details = &a->rep.details;
+	if (!a->rep.call || grpc_call_start_batch(a->rep.call, ops, 6, a, NULL) != GRPC_CALL_OK) {
+		if (a->rep.call)
+			grpc_call_unref(a->rep.call);
+		grpc_byte_buffer_destroy(a->rep.send);
+		grpc_metadata_array_destroy(&a->rep.md);
+		grpc_metadata_array_destroy(&a->rep.trail);
+		memset(&a->rep, 0, sizeof a->rep);
+		return -EIO;
+	}
+	a->rep_busy = true;
+	client_log(&c->cfg, 1, "am: reporting INC failure of group %llu generation %u: %s",
+		   (unsigned long long)a->group_id, gen, rq.reason);
+	return 0;
+}
+
 int client_am_data_fd(struct inca_comm *c)
 {
 	if (!c->am || c->am->data_fd < 0)
@@ -514,8 +667,10 @@ int client_am_check(struct inca_comm *c)
 
 	if (!a)
 		return 1;
+	report_reap(c, a, 0);
 	pthread_mutex_lock(&a->mu);
-	if (a->state == AMC_READY && a->have_tree) {
+	/* A generation this rank reported as failed is never used again. */
+	if (a->state == AMC_READY && a->have_tree && a->tree.generation != a->reported_gen) {
 		if (a->tree.generation == a->applied_gen && c->inc) {
 			ok = 1;
 		} else if (apply_tree(c, a) == 0) {

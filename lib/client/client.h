@@ -61,6 +61,16 @@ struct inca_comm {
 
 	struct client_am *am; /* am.c: AM session, NULL without am_addr (issue 3) */
 	struct client_coll *coll; /* coll.c: collective dispatch, tuner, failover (issue 4) */
+
+	/* host_coll.c (issue 4): the full TCP mesh bootstrap.c builds for the host algorithms.
+	 * host_fd[r] is the connection to rank r (-1 for ourselves); NULL when size == 1. Once a
+	 * mesh collective fails midway the streams are out of step: host_broken, later -EIO.
+	 * Staging and scratch buffers are allocated on first use and kept (grow only). */
+	int *host_fd;
+	bool host_broken;
+	uint8_t *host_stage;
+	void *host_scratch[3];
+	size_t host_scratch_cap[3];
 };
 
 #define CLIENT_RING_TMP_BYTES (1u << 20)
@@ -127,12 +137,17 @@ void client_coll_free(struct inca_comm *c);
 int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a, enum inca_algo algo);
 int client_host_algo_valid(enum inca_coll coll, enum inca_algo algo);
 enum inca_algo client_host_choose(const struct inca_comm *c, enum inca_coll coll, size_t bytes);
-int client_am_report_failure(struct inca_comm *c, const char *reason);
 
 /* am.c failover (issue 4) */
 /* Tell the AM (ReportFailure) that the INC path of the current tree generation failed
  * mid-collective; once per generation, which is then never used again. Non-blocking: the
  * call completes in the background (2 s deadline). 0 (also without an AM), or -errno. */
 int client_am_report_failure(struct inca_comm *c, const char *reason);
+
+/* ---- host_coll.c (issue 4): host algorithms over the mesh (client_host_coll,
+ * client_host_algo_valid and client_host_choose are declared in the coll.c block above). */
+/* Close the mesh sockets and free the host_coll buffers. Idempotent; inca_comm_destroy
+ * must call it. */
+void client_host_close(struct inca_comm *c);
 
 #endif

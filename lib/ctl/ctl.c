@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <libyang/libyang.h>
+#include <libssh/libssh.h>
 #include <nc_client.h>
 
 #include "ctl_yang.h"
@@ -74,33 +75,6 @@ const char *ctl_conn_error(const struct ctl_conn *c)
 
 /* ---------------------------------------------------------------- connect */
 
-struct hostkey_ctx {
-	const char *known_hosts;
-	char why[256];
-};
-
-/* Never prompts: with known_hosts the key must be listed there, otherwise it is accepted. */
-static int hostkey_check(const char *hostname, ssh_session session, void *priv)
-{
-	struct hostkey_ctx *h = priv;
-	enum ssh_known_hosts_e st;
-
-	if (!h->known_hosts)
-		return 0;
-	if (ssh_options_set(session, SSH_OPTIONS_KNOWNHOSTS, h->known_hosts) < 0) {
-		snprintf(h->why, sizeof h->why, "cannot use known_hosts %s", h->known_hosts);
-		return -1;
-	}
-	st = ssh_session_is_known_server(session);
-	if (st == SSH_KNOWN_HOSTS_OK)
-		return 0;
-	snprintf(h->why, sizeof h->why, "host key of %s %s in %s", hostname,
-		 st == SSH_KNOWN_HOSTS_CHANGED ? "CHANGED" :
-		 st == SSH_KNOWN_HOSTS_OTHER ? "has another type" : "not found",
-		 h->known_hosts);
-	return -1;
-}
-
 /* "ssh://user@host:port" -> parts (user may be absent, port default 830). */
 static int parse_ssh_target(const char *t, char *user, size_t ucap, char *host, size_t hcap,
 			    uint16_t *port)
@@ -133,11 +107,69 @@ static int parse_ssh_target(const char *t, char *user, size_t ucap, char *host, 
 	return 0;
 }
 
+/* SSH transport set up here with libssh rather than by nc_connect_ssh(): when the switch
+ * refuses our key, libnetconf2 2.0.24 leaves the socket open, and the switch's NETCONF server
+ * then waits for the authentication to time out (10 s) before serving anyone else. Here every
+ * failure closes the connection at once. Public key only (no agent, no ssh config, no
+ * password or keyboard-interactive prompt); the host key must be in known_hosts when given. */
+static int ssh_open(struct ctl_conn *c, const char *target, const char *user, const char *host,
+		    uint16_t port, const char *key_path, const char *known_hosts, ssh_session *out)
+{
+	ssh_session ss = ssh_new();
+	ssh_key key = NULL;
+	unsigned int uport = port;
+	long timeout_s = 10;
+	int verbosity = SSH_LOG_NOLOG, rc;
+	bool no = false;
+
+	if (!ss)
+		return set_err(c, -ENOMEM, "out of memory");
+	if (ssh_options_set(ss, SSH_OPTIONS_HOST, host) < 0 ||
+	    ssh_options_set(ss, SSH_OPTIONS_PORT, &uport) < 0 ||
+	    (user[0] && ssh_options_set(ss, SSH_OPTIONS_USER, user) < 0) ||
+	    ssh_options_set(ss, SSH_OPTIONS_TIMEOUT, &timeout_s) < 0 ||
+	    ssh_options_set(ss, SSH_OPTIONS_LOG_VERBOSITY, &verbosity) < 0 ||
+	    ssh_options_set(ss, SSH_OPTIONS_PROCESS_CONFIG, &no) < 0 ||
+	    (known_hosts && ssh_options_set(ss, SSH_OPTIONS_KNOWNHOSTS, known_hosts) < 0)) {
+		rc = set_err(c, -EINVAL, "%s: bad ssh options: %s", target, ssh_get_error(ss));
+		goto fail;
+	}
+	if (ssh_connect(ss) != SSH_OK) {
+		rc = set_err(c, -ECONNREFUSED, "cannot connect to %s: %s", target, ssh_get_error(ss));
+		goto fail;
+	}
+	if (known_hosts) {
+		enum ssh_known_hosts_e st = ssh_session_is_known_server(ss);
+		if (st != SSH_KNOWN_HOSTS_OK) {
+			rc = set_err(c, -EPERM, "host key of %s %s in %s", target,
+				     st == SSH_KNOWN_HOSTS_CHANGED ? "CHANGED" :
+				     st == SSH_KNOWN_HOSTS_OTHER ? "has another type" : "not found",
+				     known_hosts);
+			goto fail;
+		}
+	}
+	if (ssh_pki_import_privkey_file(key_path, NULL, NULL, NULL, &key) != SSH_OK) {
+		rc = set_err(c, -EINVAL, "cannot read the private key %s", key_path);
+		goto fail;
+	}
+	rc = ssh_userauth_publickey(ss, NULL, key);
+	ssh_key_free(key);
+	if (rc != SSH_AUTH_SUCCESS) {
+		rc = set_err(c, -EACCES, "%s refused the key %s", target, key_path);
+		goto fail;
+	}
+	*out = ss;
+	return 0;
+fail:
+	ssh_disconnect(ss);
+	ssh_free(ss);
+	return rc;
+}
+
 int ctl_connect(const char *target, const char *key_path, const char *known_hosts,
 		struct ctl_conn **out)
 {
 	struct ctl_conn *c;
-	struct hostkey_ctx hk = { .known_hosts = known_hosts };
 	int rc;
 
 	if (!target || !out)
@@ -163,8 +195,9 @@ int ctl_connect(const char *target, const char *key_path, const char *known_host
 			goto fail;
 		}
 	} else if (!strncmp(target, "ssh://", 6)) {
-		char user[128], host[256], pub[4096];
+		char user[128], host[256];
 		uint16_t port;
+		ssh_session ss = NULL;
 
 		if (parse_ssh_target(target, user, sizeof user, host, sizeof host, &port) < 0) {
 			rc = set_err(c, -EINVAL, "bad target '%s' (expected ssh://user@host:port)", target);
@@ -174,29 +207,15 @@ int ctl_connect(const char *target, const char *key_path, const char *known_host
 			rc = set_err(c, -EINVAL, "ssh needs a private key");
 			goto fail;
 		}
-		snprintf(pub, sizeof pub, "%s.pub", key_path);
-		while (nc_client_ssh_get_keypair_count() > 0)
-			nc_client_ssh_del_keypair(0);
-		if (nc_client_ssh_add_keypair(pub, key_path)) {
-			rc = set_err(c, -EINVAL, "cannot use key pair %s / %s", key_path, pub);
+		rc = ssh_open(c, target, user, host, port, key_path, known_hosts, &ss);
+		if (rc < 0)
 			goto fail;
-		}
-		/* Public key only: no password or keyboard-interactive prompts, ever. */
-		nc_client_ssh_set_auth_pref(NC_SSH_AUTH_PUBLICKEY, 10);
-		nc_client_ssh_set_auth_pref(NC_SSH_AUTH_PASSWORD, -1);
-		nc_client_ssh_set_auth_pref(NC_SSH_AUTH_INTERACTIVE, -1);
-		nc_client_ssh_set_auth_hostkey_check_clb(hostkey_check, &hk);
-		if (user[0] && nc_client_ssh_set_username(user)) {
-			rc = set_err(c, -EINVAL, "bad user name");
-			goto fail;
-		}
-		c->s = nc_connect_ssh(host, port, c->ly);
-		nc_client_ssh_set_auth_hostkey_check_clb(NULL, NULL); /* hk lives on this stack */
-		while (nc_client_ssh_get_keypair_count() > 0)
-			nc_client_ssh_del_keypair(0);
+		/* Authenticated already: libnetconf2 only opens the netconf channel (and owns ss
+		 * from here on, also on failure). */
+		c->s = nc_connect_libssh(ss, c->ly);
 		if (!c->s) {
-			rc = set_err(c, hk.why[0] ? -EPERM : -ECONNREFUSED, "cannot connect to %s: %s",
-				target, hk.why[0] ? hk.why : nc_last_msg[0] ? nc_last_msg : "failed");
+			rc = set_err(c, -ECONNREFUSED, "cannot start NETCONF on %s: %s", target,
+				     nc_last_msg[0] ? nc_last_msg : "failed");
 			goto fail;
 		}
 	} else {
