@@ -81,6 +81,33 @@ struct sim_config {
 	/* [output] */
 	char out_dir[SIM_PATH_MAX];
 	double timeseries_us;    /* 0 = off */
+	/* CCM (sim_ccm.c) [ccm]: draft-lyu coordinated congestion management */
+	int ccm_mode;            /* enum sim_ccm_mode */
+	int ccm_detector;        /* enum sim_ccm_detector */
+	uint64_t ccm_congest_bytes, ccm_light_bytes, ccm_release_bytes;
+	double ccm_notify_interval_us, ccm_ar_hold_us, ccm_ar_grace_us, ccm_check_us, ccm_release_hold_us;
+	uint32_t ccm_notify_bytes;
+	bool ccm_host_ar;
+	bool ccm_cc_lasthop;     /* CC-tagged packets are ECN-marked only at the last hop */
+	/* OSF (sim_osf.c) [osf]: draft-hcl Open Scheduled Fabric */
+	int osf_mode;            /* enum sim_osf_mode */
+	int osf_tm;              /* enum sim_osf_tm */
+	uint32_t osf_tm_host;    /* host the central topology manager runs on */
+	double osf_linkq_interval_us, osf_detect_us, osf_tm_compute_us, osf_reorder_timeout_us;
+	double osf_retry_us, osf_rej_hold_us, osf_loss_max;
+	uint64_t osf_window_bytes, osf_congest_bytes;
+	uint32_t osf_chunk_pkts, osf_outstanding, osf_report_bytes, osf_cell_bytes;
+	/* failures (sim_fail.c) [failure] */
+	char fail_event[8][SIM_STR_MAX + 1]; /* "T_us nodeA-nodeB[#n] down|up|degrade [rate=f] [loss=p]" */
+	/* INA (sim_ina.c) [ina]: AllReduce jobs aggregated in the network by lib/agg */
+	int ina_mode;            /* enum sim_ina_mode */
+	uint32_t ina_jobs, ina_job_hosts;
+	uint64_t ina_size_bytes;
+	int ina_placement;       /* enum sim_ina_placement */
+	uint32_t ina_switch_slots, ina_job_slots, ina_elems;
+	int ina_dtype;           /* enum sim_ina_dtype */
+	double ina_loss, ina_rto_us, ina_start_us;
+	double fail_reroute_delay_us; /* slow control plane: recompute routes this long after a change (0 = never) */
 };
 
 /* Fill every field with its documented default. */
@@ -153,5 +180,98 @@ int sim_write_outputs(struct sim *s, const char *dir);
 /* Write the JSON summary to f. */
 void sim_write_summary(const struct sim *s, FILE *f);
 void sim_write_fct_csv(const struct sim *s, FILE *f);
+
+/* CCM (sim_ccm.c): draft-lyu-rtgwg-coordinated-cm. mode off: module absent (the simulator
+ * behaves exactly as without it); ar: flow-level adaptive routing alone (the uncoordinated
+ * baseline); coordinated: coordination tag, notifications types 1-3, CC/AR split. */
+enum sim_ccm_mode { SIM_CCM_OFF, SIM_CCM_AR, SIM_CCM_COORD };
+enum sim_ccm_detector { SIM_CCM_DET_LASTHOP };
+enum sim_ccm_ev_kind {
+	SIM_CCM_EV_NOTIFY_SENT, SIM_CCM_EV_NOTIFY_RECV, SIM_CCM_EV_AR_LOCAL, SIM_CCM_EV_AR_UPSTREAM,
+	SIM_CCM_EV_AR_FAIL, SIM_CCM_EV_RATE_CUT, SIM_CCM_EV_TAG_SET, SIM_CCM_EV_TAG_CLEAR,
+	SIM_CCM_EV_HOST_AR,
+};
+struct sim_ccm_event {
+	sim_time_ps t_ps;
+	int kind;                /* enum sim_ccm_ev_kind */
+	uint8_t ntype;           /* notification type 1..3 (NOTIFY_*) */
+	uint32_t node, peer;     /* where it happened; the other end (notification target / source,
+				  * old port's peer for AR switches), UINT32_MAX if none */
+	uint32_t flow;           /* flow index */
+	double value;            /* RATE_CUT: new rate Gbit/s; AR_*: new next hop node id */
+	uint64_t seq;            /* AR_*: emission number of the data packet that caused it (for
+				  * AR_UPSTREAM the one that congested the notifying switch);
+				  * TAG_SET/TAG_CLEAR: emission number of the flow's next packet */
+};
+struct sim_ccm_stats {
+	uint64_t notify_sent[4], notify_recv[4]; /* by type (index 1..3) */
+	uint64_t ar_local, ar_upstream, ar_fail, ar_incast_flows; /* path switches; of incast flows */
+	uint64_t rate_cuts, ecn_suppressed, incast_flows;
+	uint64_t events, events_dropped;
+};
+/* -ENOENT when CCM is off. */
+int sim_ccm_get_stats(const struct sim *s, struct sim_ccm_stats *st);
+size_t sim_ccm_event_count(const struct sim *s);
+const struct sim_ccm_event *sim_ccm_event_get(const struct sim *s, size_t i);
+/* Per flow: path switches made for it (all switches), whether it was ever notified as an
+ * incast flow (type 1), CNP-triggered rate cuts. */
+uint64_t sim_ccm_flow_ar_switches(const struct sim *s, uint32_t flow);
+bool sim_ccm_flow_incast(const struct sim *s, uint32_t flow);
+const char *sim_node_name(const struct sim *s, uint32_t node);
+const char *sim_ccm_ev_name(int kind);
+
+/* OSF (sim_osf.c): draft-hcl-rtgwg-osf-framework. off: module absent; spray: OSF-Ingress
+ * per-packet spraying over TM-weighted paths with OSF-Egress reordering, no credits (baseline);
+ * credit: the same plus credit-based flow control (draft 4.3.1). */
+enum sim_osf_mode { SIM_OSF_OFF, SIM_OSF_SPRAY, SIM_OSF_CREDIT };
+enum sim_osf_tm { SIM_OSF_TM_CENTRAL, SIM_OSF_TM_DIST, SIM_OSF_TM_HYBRID };
+struct sim_osf_stats {
+	uint64_t credit_reqs, credit_acks, credit_rejs, credit_lost, granted_pkts;
+	uint64_t linkq_sent, linkq_recv, tm_pushes;
+	uint64_t reorder_pkts, reorder_max_pkts, dup_pkts, egress_nacks, inorder_violations;
+	uint64_t cells_sent, orig_pkts_delivered; /* containers on the wire; original packets reassembled */
+	uint64_t max_reserved_bytes;  /* peak credit reservation on any switch port */
+	uint64_t max_queue_bytes;     /* peak data queue on any switch port */
+	uint64_t stale_sends;         /* data sent onto a path over a failed link */
+	sim_time_ps fail_ps;          /* first link failure seen (SIM_TIME_NEVER: none) */
+	sim_time_ps notify_max_ps;    /* latest time an ingress learnt of that failure */
+	sim_time_ps last_stale_ps;    /* last data packet sent onto a path over a failed link */
+};
+/* -ENOENT when OSF is off. */
+int sim_osf_get_stats(const struct sim *s, struct sim_osf_stats *st);
+
+/* failures (sim_fail.c): timed link down / up / degrade and slow control-plane reconvergence. */
+struct sim_fail_stats {
+	uint64_t events_applied, drops_down, drops_loss, reroutes;
+	sim_time_ps first_down_ps, last_reroute_ps;
+};
+/* -ENOENT when no failure is configured. */
+int sim_fail_get_stats(const struct sim *s, struct sim_fail_stats *st);
+
+/* INA (sim_ina.c): in-network aggregation. off: module absent; inc: AllReduce jobs on trees of
+ * switches running lib/agg (jobs that get no slots run ring); ring: every job runs ring
+ * AllReduce over the ordinary transport (the baseline). */
+enum sim_ina_mode { SIM_INA_OFF, SIM_INA_INC, SIM_INA_RING };
+enum sim_ina_placement { SIM_INA_CONTIGUOUS, SIM_INA_STRIDED };
+enum sim_ina_dtype { SIM_INA_INT32, SIM_INA_FP32 };
+struct sim_ina_job_result {
+	uint32_t job, hosts, first_host;
+	uint64_t size_bytes;
+	bool inc, done;          /* aggregated in the network (else ring); finished */
+	uint32_t levels, tree_switches;
+	sim_time_ps start_ps, finish_ps; /* finish: last member has the whole result */
+	sim_time_ps bound_ps;    /* inc: S/B + round-trip latency of the tree */
+	uint64_t results_ok, results_bad, dup_results, retx_pkts, timeouts; /* inc, per chunk result */
+};
+#define SIM_INA_VERDICTS 32
+struct sim_ina_stats {
+	uint64_t verdicts[SIM_INA_VERDICTS]; /* by enum agg_verdict */
+	uint64_t lost_pkts, drops_queue, pkts;
+	uint32_t jobs_done;
+};
+uint32_t sim_ina_job_count(const struct sim *s);
+/* -ENOENT when INA is off or no such job. */
+int sim_ina_job_result(const struct sim *s, uint32_t job, struct sim_ina_job_result *r);
+int sim_ina_get_stats(const struct sim *s, struct sim_ina_stats *st);
 
 #endif

@@ -25,6 +25,11 @@ struct param {
 	const char *help;
 };
 
+/* Sections of issue 6 modules: their parameters are left out of the dumps (params.ini,
+ * summary.json) while at their default, so that outputs of runs without the module stay
+ * byte-identical. */
+static const char *const quiet_sections[] = { "ccm", "osf", "failure", "ina", NULL };
+
 static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL };
 static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random", NULL };
 static const char *const transport_names[] = { "gbn", "sr", "ideal", NULL };
@@ -32,6 +37,16 @@ static const char *const cc_names[] = { "none", "dcqcn", NULL };
 static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
 					"cmatrix", "none", NULL };
 static const char *const unit_names[] = { "ps", "us", NULL };
+/* CCM (sim_ccm.c) */
+static const char *const ccm_mode_names[] = { "off", "ar", "coordinated", NULL };
+static const char *const ccm_det_names[] = { "lasthop", NULL };
+/* OSF (sim_osf.c) */
+static const char *const osf_mode_names[] = { "off", "spray", "credit", NULL };
+static const char *const osf_tm_names[] = { "centralised", "distributed", "hybrid", NULL };
+/* INA (sim_ina.c) */
+static const char *const ina_mode_names[] = { "off", "inc", "ring", NULL };
+static const char *const ina_place_names[] = { "contiguous", "strided", NULL };
+static const char *const ina_dtype_names[] = { "int32", "fp32", NULL };
 
 #define F(field) offsetof(struct sim_config, field)
 
@@ -107,6 +122,64 @@ static const struct param params[] = {
 
 	{ "output", "dir", P_STR, F(out_dir), "", NULL, "directory for fct.csv, summary.json, params.ini, timeseries.csv" },
 	{ "output", "timeseries_us", P_DBL, F(timeseries_us), "0", NULL, "sample link utilisation and queues every (0 = off)" },
+
+	/* CCM (sim_ccm.c) */
+	{ "ccm", "mode", P_ENUM, F(ccm_mode), "off", ccm_mode_names, "off | ar (flow-level adaptive routing, uncoordinated) | coordinated (draft-lyu CCM)" },
+	{ "ccm", "detector", P_ENUM, F(ccm_detector), "lasthop", ccm_det_names, "incast detector: lasthop (congested egress toward a host, draft-lyu 6.3.1)" },
+	{ "ccm", "congest_bytes", P_U64, F(ccm_congest_bytes), "102400", NULL, "egress data queue at or above which a port is congested" },
+	{ "ccm", "light_bytes", P_U64, F(ccm_light_bytes), "51200", NULL, "egress data queue below which a port is light-loaded (usable for AR)" },
+	{ "ccm", "release_bytes", P_U64, F(ccm_release_bytes), "20480", NULL, "incast over (type 2) once the last-hop queue stays below this" },
+	{ "ccm", "release_hold_us", P_DBL, F(ccm_release_hold_us), "50", NULL, "... for this long" },
+	{ "ccm", "check_us", P_DBL, F(ccm_check_us), "5", NULL, "period of the incast-release check" },
+	{ "ccm", "notify_interval_us", P_DBL, F(ccm_notify_interval_us), "10", NULL, "a switch repeats a type 3 for one flow at most this often" },
+	{ "ccm", "ar_hold_us", P_DBL, F(ccm_ar_hold_us), "20", NULL, "a switch moves one flow at most once per this time (damps flapping)" },
+	{ "ccm", "ar_grace_us", P_DBL, F(ccm_ar_grace_us), "100", NULL, "after a type 3, ECN is withheld this long for the flow; then CC takes over" },
+	{ "ccm", "notify_bytes", P_U32, F(ccm_notify_bytes), "64", NULL, "size of a notification message on the wire" },
+	{ "ccm", "host_ar", P_BOOL, F(ccm_host_ar), "false", NULL, "hosts are AR points (AR indicator starts at the source; type 3 changes the flow's entropy)" },
+	{ "ccm", "cc_lasthop", P_BOOL, F(ccm_cc_lasthop), "true", NULL, "CC-tagged (incast) packets are ECN-marked only at the last hop, not on the back-pressured hops before it" },
+
+	/* OSF (sim_osf.c) */
+	{ "osf", "mode", P_ENUM, F(osf_mode), "off", osf_mode_names, "off | spray (OSF spraying + egress reorder, no credits) | credit (draft-hcl OSF with credit-based flow control)" },
+	{ "osf", "tm", P_ENUM, F(osf_tm), "centralised", osf_tm_names, "topology manager: centralised | distributed | hybrid (topology flooded, quality central)" },
+	{ "osf", "tm_host", P_U32, F(osf_tm_host), "0", NULL, "host running the central topology manager" },
+	{ "osf", "linkq_interval_us", P_DBL, F(osf_linkq_interval_us), "10", NULL, "switches report link quality this often" },
+	{ "osf", "detect_us", P_DBL, F(osf_detect_us), "1", NULL, "a switch detects a failure of its link after this" },
+	{ "osf", "tm_compute_us", P_DBL, F(osf_tm_compute_us), "2", NULL, "central TM: from an urgent report to pushing the new state" },
+	{ "osf", "reorder_timeout_us", P_DBL, F(osf_reorder_timeout_us), "50", NULL, "OSF-Egress: a hole older than this is NACKed to the sender" },
+	{ "osf", "retry_us", P_DBL, F(osf_retry_us), "2", NULL, "credit request retry after a rejection" },
+	{ "osf", "rej_hold_us", P_DBL, F(osf_rej_hold_us), "20", NULL, "a rejecting link counts as congested at the ingress this long" },
+	{ "osf", "loss_max", P_DBL, F(osf_loss_max), "0.001", NULL, "links with a higher reported loss rate are avoided" },
+	{ "osf", "window_bytes", P_U64, F(osf_window_bytes), "131072", NULL, "credit window: bytes that may be reserved per switch egress port" },
+	{ "osf", "congest_bytes", P_U64, F(osf_congest_bytes), "262144", NULL, "reported queue above which a link is congested (path excluded)" },
+	{ "osf", "chunk_pkts", P_U32, F(osf_chunk_pkts), "4", NULL, "packets (cells) per credit request" },
+	{ "osf", "outstanding", P_U32, F(osf_outstanding), "8", NULL, "credit requests per flow in flight or granted and unused" },
+	{ "osf", "report_bytes", P_U32, F(osf_report_bytes), "128", NULL, "size of a link-quality report on the wire" },
+	{ "osf", "cell_bytes", P_U32, F(osf_cell_bytes), "0", NULL, "container payload: original packets (host.mtu_bytes) are aggregated / fragmented into cells of this size (0 = mtu)" },
+
+	/* failures (sim_fail.c) */
+	{ "failure", "event1", P_STR, F(fail_event[0]), "", NULL, "'T_us nodeA-nodeB[#n] down|up|degrade [rate=f] [loss=p]' (also event2 .. event8)" },
+	{ "failure", "event2", P_STR, F(fail_event[1]), "", NULL, "see event1" },
+	{ "failure", "event3", P_STR, F(fail_event[2]), "", NULL, "see event1" },
+	{ "failure", "event4", P_STR, F(fail_event[3]), "", NULL, "see event1" },
+	{ "failure", "event5", P_STR, F(fail_event[4]), "", NULL, "see event1" },
+	{ "failure", "event6", P_STR, F(fail_event[5]), "", NULL, "see event1" },
+	{ "failure", "event7", P_STR, F(fail_event[6]), "", NULL, "see event1" },
+	{ "failure", "event8", P_STR, F(fail_event[7]), "", NULL, "see event1" },
+	{ "failure", "reroute_delay_us", P_DBL, F(fail_reroute_delay_us), "0", NULL, "slow control plane: routes recomputed this long after a link change (0 = never)" },
+
+	/* INA (sim_ina.c) */
+	{ "ina", "mode", P_ENUM, F(ina_mode), "off", ina_mode_names, "off | inc (AllReduce jobs aggregated by lib/agg in switches; jobs without slots run ring) | ring (all jobs ring AllReduce: the baseline)" },
+	{ "ina", "jobs", P_U32, F(ina_jobs), "1", NULL, "concurrent AllReduce jobs (admitted in id order)" },
+	{ "ina", "job_hosts", P_U32, F(ina_job_hosts), "0", NULL, "ranks per job (0 = hosts / jobs), at most 4096" },
+	{ "ina", "size_bytes", P_U64, F(ina_size_bytes), "1048576", NULL, "AllReduce buffer per rank (chunks of host.mtu_bytes)" },
+	{ "ina", "placement", P_ENUM, F(ina_placement), "contiguous", ina_place_names, "contiguous (job j: hosts j*n..) | strided (rank r of job j: host r*jobs+j)" },
+	{ "ina", "switch_slots", P_U32, F(ina_switch_slots), "256", NULL, "aggregation slots per switch, shared by the jobs whose trees use it" },
+	{ "ina", "job_slots", P_U32, F(ina_job_slots), "64", NULL, "slots a job takes at every switch of its tree = chunks in flight per member" },
+	{ "ina", "elems", P_U32, F(ina_elems), "16", NULL, "real elements carried and reduced per packet (the rest of the MTU is modelled only)" },
+	{ "ina", "dtype", P_ENUM, F(ina_dtype), "int32", ina_dtype_names, "int32 | fp32 (values are small integers: sums are exact in any order)" },
+	{ "ina", "loss", P_DBL, F(ina_loss), "0", NULL, "probability that an INA packet is lost on each link" },
+	{ "ina", "rto_us", P_DBL, F(ina_rto_us), "100", NULL, "member retransmission timeout per chunk, from its estimated departure (doubles per retry, at most 8x)" },
+	{ "ina", "start_us", P_DBL, F(ina_start_us), "0", NULL, "start time of every job" },
 };
 #define NPARAMS (sizeof(params) / sizeof(params[0]))
 
@@ -334,10 +407,37 @@ static void print_value(const struct sim_config *c, const struct param *p, FILE 
 	}
 }
 
+/* A quiet (module) parameter still at its default is not dumped: see struct param. */
+static bool dump_skip(const struct sim_config *c, const struct param *p)
+{
+	bool quiet = false;
+	for (int i = 0; quiet_sections[i]; i++)
+		quiet = quiet || !strcmp(p->section, quiet_sections[i]);
+	if (!quiet)
+		return false;
+	struct sim_config d;
+	memset(&d, 0, sizeof(d));
+	(void)parse_value(&d, p, p->def);
+	size_t n = p->type == P_U64 ? sizeof(uint64_t) : p->type == P_U32 ? sizeof(uint32_t)
+		: p->type == P_DBL ? sizeof(double) : p->type == P_BOOL ? sizeof(bool)
+		: p->type == P_ENUM ? sizeof(int) : strlen((const char *)&d + p->off) + 1;
+	return !memcmp((const char *)c + p->off, (const char *)&d + p->off, n);
+}
+
+/* Index of the next dumped parameter at or after i (NPARAMS if none). */
+static size_t dump_next(const struct sim_config *c, size_t i)
+{
+	while (i < NPARAMS && dump_skip(c, &params[i]))
+		i++;
+	return i;
+}
+
 void sim_config_dump(const struct sim_config *c, FILE *f)
 {
 	const char *sec = "";
 	for (size_t i = 0; i < NPARAMS; i++) {
+		if (dump_skip(c, &params[i]))
+			continue;
 		if (strcmp(sec, params[i].section)) {
 			sec = params[i].section;
 			fprintf(f, "%s[%s]\n", i ? "\n" : "", sec);
@@ -353,10 +453,13 @@ void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *inden
 void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *indent)
 {
 	fprintf(f, "{");
-	for (size_t i = 0; i < NPARAMS; i++) {
+	const char *prev = "";
+	for (size_t i = dump_next(c, 0); i < NPARAMS; i = dump_next(c, i + 1)) {
 		const struct param *p = &params[i];
-		bool first = i == 0 || strcmp(params[i - 1].section, p->section);
-		bool last = i + 1 == NPARAMS || strcmp(params[i + 1].section, p->section);
+		size_t nx = dump_next(c, i + 1);
+		bool first = strcmp(prev, p->section) != 0;
+		bool last = nx == NPARAMS || strcmp(params[nx].section, p->section);
+		prev = p->section;
 		if (first)
 			fprintf(f, "\n%s  \"%s\": {", indent, p->section);
 		fprintf(f, "%s\n%s    \"%s\": ", first ? "" : ",", indent, p->key);
@@ -368,7 +471,7 @@ void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *inden
 			print_value(c, p, f);
 		}
 		if (last)
-			fprintf(f, "\n%s  }%s", indent, i + 1 == NPARAMS ? "" : ",");
+			fprintf(f, "\n%s  }%s", indent, nx == NPARAMS ? "" : ",");
 	}
 	fprintf(f, "\n%s}", indent);
 }

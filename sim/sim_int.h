@@ -70,6 +70,8 @@ enum sim_pkt_type {
 #define SIM_PKT_ECT 0x01     /* ECN capable */
 #define SIM_PKT_CE 0x02      /* congestion experienced */
 #define SIM_PKT_LOSSLESS 0x04 /* counted in ingress (PFC) accounting of the switch holding it */
+/* CCM (sim_ccm.c) */
+#define SIM_PKT_CCM_CC 0x08   /* coordination tag: CC indicator (the flow causes incast) */
 
 struct sim_port;
 struct sim_pkt {
@@ -86,6 +88,11 @@ struct sim_pkt {
 	uint32_t src, dst;       /* host ids */
 	uint16_t entropy;
 	uint8_t type, flags;
+	/* CCM (sim_ccm.c) */
+	uint32_t ccm_ar;          /* coordination tag: AR indicator, node id + 1 of the upstream AR point (0 = none) */
+	/* OSF (sim_osf.c): valid only in packets OSF stamped (data under OSF, credit messages) */
+	uint32_t osf_grant;       /* credit grant index + 1 (0 = none) */
+	uint8_t osf_hop;          /* credit messages: index of the current node's port in the path */
 };
 
 struct sim_pktq {
@@ -335,6 +342,65 @@ int sim_cmatrix_parse(struct sim *s, FILE *f, const char *name);
 uint32_t sim_cmatrix_nodes(const char *path);
 void sim_trigger_activate(struct sim *s, uint32_t trig_id);
 struct sim_trigger *sim_trigger_get(struct sim *s, uint32_t id, bool create);
+
+/* CCM (sim_ccm.c); every call is made only when s->ccm is set */
+int sim_ccm_create(struct sim *s);
+void sim_ccm_destroy(struct sim *s);
+uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+		       const struct sim_rgroup *g, const uint16_t *cand);
+bool sim_ccm_ecn_ok(struct sim *s, const struct sim_pkt *p);
+void sim_ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
+void sim_ccm_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
+void sim_ccm_tag(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
+void sim_ccm_rate_cut(struct sim *s, struct sim_flow *f);
+int sim_ccm_write_outputs(struct sim *s, const char *dir);
+
+/* OSF (sim_osf.c); every call is made only when s->osf is set */
+int sim_osf_create(struct sim *s);
+void sim_osf_destroy(struct sim *s);
+/* The OSF-Ingress NIC scheduler (replaces sim_host_next's body). */
+struct sim_pkt *sim_osf_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake);
+/* OSF packets at a host (credit messages, link reports, egress reordering of data). Returns
+ * true when it took the packet (and freed it). */
+bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
+/* Credit messages and link reports at a switch (always takes the packet). */
+void sim_osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
+/* A data packet leaves egress port `port`'s queue: its credit there is returned. */
+void sim_osf_dequeue(struct sim *s, struct sim_port *port, struct sim_pkt *p);
+/* A data packet is lost at `at` (reserved_here: it still held credit on `at`): release the
+ * credit it held further along its path. */
+void sim_osf_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at, bool reserved_here);
+/* A link went down / came up / changed rate or loss (both ports). */
+void sim_osf_link_event(struct sim *s, struct sim_port *port, bool down);
+int sim_osf_write_outputs(struct sim *s, const char *dir);
+/* sim_host.c entry points used by OSF: emit the next packet of f (NULL if none), and hand an
+ * in-order data packet to the transport receiver (does not free p). */
+struct sim_pkt *sim_host_emit(struct sim *s, struct sim_host *h, struct sim_flow *f);
+void sim_host_rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
+
+/* failures (sim_fail.c); every call is made only when s->fail is set */
+bool sim_fail_configured(const struct sim_config *c);
+int sim_fail_create(struct sim *s);
+void sim_fail_destroy(struct sim *s);
+/* Packet p just arrived over a degraded lossy link: true if it is lost (caller frees it). */
+bool sim_fail_lost(struct sim *s, struct sim_pkt *p);
+/* Configured loss probability of the link `port` transmits on (0 = none). */
+double sim_fail_port_loss(const struct sim *s, const struct sim_port *port);
+void sim_fail_count_drop(struct sim *s);
+
+/* INA (sim_ina.c); every call is made only when s->ina is set. INA packets are never routed
+ * (every tree edge is one link); p->psn indexes their payload in the module's pool. */
+int sim_ina_create(struct sim *s);
+void sim_ina_destroy(struct sim *s);
+void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
+void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
+/* Ring jobs: a flow's receiver has every byte / the flow is done (sender and receiver). */
+void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f);
+void sim_ina_flow_done(struct sim *s, struct sim_flow *f);
+/* Every INA job finished and every other flow done: the run may end. */
+bool sim_ina_done(const struct sim *s);
+int sim_ina_write_outputs(struct sim *s, const char *dir);
+void sim_ina_adjust_stats(const struct sim *s, struct sim_stats *st);
 
 /* sim_output.c */
 void sim_ts_sample(struct sim *s, struct sim_event *ev);

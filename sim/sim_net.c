@@ -117,6 +117,8 @@ static struct sim_pkt *switch_dequeue(struct sim *s, struct sim_port *p)
 		if (in->pause_sent && in->in_bytes <= s->cfg.pfc_xon_bytes)
 			pfc_send(s, in, false);
 	}
+	if (s->osf && pkt->type == SIM_PKT_DATA) /* OSF (sim_osf.c): credit returned here */
+		sim_osf_dequeue(s, p, pkt);
 	return pkt;
 }
 
@@ -156,6 +158,14 @@ void sim_port_kick(struct sim *s, struct sim_port *p)
 	bool more;
 	if (p->node->kind == SIM_NODE_SWITCH) {
 		pkt = switch_dequeue(s, p);
+		while (pkt && s->fail && p->down) { /* failures (sim_fail.c): a dead link drops its queue */
+			if (s->osf)
+				sim_osf_drop(s, pkt, p, false);
+			sim_fail_count_drop(s);
+			p->drops++;
+			sim_pkt_free(s, pkt);
+			pkt = switch_dequeue(s, p);
+		}
 		if (!pkt)
 			return;
 		more = p->cq.n || (p->q.n && !p->paused);
@@ -200,6 +210,12 @@ void sim_pkt_arrive(struct sim *s, struct sim_event *ev)
 		wire_sched(s, nx);
 	else
 		tx->wire_tail = NULL;
+	if (s->fail && sim_fail_lost(s, p)) { /* failures (sim_fail.c): lossy degraded link */
+		if (s->osf)
+			sim_osf_drop(s, p, tx, false);
+		sim_pkt_free(s, p);
+		return;
+	}
 	struct sim_node *n = p->rx_port->node;
 	if (n->kind == SIM_NODE_SWITCH)
 		sim_switch_rx(s, sim_node_sw(n), p);
@@ -223,6 +239,18 @@ static inline bool ecn_mark(struct sim *s, struct sim_switch *sw, uint64_t qbyte
 void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
 	const struct sim_config *c = &s->cfg;
+	if (s->ccm && p->type == SIM_PKT_CCM_NOTIFY) { /* CCM (sim_ccm.c): may go to a switch */
+		sim_ccm_switch_rx(s, sw, p);
+		return;
+	}
+	if (s->osf && p->type >= SIM_PKT_OSF_CREDIT_REQ && p->type <= SIM_PKT_OSF_LINKQ) {
+		sim_osf_switch_rx(s, sw, p); /* OSF (sim_osf.c): credits hop by hop, link reports */
+		return;
+	}
+	if (s->ina && (p->type == SIM_PKT_INA_DATA || p->type == SIM_PKT_INA_RESULT)) {
+		sim_ina_switch_rx(s, sw, p); /* INA (sim_ina.c): the switch's lib/agg engine */
+		return;
+	}
 	struct sim_rgroup *g = sim_route_group(sw, p->dst);
 	if (!g) {
 		sw->drops_queue++;
@@ -230,8 +258,17 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		return;
 	}
 	const uint16_t *cand = &sw->gports[g->off];
-	uint16_t choice = g->n == 1 ? cand[0] : cand[s->route->select(s, sw, p, g, cand, g->n)];
+	uint16_t choice = (s->ccm && p->type == SIM_PKT_DATA) ? sim_ccm_route(s, sw, p, g, cand) /* CCM */
+		: g->n == 1 ? cand[0] : cand[s->route->select(s, sw, p, g, cand, g->n)];
 	struct sim_port *out = &sw->n.ports[choice];
+	if (s->fail && out->down) { /* failures (sim_fail.c): routed onto a dead link */
+		if (s->osf)
+			sim_osf_drop(s, p, out, true);
+		sim_fail_count_drop(s);
+		out->drops++;
+		sim_pkt_free(s, p);
+		return;
+	}
 	if (p->type != SIM_PKT_DATA) {
 		sim_pktq_push(&out->cq, p);
 		sim_port_kick(s, out);
@@ -267,7 +304,9 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	} else {
 		p->flags &= (uint8_t)~SIM_PKT_LOSSLESS;
 	}
-	if (c->ecn && (p->flags & SIM_PKT_ECT) && !(p->flags & SIM_PKT_CE) && ecn_mark(s, sw, out->q_bytes)) {
+	if (c->ecn && (p->flags & SIM_PKT_ECT) && !(p->flags & SIM_PKT_CE) &&
+	    (!s->ccm || sim_ccm_ecn_ok(s, p)) /* CCM: AR first, CC only when AR cannot help */ &&
+	    ecn_mark(s, sw, out->q_bytes)) {
 		p->flags |= SIM_PKT_CE;
 		out->ecn_marks++;
 		s->ecn_marks++;

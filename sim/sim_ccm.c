@@ -1,0 +1,700 @@
+/* sim/sim_ccm.c: coordinated congestion management (draft-lyu-rtgwg-coordinated-cm-01 §6):
+ * coordination tag (CC / AR indicators) in data packets, incast detection (pluggable detector,
+ * last-hop egress by default), notification messages of types 1-3 sent as real packets
+ * through the fabric, flow-level adaptive routing with upstream AR, and the CC/AR split.
+ * Mode "ar" runs the same adaptive routing without coordination (the baseline). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+#define CCM_MAX_EVENTS 2000000u
+#define CCM_MAX_SF (1u << 24)     /* switch x flow entries */
+#define CCM_MAX_SW 8192u          /* the switch-to-switch distance table is nsw^2 bytes */
+#define CCM_NONE UINT32_MAX
+
+/* Per (switch, flow): the flow's current port at that switch and what the switch has done. */
+struct ccm_sf {
+	uint16_t port1;          /* chosen port + 1 (0: not placed yet) */
+	uint16_t entropy;        /* entropy when placed: a host-side AR (new entropy) re-places */
+	uint8_t cc_notified;     /* type 1 sent for this flow by this switch (incast) */
+	uint8_t cc_seen;         /* its last packet here carried the CC indicator: no AR for it,
+				  * even on its older untagged packets still in the fabric */
+	sim_time_ps moved_ps;    /* last path switch here */
+};
+
+/* Per egress port: the current congestion episode. One type 3 per port per
+ * notify_interval_us: moving every flow of a congested port at once only moves the collision
+ * (they herd onto the same alternative and back); one at a time resolves it. */
+struct ccm_port {
+	sim_time_ps t3_first_ps; /* first type 3 of the current episode (0 = none) */
+	sim_time_ps t3_last_ps;  /* last type 3 sent */
+	uint32_t last_flow1;     /* flow index + 1 of the last data packet queued here */
+	sim_time_ps mix_ps;      /* last time two different flows followed each other here */
+};
+
+struct ccm_flow {            /* host side (reaction point) and per-flow counters */
+	bool cc_tag;             /* CC indicator set in its packets */
+	bool incast;             /* ever notified with type 1 */
+	uint64_t ar_switches;
+};
+
+struct ccm_rel {             /* incast flow awaiting release (type 2) */
+	uint32_t sw, flow;
+	uint16_t port;
+	sim_time_ps below_since;
+};
+
+/* Incast detector (§6.3.1 leaves room for others): true if the packet's flow, about to be
+ * queued on `out`, takes part in incast congestion. */
+struct ccm_detector {
+	const char *name;
+	bool (*is_incast)(struct sim *s, struct sim_switch *sw, struct sim_port *out,
+			  const struct sim_pkt *p);
+};
+
+struct sim_ccm {
+	int mode;
+	const struct ccm_detector *det;
+	sim_time_ps notify_iv_ps, hold_ps, grace_ps, check_ps, rel_hold_ps;
+	uint8_t *dist;           /* nsw x nsw hop counts between switches (255 = unreachable) */
+	struct ccm_sf *sf;       /* nsw x nflows, allocated when the run starts */
+	struct ccm_flow *fl;
+	struct ccm_port *port;   /* by global port id */
+	uint32_t nflows;
+	bool ready;
+	bool ecn_ok;             /* decision for the packet being enqueued (sim_ccm_route) */
+	struct ccm_rel *rel;
+	uint32_t nrel, rel_cap;
+	struct sim_event check_ev;
+	struct sim_ccm_event *ev;
+	size_t nev, ev_cap;
+	struct sim_ccm_stats st;
+};
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+static void log_ev_seq(struct sim *s, int kind, uint8_t ntype, uint32_t node, uint32_t peer,
+		       uint32_t flow, double value, uint64_t seq)
+{
+	struct sim_ccm *m = s->ccm;
+	m->st.events++;
+	if (m->nev == m->ev_cap) {
+		size_t cap = m->ev_cap ? m->ev_cap * 2 : 1024;
+		struct sim_ccm_event *v = cap <= CCM_MAX_EVENTS ? realloc(m->ev, cap * sizeof(*v)) : NULL;
+		if (!v) {
+			m->st.events_dropped++;
+			return;
+		}
+		m->ev = v;
+		m->ev_cap = cap;
+	}
+	m->ev[m->nev++] = (struct sim_ccm_event){ s->now, kind, ntype, node, peer, flow, value, seq };
+}
+
+static void log_ev(struct sim *s, int kind, uint8_t ntype, uint32_t node, uint32_t peer,
+		   uint32_t flow, double value)
+{
+	log_ev_seq(s, kind, ntype, node, peer, flow, value, 0);
+}
+
+static inline uint32_t sw_index(const struct sim *s, const struct sim_switch *sw)
+{
+	return sw->n.id - s->nhosts;
+}
+
+static inline uint8_t dist(const struct sim_ccm *m, const struct sim *s, uint32_t a, uint32_t b)
+{
+	return m->dist[(size_t)a * s->nsw + b];
+}
+
+/* Per-flow tables are sized when the run starts: flows may still be added before that. */
+static bool ccm_ready(struct sim *s)
+{
+	struct sim_ccm *m = s->ccm;
+	if (m->ready)
+		return true;
+	uint64_t n = (uint64_t)s->nsw * s->nflows;
+	if (n > CCM_MAX_SF || !(m->sf = calloc(n ? n : 1, sizeof(*m->sf))) ||
+	    !(m->fl = calloc(s->nflows ? s->nflows : 1, sizeof(*m->fl)))) {
+		sim_set_err(s, "ccm: out of memory for the per-flow tables (switches x flows)");
+		s->finished = true;
+		return false;
+	}
+	m->nflows = s->nflows;
+	m->ready = true;
+	return true;
+}
+
+static inline struct ccm_sf *sf_of(struct sim *s, uint32_t swi, uint32_t flow)
+{
+	return &s->ccm->sf[(size_t)swi * s->ccm->nflows + flow];
+}
+
+static inline bool light(const struct sim *s, const struct sim_port *p)
+{
+	return p->q_bytes < s->cfg.ccm_light_bytes;
+}
+
+static inline bool congested(const struct sim *s, const struct sim_port *p)
+{
+	return p->q_bytes >= s->cfg.ccm_congest_bytes;
+}
+
+static inline uint64_t flow_key_hash(const struct sim_switch *sw, const struct sim_pkt *p)
+{
+	uint64_t k = ((uint64_t)p->src << 40) ^ ((uint64_t)p->dst << 16) ^ p->entropy;
+	return sim_mix64(k ^ sw->salt ^ 0x43434dull);
+}
+
+/* Least-occupied light candidate (excluding `skip` and, if toward != CCM_NONE, ports whose
+ * neighbour is closer to switch `toward`), scanning from a hashed start so that ties spread.
+ * Returns the candidate position or n if none. */
+static unsigned pick_light(struct sim *s, struct sim_switch *sw, const uint16_t *cand, unsigned n,
+			   unsigned start, int skip, uint32_t toward)
+{
+	struct sim_ccm *m = s->ccm;
+	uint32_t me = sw_index(s, sw);
+	unsigned best = n;
+	uint64_t bq = UINT64_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned j = (start + i) % n;
+		struct sim_port *pt = &sw->n.ports[cand[j]];
+		if ((int)j == skip || !light(s, pt))
+			continue;
+		if (toward != CCM_NONE && pt->peer->node->kind == SIM_NODE_SWITCH &&
+		    dist(m, s, pt->peer->node->id - s->nhosts, toward) < dist(m, s, me, toward))
+			continue;
+		if (pt->q_bytes < bq) {
+			bq = pt->q_bytes;
+			best = j;
+		}
+	}
+	return best;
+}
+
+/* ---- notification messages (§6.2) -------------------------------------------------------- */
+/* Next hop of a notification at switch sw: toward a host by the routing table (hashed among
+ * equal-cost ports), toward a switch by the distance table. */
+static struct sim_port *notify_next(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	uint64_t h = sim_mix64(((uint64_t)p->flow << 8) ^ p->psn ^ sw->salt);
+	if (p->dst < s->nhosts) {
+		struct sim_rgroup *g = sim_route_group(sw, p->dst);
+		if (!g)
+			return NULL;
+		return &sw->n.ports[sw->gports[g->off + h % g->n]];
+	}
+	uint32_t t = p->dst - s->nhosts, me = sw_index(s, sw);
+	uint8_t d = dist(s->ccm, s, me, t);
+	if (d == 255)
+		return NULL;
+	unsigned n = sw->n.nports, start = (unsigned)(h % n);
+	for (unsigned i = 0; i < n; i++) {
+		struct sim_port *pt = &sw->n.ports[(start + i) % n];
+		struct sim_node *nb = pt->peer->node;
+		if (!pt->down && nb->kind == SIM_NODE_SWITCH && dist(s->ccm, s, nb->id - s->nhosts, t) + 1 == d)
+			return pt;
+	}
+	return NULL;
+}
+
+static void notify_forward(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	struct sim_port *out = notify_next(s, sw, p);
+	if (!out) {
+		sw->drops_queue++;
+		sim_pkt_free(s, p);
+		return;
+	}
+	sim_pktq_push(&out->cq, p); /* control class: strict priority over data */
+	sim_port_kick(s, out);
+}
+
+/* Switch sw sends a notification of `type` about `flow` to node `dst`; `seq` is the emission
+ * number of the data packet that caused it (kept for the event log only). */
+static void notify_send(struct sim *s, struct sim_switch *sw, uint8_t type, uint32_t dst, uint32_t flow,
+			uint32_t seq)
+{
+	struct sim_pkt *p = sim_pkt_alloc(s);
+	if (!p)
+		return;
+	p->type = SIM_PKT_CCM_NOTIFY;
+	p->src = sw->n.id;       /* "source IP": the switch */
+	p->dst = dst;            /* "destination IP": host or upstream AR point */
+	p->psn = type;           /* notification type */
+	p->flow = flow;          /* flow key */
+	p->entropy = s->flows[flow].entropy;
+	p->spray_ctr = 0;
+	p->sack_bits = 0;
+	p->sack_psn = seq;
+	p->ccm_ar = 0;
+	p->size_bytes = s->cfg.ccm_notify_bytes;
+	s->ccm->st.notify_sent[type]++;
+	log_ev_seq(s, SIM_CCM_EV_NOTIFY_SENT, type, sw->n.id, dst, flow, 0, seq);
+	notify_forward(s, sw, p);
+}
+
+/* ---- incast detection (§6.3.1) ----------------------------------------------------------- */
+/* §6.3.1: congestion at an egress port of the last-hop switch is incast. One refinement: the
+ * port must have carried packets of at least two flows within the last FANIN_WINDOW, since a
+ * single flow can also fill the last hop for a moment (after a path switch its packets arrive
+ * over the old and the new path at once), and that is not many-to-one traffic. */
+#define FANIN_WINDOW_PS (20ull * 1000000)
+static bool det_lasthop(struct sim *s, struct sim_switch *sw, struct sim_port *out, const struct sim_pkt *p)
+{
+	if (out->peer->node->kind != SIM_NODE_HOST)
+		return false;
+	struct ccm_port *cp = &s->ccm->port[out->id];
+	if (cp->last_flow1 != p->flow + 1) {
+		if (cp->last_flow1)
+			cp->mix_ps = s->now;
+		cp->last_flow1 = p->flow + 1;
+	}
+	return congested(s, out) && cp->mix_ps && s->now - cp->mix_ps <= FANIN_WINDOW_PS;
+}
+
+static const struct ccm_detector detectors[] = {
+	[SIM_CCM_DET_LASTHOP] = { "lasthop", det_lasthop },
+};
+
+static void check_fire(struct sim *s, struct sim_event *ev);
+
+static void rel_add(struct sim *s, uint32_t swi, uint32_t flow, uint16_t port)
+{
+	struct sim_ccm *m = s->ccm;
+	if (m->nrel == m->rel_cap) {
+		uint32_t cap = m->rel_cap ? m->rel_cap * 2 : 64;
+		struct ccm_rel *v = realloc(m->rel, cap * sizeof(*v));
+		if (!v)
+			return; /* no release then: the flow stays tagged (CC), which is safe */
+		m->rel = v;
+		m->rel_cap = cap;
+	}
+	m->rel[m->nrel++] = (struct ccm_rel){ swi, flow, port, 0 };
+	if (!sim_ev_pending(&m->check_ev))
+		sim_schedule(s, &m->check_ev, s->now + m->check_ps);
+}
+
+/* Type 2 (§6.3.2): an incast is over once the last-hop queue has stayed below release_bytes
+ * for release_hold_us (hysteresis, so tags do not flap with the DCQCN sawtooth). */
+static void check_fire(struct sim *s, struct sim_event *ev)
+{
+	struct sim_ccm *m = s->ccm;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < m->nrel; i++) {
+		struct ccm_rel *r = &m->rel[i];
+		struct sim_switch *sw = &s->sws[r->sw];
+		struct sim_flow *f = &s->flows[r->flow];
+		if (f->send_done) {
+			sf_of(s, r->sw, r->flow)->cc_notified = 0;
+			continue;
+		}
+		if (sw->n.ports[r->port].q_bytes < s->cfg.ccm_release_bytes) {
+			if (!r->below_since)
+				r->below_since = s->now;
+			else if (s->now - r->below_since >= m->rel_hold_ps) {
+				sf_of(s, r->sw, r->flow)->cc_notified = 0;
+				notify_send(s, sw, 2, f->src, r->flow, 0);
+				continue;
+			}
+		} else {
+			r->below_since = 0;
+		}
+		m->rel[k++] = *r;
+	}
+	m->nrel = k;
+	if (m->nrel)
+		sim_schedule(s, ev, s->now + m->check_ps);
+}
+
+/* ---- switch data path (§6.3.3-6.3.5) ----------------------------------------------------- */
+static void ar_move(struct sim *s, struct sim_switch *sw, struct ccm_sf *e, const uint16_t *cand,
+		    unsigned j, uint32_t flow, int kind, uint32_t seq)
+{
+	struct sim_ccm *m = s->ccm;
+	uint16_t old = (uint16_t)(e->port1 - 1);
+	e->port1 = (uint16_t)(cand[j] + 1);
+	e->moved_ps = s->now;
+	if (kind == SIM_CCM_EV_AR_LOCAL)
+		m->st.ar_local++;
+	else
+		m->st.ar_upstream++;
+	m->fl[flow].ar_switches++;
+	if (m->fl[flow].incast)
+		m->st.ar_incast_flows++;
+	log_ev_seq(s, kind, 0, sw->n.id, sw->n.ports[old].peer->node->id, flow,
+		   (double)sw->n.ports[cand[j]].peer->node->id, seq);
+}
+
+uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+		       const struct sim_rgroup *g, const uint16_t *cand)
+{
+	struct sim_ccm *m = s->ccm;
+	m->ecn_ok = true;
+	if (!ccm_ready(s))
+		return cand[0];
+	uint32_t swi = sw_index(s, sw);
+	struct ccm_sf *e = sf_of(s, swi, p->flow);
+	bool coord = m->mode == SIM_CCM_COORD;
+	bool cc_tag = coord && (p->flags & SIM_PKT_CCM_CC);
+	if (coord)
+		e->cc_seen = cc_tag;
+	unsigned n = g->n;
+	uint16_t port = cand[0];
+	if (n > 1) {
+		uint64_t h = flow_key_hash(sw, p);
+		bool placed = e->port1 && e->entropy == p->entropy;
+		if (placed) { /* still a candidate? (routes may have changed) */
+			placed = false;
+			for (unsigned j = 0; j < n && !placed; j++)
+				placed = cand[j] + 1 == e->port1;
+		}
+		if (!placed) { /* initial placement: ECMP hash, as AR fabrics start from */
+			e->port1 = (uint16_t)(cand[h % n] + 1);
+			e->entropy = p->entropy;
+		}
+		port = (uint16_t)(e->port1 - 1);
+		if (!cc_tag) {
+			unsigned nlight = 0;
+			for (unsigned j = 0; j < n; j++)
+				nlight += light(s, &sw->n.ports[cand[j]]);
+			if (coord && nlight >= 2) /* several light paths: this switch is an AR point */
+				p->ccm_ar = sw->n.id + 1;
+			if (congested(s, &sw->n.ports[port]) && nlight &&
+			    (!e->moved_ps || s->now - e->moved_ps >= m->hold_ps)) {
+				int cur = -1;
+				for (unsigned j = 0; j < n; j++)
+					if (cand[j] == port)
+						cur = (int)j;
+				unsigned j = pick_light(s, sw, cand, n, (unsigned)(h >> 32) % n, cur, CCM_NONE);
+				if (j < n) {
+					ar_move(s, sw, e, cand, j, p->flow, SIM_CCM_EV_AR_LOCAL, p->spray_ctr);
+					port = cand[j];
+				}
+			}
+		}
+		/* CC-tagged packets (incast flows) keep their path: no AR (§6.3.5). */
+	}
+	struct sim_port *out = &sw->n.ports[port];
+	if (!coord) { /* uncoordinated: classify only (statistics), no notification */
+		if (m->det->is_incast(s, sw, out, p) && !m->fl[p->flow].incast) {
+			m->fl[p->flow].incast = true;
+			m->st.incast_flows++;
+		}
+		return port;
+	}
+	if (m->det->is_incast(s, sw, out, p)) {
+		/* §6.3.2: incast congestion, notify the source (type 1) once per episode; CC. */
+		if (!e->cc_notified) {
+			e->cc_notified = 1;
+			if (!m->fl[p->flow].incast) {
+				m->fl[p->flow].incast = true;
+				m->st.incast_flows++;
+			}
+			notify_send(s, sw, 1, p->src, p->flow, p->spray_ctr);
+			rel_add(s, swi, p->flow, port);
+		}
+		return port;
+	}
+	if (cc_tag) {
+		/* An incast flow's rate is set at its incast point. Queues it meets elsewhere are
+		 * back-pressure (PFC) from that same incast; marking there too would count the
+		 * congestion twice and cut the flows crossing more paused hops harder (unfair). */
+		if (s->cfg.ccm_cc_lasthop && out->peer->node->kind != SIM_NODE_HOST)
+			m->ecn_ok = false;
+		return port;
+	}
+	struct ccm_port *cp = &m->port[out->id];
+	if (!congested(s, out)) {
+		cp->t3_first_ps = 0;
+		return port;
+	}
+	/* Congested here and no local light path: upstream AR if the tag names an AR point
+	 * (§6.3.3), with ECN withheld for ar_grace_us; otherwise, or if the congestion outlasts
+	 * the grace time, CC (§6.3.4). */
+	uint32_t ar = p->ccm_ar;
+	if (!ar || ar - 1 == sw->n.id || out->peer->node->kind == SIM_NODE_HOST)
+		return port; /* no AR point, or the last hop (every path ends here): CC */
+	if (!cp->t3_first_ps)
+		cp->t3_first_ps = s->now;
+	if (!cp->t3_last_ps || s->now - cp->t3_last_ps >= m->notify_iv_ps) {
+		cp->t3_last_ps = s->now;
+		notify_send(s, sw, 3, ar - 1, p->flow, p->spray_ctr);
+	}
+	if (s->now - cp->t3_first_ps < m->grace_ps) {
+		m->ecn_ok = false;
+		m->st.ecn_suppressed++;
+	}
+	return port;
+}
+
+bool sim_ccm_ecn_ok(struct sim *s, const struct sim_pkt *p)
+{
+	return s->ccm->ecn_ok;
+}
+
+/* Type 3 at the upstream AR point: move the flow to a light port that does not lead toward
+ * the congested switch (the notification's source). */
+static void upstream_ar(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	struct sim_ccm *m = s->ccm;
+	struct sim_flow *f = &s->flows[p->flow];
+	struct sim_rgroup *g = sim_route_group(sw, f->dst);
+	uint32_t x = p->src - s->nhosts, me = sw_index(s, sw);
+	struct ccm_sf *e = sf_of(s, me, p->flow);
+	if (e->cc_seen)
+		return; /* an incast flow (tagged): CC, not AR (§6.3.5) */
+	if (!g || g->n < 2 || !e->port1 || f->send_done) {
+		m->st.ar_fail++;
+		log_ev(s, SIM_CCM_EV_AR_FAIL, 3, sw->n.id, p->src, p->flow, 0);
+		return;
+	}
+	const uint16_t *cand = &sw->gports[g->off];
+	struct sim_port *cur = &sw->n.ports[e->port1 - 1];
+	if (cur->peer->node->kind == SIM_NODE_SWITCH &&
+	    dist(m, s, cur->peer->node->id - s->nhosts, x) >= dist(m, s, me, x))
+		return; /* already moved off that path: the message is stale */
+	int ci = -1;
+	for (unsigned j = 0; j < g->n; j++)
+		if (cand[j] + 1 == e->port1)
+			ci = (int)j;
+	unsigned j = pick_light(s, sw, cand, g->n, (unsigned)(sim_mix64(p->flow ^ sw->salt) % g->n), ci, x);
+	if (j >= g->n) {
+		m->st.ar_fail++;
+		log_ev(s, SIM_CCM_EV_AR_FAIL, 3, sw->n.id, p->src, p->flow, 0);
+		return;
+	}
+	ar_move(s, sw, e, cand, j, p->flow, SIM_CCM_EV_AR_UPSTREAM, p->sack_psn);
+}
+
+void sim_ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	if (p->dst != sw->n.id) {
+		notify_forward(s, sw, p);
+		return;
+	}
+	s->ccm->st.notify_recv[p->psn & 3]++;
+	log_ev(s, SIM_CCM_EV_NOTIFY_RECV, (uint8_t)p->psn, sw->n.id, p->src, p->flow, 0);
+	if (p->psn == 3 && ccm_ready(s))
+		upstream_ar(s, sw, p);
+	sim_pkt_free(s, p);
+}
+
+/* ---- hosts (§6.4) ------------------------------------------------------------------------ */
+void sim_ccm_tag(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
+{
+	struct sim_ccm *m = s->ccm;
+	p->ccm_ar = 0;
+	if (m->mode != SIM_CCM_COORD || !ccm_ready(s))
+		return;
+	if (m->fl[f->idx].cc_tag)
+		p->flags |= SIM_PKT_CCM_CC;
+	if (s->cfg.ccm_host_ar)
+		p->ccm_ar = f->src + 1;
+}
+
+void sim_ccm_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+{
+	struct sim_ccm *m = s->ccm;
+	uint8_t type = (uint8_t)p->psn;
+	m->st.notify_recv[type & 3]++;
+	log_ev(s, SIM_CCM_EV_NOTIFY_RECV, type, h->n.id, p->src, p->flow, 0);
+	if (!ccm_ready(s) || p->flow >= m->nflows)
+		return;
+	struct ccm_flow *cf = &m->fl[p->flow];
+	struct sim_flow *f = &s->flows[p->flow];
+	if (type == 1 && !cf->cc_tag) {
+		cf->cc_tag = true;
+		log_ev_seq(s, SIM_CCM_EV_TAG_SET, 1, h->n.id, CCM_NONE, p->flow, 0, f->spray_seq);
+	} else if (type == 2 && cf->cc_tag) {
+		cf->cc_tag = false;
+		log_ev_seq(s, SIM_CCM_EV_TAG_CLEAR, 2, h->n.id, CCM_NONE, p->flow, 0, f->spray_seq);
+	} else if (type == 3 && !f->send_done) {
+		/* Host AR: a new entropy; switches treat it as a new flowlet and place it again. */
+		f->entropy = (uint16_t)(sim_mix64(((uint64_t)f->entropy << 16) ^ s->now) | 1);
+		cf->ar_switches++;
+		log_ev(s, SIM_CCM_EV_HOST_AR, 3, h->n.id, p->src, p->flow, f->entropy);
+	}
+}
+
+void sim_ccm_rate_cut(struct sim *s, struct sim_flow *f)
+{
+	s->ccm->st.rate_cuts++;
+	log_ev(s, SIM_CCM_EV_RATE_CUT, 0, f->src, CCM_NONE, f->idx, f->rc / 1e9);
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------- */
+int sim_ccm_create(struct sim *s)
+{
+	const struct sim_config *c = &s->cfg;
+	if (c->ccm_light_bytes > c->ccm_congest_bytes) {
+		sim_set_err(s, "ccm.light_bytes must be <= ccm.congest_bytes");
+		return -EINVAL;
+	}
+	if (c->ccm_notify_bytes < 1 || c->ccm_notify_bytes > 65535 || c->ccm_check_us <= 0 ||
+	    c->ccm_check_us > 1e11 || c->ccm_notify_interval_us > 1e11 || c->ccm_ar_hold_us > 1e11 ||
+	    c->ccm_ar_grace_us > 1e11 || c->ccm_release_hold_us > 1e11) {
+		sim_set_err(s, "ccm: notify_bytes 1..65535, check_us > 0, times <= 1e11 us");
+		return -EINVAL;
+	}
+	if (s->nsw > CCM_MAX_SW) {
+		sim_set_err(s, "ccm: at most 8192 switches (notification routing table)");
+		return -E2BIG;
+	}
+	struct sim_ccm *m = calloc(1, sizeof(*m));
+	uint32_t S = s->nsw, *q = malloc(sizeof(*q) * (S ? S : 1));
+	if (!m || !q || !(m->dist = malloc((size_t)S * S + 1)) ||
+	    !(m->port = calloc(s->nports + 1, sizeof(*m->port)))) {
+		if (m) {
+			free(m->dist);
+			free(m->port);
+		}
+		free(m);
+		free(q);
+		return -ENOMEM;
+	}
+	/* Hop counts between switches, by a breadth-first search from each (over links up). */
+	memset(m->dist, 255, (size_t)S * S);
+	for (uint32_t a = 0; a < S; a++) {
+		uint8_t *d = &m->dist[(size_t)a * S];
+		uint32_t qh = 0, qt = 0;
+		d[a] = 0;
+		q[qt++] = a;
+		while (qh < qt) {
+			struct sim_node *nd = &s->sws[q[qh++]].n;
+			uint8_t dn = d[nd->id - s->nhosts];
+			for (uint32_t i = 0; i < nd->nports; i++) {
+				struct sim_node *nb = nd->ports[i].peer->node;
+				if (nd->ports[i].down || nb->kind != SIM_NODE_SWITCH || d[nb->id - s->nhosts] != 255 || dn >= 254)
+					continue;
+				d[nb->id - s->nhosts] = (uint8_t)(dn + 1);
+				q[qt++] = nb->id - s->nhosts;
+			}
+		}
+	}
+	free(q);
+	m->mode = c->ccm_mode;
+	m->det = &detectors[c->ccm_detector];
+	m->notify_iv_ps = sim_time_from_us_f(c->ccm_notify_interval_us);
+	m->hold_ps = sim_time_from_us_f(c->ccm_ar_hold_us);
+	m->grace_ps = sim_time_from_us_f(c->ccm_ar_grace_us);
+	m->check_ps = sim_time_from_us_f(c->ccm_check_us);
+	m->rel_hold_ps = sim_time_from_us_f(c->ccm_release_hold_us);
+	if (!m->check_ps)
+		m->check_ps = 1;
+	sim_ev_init(&m->check_ev, check_fire);
+	s->ccm = m;
+	return 0;
+}
+
+void sim_ccm_destroy(struct sim *s)
+{
+	struct sim_ccm *m = s->ccm;
+	if (!m)
+		return;
+	free(m->dist);
+	free(m->port);
+	free(m->sf);
+	free(m->fl);
+	free(m->rel);
+	free(m->ev);
+	free(m);
+	s->ccm = NULL;
+}
+
+/* ---- results ----------------------------------------------------------------------------- */
+static const char *const ev_names[] = {
+	[SIM_CCM_EV_NOTIFY_SENT] = "notify_sent", [SIM_CCM_EV_NOTIFY_RECV] = "notify_recv",
+	[SIM_CCM_EV_AR_LOCAL] = "ar_local", [SIM_CCM_EV_AR_UPSTREAM] = "ar_upstream",
+	[SIM_CCM_EV_AR_FAIL] = "ar_fail", [SIM_CCM_EV_RATE_CUT] = "rate_cut",
+	[SIM_CCM_EV_TAG_SET] = "tag_set", [SIM_CCM_EV_TAG_CLEAR] = "tag_clear",
+	[SIM_CCM_EV_HOST_AR] = "host_ar",
+};
+
+const char *sim_ccm_ev_name(int kind)
+{
+	return kind >= 0 && kind <= SIM_CCM_EV_HOST_AR ? ev_names[kind] : "?";
+}
+
+const char *sim_node_name(const struct sim *s, uint32_t node)
+{
+	if (node < s->nhosts)
+		return s->hosts[node].n.name;
+	if (node - s->nhosts < s->nsw)
+		return s->sws[node - s->nhosts].n.name;
+	return "-";
+}
+
+int sim_ccm_get_stats(const struct sim *s, struct sim_ccm_stats *st)
+{
+	if (!s->ccm)
+		return -ENOENT;
+	*st = s->ccm->st;
+	return 0;
+}
+
+size_t sim_ccm_event_count(const struct sim *s)
+{
+	return s->ccm ? s->ccm->nev : 0;
+}
+
+const struct sim_ccm_event *sim_ccm_event_get(const struct sim *s, size_t i)
+{
+	return s->ccm && i < s->ccm->nev ? &s->ccm->ev[i] : NULL;
+}
+
+uint64_t sim_ccm_flow_ar_switches(const struct sim *s, uint32_t flow)
+{
+	return s->ccm && s->ccm->fl && flow < s->ccm->nflows ? s->ccm->fl[flow].ar_switches : 0;
+}
+
+bool sim_ccm_flow_incast(const struct sim *s, uint32_t flow)
+{
+	return s->ccm && s->ccm->fl && flow < s->ccm->nflows && s->ccm->fl[flow].incast;
+}
+
+int sim_ccm_write_outputs(struct sim *s, const char *dir)
+{
+	struct sim_ccm *m = s->ccm;
+	char path[SIM_PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/ccm_events.csv", dir);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "time_us,event,type,node,peer,flow,src,dst,value,pkt_seq\n");
+	for (size_t i = 0; i < m->nev; i++) {
+		const struct sim_ccm_event *e = &m->ev[i];
+		const struct sim_flow *fl = &s->flows[e->flow];
+		bool ar = e->kind == SIM_CCM_EV_AR_LOCAL || e->kind == SIM_CCM_EV_AR_UPSTREAM;
+		char val[40];
+		if (ar) /* the new next hop */
+			snprintf(val, sizeof(val), "%s", sim_node_name(s, (uint32_t)e->value));
+		else
+			snprintf(val, sizeof(val), "%.6g", e->value);
+		fprintf(f, "%.6f,%s,%u,%s,%s,%u,%s,%s,%s,%llu\n", sim_time_to_us(e->t_ps),
+			sim_ccm_ev_name(e->kind), e->ntype, sim_node_name(s, e->node),
+			e->peer == CCM_NONE ? "-" : sim_node_name(s, e->peer), fl->user_id,
+			sim_node_name(s, fl->src), sim_node_name(s, fl->dst), val, (unsigned long long)e->seq);
+	}
+	if (fclose(f))
+		return -EIO;
+	snprintf(path, sizeof(path), "%s/ccm.json", dir);
+	if (!(f = fopen(path, "w")))
+		return -errno;
+	const struct sim_ccm_stats *st = &m->st;
+	fprintf(f, "{\n  \"mode\": \"%s\",\n", m->mode == SIM_CCM_COORD ? "coordinated" : "ar");
+	for (int t = 1; t <= 3; t++)
+		fprintf(f, "  \"notify_type%d_sent\": %llu,\n  \"notify_type%d_recv\": %llu,\n", t,
+			(unsigned long long)st->notify_sent[t], t, (unsigned long long)st->notify_recv[t]);
+	fprintf(f, "  \"ar_local\": %llu,\n  \"ar_upstream\": %llu,\n  \"ar_fail\": %llu,\n"
+		"  \"ar_switches_incast_flows\": %llu,\n  \"incast_flows\": %llu,\n  \"rate_cuts\": %llu,\n"
+		"  \"ecn_suppressed\": %llu,\n  \"events\": %llu,\n  \"events_dropped\": %llu\n}\n",
+		(unsigned long long)st->ar_local, (unsigned long long)st->ar_upstream,
+		(unsigned long long)st->ar_fail, (unsigned long long)st->ar_incast_flows,
+		(unsigned long long)st->incast_flows, (unsigned long long)st->rate_cuts,
+		(unsigned long long)st->ecn_suppressed, (unsigned long long)st->events,
+		(unsigned long long)st->events_dropped);
+	return fclose(f) ? -EIO : 0;
+}

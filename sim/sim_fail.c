@@ -1,0 +1,267 @@
+/* sim/sim_fail.c: timed link failures in inca-sim: links go down / come back up / degrade (rate
+ * reduced, random loss) at configured times, and the "slow control plane" baseline that only
+ * recomputes routes a configured delay after each change. Active only when s->fail is set;
+ * OSF (sim_osf.c) is told about every change so it can fail over on its own. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+enum { FA_DOWN, FA_UP, FA_DEGRADE };
+
+struct fail_ev {
+	struct sim_event ev;
+	sim_time_ps t;
+	struct sim_port *port;   /* one end (a switch port); the other is port->peer */
+	int action;
+	double rate, loss;       /* degrade: rate factor (1 = unchanged), loss probability */
+};
+
+struct fail_reroute {
+	struct sim_event ev;
+	struct fail_reroute *next;
+};
+
+struct sim_fail {
+	struct fail_ev evs[8];
+	unsigned nevs;
+	double *loss;            /* per port id: loss probability of what it transmits */
+	uint64_t *orig_rate;     /* per port id */
+	struct fail_reroute *rr;
+	struct util_rng rng;
+	struct sim_fail_stats st;
+};
+
+bool sim_fail_configured(const struct sim_config *c)
+{
+	for (unsigned i = 0; i < 8; i++)
+		if (c->fail_event[i][0])
+			return true;
+	return false;
+}
+
+static struct sim_node *node_by_name(struct sim *s, const char *name, size_t len)
+{
+	for (uint32_t i = 0; i < s->nhosts + s->nsw; i++) {
+		struct sim_node *n = i < s->nhosts ? &s->hosts[i].n : &s->sws[i - s->nhosts].n;
+		if (strlen(n->name) == len && !memcmp(n->name, name, len))
+			return n;
+	}
+	return NULL;
+}
+
+/* "A-B" or "A-B#n" (n-th parallel link, from 1). Node names may contain '-' (lyu4), so every
+ * split point is tried. */
+static struct sim_port *find_link(struct sim *s, const char *spec)
+{
+	char buf[128];
+	unsigned nth = 1;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	char *hash = strchr(buf, '#');
+	if (hash) {
+		*hash = 0;
+		nth = (unsigned)atoi(hash + 1);
+		if (!nth)
+			return NULL;
+	}
+	size_t len = strlen(buf);
+	for (size_t i = 1; i + 1 < len; i++) {
+		if (buf[i] != '-')
+			continue;
+		struct sim_node *a = node_by_name(s, buf, i), *b = node_by_name(s, buf + i + 1, len - i - 1);
+		if (!a || !b || a->kind != SIM_NODE_SWITCH || b->kind != SIM_NODE_SWITCH)
+			continue;
+		unsigned k = 0;
+		for (uint32_t p = 0; p < a->nports; p++)
+			if (a->ports[p].peer->node == b && ++k == nth)
+				return &a->ports[p];
+	}
+	return NULL;
+}
+
+static int parse_event(struct sim *s, const char *text, struct fail_ev *fe)
+{
+	char link[128], act[16], opt[2][32] = { "", "" };
+	double t_us;
+	int n = sscanf(text, "%lf %127s %15s %31s %31s", &t_us, link, act, opt[0], opt[1]);
+	if (n < 3 || t_us < 0 || t_us > 1e11)
+		return -EINVAL;
+	fe->t = sim_time_from_us_f(t_us);
+	fe->port = find_link(s, link);
+	if (!fe->port)
+		return -ENOENT;
+	fe->rate = 1;
+	fe->loss = 0;
+	if (!strcmp(act, "down"))
+		fe->action = FA_DOWN;
+	else if (!strcmp(act, "up"))
+		fe->action = FA_UP;
+	else if (!strcmp(act, "degrade"))
+		fe->action = FA_DEGRADE;
+	else
+		return -EINVAL;
+	for (int i = 0; i < n - 3; i++) {
+		char *end;
+		if (!strncmp(opt[i], "rate=", 5)) {
+			fe->rate = strtod(opt[i] + 5, &end);
+			if (*end || !(fe->rate > 0.001 && fe->rate <= 1))
+				return -EINVAL;
+		} else if (!strncmp(opt[i], "loss=", 5)) {
+			fe->loss = strtod(opt[i] + 5, &end);
+			if (*end || !(fe->loss >= 0 && fe->loss <= 1))
+				return -EINVAL;
+		} else {
+			return -EINVAL;
+		}
+	}
+	if (fe->action != FA_DEGRADE && n > 3)
+		return -EINVAL;
+	return 0;
+}
+
+static void reroute_fire(struct sim *s, struct sim_event *ev)
+{
+	(void)ev;
+	struct sim_fail *fl = s->fail;
+	if (sim_topo_reroute(s) != 0) {
+		s->finished = true;
+		sim_set_err(s, "failure: route recomputation failed (out of memory)");
+		return;
+	}
+	fl->st.reroutes++;
+	fl->st.last_reroute_ps = s->now;
+}
+
+static void set_link(struct sim *s, struct fail_ev *fe)
+{
+	struct sim_fail *fl = s->fail;
+	struct sim_port *ends[2] = { fe->port, fe->port->peer };
+	bool was_down = fe->port->down;
+	for (int i = 0; i < 2; i++) {
+		struct sim_port *p = ends[i];
+		switch (fe->action) {
+		case FA_DOWN:
+			p->down = true;
+			break;
+		case FA_UP:
+			p->down = false;
+			p->rate_bps = fl->orig_rate[p->id];
+			fl->loss[p->id] = 0;
+			break;
+		case FA_DEGRADE:
+			p->rate_bps = (uint64_t)((double)fl->orig_rate[p->id] * fe->rate + 0.5);
+			fl->loss[p->id] = fe->loss;
+			break;
+		}
+	}
+	if (fe->action == FA_DOWN && fl->st.first_down_ps == SIM_TIME_NEVER)
+		fl->st.first_down_ps = s->now;
+	bool topo_change = (fe->action == FA_DOWN && !was_down) || (fe->action == FA_UP && was_down);
+	if (topo_change && s->osf)
+		sim_osf_link_event(s, fe->port, fe->action == FA_DOWN);
+	/* The slow control plane: only routes computed again after the delay avoid the link. */
+	if (topo_change && !s->osf && s->cfg.fail_reroute_delay_us > 0) {
+		struct fail_reroute *r = calloc(1, sizeof(*r));
+		if (r) {
+			sim_ev_init(&r->ev, reroute_fire);
+			r->next = fl->rr;
+			fl->rr = r;
+			sim_schedule(s, &r->ev, s->now + sim_time_from_us_f(s->cfg.fail_reroute_delay_us));
+		}
+	}
+	for (int i = 0; i < 2; i++) /* a dead port drops its queue; a live one resumes */
+		if (ends[i]->node->kind == SIM_NODE_SWITCH)
+			sim_port_kick(s, ends[i]);
+}
+
+static void fail_fire(struct sim *s, struct sim_event *ev)
+{
+	struct fail_ev *fe = SIM_CONTAINER_OF(ev, struct fail_ev, ev);
+	s->fail->st.events_applied++;
+	set_link(s, fe);
+}
+
+int sim_fail_create(struct sim *s)
+{
+	const struct sim_config *c = &s->cfg;
+	if (c->fail_reroute_delay_us > 1e11) {
+		sim_set_err(s, "failure.reroute_delay_us must be <= 1e11");
+		return -EINVAL;
+	}
+	struct sim_fail *fl = calloc(1, sizeof(*fl));
+	if (!fl)
+		return -ENOMEM;
+	s->fail = fl;
+	fl->st.first_down_ps = SIM_TIME_NEVER;
+	fl->loss = calloc(s->nports, sizeof(*fl->loss));
+	fl->orig_rate = calloc(s->nports, sizeof(*fl->orig_rate));
+	if (!fl->loss || !fl->orig_rate)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->nports; i++)
+		fl->orig_rate[i] = s->ports[i]->rate_bps;
+	sim_rng_init(s, &fl->rng, 6, 0);
+	for (unsigned i = 0; i < 8; i++) {
+		if (!c->fail_event[i][0])
+			continue;
+		struct fail_ev *fe = &fl->evs[fl->nevs];
+		int rc = parse_event(s, c->fail_event[i], fe);
+		if (rc) {
+			snprintf(s->err, sizeof(s->err), "failure.event%u: %s: '%s'", i + 1,
+				 rc == -ENOENT ? "no such switch-to-switch link" : "expected 'T_us A-B[#n] down|up|degrade [rate=f] [loss=p]'",
+				 c->fail_event[i]);
+			return rc;
+		}
+		sim_ev_init(&fe->ev, fail_fire);
+		sim_schedule(s, &fe->ev, fe->t);
+		fl->nevs++;
+	}
+	return 0;
+}
+
+void sim_fail_destroy(struct sim *s)
+{
+	struct sim_fail *fl = s->fail;
+	if (!fl)
+		return;
+	while (fl->rr) {
+		struct fail_reroute *r = fl->rr;
+		fl->rr = r->next;
+		free(r);
+	}
+	free(fl->loss);
+	free(fl->orig_rate);
+	free(fl);
+	s->fail = NULL;
+}
+
+bool sim_fail_lost(struct sim *s, struct sim_pkt *p)
+{
+	struct sim_fail *fl = s->fail;
+	if (p->type != SIM_PKT_DATA)
+		return false; /* loss hits data only (control frames are small) */
+	double l = fl->loss[p->rx_port->peer->id];
+	if (l <= 0 || util_rng_double(&fl->rng) >= l)
+		return false;
+	fl->st.drops_loss++;
+	return true;
+}
+
+double sim_fail_port_loss(const struct sim *s, const struct sim_port *port)
+{
+	return s->fail ? s->fail->loss[port->id] : 0;
+}
+
+void sim_fail_count_drop(struct sim *s)
+{
+	s->fail->st.drops_down++;
+}
+
+int sim_fail_get_stats(const struct sim *s, struct sim_fail_stats *st)
+{
+	if (!s->fail)
+		return -ENOENT;
+	*st = s->fail->st;
+	return 0;
+}

@@ -1,0 +1,153 @@
+/* sim/sim_ina_test.c: in-network aggregation in the simulator (sim_ina.c): 1024-host fat tree
+ * AllReduce through lib/agg engines (single and multi level), exact results checked by every
+ * member, completion within 10% of the S/B + latency bound, ring baseline ratio close to
+ * 2(n-1)/n when bandwidth-bound, concurrent jobs under slot limits, loss, determinism. */
+#include <string.h>
+
+#include "sim_test_util.h"
+
+#define NJ 16
+
+struct run {
+	uint32_t njobs;
+	struct sim_ina_job_result r[NJ];
+	struct sim_ina_stats st;
+	uint64_t events;
+};
+
+static void run(const char *const *kv, struct run *out)
+{
+	struct sim_config c;
+	test_config(&c, kv);
+	struct sim *s = test_sim(&c);
+	sim_run(s, NULL, NULL);
+	memset(out, 0, sizeof(*out));
+	out->njobs = sim_ina_job_count(s);
+	CHECK(out->njobs <= NJ);
+	for (uint32_t j = 0; j < out->njobs; j++)
+		CHECK(sim_ina_job_result(s, j, &out->r[j]) == 0);
+	CHECK(sim_ina_get_stats(s, &out->st) == 0);
+	struct sim_stats st;
+	sim_get_stats(s, &st);
+	out->events = st.events;
+	sim_destroy(s);
+}
+
+static double t_us(const struct sim_ina_job_result *r)
+{
+	return sim_time_to_us(r->finish_ps - r->start_ps);
+}
+
+/* Every member got every chunk's result exactly once-checked and right. */
+static void check_exact(const struct sim_ina_job_result *r)
+{
+	CHECK(r->done);
+	uint64_t chunks = (r->size_bytes + 4095) / 4096;
+	CHECK_EQ_U(r->results_bad, 0);
+	CHECK_EQ_U(r->results_ok, chunks * r->hosts);
+}
+
+#define BASE "topology.k=16", "workload.type=none", "host.mtu_bytes=4096"
+
+static void test_1024_multilevel(void)
+{
+	struct run a;
+	const char *kv[] = { BASE, "ina.mode=inc", "ina.jobs=1", "ina.size_bytes=262144", NULL };
+	run(kv, &a);
+	CHECK_EQ_U(a.njobs, 1);
+	const struct sim_ina_job_result *r = &a.r[0];
+	CHECK(r->inc);
+	CHECK_EQ_U(r->hosts, 1024);
+	CHECK_EQ_U(r->levels, 3);          /* ToR -> agg -> core */
+	CHECK_EQ_U(r->tree_switches, 128 + 16 + 1);
+	check_exact(r);
+	CHECK_EQ_U(a.st.verdicts[7 /* AGG_DROP_FIRST */], 0);
+	printf("1024 hosts, 256 KiB: %.2f us, bound %.2f us\n", t_us(r), sim_time_to_us(r->bound_ps));
+	CHECK(r->finish_ps - r->start_ps >= r->bound_ps); /* it is a lower bound */
+	CHECK_NEAR(t_us(r), sim_time_to_us(r->bound_ps), 0.10);
+}
+
+/* One ToR covers the job (single level) and one pod (two levels); both bandwidth-bound, so
+ * ring / INC should be close to 2(n-1)/n (minus the INCA header's few percent). */
+static void test_vs_ring(const char *hosts, const char *size, uint32_t want_levels)
+{
+	char h[64], sz[64];
+	snprintf(h, sizeof(h), "ina.job_hosts=%s", hosts);
+	snprintf(sz, sizeof(sz), "ina.size_bytes=%s", size);
+	const char *kinc[] = { BASE, "ina.mode=inc", "ina.jobs=1", h, sz, NULL };
+	const char *kring[] = { BASE, "ina.mode=ring", "ina.jobs=1", h, sz, NULL };
+	struct run a, b;
+	run(kinc, &a);
+	run(kring, &b);
+	const struct sim_ina_job_result *ri = &a.r[0], *rr = &b.r[0];
+	CHECK(ri->inc && !rr->inc && rr->done);
+	CHECK_EQ_U(ri->levels, want_levels);
+	check_exact(ri);
+	double n = ri->hosts, ratio = t_us(rr) / t_us(ri), want = 2 * (n - 1) / n;
+	printf("%u hosts, %s B: INC %.1f us (bound %.1f), ring %.1f us, ratio %.3f (2(n-1)/n = %.3f)\n",
+	       ri->hosts, size, t_us(ri), sim_time_to_us(ri->bound_ps), t_us(rr), ratio, want);
+	CHECK_NEAR(t_us(ri), sim_time_to_us(ri->bound_ps), 0.10);
+	CHECK_NEAR(ratio, want, 0.10);
+}
+
+static void test_slots(void)
+{
+	/* Strided: every job uses every ToR; 128 slots per switch fit two jobs of 64. */
+	const char *kv[] = { BASE, "ina.mode=inc", "ina.jobs=4", "ina.job_hosts=64", "ina.placement=strided",
+			     "ina.switch_slots=128", "ina.job_slots=64", "ina.size_bytes=131072", NULL };
+	struct run a;
+	run(kv, &a);
+	CHECK_EQ_U(a.njobs, 4);
+	CHECK_EQ_U(a.st.jobs_done, 4);
+	for (uint32_t j = 0; j < 4; j++) {
+		CHECK(a.r[j].done);
+		CHECK_EQ_U(a.r[j].inc, j < 2);
+		if (a.r[j].inc)
+			check_exact(&a.r[j]);
+	}
+	/* all in the network when slots suffice */
+	const char *kv2[] = { BASE, "ina.mode=inc", "ina.jobs=4", "ina.job_hosts=64", "ina.placement=strided",
+			      "ina.switch_slots=256", "ina.job_slots=64", "ina.size_bytes=131072", NULL };
+	run(kv2, &a);
+	for (uint32_t j = 0; j < 4; j++) {
+		CHECK(a.r[j].inc);
+		check_exact(&a.r[j]);
+	}
+}
+
+static void test_loss_and_determinism(void)
+{
+	const char *kv[] = { BASE, "ina.mode=inc", "ina.jobs=2", "ina.job_hosts=128", "ina.loss=0.01",
+			     "ina.size_bytes=262144", "ina.dtype=fp32", NULL };
+	struct run a, b, c;
+	run(kv, &a);
+	run(kv, &b);
+	for (uint32_t j = 0; j < 2; j++) {
+		check_exact(&a.r[j]);
+		CHECK(a.r[j].retx_pkts > 0);
+		CHECK_EQ_U(a.r[j].finish_ps, b.r[j].finish_ps);
+		CHECK_EQ_U(a.r[j].retx_pkts, b.r[j].retx_pkts);
+	}
+	CHECK(a.st.lost_pkts > 0);
+	CHECK_EQ_U(a.st.lost_pkts, b.st.lost_pkts);
+	CHECK_EQ_U(a.events, b.events);
+	CHECK(a.st.verdicts[2] + a.st.verdicts[3] + a.st.verdicts[4] > 0); /* engine dedup at work */
+	const char *kv2[] = { BASE, "ina.mode=inc", "ina.jobs=2", "ina.job_hosts=128", "ina.loss=0.01",
+			      "ina.size_bytes=262144", "ina.dtype=fp32", "sim.seed=7", NULL };
+	run(kv2, &c);
+	check_exact(&c.r[0]);
+	CHECK(c.st.lost_pkts != a.st.lost_pkts || c.events != a.events);
+	printf("loss 1%%: %llu lost, %llu retx, job0 %.1f us\n", (unsigned long long)a.st.lost_pkts,
+	       (unsigned long long)a.r[0].retx_pkts, t_us(&a.r[0]));
+}
+
+int main(void)
+{
+	test_1024_multilevel();
+	test_vs_ring("8", "4194304", 1);
+	test_vs_ring("64", "33554432", 2);
+	test_slots();
+	test_loss_and_determinism();
+	puts("sim_ina_test: ok");
+	return 0;
+}

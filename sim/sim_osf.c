@@ -1,0 +1,1088 @@
+/* sim/sim_osf.c: Open Scheduled Fabric (draft-hcl-rtgwg-osf-framework-01) in inca-sim: topology
+ * manager (centralised / distributed / hybrid) fed by timed link-quality reports, OSF-Ingress
+ * path selection and per-packet spraying (modelled in the source NIC), OSF-Forwarder source
+ * routing, credit-based flow control (4.3.1), OSF-Egress reordering, and fast failure
+ * notification (4.4). Active only when s->osf is set; see docs/sim.md for the model. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+#define OSF_MAXHOPS 8
+#define OSF_MAXPATHS 64
+#define OSF_RING 32      /* report snapshots kept per switch (a slot is reused after 32 periods) */
+
+enum { LQ_TO_TM, LQ_TO_HOST, LQ_TM_PUSH };
+
+struct osf_path {
+	struct sim_port *ports[OSF_MAXHOPS]; /* [0] the source NIC, then switch egress ports */
+	uint8_t nhops;
+};
+
+struct osf_grant {
+	struct sim_port *ports[OSF_MAXHOPS];
+	uint32_t flow, refs, next_free, npk, left; /* npk granted; left not yet sent */
+	uint16_t path;
+	uint8_t nhops;
+};
+
+struct osf_flow {
+	struct osf_path *paths;
+	int64_t *wrr;
+	uint16_t npaths, last_path;
+	bool paths_done;
+	/* ingress */
+	uint32_t reqs_out, pending;  /* requests in flight; packets requested or granted, unsent */
+	uint32_t gq[64], gq_head, gq_n; /* granted grants in order */
+	sim_time_ps retry_ps;
+	/* egress */
+	uint8_t *have;
+	uint32_t buffered;
+	uint32_t hole_psn;
+	struct sim_event hole_ev;
+	uint32_t idx;
+	uint64_t delivered_bytes;
+};
+
+struct osf_view {                /* what one ingress (or the TM) knows, by global port id */
+	uint8_t *down;
+	uint32_t *q, *rate_mbps, *loss_ppm;
+	sim_time_ps *rej_until;
+	uint32_t *seq;           /* last report seq applied per switch */
+};
+
+struct osf_snap { uint32_t q, rate_mbps, loss_ppm; uint8_t down; };
+
+struct osf_det {                 /* pending detection of a link change at one switch port */
+	struct sim_event ev;
+	struct sim_port *port;
+	bool down;
+	struct osf_det *next;
+};
+
+struct sim_osf {
+	bool credit;
+	struct osf_flow **fl;
+	uint32_t nfl;
+	struct osf_grant *grants;
+	uint32_t ngrants, gcap, gfree;
+	uint64_t *reserved;      /* per port id */
+	uint8_t *det_down;       /* per port id: the switch has detected its link down */
+	struct osf_view *hv;     /* per host */
+	struct osf_view tm;
+	struct osf_snap *snaps;  /* per switch port (ports in id order) x OSF_RING */
+	uint32_t *snap_base;     /* per switch: index of its first port's slot row */
+	uint32_t *seq;           /* per switch: next report seq */
+	struct sim_event tick_ev, push_ev;
+	struct osf_det *dets;
+	sim_time_ps interval_ps;
+	struct sim_osf_stats st;
+};
+
+static struct osf_flow *oflow(struct sim *s, uint32_t idx)
+{
+	struct sim_osf *o = s->osf;
+	if (idx >= o->nfl) {
+		uint32_t n = o->nfl ? o->nfl : 64;
+		while (n <= idx)
+			n *= 2;
+		struct osf_flow **v = realloc(o->fl, sizeof(*v) * n);
+		if (!v)
+			return NULL;
+		memset(v + o->nfl, 0, sizeof(*v) * (n - o->nfl));
+		o->fl = v;
+		o->nfl = n;
+	}
+	return o->fl[idx];
+}
+
+static void hole_fire(struct sim *s, struct sim_event *ev);
+
+static struct osf_flow *oflow_get(struct sim *s, uint32_t idx)
+{
+	struct osf_flow *of = oflow(s, idx);
+	if (of || idx >= s->osf->nfl)
+		return of;
+	of = calloc(1, sizeof(*of));
+	if (!of)
+		return NULL;
+	of->idx = idx;
+	sim_ev_init(&of->hole_ev, hole_fire);
+	s->osf->fl[idx] = of;
+	return of;
+}
+
+/* ---- paths ------------------------------------------------------------------------------- */
+/* Path x: at each switch with n equal-cost ports take digit x mod n and go on with x / n; the
+ * forwarders decode the same digits from the packet (osf_select), so the ingress's choice is a
+ * source route. */
+static int walk_path(struct sim *s, uint32_t src, uint32_t dst, uint32_t x, struct osf_path *pa,
+		     uint32_t *nways)
+{
+	struct sim_port *p = &s->hosts[src].port;
+	uint32_t ways = 1;
+	pa->nhops = 0;
+	for (;;) {
+		if (pa->nhops >= OSF_MAXHOPS)
+			return -E2BIG;
+		pa->ports[pa->nhops++] = p;
+		struct sim_node *n = p->peer->node;
+		if (n->kind == SIM_NODE_HOST)
+			break;
+		struct sim_switch *sw = sim_node_sw(n);
+		struct sim_rgroup *g = sim_route_group(sw, dst);
+		if (!g)
+			return -EHOSTUNREACH;
+		if (ways < OSF_MAXPATHS)
+			ways *= g->n;
+		p = &sw->n.ports[sw->gports[g->off + x % g->n]];
+		x /= g->n;
+	}
+	if (nways)
+		*nways = ways > OSF_MAXPATHS ? OSF_MAXPATHS : ways;
+	return 0;
+}
+
+static int flow_paths(struct sim *s, struct sim_flow *f, struct osf_flow *of)
+{
+	uint32_t n;
+	struct osf_path tmp;
+	of->paths_done = true;
+	if (walk_path(s, f->src, f->dst, 0, &tmp, &n))
+		return -EINVAL;
+	of->paths = calloc(n, sizeof(*of->paths));
+	of->wrr = calloc(n, sizeof(*of->wrr));
+	if (!of->paths || !of->wrr)
+		return -ENOMEM;
+	for (uint32_t x = 0; x < n; x++)
+		if (walk_path(s, f->src, f->dst, x, &of->paths[x], NULL))
+			return -EINVAL;
+	of->npaths = (uint16_t)n;
+	return 0;
+}
+
+/* OSF-Ingress path choice (4.2): weight = bottleneck of bandwidth x (1 - loss) as the TM
+ * reports it; paths over a link known down are never used; paths over a congested link
+ * (reported queue over congest_bytes, a recent credit rejection, or loss over loss_max) are
+ * left out while any other remains. Smooth weighted round robin over what is left. */
+static uint16_t pick_path(struct sim *s, struct sim_host *h, struct osf_flow *of)
+{
+	struct sim_osf *o = s->osf;
+	struct osf_view *v = &o->hv[h->n.id];
+	int64_t w[OSF_MAXPATHS];
+	int level[OSF_MAXPATHS]; /* 2 usable, 1 congested, 0 down */
+	int best_level = 0;
+	for (uint16_t i = 0; i < of->npaths; i++) {
+		struct osf_path *pa = &of->paths[i];
+		int64_t bw = INT64_MAX;
+		int lv = 2;
+		for (unsigned j = 1; j < pa->nhops; j++) {
+			uint32_t id = pa->ports[j]->id;
+			if (v->down[id]) {
+				lv = 0;
+				break;
+			}
+			double loss = v->loss_ppm[id] / 1e6;
+			if (v->q[id] > s->cfg.osf_congest_bytes || s->now < v->rej_until[id] ||
+			    loss > s->cfg.osf_loss_max)
+				lv = 1;
+			int64_t b = (int64_t)(v->rate_mbps[id] * (1 - loss));
+			if (b < bw)
+				bw = b;
+		}
+		level[i] = lv;
+		w[i] = bw < 1 ? 1 : bw;
+		if (lv > best_level)
+			best_level = lv;
+	}
+	int64_t total = 0;
+	int best = -1;
+	for (uint16_t i = 0; i < of->npaths; i++) {
+		if (level[i] != best_level)
+			continue;
+		of->wrr[i] += w[i];
+		total += w[i];
+		if (best < 0 || of->wrr[i] > of->wrr[best])
+			best = i;
+	}
+	of->wrr[best] -= total;
+	of->last_path = (uint16_t)best;
+	return (uint16_t)best;
+}
+
+static bool path_truly_down(const struct sim_port *const *ports, unsigned n)
+{
+	for (unsigned j = 1; j < n; j++)
+		if (ports[j]->down)
+			return true;
+	return false;
+}
+
+static uint16_t osf_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+			   struct sim_rgroup *g, const uint16_t *cand, unsigned n)
+{
+	struct sim_pkt *q = (struct sim_pkt *)p; /* digits are consumed hop by hop */
+	uint32_t ctr = q->spray_ctr;
+	q->spray_ctr = ctr / n;
+	unsigned c = ctr % n;
+	if (p->type != SIM_PKT_DATA) /* transport ACKs etc. steer around links known down */
+		for (unsigned i = 0; i < n && sw->n.ports[cand[c]].down; i++)
+			c = c + 1 < n ? c + 1 : 0;
+	return (uint16_t)c;
+}
+
+static const struct sim_route_ops sim_route_osf = { "osf", osf_select };
+
+/* ---- grants ------------------------------------------------------------------------------ */
+static uint32_t grant_new(struct sim_osf *o)
+{
+	if (o->gfree) {
+		uint32_t i = o->gfree;
+		o->gfree = o->grants[i - 1].next_free;
+		return i;
+	}
+	if (o->ngrants == o->gcap) {
+		uint32_t cap = o->gcap ? o->gcap * 2 : 256;
+		struct osf_grant *v = realloc(o->grants, sizeof(*v) * cap);
+		if (!v)
+			return 0;
+		o->grants = v;
+		o->gcap = cap;
+	}
+	return ++o->ngrants;
+}
+
+static void grant_unref(struct sim_osf *o, uint32_t gi)
+{
+	struct osf_grant *g = &o->grants[gi - 1];
+	if (--g->refs == 0) {
+		g->next_free = o->gfree;
+		o->gfree = gi;
+	}
+}
+
+static inline uint32_t full_pkt(const struct sim *s)
+{
+	return s->cfg.mtu_bytes + s->cfg.header_bytes;
+}
+
+static void release(struct sim_osf *o, struct sim_port *p, uint64_t bytes)
+{
+	uint64_t *r = &o->reserved[p->id];
+	*r = *r >= bytes ? *r - bytes : 0;
+}
+
+static void release_hops(struct sim_osf *o, struct osf_grant *g, unsigned from, unsigned to, uint64_t bytes)
+{
+	for (unsigned j = from; j < to && j < g->nhops; j++)
+		if (j >= 1)
+			release(o, g->ports[j], bytes);
+}
+
+/* ---- sending control packets ------------------------------------------------------------- */
+static void host_send_ctl(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+{
+	sim_pktq_push(&h->port.cq, p);
+	sim_port_kick(s, &h->port);
+}
+
+static void port_send_ctl(struct sim *s, struct sim_port *port, struct sim_pkt *p)
+{
+	if (port->node->kind == SIM_NODE_HOST) {
+		host_send_ctl(s, sim_node_host(port->node), p);
+		return;
+	}
+	sim_pktq_push(&port->cq, p);
+	sim_port_kick(s, port);
+}
+
+/* A credit message cannot go on (its link is down): treated as a rejection at once (a real
+ * implementation would time out); the reservations it holds are returned. */
+static void credit_lost(struct sim *s, struct sim_pkt *p, bool free_it)
+{
+	struct sim_osf *o = s->osf;
+	struct osf_grant *g = &o->grants[p->osf_grant - 1];
+	uint64_t bytes = (uint64_t)g->npk * full_pkt(s);
+	if (p->type == SIM_PKT_OSF_CREDIT_REQ)
+		release_hops(o, g, 1, p->osf_hop, bytes);
+	else if (p->type == SIM_PKT_OSF_CREDIT_ACK)
+		release_hops(o, g, 1, g->nhops, bytes);
+	else
+		release_hops(o, g, 1, p->osf_hop + 1u, bytes);
+	o->st.credit_lost++;
+	struct osf_flow *of = oflow(s, g->flow);
+	if (of) {
+		of->reqs_out--;
+		of->pending -= g->npk < of->pending ? g->npk : of->pending;
+		of->retry_ps = s->now + sim_time_from_us_f(s->cfg.osf_retry_us);
+	}
+	grant_unref(o, p->osf_grant);
+	p->osf_grant = 0;
+	if (free_it)
+		sim_pkt_free(s, p);
+	sim_port_kick(s, &s->hosts[s->flows[g->flow].src].port);
+}
+
+/* Send a credit message from the node at path index `hop` back toward the initiator. */
+static void credit_back(struct sim *s, struct osf_grant *g, struct sim_pkt *p, unsigned hop)
+{
+	struct sim_port *out = g->ports[hop - 1]->peer;
+	p->osf_hop = (uint8_t)(hop - 1);
+	if (out->down) {
+		credit_lost(s, p, true);
+		return;
+	}
+	port_send_ctl(s, out, p);
+}
+
+void sim_osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	if (p->type == SIM_PKT_OSF_LINKQ) {
+		struct sim_rgroup *g = sim_route_group(sw, p->dst);
+		if (!g) {
+			sim_pkt_free(s, p);
+			return;
+		}
+		struct sim_port *out = NULL;
+		for (unsigned i = 0; i < g->n && !out; i++)
+			if (!sw->n.ports[sw->gports[g->off + i]].down)
+				out = &sw->n.ports[sw->gports[g->off + i]];
+		if (!out) {
+			sim_pkt_free(s, p);
+			return;
+		}
+		port_send_ctl(s, out, p);
+		return;
+	}
+	struct osf_grant *g = &o->grants[p->osf_grant - 1];
+	unsigned hop = p->osf_hop;
+	uint64_t bytes = (uint64_t)g->npk * full_pkt(s);
+	if (p->type == SIM_PKT_OSF_CREDIT_REQ) {
+		/* Step 2/3: reserve on the local egress interface, or reject. */
+		struct sim_port *out = g->ports[hop];
+		if (out->down || o->reserved[out->id] + bytes > s->cfg.osf_window_bytes) {
+			p->type = SIM_PKT_OSF_CREDIT_REJ;
+			p->psn = hop; /* where it was rejected */
+			credit_back(s, g, p, hop);
+			return;
+		}
+		o->reserved[out->id] += bytes;
+		if (o->reserved[out->id] > o->st.max_reserved_bytes)
+			o->st.max_reserved_bytes = o->reserved[out->id];
+		p->osf_hop = (uint8_t)(hop + 1);
+		port_send_ctl(s, out, p);
+		return;
+	}
+	if (p->type == SIM_PKT_OSF_CREDIT_REJ) /* Step 6: release here, pass on to the initiator */
+		release(o, g->ports[hop], bytes);
+	credit_back(s, g, p, hop);
+}
+
+/* ---- data path hooks --------------------------------------------------------------------- */
+void sim_osf_dequeue(struct sim *s, struct sim_port *port, struct sim_pkt *p)
+{
+	if (!p->osf_grant)
+		return;
+	release(s->osf, port, p->size_bytes);
+}
+
+void sim_osf_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at, bool reserved_here)
+{
+	struct sim_osf *o = s->osf;
+	if (p->type >= SIM_PKT_OSF_CREDIT_REQ && p->type <= SIM_PKT_OSF_CREDIT_REJ) {
+		credit_lost(s, p, false); /* queued behind a link that went down */
+		return;
+	}
+	if (p->type != SIM_PKT_DATA || !p->osf_grant)
+		return;
+	struct osf_grant *g = &o->grants[p->osf_grant - 1];
+	for (unsigned j = 0; j < g->nhops; j++)
+		if (g->ports[j] == at) {
+			release_hops(o, g, reserved_here ? j : j + 1, g->nhops, p->size_bytes);
+			break;
+		}
+	grant_unref(o, p->osf_grant);
+	p->osf_grant = 0;
+}
+
+/* ---- OSF-Ingress ------------------------------------------------------------------------- */
+static uint32_t flow_demand(const struct sim_flow *f)
+{
+	uint32_t d = f->snd_nxt < f->npkts ? f->npkts - f->snd_nxt : 0;
+	if (f->retx_mode && f->snd_high > f->retx_ptr)
+		d += f->snd_high - f->retx_ptr;
+	return d;
+}
+
+static struct sim_pkt *make_req(struct sim *s, struct sim_host *h, struct sim_flow *f,
+				struct osf_flow *of, uint32_t npk)
+{
+	struct sim_osf *o = s->osf;
+	uint32_t gi = grant_new(o);
+	if (!gi)
+		return NULL;
+	struct sim_pkt *p = sim_pkt_alloc(s);
+	if (!p) {
+		struct osf_grant *g = &o->grants[gi - 1];
+		g->refs = 1;
+		grant_unref(o, gi);
+		return NULL;
+	}
+	uint16_t x = pick_path(s, h, of);
+	struct osf_grant *g = &o->grants[gi - 1];
+	memcpy(g->ports, of->paths[x].ports, sizeof(g->ports));
+	g->nhops = of->paths[x].nhops;
+	g->path = x;
+	g->flow = f->idx;
+	g->npk = npk;
+	g->left = 0;
+	g->refs = 1;
+	of->reqs_out++;
+	of->pending += npk;
+	p->type = SIM_PKT_OSF_CREDIT_REQ;
+	p->flow = f->idx;
+	p->src = f->src;
+	p->dst = f->dst;
+	p->psn = npk;
+	p->osf_grant = gi;
+	p->osf_hop = 1;
+	p->spray_ctr = x;
+	p->size_bytes = s->cfg.ack_bytes;
+	o->st.credit_reqs++;
+	return p;
+}
+
+/* Close a flow's unused grants (its demand fell, e.g. ACKs overtook a rewind): the unused
+ * credit is returned at once (a release message would take one path latency). */
+static void close_unused(struct sim *s, struct sim_flow *f, struct osf_flow *of)
+{
+	struct sim_osf *o = s->osf;
+	while (of->gq_n) {
+		uint32_t gi = of->gq[of->gq_head];
+		struct osf_grant *g = &o->grants[gi - 1];
+		release_hops(o, g, 1, g->nhops, (uint64_t)g->left * full_pkt(s));
+		of->pending -= g->left < of->pending ? g->left : of->pending;
+		g->left = 0;
+		of->gq_head = (of->gq_head + 1) % 64;
+		of->gq_n--;
+		grant_unref(o, gi);
+	}
+	(void)f;
+}
+
+static void stamp(struct sim *s, struct sim_host *h, struct sim_flow *f, struct osf_flow *of,
+		  struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	const struct sim_port *const *ports;
+	unsigned n;
+	p->osf_grant = 0;
+	p->osf_hop = 0;
+	if (o->credit && of->gq_n) {
+		uint32_t gi = of->gq[of->gq_head];
+		struct osf_grant *g = &o->grants[gi - 1];
+		p->osf_grant = gi;
+		p->spray_ctr = g->path;
+		g->refs++;
+		g->left--;
+		of->pending--;
+		if (p->size_bytes < full_pkt(s)) /* short last packet: return the difference */
+			release_hops(o, g, 1, g->nhops, full_pkt(s) - p->size_bytes);
+		ports = (const struct sim_port *const *)g->ports;
+		n = g->nhops;
+		if (!g->left) {
+			of->gq_head = (of->gq_head + 1) % 64;
+			of->gq_n--;
+			grant_unref(o, gi);
+		}
+	} else {
+		uint16_t x = pick_path(s, h, of);
+		p->spray_ctr = x;
+		ports = (const struct sim_port *const *)of->paths[x].ports;
+		n = of->paths[x].nhops;
+	}
+	o->st.cells_sent++;
+	if (path_truly_down(ports, n)) {
+		o->st.stale_sends++;
+		o->st.last_stale_ps = s->now;
+	}
+}
+
+struct sim_pkt *sim_osf_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake)
+{
+	struct sim_osf *o = s->osf;
+	const struct sim_config *c = &s->cfg;
+	uint32_t n = h->nactive;
+	struct sim_flow *f = h->active;
+	if (o->credit) { /* credit requests first: they are small and start the pipeline */
+		for (uint32_t i = 0; i < n; i++, f = f->next_active) {
+			struct osf_flow *of = oflow_get(s, f->idx);
+			if (!of)
+				continue;
+			if (!of->paths_done && flow_paths(s, f, of))
+				continue;
+			if (!of->npaths)
+				continue;
+			uint32_t d = flow_demand(f), cap = c->osf_outstanding * c->osf_chunk_pkts;
+			if (d > cap)
+				d = cap;
+			if (of->pending >= d || of->reqs_out >= c->osf_outstanding)
+				continue;
+			if (s->now < of->retry_ps) {
+				if (of->retry_ps < *wake)
+					*wake = of->retry_ps;
+				continue;
+			}
+			uint32_t npk = d - of->pending;
+			if (npk > c->osf_chunk_pkts)
+				npk = c->osf_chunk_pkts;
+			struct sim_pkt *p = make_req(s, h, f, of, npk);
+			if (p)
+				return p;
+		}
+		f = h->active;
+	}
+	for (uint32_t i = 0; i < n; i++, f = f->next_active) {
+		struct osf_flow *of = oflow_get(s, f->idx);
+		if (!of)
+			continue;
+		if (!of->paths_done && flow_paths(s, f, of))
+			continue;
+		if (!of->npaths)
+			continue;
+		if (o->credit && !of->gq_n)
+			continue;
+		if (f->next_tx_ps > s->now) {
+			if (f->next_tx_ps < *wake)
+				*wake = f->next_tx_ps;
+			continue;
+		}
+		struct sim_flow *next = f->next_active;
+		struct sim_pkt *p = sim_host_emit(s, h, f);
+		if (h->active)
+			h->active = f->in_active ? f->next_active : next;
+		if (p) {
+			stamp(s, h, f, of, p);
+			return p;
+		}
+		if (!h->nactive)
+			break;
+	}
+	return NULL;
+}
+
+/* ---- OSF-Egress -------------------------------------------------------------------------- */
+static inline bool bit_get(const uint8_t *b, uint32_t i) { return b[i >> 3] & (1u << (i & 7)); }
+static inline void bit_set(uint8_t *b, uint32_t i) { b[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+
+static void deliver(struct sim *s, struct sim_flow *f, struct osf_flow *of, struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	if (s->cfg.transport != SIM_TRANSPORT_IDEAL && p->psn != f->rcv_nxt && !f->recv_done)
+		o->st.inorder_violations++;
+	uint32_t payload = p->size_bytes - s->cfg.header_bytes;
+	uint32_t mtu = s->cfg.mtu_bytes;
+	uint64_t before = of->delivered_bytes;
+	of->delivered_bytes += payload;
+	/* Reassembly: original packets (host.mtu_bytes each) complete as their cells arrive in
+	 * order (with cell_bytes = 0 a cell is one original packet). */
+	uint32_t orig = s->cfg.osf_cell_bytes ? s->cfg.mtu_bytes : mtu;
+	o->st.orig_pkts_delivered += of->delivered_bytes / orig - before / orig +
+		(of->delivered_bytes >= f->size_bytes && of->delivered_bytes % orig ? 1 : 0);
+	sim_host_rx_data(s, f, p);
+}
+
+static void send_nack(struct sim *s, struct sim_flow *f, uint32_t psn)
+{
+	struct sim_pkt *p = sim_pkt_alloc(s);
+	if (!p)
+		return;
+	p->type = SIM_PKT_NACK;
+	p->flow = f->idx;
+	p->psn = psn;
+	p->src = f->dst;
+	p->dst = f->src;
+	p->entropy = f->entropy;
+	p->spray_ctr = f->ctl_seq++;
+	p->sack_bits = 0;
+	p->size_bytes = s->cfg.ack_bytes;
+	s->osf->st.egress_nacks++;
+	host_send_ctl(s, &s->hosts[f->dst], p);
+}
+
+/* A hole that outlives reorder_timeout_us is a loss (a failed link, a lossy link): ask the
+ * sender to go back to it. */
+static void hole_fire(struct sim *s, struct sim_event *ev)
+{
+	struct osf_flow *of = SIM_CONTAINER_OF(ev, struct osf_flow, hole_ev);
+	struct sim_flow *f = &s->flows[of->idx];
+	if (f->recv_done || !of->buffered)
+		return;
+	if (f->rcv_nxt == of->hole_psn)
+		send_nack(s, f, f->rcv_nxt);
+	of->hole_psn = f->rcv_nxt;
+	sim_schedule(s, ev, s->now + sim_time_from_us_f(s->cfg.osf_reorder_timeout_us));
+}
+
+static void egress_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	struct osf_flow *of = oflow_get(s, f->idx);
+	if (!of || f->recv_done || p->psn < f->rcv_nxt || s->cfg.transport == SIM_TRANSPORT_IDEAL) {
+		if (of && !f->recv_done && p->psn >= f->rcv_nxt)
+			deliver(s, f, of, p);
+		else
+			sim_host_rx_data(s, f, p); /* duplicate: the transport ACKs it again */
+		return;
+	}
+	if (!of->have && !(of->have = calloc((f->npkts + 7) / 8, 1))) {
+		deliver(s, f, of, p);
+		return;
+	}
+	if (p->psn > f->rcv_nxt) {
+		if (bit_get(of->have, p->psn)) {
+			o->st.dup_pkts++;
+			return;
+		}
+		bit_set(of->have, p->psn);
+		of->buffered++;
+		o->st.reorder_pkts++;
+		if (of->buffered > o->st.reorder_max_pkts)
+			o->st.reorder_max_pkts = of->buffered;
+		if (!sim_ev_pending(&of->hole_ev)) {
+			of->hole_psn = f->rcv_nxt;
+			sim_schedule(s, &of->hole_ev, s->now + sim_time_from_us_f(s->cfg.osf_reorder_timeout_us));
+		}
+		return;
+	}
+	deliver(s, f, of, p);
+	/* Hand over what the packet released, in order. CE marks of buffered packets are not
+	 * kept (OSF runs without ECN-based CC). */
+	while (of->buffered && f->rcv_nxt < f->npkts && bit_get(of->have, f->rcv_nxt) && !f->recv_done) {
+		struct sim_pkt t = *p;
+		uint32_t psn = f->rcv_nxt;
+		uint32_t mtu = s->cfg.mtu_bytes;
+		t.psn = psn;
+		t.flags = 0;
+		t.size_bytes = (psn + 1 < f->npkts ? mtu : (uint32_t)(f->size_bytes - (uint64_t)psn * mtu)) +
+			s->cfg.header_bytes;
+		of->buffered--;
+		deliver(s, f, of, &t);
+		if (f->rcv_nxt == psn) /* the transport did not take it (cannot happen in order) */
+			break;
+	}
+	if (!of->buffered && sim_ev_pending(&of->hole_ev))
+		sim_cancel(s, &of->hole_ev);
+}
+
+/* ---- topology manager -------------------------------------------------------------------- */
+static void view_apply_snap(struct sim *s, struct osf_view *v, uint32_t swi, uint32_t slot,
+			    uint32_t seq, bool take_down)
+{
+	struct sim_osf *o = s->osf;
+	if (v->seq[swi] && seq < v->seq[swi])
+		return; /* an older report overtaken by a newer one */
+	v->seq[swi] = seq;
+	struct sim_switch *sw = &s->sws[swi];
+	struct osf_snap *row = &o->snaps[((size_t)o->snap_base[swi]) * OSF_RING];
+	for (uint32_t i = 0; i < sw->n.nports; i++) {
+		struct osf_snap *sn = &row[(size_t)i * OSF_RING + slot];
+		uint32_t id = sw->n.ports[i].id;
+		v->q[id] = sn->q;
+		v->rate_mbps[id] = sn->rate_mbps;
+		v->loss_ppm[id] = sn->loss_ppm;
+		if (take_down)
+			v->down[id] = sn->down;
+	}
+}
+
+static void note_down_learnt(struct sim *s, struct osf_view *v, uint32_t swi)
+{
+	struct sim_osf *o = s->osf;
+	struct sim_switch *sw = &s->sws[swi];
+	for (uint32_t i = 0; i < sw->n.nports; i++)
+		if (v->down[sw->n.ports[i].id] && o->st.fail_ps != SIM_TIME_NEVER && s->now > o->st.notify_max_ps)
+			o->st.notify_max_ps = s->now;
+}
+
+static struct sim_pkt *linkq_pkt(struct sim *s, uint32_t dst, uint32_t swi, uint32_t slot,
+				 uint32_t seq, uint32_t kind, bool urgent)
+{
+	struct sim_pkt *p = sim_pkt_alloc(s);
+	if (!p)
+		return NULL;
+	p->type = SIM_PKT_OSF_LINKQ;
+	p->flow = swi;
+	p->psn = slot;
+	p->sack_psn = kind;
+	p->sack_bits = ((uint64_t)seq << 1) | (urgent ? 1 : 0);
+	p->src = p->dst = dst;
+	p->spray_ctr = 0;
+	p->osf_grant = 0;
+	p->size_bytes = s->cfg.osf_report_bytes;
+	s->osf->st.linkq_sent++;
+	return p;
+}
+
+/* Switch swi measures its ports and reports (4.1): to the TM (centralised; hybrid for
+ * quality), or to every ingress (distributed; hybrid for a topology change). */
+static void switch_report(struct sim *s, uint32_t swi, bool urgent)
+{
+	struct sim_osf *o = s->osf;
+	struct sim_switch *sw = &s->sws[swi];
+	uint32_t seq = ++o->seq[swi], slot = seq % OSF_RING;
+	struct osf_snap *row = &o->snaps[((size_t)o->snap_base[swi]) * OSF_RING];
+	for (uint32_t i = 0; i < sw->n.nports; i++) {
+		struct sim_port *pt = &sw->n.ports[i];
+		struct osf_snap *sn = &row[(size_t)i * OSF_RING + slot];
+		sn->q = pt->q_bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)pt->q_bytes;
+		sn->rate_mbps = (uint32_t)(pt->rate_bps / 1000000);
+		sn->loss_ppm = s->fail ? (uint32_t)(sim_fail_port_loss(s, pt) * 1e6) : 0;
+		sn->down = o->det_down[pt->id];
+	}
+	bool direct = s->cfg.osf_tm == SIM_OSF_TM_DIST || (s->cfg.osf_tm == SIM_OSF_TM_HYBRID && urgent);
+	struct sim_rgroup *g;
+	if (!direct) {
+		struct sim_pkt *p = linkq_pkt(s, s->cfg.osf_tm_host, swi, slot, seq, LQ_TO_TM, urgent);
+		if (p && (g = sim_route_group(sw, p->dst)))
+			sim_osf_switch_rx(s, sw, p);
+		else if (p)
+			sim_pkt_free(s, p);
+		return;
+	}
+	for (uint32_t hst = 0; hst < s->nhosts; hst++) {
+		struct sim_pkt *p = linkq_pkt(s, hst, swi, slot, seq, LQ_TO_HOST, urgent);
+		if (p)
+			sim_osf_switch_rx(s, sw, p);
+	}
+}
+
+static void tm_push(struct sim *s)
+{
+	struct sim_osf *o = s->osf;
+	struct sim_host *tmh = &s->hosts[s->cfg.osf_tm_host];
+	o->st.tm_pushes++;
+	for (uint32_t hst = 0; hst < s->nhosts; hst++) {
+		if (hst == s->cfg.osf_tm_host) { /* local */
+			struct osf_view *v = &o->hv[hst];
+			memcpy(v->q, o->tm.q, sizeof(*v->q) * s->nports);
+			memcpy(v->rate_mbps, o->tm.rate_mbps, sizeof(*v->rate_mbps) * s->nports);
+			memcpy(v->loss_ppm, o->tm.loss_ppm, sizeof(*v->loss_ppm) * s->nports);
+			if (s->cfg.osf_tm == SIM_OSF_TM_CENTRAL)
+				memcpy(v->down, o->tm.down, s->nports);
+			continue;
+		}
+		struct sim_pkt *p = linkq_pkt(s, hst, UINT32_MAX, 0, 0, LQ_TM_PUSH, false);
+		if (p) {
+			p->src = s->cfg.osf_tm_host;
+			sim_pktq_push(&tmh->port.cq, p);
+		}
+	}
+	sim_port_kick(s, &tmh->port);
+}
+
+static void push_fire(struct sim *s, struct sim_event *ev)
+{
+	(void)ev;
+	tm_push(s);
+}
+
+static bool all_done(const struct sim *s)
+{
+	return s->nflows && s->flows_done == s->nflows;
+}
+
+static void tick_fire(struct sim *s, struct sim_event *ev)
+{
+	struct sim_osf *o = s->osf;
+	for (uint32_t j = 0; j < s->nsw; j++)
+		switch_report(s, j, false);
+	/* The central TM pushes its view every period too (half a period after the reports). */
+	if (s->cfg.osf_tm != SIM_OSF_TM_DIST && !sim_ev_pending(&o->push_ev))
+		sim_schedule(s, &o->push_ev, s->now + o->interval_ps / 2);
+	/* Housekeeping: grants a flow can no longer use. */
+	for (uint32_t i = 0; i < s->nflows && i < o->nfl; i++) {
+		struct osf_flow *of = o->fl[i];
+		if (of && of->gq_n && (s->flows[i].send_done || !flow_demand(&s->flows[i])))
+			close_unused(s, &s->flows[i], of);
+	}
+	if (!all_done(s))
+		sim_schedule(s, ev, s->now + o->interval_ps);
+}
+
+static void det_fire(struct sim *s, struct sim_event *ev)
+{
+	struct osf_det *d = SIM_CONTAINER_OF(ev, struct osf_det, ev);
+	struct sim_osf *o = s->osf;
+	o->det_down[d->port->id] = d->down;
+	switch_report(s, d->port->node->id - s->nhosts, true);
+}
+
+void sim_osf_link_event(struct sim *s, struct sim_port *port, bool down)
+{
+	struct sim_osf *o = s->osf;
+	if (down && o->st.fail_ps == SIM_TIME_NEVER)
+		o->st.fail_ps = s->now;
+	struct sim_port *ends[2] = { port, port->peer };
+	for (int i = 0; i < 2; i++) {
+		if (ends[i]->node->kind != SIM_NODE_SWITCH)
+			continue;
+		struct osf_det *d = calloc(1, sizeof(*d));
+		if (!d)
+			continue;
+		sim_ev_init(&d->ev, det_fire);
+		d->port = ends[i];
+		d->down = down;
+		d->next = o->dets;
+		o->dets = d;
+		sim_schedule(s, &d->ev, s->now + sim_time_from_us_f(s->cfg.osf_detect_us));
+	}
+}
+
+static void linkq_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	uint32_t kind = p->sack_psn, seq = (uint32_t)(p->sack_bits >> 1);
+	bool urgent = p->sack_bits & 1;
+	o->st.linkq_recv++;
+	if (kind == LQ_TO_TM) {
+		view_apply_snap(s, &o->tm, p->flow, p->psn, seq, true);
+		if (urgent && !sim_ev_pending(&o->push_ev)) /* 4.4: adjust paths globally, now */
+			sim_schedule(s, &o->push_ev, s->now + sim_time_from_us_f(s->cfg.osf_tm_compute_us));
+		(void)h;
+		return;
+	}
+	struct osf_view *v = &o->hv[h->n.id];
+	if (kind == LQ_TO_HOST) {
+		view_apply_snap(s, v, p->flow, p->psn, seq, true);
+		note_down_learnt(s, v, p->flow);
+		return;
+	}
+	memcpy(v->q, o->tm.q, sizeof(*v->q) * s->nports);
+	memcpy(v->rate_mbps, o->tm.rate_mbps, sizeof(*v->rate_mbps) * s->nports);
+	memcpy(v->loss_ppm, o->tm.loss_ppm, sizeof(*v->loss_ppm) * s->nports);
+	if (s->cfg.osf_tm == SIM_OSF_TM_CENTRAL) {
+		memcpy(v->down, o->tm.down, s->nports);
+		for (uint32_t j = 0; j < s->nsw; j++)
+			note_down_learnt(s, v, j);
+	}
+}
+
+bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	switch (p->type) {
+	case SIM_PKT_OSF_LINKQ:
+		linkq_rx(s, h, p);
+		sim_pkt_free(s, p);
+		return true;
+	case SIM_PKT_OSF_CREDIT_REQ: { /* Step 4: the egress answers */
+		struct osf_grant *g = &o->grants[p->osf_grant - 1];
+		p->type = SIM_PKT_OSF_CREDIT_ACK;
+		credit_back(s, g, p, g->nhops);
+		return true;
+	}
+	case SIM_PKT_OSF_CREDIT_ACK:
+	case SIM_PKT_OSF_CREDIT_REJ: {
+		uint32_t gi = p->osf_grant;
+		struct osf_grant *g = &o->grants[gi - 1];
+		struct sim_flow *f = &s->flows[g->flow];
+		struct osf_flow *of = oflow(s, g->flow);
+		of->reqs_out--;
+		if (p->type == SIM_PKT_OSF_CREDIT_ACK && of->gq_n < 64) { /* Step 5 */
+			o->st.credit_acks++;
+			o->st.granted_pkts += g->npk;
+			g->left = g->npk;
+			of->gq[(of->gq_head + of->gq_n) % 64] = gi;
+			of->gq_n++;
+		} else { /* Step 7: note the congested link, retry a bit later */
+			if (p->type == SIM_PKT_OSF_CREDIT_REJ) {
+				o->st.credit_rejs++;
+				o->hv[h->n.id].rej_until[g->ports[p->psn]->id] =
+					s->now + sim_time_from_us_f(s->cfg.osf_rej_hold_us);
+			} else {
+				release_hops(o, g, 1, g->nhops, (uint64_t)g->npk * full_pkt(s));
+			}
+			of->pending -= g->npk < of->pending ? g->npk : of->pending;
+			of->retry_ps = s->now + sim_time_from_us_f(s->cfg.osf_retry_us);
+			grant_unref(o, gi);
+		}
+		(void)f;
+		sim_pkt_free(s, p);
+		sim_port_kick(s, &h->port);
+		return true;
+	}
+	case SIM_PKT_DATA: {
+		if (p->osf_grant)
+			grant_unref(o, p->osf_grant);
+		p->osf_grant = 0;
+		struct sim_flow *f = &s->flows[p->flow];
+		egress_rx(s, f, p);
+		sim_pkt_free(s, p);
+		return true;
+	}
+	default:
+		return false;
+	}
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+static int view_alloc(struct osf_view *v, uint32_t nports, uint32_t nsw)
+{
+	v->down = calloc(nports, 1);
+	v->q = calloc(nports, sizeof(*v->q));
+	v->rate_mbps = calloc(nports, sizeof(*v->rate_mbps));
+	v->loss_ppm = calloc(nports, sizeof(*v->loss_ppm));
+	v->rej_until = calloc(nports, sizeof(*v->rej_until));
+	v->seq = calloc(nsw, sizeof(*v->seq));
+	return v->down && v->q && v->rate_mbps && v->loss_ppm && v->rej_until && v->seq ? 0 : -ENOMEM;
+}
+
+static void view_free(struct osf_view *v)
+{
+	free(v->down);
+	free(v->q);
+	free(v->rate_mbps);
+	free(v->loss_ppm);
+	free(v->rej_until);
+	free(v->seq);
+}
+
+int sim_osf_create(struct sim *s)
+{
+	const struct sim_config *c = &s->cfg;
+	if (c->osf_linkq_interval_us <= 0 || c->osf_linkq_interval_us > 1e6 || c->osf_chunk_pkts == 0 ||
+	    c->osf_outstanding == 0 || c->osf_outstanding > 60 || c->osf_tm_host >= s->nhosts ||
+	    c->osf_report_bytes < 1 || c->osf_report_bytes > 65535 || c->osf_loss_max > 1 ||
+	    c->osf_detect_us > 1e6 || c->osf_tm_compute_us > 1e6 || c->osf_reorder_timeout_us <= 0 ||
+	    c->osf_reorder_timeout_us > 1e6 || c->osf_retry_us > 1e6 || c->osf_rej_hold_us > 1e6 ||
+	    (c->osf_cell_bytes && c->osf_cell_bytes != c->mtu_bytes)) {
+		sim_set_err(s, "osf: bad parameter (interval/timeouts <= 1e6 us, chunk_pkts > 0, "
+			    "outstanding 1..60, tm_host < hosts, cell_bytes 0 or host.mtu_bytes)");
+		return -EINVAL;
+	}
+	if ((uint64_t)s->nhosts * s->nports > (64u << 20)) {
+		sim_set_err(s, "osf: topology too large for per-ingress link state");
+		return -E2BIG;
+	}
+	struct sim_osf *o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	s->osf = o;
+	o->credit = c->osf_mode == SIM_OSF_CREDIT;
+	o->st.fail_ps = SIM_TIME_NEVER;
+	o->interval_ps = sim_time_from_us_f(c->osf_linkq_interval_us);
+	o->reserved = calloc(s->nports, sizeof(*o->reserved));
+	o->det_down = calloc(s->nports, 1);
+	o->hv = calloc(s->nhosts, sizeof(*o->hv));
+	o->snap_base = calloc(s->nsw, sizeof(*o->snap_base));
+	o->seq = calloc(s->nsw, sizeof(*o->seq));
+	if (!o->reserved || !o->det_down || !o->hv || !o->snap_base || !o->seq)
+		return -ENOMEM;
+	uint32_t rows = 0;
+	for (uint32_t j = 0; j < s->nsw; j++) {
+		o->snap_base[j] = rows;
+		rows += s->sws[j].n.nports;
+	}
+	o->snaps = calloc((size_t)rows * OSF_RING, sizeof(*o->snaps));
+	if (!o->snaps || view_alloc(&o->tm, s->nports, s->nsw))
+		return -ENOMEM;
+	for (uint32_t h = 0; h < s->nhosts; h++)
+		if (view_alloc(&o->hv[h], s->nports, s->nsw))
+			return -ENOMEM;
+	/* Topology discovery is taken as done at start: every view begins with the real rates. */
+	for (uint32_t i = 0; i < s->nports; i++) {
+		uint32_t r = (uint32_t)(s->ports[i]->rate_bps / 1000000);
+		o->tm.rate_mbps[i] = r;
+		for (uint32_t h = 0; h < s->nhosts; h++)
+			o->hv[h].rate_mbps[i] = r;
+	}
+	s->route = &sim_route_osf;
+	sim_ev_init(&o->tick_ev, tick_fire);
+	sim_ev_init(&o->push_ev, push_fire);
+	if (s->nflows)
+		sim_schedule(s, &o->tick_ev, o->interval_ps);
+	return 0;
+}
+
+void sim_osf_destroy(struct sim *s)
+{
+	struct sim_osf *o = s->osf;
+	if (!o)
+		return;
+	for (uint32_t i = 0; i < o->nfl; i++)
+		if (o->fl[i]) {
+			free(o->fl[i]->paths);
+			free(o->fl[i]->wrr);
+			free(o->fl[i]->have);
+			free(o->fl[i]);
+		}
+	free(o->fl);
+	free(o->grants);
+	free(o->reserved);
+	free(o->det_down);
+	for (uint32_t h = 0; o->hv && h < s->nhosts; h++)
+		view_free(&o->hv[h]);
+	free(o->hv);
+	view_free(&o->tm);
+	free(o->snaps);
+	free(o->snap_base);
+	free(o->seq);
+	while (o->dets) {
+		struct osf_det *d = o->dets;
+		o->dets = d->next;
+		free(d);
+	}
+	free(o);
+	s->osf = NULL;
+}
+
+int sim_osf_get_stats(const struct sim *s, struct sim_osf_stats *st)
+{
+	if (!s->osf)
+		return -ENOENT;
+	*st = s->osf->st;
+	st->max_queue_bytes = 0;
+	for (uint32_t i = 0; i < s->nports; i++)
+		if (s->ports[i]->node->kind == SIM_NODE_SWITCH && s->ports[i]->q_max_bytes > st->max_queue_bytes)
+			st->max_queue_bytes = s->ports[i]->q_max_bytes;
+	return 0;
+}
+
+int sim_osf_write_outputs(struct sim *s, const char *dir)
+{
+	struct sim_osf_stats st;
+	char path[SIM_PATH_MAX + 32];
+	if (sim_osf_get_stats(s, &st))
+		return 0;
+	snprintf(path, sizeof(path), "%s/osf.json", dir);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	double fail_us = st.fail_ps == SIM_TIME_NEVER ? -1 : sim_time_to_us(st.fail_ps);
+	fprintf(f, "{\n  \"credit_reqs\": %llu,\n  \"credit_acks\": %llu,\n  \"credit_rejs\": %llu,\n"
+		"  \"credit_lost\": %llu,\n  \"granted_pkts\": %llu,\n  \"linkq_sent\": %llu,\n"
+		"  \"linkq_recv\": %llu,\n  \"tm_pushes\": %llu,\n  \"reorder_pkts\": %llu,\n"
+		"  \"reorder_max_pkts\": %llu,\n  \"dup_pkts\": %llu,\n  \"egress_nacks\": %llu,\n"
+		"  \"inorder_violations\": %llu,\n  \"cells_sent\": %llu,\n  \"orig_pkts_delivered\": %llu,\n"
+		"  \"max_reserved_bytes\": %llu,\n  \"max_queue_bytes\": %llu,\n  \"window_bytes\": %llu,\n"
+		"  \"stale_sends\": %llu,\n  \"fail_us\": %.6f,\n  \"notify_max_us\": %.6f,\n"
+		"  \"last_stale_us\": %.6f\n}\n",
+		(unsigned long long)st.credit_reqs, (unsigned long long)st.credit_acks,
+		(unsigned long long)st.credit_rejs, (unsigned long long)st.credit_lost,
+		(unsigned long long)st.granted_pkts, (unsigned long long)st.linkq_sent,
+		(unsigned long long)st.linkq_recv, (unsigned long long)st.tm_pushes,
+		(unsigned long long)st.reorder_pkts, (unsigned long long)st.reorder_max_pkts,
+		(unsigned long long)st.dup_pkts, (unsigned long long)st.egress_nacks,
+		(unsigned long long)st.inorder_violations, (unsigned long long)st.cells_sent,
+		(unsigned long long)st.orig_pkts_delivered, (unsigned long long)st.max_reserved_bytes,
+		(unsigned long long)st.max_queue_bytes, (unsigned long long)s->cfg.osf_window_bytes,
+		(unsigned long long)st.stale_sends, fail_us,
+		st.notify_max_ps ? sim_time_to_us(st.notify_max_ps) : -1,
+		st.last_stale_ps ? sim_time_to_us(st.last_stale_ps) : -1);
+	fclose(f);
+	return 0;
+}
