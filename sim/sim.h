@@ -233,6 +233,7 @@ struct sim_osf_stats {
 	uint64_t max_reserved_bytes;  /* peak credit reservation on any switch port */
 	uint64_t max_queue_bytes;     /* peak data queue on any switch port */
 	uint64_t stale_sends;         /* data sent onto a path over a failed link */
+	uint64_t late_stale_sends;    /* ... after that ingress had been notified (should be 0) */
 	sim_time_ps fail_ps;          /* first link failure seen (SIM_TIME_NEVER: none) */
 	sim_time_ps notify_max_ps;    /* latest time an ingress learnt of that failure */
 	sim_time_ps last_stale_ps;    /* last data packet sent onto a path over a failed link */

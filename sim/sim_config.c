@@ -152,7 +152,7 @@ static const struct param params[] = {
 	{ "osf", "window_bytes", P_U64, F(osf_window_bytes), "131072", NULL, "credit window: bytes that may be reserved per switch egress port" },
 	{ "osf", "congest_bytes", P_U64, F(osf_congest_bytes), "262144", NULL, "reported queue above which a link is congested (path excluded)" },
 	{ "osf", "chunk_pkts", P_U32, F(osf_chunk_pkts), "4", NULL, "packets (cells) per credit request" },
-	{ "osf", "outstanding", P_U32, F(osf_outstanding), "8", NULL, "credit requests per flow in flight or granted and unused" },
+	{ "osf", "outstanding", P_U32, F(osf_outstanding), "6", NULL, "credit requests per flow in flight or granted and unused (x chunk_pkts: the flow's credit window)" },
 	{ "osf", "report_bytes", P_U32, F(osf_report_bytes), "128", NULL, "size of a link-quality report on the wire" },
 	{ "osf", "cell_bytes", P_U32, F(osf_cell_bytes), "0", NULL, "container payload: original packets (host.mtu_bytes) are aggregated / fragmented into cells of this size (0 = mtu)" },
 

@@ -51,7 +51,6 @@ struct ina_wslot {           /* one outstanding chunk of a member (window positi
 
 struct ina_member {
 	uint32_t job, rank, host, edge_node;
-	uint16_t edge_port;      /* unused by the host (one NIC), kept for traces */
 	uint32_t ndone;
 	uint8_t *got;            /* bitmap over chunks */
 	struct ina_wslot *w;     /* job_slots entries */
@@ -762,7 +761,6 @@ static int job_setup_inc(struct sim *s, struct ina_job *j)
 		m->rank = r;
 		m->host = j->hosts[r];
 		m->edge_node = s->hosts[m->host].port.peer->node->id;
-		m->edge_port = s->hosts[m->host].port.peer->idx;
 		m->got = calloc((j->nchunks + 7) / 8, 1);
 		m->w = calloc(W, sizeof(*m->w));
 		if (!m->got || !m->w)
@@ -834,9 +832,14 @@ int sim_ina_create(struct sim *s)
 		sim_set_err(s, "ina.size_bytes must be > 0 and below 2^30 MTUs");
 		return -EINVAL;
 	}
-	if (c->ina_job_slots < 1 || c->ina_job_slots > 65535 || c->ina_elems < 1 || c->ina_elems > 1024 ||
+	uint64_t nch = (c->ina_size_bytes + c->mtu_bytes - 1) / c->mtu_bytes;
+	if ((uint64_t)n * nch * c->ina_elems > (1ull << 32) || (uint64_t)J * n * nch > (1ull << 34)) {
+		sim_set_err(s, "ina: jobs * job_hosts * chunks (and * elems) too large to simulate");
+		return -E2BIG;
+	}
+	if (c->ina_job_slots < 1 || c->ina_job_slots > 4096 || c->ina_elems < 1 || c->ina_elems > 1024 ||
 	    c->ina_loss >= 1 || c->ina_rto_us <= 0 || c->ina_rto_us > 1e9 || c->ina_start_us > 1e11) {
-		sim_set_err(s, "ina: need 1 <= job_slots <= 65535, 1 <= elems <= 1024, loss < 1, 0 < rto_us <= 1e9");
+		sim_set_err(s, "ina: need 1 <= job_slots <= 4096, 1 <= elems <= 1024, loss < 1, 0 < rto_us <= 1e9");
 		return -EINVAL;
 	}
 	struct sim_ina *a = calloc(1, sizeof(*a));

@@ -4,6 +4,7 @@
  * 2(n-1)/n when bandwidth-bound, concurrent jobs under slot limits, loss, determinism. */
 #include <string.h>
 
+#include "agg/agg.h"
 #include "sim_test_util.h"
 
 #define NJ 16
@@ -61,7 +62,10 @@ static void test_1024_multilevel(void)
 	CHECK_EQ_U(r->levels, 3);          /* ToR -> agg -> core */
 	CHECK_EQ_U(r->tree_switches, 128 + 16 + 1);
 	check_exact(r);
-	CHECK_EQ_U(a.st.verdicts[7 /* AGG_DROP_FIRST */], 0);
+	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
+		CHECK_EQ_U(a.st.verdicts[v], 0); /* no engine drop without loss */
+	CHECK_EQ_U(a.st.verdicts[AGG_ABSORBED] + a.st.verdicts[AGG_COMPLETED],
+		   (1024 + 128 + 16) * 64); /* every contribution and aggregate, once */
 	printf("1024 hosts, 256 KiB: %.2f us, bound %.2f us\n", t_us(r), sim_time_to_us(r->bound_ps));
 	CHECK(r->finish_ps - r->start_ps >= r->bound_ps); /* it is a lower bound */
 	CHECK_NEAR(t_us(r), sim_time_to_us(r->bound_ps), 0.10);
@@ -131,7 +135,8 @@ static void test_loss_and_determinism(void)
 	CHECK(a.st.lost_pkts > 0);
 	CHECK_EQ_U(a.st.lost_pkts, b.st.lost_pkts);
 	CHECK_EQ_U(a.events, b.events);
-	CHECK(a.st.verdicts[2] + a.st.verdicts[3] + a.st.verdicts[4] > 0); /* engine dedup at work */
+	CHECK(a.st.verdicts[AGG_DUP_RESENT] + a.st.verdicts[AGG_DUP_UP_RESENT] +
+	      a.st.verdicts[AGG_DUP_IGNORED] > 0); /* the engines' dedup at work */
 	const char *kv2[] = { BASE, "ina.mode=inc", "ina.jobs=2", "ina.job_hosts=128", "ina.loss=0.01",
 			      "ina.size_bytes=262144", "ina.dtype=fp32", "sim.seed=7", NULL };
 	run(kv2, &c);

@@ -37,6 +37,7 @@ struct osf_flow {
 	uint32_t reqs_out, pending;  /* requests in flight; packets requested or granted, unsent */
 	uint32_t gq[64], gq_head, gq_n; /* granted grants in order */
 	sim_time_ps retry_ps;
+	uint32_t rej_streak;     /* rejections in a row: the retry backs off exponentially */
 	/* egress */
 	uint8_t *have;
 	uint32_t buffered;
@@ -77,6 +78,7 @@ struct sim_osf {
 	uint32_t *seq;           /* per switch: next report seq */
 	struct sim_event tick_ev, push_ev;
 	struct osf_det *dets;
+	sim_time_ps *learnt;     /* per host: when its ingress first learnt of a failed link */
 	sim_time_ps interval_ps;
 	struct sim_osf_stats st;
 };
@@ -508,6 +510,8 @@ static void stamp(struct sim *s, struct sim_host *h, struct sim_flow *f, struct 
 	if (path_truly_down(ports, n)) {
 		o->st.stale_sends++;
 		o->st.last_stale_ps = s->now;
+		if (s->now > o->learnt[h->n.id])
+			o->st.late_stale_sends++;
 	}
 }
 
@@ -679,12 +683,13 @@ static void egress_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 }
 
 /* ---- topology manager -------------------------------------------------------------------- */
-static void view_apply_snap(struct sim *s, struct osf_view *v, uint32_t swi, uint32_t slot,
+static bool view_apply_snap(struct sim *s, struct osf_view *v, uint32_t swi, uint32_t slot,
 			    uint32_t seq, bool take_down)
 {
 	struct sim_osf *o = s->osf;
+	bool newly_down = false;
 	if (v->seq[swi] && seq < v->seq[swi])
-		return; /* an older report overtaken by a newer one */
+		return false; /* an older report overtaken by a newer one */
 	v->seq[swi] = seq;
 	struct sim_switch *sw = &s->sws[swi];
 	struct osf_snap *row = &o->snaps[((size_t)o->snap_base[swi]) * OSF_RING];
@@ -694,18 +699,41 @@ static void view_apply_snap(struct sim *s, struct osf_view *v, uint32_t swi, uin
 		v->q[id] = sn->q;
 		v->rate_mbps[id] = sn->rate_mbps;
 		v->loss_ppm[id] = sn->loss_ppm;
-		if (take_down)
+		if (take_down) {
+			newly_down = newly_down || (sn->down && !v->down[id]);
 			v->down[id] = sn->down;
+		}
 	}
+	return newly_down;
 }
 
-static void note_down_learnt(struct sim *s, struct osf_view *v, uint32_t swi)
+static void close_unused(struct sim *s, struct sim_flow *f, struct osf_flow *of);
+
+/* 4.4: the ingress of host h has just learnt that a link is down. Global path adjustment:
+ * its flows stop using every path over it at once, including credit already granted there
+ * (returned; the data is sent on other paths after new requests). */
+static void ingress_learnt_down(struct sim *s, uint32_t h)
 {
 	struct sim_osf *o = s->osf;
-	struct sim_switch *sw = &s->sws[swi];
-	for (uint32_t i = 0; i < sw->n.nports; i++)
-		if (v->down[sw->n.ports[i].id] && o->st.fail_ps != SIM_TIME_NEVER && s->now > o->st.notify_max_ps)
+	struct osf_view *v = &o->hv[h];
+	if (o->learnt[h] == SIM_TIME_NEVER && o->st.fail_ps != SIM_TIME_NEVER) {
+		o->learnt[h] = s->now;
+		if (s->now > o->st.notify_max_ps)
 			o->st.notify_max_ps = s->now;
+	}
+	for (uint32_t i = 0; i < s->nflows && i < o->nfl; i++) {
+		struct osf_flow *of = o->fl[i];
+		if (!of || s->flows[i].src != h || !of->gq_n)
+			continue;
+		bool bad = false;
+		for (uint32_t k = 0; k < of->gq_n && !bad; k++) {
+			struct osf_grant *g = &o->grants[of->gq[(of->gq_head + k) % 64] - 1];
+			for (unsigned j = 1; j < g->nhops; j++)
+				bad = bad || v->down[g->ports[j]->id];
+		}
+		if (bad) /* simpler than picking out the bad ones: all are asked for again */
+			close_unused(s, &s->flows[i], of);
+	}
 }
 
 static struct sim_pkt *linkq_pkt(struct sim *s, uint32_t dst, uint32_t swi, uint32_t slot,
@@ -857,17 +885,20 @@ static void linkq_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 	}
 	struct osf_view *v = &o->hv[h->n.id];
 	if (kind == LQ_TO_HOST) {
-		view_apply_snap(s, v, p->flow, p->psn, seq, true);
-		note_down_learnt(s, v, p->flow);
+		if (view_apply_snap(s, v, p->flow, p->psn, seq, true))
+			ingress_learnt_down(s, h->n.id);
 		return;
 	}
 	memcpy(v->q, o->tm.q, sizeof(*v->q) * s->nports);
 	memcpy(v->rate_mbps, o->tm.rate_mbps, sizeof(*v->rate_mbps) * s->nports);
 	memcpy(v->loss_ppm, o->tm.loss_ppm, sizeof(*v->loss_ppm) * s->nports);
 	if (s->cfg.osf_tm == SIM_OSF_TM_CENTRAL) {
+		bool newly_down = false;
+		for (uint32_t i = 0; i < s->nports && !newly_down; i++)
+			newly_down = o->tm.down[i] && !v->down[i];
 		memcpy(v->down, o->tm.down, s->nports);
-		for (uint32_t j = 0; j < s->nsw; j++)
-			note_down_learnt(s, v, j);
+		if (newly_down)
+			ingress_learnt_down(s, h->n.id);
 	}
 }
 
@@ -892,8 +923,12 @@ bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 		struct sim_flow *f = &s->flows[g->flow];
 		struct osf_flow *of = oflow(s, g->flow);
 		of->reqs_out--;
-		if (p->type == SIM_PKT_OSF_CREDIT_ACK && of->gq_n < 64) { /* Step 5 */
+		bool dead = false; /* granted over a link the ingress has since learnt is down */
+		for (unsigned j = 1; j < g->nhops; j++)
+			dead = dead || o->hv[h->n.id].down[g->ports[j]->id];
+		if (p->type == SIM_PKT_OSF_CREDIT_ACK && of->gq_n < 64 && !dead) { /* Step 5 */
 			o->st.credit_acks++;
+			of->rej_streak = 0;
 			o->st.granted_pkts += g->npk;
 			g->left = g->npk;
 			of->gq[(of->gq_head + of->gq_n) % 64] = gi;
@@ -907,6 +942,9 @@ bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 				release_hops(o, g, 1, g->nhops, (uint64_t)g->npk * full_pkt(s));
 			}
 			of->pending -= g->npk < of->pending ? g->npk : of->pending;
+			/* A fixed retry: exponential backoff was tried and lost throughput (a rejection
+			 * at a busy first hop is usually over within one retry). */
+			of->rej_streak++;
 			of->retry_ps = s->now + sim_time_from_us_f(s->cfg.osf_retry_us);
 			grant_unref(o, gi);
 		}
@@ -980,6 +1018,11 @@ int sim_osf_create(struct sim *s)
 	o->hv = calloc(s->nhosts, sizeof(*o->hv));
 	o->snap_base = calloc(s->nsw, sizeof(*o->snap_base));
 	o->seq = calloc(s->nsw, sizeof(*o->seq));
+	o->learnt = malloc(sizeof(*o->learnt) * s->nhosts);
+	if (!o->learnt)
+		return -ENOMEM;
+	for (uint32_t h = 0; h < s->nhosts; h++)
+		o->learnt[h] = SIM_TIME_NEVER;
 	if (!o->reserved || !o->det_down || !o->hv || !o->snap_base || !o->seq)
 		return -ENOMEM;
 	uint32_t rows = 0;
@@ -1031,6 +1074,7 @@ void sim_osf_destroy(struct sim *s)
 	free(o->snaps);
 	free(o->snap_base);
 	free(o->seq);
+	free(o->learnt);
 	while (o->dets) {
 		struct osf_det *d = o->dets;
 		o->dets = d->next;
@@ -1069,7 +1113,7 @@ int sim_osf_write_outputs(struct sim *s, const char *dir)
 		"  \"reorder_max_pkts\": %llu,\n  \"dup_pkts\": %llu,\n  \"egress_nacks\": %llu,\n"
 		"  \"inorder_violations\": %llu,\n  \"cells_sent\": %llu,\n  \"orig_pkts_delivered\": %llu,\n"
 		"  \"max_reserved_bytes\": %llu,\n  \"max_queue_bytes\": %llu,\n  \"window_bytes\": %llu,\n"
-		"  \"stale_sends\": %llu,\n  \"fail_us\": %.6f,\n  \"notify_max_us\": %.6f,\n"
+		"  \"stale_sends\": %llu,\n  \"late_stale_sends\": %llu,\n  \"fail_us\": %.6f,\n  \"notify_max_us\": %.6f,\n"
 		"  \"last_stale_us\": %.6f\n}\n",
 		(unsigned long long)st.credit_reqs, (unsigned long long)st.credit_acks,
 		(unsigned long long)st.credit_rejs, (unsigned long long)st.credit_lost,
@@ -1080,7 +1124,7 @@ int sim_osf_write_outputs(struct sim *s, const char *dir)
 		(unsigned long long)st.inorder_violations, (unsigned long long)st.cells_sent,
 		(unsigned long long)st.orig_pkts_delivered, (unsigned long long)st.max_reserved_bytes,
 		(unsigned long long)st.max_queue_bytes, (unsigned long long)s->cfg.osf_window_bytes,
-		(unsigned long long)st.stale_sends, fail_us,
+		(unsigned long long)st.stale_sends, (unsigned long long)st.late_stale_sends, fail_us,
 		st.notify_max_ps ? sim_time_to_us(st.notify_max_ps) : -1,
 		st.last_stale_ps ? sim_time_to_us(st.last_stale_ps) : -1);
 	fclose(f);
