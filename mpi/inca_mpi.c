@@ -1,0 +1,977 @@
+/* mpi/inca_mpi.c: the PMPI interposer (built twice: libinca-mpi-ompi.so, libinca-mpi-mpich.so).
+ * Defines the nine MPI collectives and serves them through libinca where the datatype and op
+ * map to INCA, else calls PMPI_*. One INCA communicator per MPI communicator, created lazily on
+ * first use and cached in an MPI attribute whose delete callback destroys it. docs/mpi.md. */
+#include <mpi.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <inca/inca.h>
+
+/* Largest message (bytes per call, the same on every rank) served through INCA: MPI_Pack
+ * takes int sizes, and the decision must not depend on anything local. */
+#define IMPI_MAX_BYTES ((size_t)INT_MAX / 2)
+
+/* What the interposer caches per MPI communicator (the attribute value). ic == NULL: this
+ * communicator uses PMPI only (size 1, intercommunicator, or INCA setup failed on a rank). */
+struct impi_ent {
+	struct inca_comm *ic;
+	struct impi_ent *prev, *next;
+};
+
+static struct {
+	int inited;   /* MPI_Init went through us and INCA is on */
+	int keyval;
+	int stats;    /* INCA_MPI_STATS=1 */
+	int verbose;  /* INCA_MPI_VERBOSE=1: setup messages on stderr */
+	int world_rank;
+	unsigned group_seq;
+	char host_ip[64];
+	char am_addr[128];
+	char switch_addr[128];
+	char job_id[128];
+	char cred[128];
+	unsigned tree_id, tree_key;
+	int data_port_base;
+	uint32_t timeout_ms;
+	pthread_mutex_t mu;
+	struct impi_ent *list;
+	/* counters: calls served by INCA per collective (split into INC / host with the
+	 * library's counts), and calls given to PMPI */
+	uint64_t inca_ok[INCA_COLL_COUNT];
+	uint64_t pmpi[INCA_COLL_COUNT];
+	uint64_t inc[INCA_COLL_COUNT]; /* harvested from destroyed INCA communicators */
+	uint64_t failovers;
+	uint64_t comms_inca, comms_pmpi;
+} g = { .keyval = MPI_KEYVAL_INVALID, .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+__attribute__((format(printf, 1, 2))) static void impi_say(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n = snprintf(buf, sizeof buf, "inca-mpi[%d]: ", g.world_rank);
+	va_start(ap, fmt);
+	vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s\n", buf);
+}
+
+/* An INCA failure that other ranks may not have seen: falling back would risk a hang or a
+ * wrong result, so stop the job with a clear message. */
+__attribute__((noreturn)) static void impi_fatal(MPI_Comm comm, const char *what, int rc)
+{
+	impi_say("FATAL: %s failed inside INCA: %s (%d). Other ranks may not have seen the "
+		 "error, so the call cannot fall back to MPI safely; aborting. Rerun with "
+		 "INCA_MPI_DISABLE=1 to run without INCA.", what, inca_strerror(rc), rc);
+	PMPI_Abort(comm, 70);
+	_exit(70);
+}
+
+static const char *env_str(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+static int env_flag(const char *name)
+{
+	const char *v = env_str(name);
+	return v && strcmp(v, "0") != 0 && strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
+}
+
+/* ---- type and op mapping ----------------------------------------------------------------- */
+
+/* INCA element type for a predefined MPI type used in a reduction, or -1. */
+static int impi_dtype(MPI_Datatype t)
+{
+	if (t == MPI_INT || t == MPI_INT32_T)
+		return INCA_INT32;
+	if (t == MPI_UNSIGNED || t == MPI_UINT32_T)
+		return INCA_UINT32;
+	if (t == MPI_FLOAT)
+		return INCA_FP32;
+	if (t == MPI_DOUBLE)
+		return INCA_FP64;
+	if (t == MPI_LONG)
+		return sizeof(long) == 8 ? INCA_INT64 : INCA_INT32;
+	if (t == MPI_UNSIGNED_LONG)
+		return sizeof(long) == 8 ? INCA_UINT64 : INCA_UINT32;
+	if (t == MPI_LONG_LONG_INT || t == MPI_LONG_LONG || t == MPI_INT64_T)
+		return INCA_INT64;
+	if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_UINT64_T)
+		return INCA_UINT64;
+	if (t == MPI_SHORT || t == MPI_INT16_T)
+		return INCA_INT16;
+	if (t == MPI_UNSIGNED_SHORT || t == MPI_UINT16_T)
+		return INCA_UINT16;
+	if (t == MPI_SIGNED_CHAR || t == MPI_INT8_T)
+		return INCA_INT8;
+	if (t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T || t == MPI_BYTE)
+		return INCA_UINT8;
+	return -1;
+}
+
+static int impi_op(MPI_Op op)
+{
+	if (op == MPI_SUM)
+		return INCA_SUM;
+	if (op == MPI_PROD)
+		return INCA_PROD;
+	if (op == MPI_MIN)
+		return INCA_MIN;
+	if (op == MPI_MAX)
+		return INCA_MAX;
+	if (op == MPI_BAND)
+		return INCA_BAND;
+	if (op == MPI_BOR)
+		return INCA_BOR;
+	if (op == MPI_BXOR)
+		return INCA_BXOR;
+	return -1;
+}
+
+/* A reduction INCA can do. Depends only on (datatype, op), which MPI requires to be the same
+ * on every rank, so every rank takes the same decision. MPI_BYTE only with bitwise ops (as MPI
+ * defines it). */
+static int impi_reducible(MPI_Datatype t, MPI_Op op, enum inca_dtype *dt, enum inca_op *iop)
+{
+	int d = impi_dtype(t), o = impi_op(op);
+	if (d < 0 || o < 0 || !inca_op_valid((enum inca_dtype)d, (enum inca_op)o))
+		return 0;
+	if (t == MPI_BYTE && o != INCA_BAND && o != INCA_BOR && o != INCA_BXOR)
+		return 0;
+	*dt = (enum inca_dtype)d;
+	*iop = (enum inca_op)o;
+	return 1;
+}
+
+/* Layout of count elements of t: total signature bytes, and whether they sit contiguously
+ * starting at buf + *off. Non-contiguous data is packed into a temporary buffer (so the
+ * decision to use INCA never depends on the local datatype). */
+struct impi_span {
+	size_t bytes;
+	int contig;
+	MPI_Aint off;
+};
+
+static void impi_layout(MPI_Datatype t, int count, struct impi_span *s)
+{
+	MPI_Count size = 0;
+	MPI_Aint lb, ext, tlb, text;
+
+	PMPI_Type_size_x(t, &size);
+	PMPI_Type_get_extent(t, &lb, &ext);
+	PMPI_Type_get_true_extent(t, &tlb, &text);
+	s->bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
+	/* extent == size too: consecutive elements (and blocks) follow each other */
+	s->contig = (MPI_Aint)size == text && ext == (MPI_Aint)size;
+	s->off = tlb;
+}
+
+static void *impi_malloc(MPI_Comm comm, size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		impi_fatal(comm, "temporary buffer allocation", -ENOMEM);
+	return p;
+}
+
+/* Pack count x t at buf into out (exactly bytes long). */
+static void impi_pack(MPI_Comm comm, const void *buf, int count, MPI_Datatype t, void *out,
+		      size_t bytes)
+{
+	int pos = 0;
+	if (PMPI_Pack(buf, count, t, out, (int)bytes, &pos, comm) != MPI_SUCCESS ||
+	    (size_t)pos != bytes)
+		impi_fatal(comm, "MPI_Pack (heterogeneous packing is not supported)", -EPROTO);
+}
+
+static void impi_unpack(MPI_Comm comm, const void *in, size_t bytes, void *buf, int count,
+			MPI_Datatype t)
+{
+	int pos = 0;
+	if (PMPI_Unpack(in, (int)bytes, &pos, buf, count, t, comm) != MPI_SUCCESS ||
+	    (size_t)pos != bytes)
+		impi_fatal(comm, "MPI_Unpack", -EPROTO);
+}
+
+/* ---- INCA communicators ------------------------------------------------------------------- */
+
+static void impi_harvest(struct impi_ent *e)
+{
+	struct inca_coll_counts cc;
+	if (!e->ic || inca_comm_get_coll_counts(e->ic, &cc) < 0)
+		return;
+	for (int c = 0; c < INCA_COLL_COUNT; c++)
+		g.inc[c] += cc.calls[c][INCA_ALGO_INC];
+	g.failovers += cc.failovers;
+}
+
+static void impi_release(struct impi_ent *e)
+{
+	if (!e->ic)
+		return;
+	impi_harvest(e);
+	inca_comm_destroy(e->ic);
+	e->ic = NULL;
+}
+
+static int impi_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+	struct impi_ent *e = attr;
+	/* MPI_Comm_free is collective: meet the other ranks on INCA first, so nobody closes its
+	 * sockets or leaves the AM group (which dismantles the tree) while a peer may still need
+	 * a resend of the last call's result. ic is set on every rank or on none (agreed). */
+	pthread_mutex_lock(&g.mu);
+	impi_harvest(e); /* before the barrier, which the user did not call */
+	pthread_mutex_unlock(&g.mu);
+	if (e->ic)
+		(void)inca_barrier(e->ic);
+	pthread_mutex_lock(&g.mu);
+	inca_comm_destroy(e->ic);
+	e->ic = NULL;
+	if (e->prev)
+		e->prev->next = e->next;
+	else if (g.list == e)
+		g.list = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	pthread_mutex_unlock(&g.mu);
+	free(e);
+	return MPI_SUCCESS;
+}
+
+static void impi_log(void *ctx, int level, const char *msg)
+{
+	impi_say("libinca: %s", msg);
+}
+
+/* Rank 0 of the communicator picks a free TCP port for the libinca rendezvous. */
+static int impi_free_port(const char *ip)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof sa;
+	int fd, port = -1;
+
+	if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+/* Collective over comm (every rank of it calls the same MPI collective, so every rank gets
+ * here together). Every rank ends with an INCA communicator or none: the outcome is agreed. */
+static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_world)
+{
+	struct {
+		char boot[80];
+		char group[64];
+	} info;
+	char data[96];
+	struct inca_comm_opts o;
+	struct inca_comm *ic = NULL;
+	int rc, ok, all = 0;
+
+	memset(&info, 0, sizeof info);
+	if (rank == 0) {
+		int port = impi_free_port(g.host_ip);
+		if (port > 0)
+			snprintf(info.boot, sizeof info.boot, "%s:%d", g.host_ip, port);
+		pthread_mutex_lock(&g.mu);
+		snprintf(info.group, sizeof info.group, "mpi-%d-%u", g.world_rank, ++g.group_seq);
+		pthread_mutex_unlock(&g.mu);
+	}
+	PMPI_Bcast(&info, (int)sizeof info, MPI_BYTE, 0, comm);
+
+	memset(&o, 0, sizeof o);
+	o.rank = rank;
+	o.size = size;
+	o.bootstrap_addr = info.boot;
+	o.host_ip = g.host_ip;
+	o.timeout_ms = g.timeout_ms;
+	if (g.verbose) {
+		o.log_fn = impi_log;
+		o.log_level = 1;
+	}
+	snprintf(data, sizeof data, "%s:0", g.host_ip);
+	if (g.am_addr[0]) {
+		o.am_addr = g.am_addr;
+		o.job_id = g.job_id;
+		o.job_credential = g.cred;
+		o.group_name = info.group;
+		o.am_timeout_ms = g.timeout_ms < 10000 ? g.timeout_ms : 10000;
+	} else if (g.switch_addr[0] && is_world) {
+		/* Standalone switch: one tree, configured for MPI_COMM_WORLD (docs/mpi.md). */
+		o.switch_addr = g.switch_addr;
+		o.tree_id = (uint16_t)g.tree_id;
+		o.key = g.tree_key;
+		if (g.data_port_base > 0)
+			snprintf(data, sizeof data, "%s:%d", g.host_ip, g.data_port_base + rank);
+	}
+	o.data_addr = data;
+	rc = info.boot[0] ? inca_comm_create(&o, &ic) : -EADDRNOTAVAIL;
+	ok = rc == 0;
+	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+	if (!all) {
+		if (g.verbose || (g.stats && rank == 0))
+			impi_say("INCA setup of a communicator (size %d) failed%s%s; it uses MPI",
+				 size, rc < 0 ? ": " : " on another rank",
+				 rc < 0 ? inca_strerror(rc) : "");
+		inca_comm_destroy(ic);
+		return NULL;
+	}
+	if (g.verbose && rank == 0) {
+		struct inca_am_info ai;
+		if (inca_comm_am_info(ic, &ai) == 0 && ai.inc_enabled)
+			impi_say("communicator %s (size %d): AM group %" PRIu64 ", INC on tree %u",
+				 info.group, size, ai.group_id, (unsigned)ai.tree_id);
+		else if (inca_comm_am_info(ic, &ai) == 0)
+			impi_say("communicator %s (size %d): AM group %" PRIu64 ", host only: %s",
+				 info.group, size, ai.group_id, ai.reason);
+		else
+			impi_say("communicator %s (size %d): no AM, %s", info.group, size,
+				 g.switch_addr[0] && is_world ? "standalone switch" : "host only");
+	}
+	return ic;
+}
+
+/* The INCA communicator of comm, creating it on first use; NULL: use PMPI. */
+static struct inca_comm *impi_get(MPI_Comm comm)
+{
+	struct impi_ent *e;
+	void *v;
+	int flag = 0, inter = 0, size = 0, rank = 0;
+
+	if (!g.inited || comm == MPI_COMM_NULL)
+		return NULL;
+	if (PMPI_Comm_get_attr(comm, g.keyval, &v, &flag) != MPI_SUCCESS)
+		return NULL;
+	if (flag)
+		return ((struct impi_ent *)v)->ic;
+	e = calloc(1, sizeof *e);
+	if (!e) /* a local failure must not send this rank to PMPI alone */
+		impi_fatal(comm, "communicator setup", -ENOMEM);
+	PMPI_Comm_test_inter(comm, &inter);
+	PMPI_Comm_size(comm, &size);
+	PMPI_Comm_rank(comm, &rank);
+	if (!inter && size > 1)
+		e->ic = impi_create(comm, rank, size, comm == MPI_COMM_WORLD);
+	pthread_mutex_lock(&g.mu);
+	if (e->ic)
+		g.comms_inca++;
+	else
+		g.comms_pmpi++;
+	e->next = g.list;
+	if (g.list)
+		g.list->prev = e;
+	g.list = e;
+	pthread_mutex_unlock(&g.mu);
+	PMPI_Comm_set_attr(comm, g.keyval, e);
+	return e->ic;
+}
+
+/* libinca rejects overlapping send and receive buffers (-EINVAL) except its exact in-place
+ * forms. A program may alias them on some ranks only (e.g. Allgather with sendbuf = own block
+ * of recvbuf, which is in place on rank 0 only): a local -EINVAL would then send those ranks
+ * to PMPI and the others to INCA. So overlaps are resolved here: sendbuf == recvbuf stays
+ * libinca's in-place form where it has one, the own block in place becomes that form, anything
+ * else is copied aside. Returns the copy to free. */
+static void *impi_unalias(MPI_Comm comm, struct inca_comm *ic, struct inca_coll_args *a)
+{
+	size_t n = (size_t)inca_comm_size(ic), b = a->count * inca_dtype_size(a->dt);
+	size_t send_b = 0, recv_b = 0;
+	int me = inca_comm_rank(ic), root = a->root == me;
+	void *tmp;
+
+	switch (a->coll) {
+	case INCA_COLL_ALLREDUCE:
+		send_b = recv_b = b;
+		break;
+	case INCA_COLL_REDUCE:
+		send_b = b;
+		recv_b = root ? b : 0;
+		break;
+	case INCA_COLL_ALLGATHER:
+		send_b = b;
+		recv_b = b * n;
+		break;
+	case INCA_COLL_GATHER:
+		send_b = b;
+		recv_b = root ? b * n : 0;
+		break;
+	case INCA_COLL_REDUCE_SCATTER:
+		send_b = b * n;
+		recv_b = b;
+		break;
+	case INCA_COLL_ALLTOALL:
+		send_b = recv_b = b * n;
+		break;
+	case INCA_COLL_SCATTER:
+		send_b = root ? b * n : 0;
+		recv_b = b;
+		break;
+	default:
+		return NULL;
+	}
+	if (!send_b || !recv_b || !a->sendbuf || !a->recvbuf)
+		return NULL;
+	uintptr_t s = (uintptr_t)a->sendbuf, r = (uintptr_t)a->recvbuf;
+	if (s >= r + recv_b || r >= s + send_b)
+		return NULL; /* disjoint */
+	if (s == r && a->coll != INCA_COLL_REDUCE_SCATTER && a->coll != INCA_COLL_ALLTOALL &&
+	    a->coll != INCA_COLL_SCATTER)
+		return NULL; /* libinca's in-place form (what MPI_IN_PLACE was turned into) */
+	if ((a->coll == INCA_COLL_ALLGATHER || a->coll == INCA_COLL_GATHER) &&
+	    s == r + (size_t)me * b) {
+		a->sendbuf = a->recvbuf; /* own block in place */
+		return NULL;
+	}
+	tmp = impi_malloc(comm, send_b);
+	memcpy(tmp, a->sendbuf, send_b);
+	a->sendbuf = tmp;
+	return tmp;
+}
+
+/* Run one collective on INCA. 1: served; 0: not served, call PMPI (the error is one that every
+ * rank sees alike: argument validation before any data moved, or a collective without a host
+ * algorithm in this libinca); anything else aborts (see impi_fatal). */
+static int impi_run(MPI_Comm comm, struct inca_comm *ic, const struct inca_coll_args *a0)
+{
+	struct inca_coll_args a = *a0;
+	void *tmp = impi_unalias(comm, ic, &a);
+	int rc = inca_coll(ic, &a);
+	free(tmp);
+	if (rc == 0) {
+		g.inca_ok[a.coll]++;
+		return 1;
+	}
+	if (rc == -EINVAL || rc == -ENOTSUP)
+		return 0;
+	impi_fatal(comm, inca_coll_name(a.coll), rc);
+}
+
+static struct inca_coll_args impi_args(enum inca_coll coll, const void *s, void *r, size_t count,
+				       enum inca_dtype dt, enum inca_op op, int root)
+{
+	struct inca_coll_args a = { .coll = coll, .sendbuf = s, .recvbuf = r, .count = count,
+				    .dt = dt, .op = op, .root = root, .algo = INCA_ALGO_AUTO };
+	return a;
+}
+
+#define PMPI_COUNT(c) (g.pmpi[(c)]++)
+
+/* ---- init / finalize ---------------------------------------------------------------------- */
+
+static void impi_rand_hex(char *out, size_t n)
+{
+	uint8_t r[16] = { 0 };
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+		uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+		memcpy(r, &x, sizeof x);
+	}
+	for (size_t i = 0; i < sizeof r && 2 * i + 2 < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
+}
+
+static void impi_setup(void)
+{
+	const char *v;
+	int world_size = 0;
+
+	PMPI_Comm_rank(MPI_COMM_WORLD, &g.world_rank);
+	PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+	/* INCA_MPI_DISABLE is read on every rank; launchers pass the same environment, and the
+	 * decision is agreed below anyway. */
+	int on = !env_flag("INCA_MPI_DISABLE"), all_on = 0;
+	PMPI_Allreduce(&on, &all_on, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	g.stats = env_flag("INCA_MPI_STATS");
+	g.verbose = env_flag("INCA_MPI_VERBOSE");
+	if (!all_on)
+		return;
+	snprintf(g.host_ip, sizeof g.host_ip, "%s",
+		 (v = env_str("INCA_MPI_HOST_IP")) ? v : "127.0.0.1");
+	if ((v = env_str("INCA_AM_ADDR")))
+		snprintf(g.am_addr, sizeof g.am_addr, "%s", v);
+	if ((v = env_str("INCA_SWITCH_ADDR")))
+		snprintf(g.switch_addr, sizeof g.switch_addr, "%s", v);
+	g.tree_id = (v = env_str("INCA_TREE_ID")) ? (unsigned)strtoul(v, NULL, 0) : 1;
+	g.tree_key = (v = env_str("INCA_TREE_KEY")) ? (unsigned)strtoul(v, NULL, 0) : 0;
+	g.data_port_base = (v = env_str("INCA_MPI_DATA_PORT_BASE")) ? atoi(v) : 0;
+	g.timeout_ms = (v = env_str("INCA_MPI_TIMEOUT_MS")) ? (uint32_t)strtoul(v, NULL, 0) : 20000;
+	if (g.am_addr[0]) {
+		/* Job id and credential: from the environment, else world rank 0 makes them up
+		 * (the AM must then accept the first joiner's credential: allow_first_joiner). */
+		struct {
+			char job[128], cred[128];
+		} id;
+		memset(&id, 0, sizeof id);
+		if (g.world_rank == 0) {
+			if ((v = env_str("INCA_JOB_ID"))) {
+				snprintf(id.job, sizeof id.job, "%s", v);
+			} else {
+				const char *l = env_str("OMPI_MCA_ess_base_jobid");
+				if (!l)
+					l = env_str("PMI_KVSNAME");
+				char host[64] = "host";
+				gethostname(host, sizeof host - 1);
+				if (l)
+					snprintf(id.job, sizeof id.job, "mpi-%s-%s", host, l);
+				else
+					snprintf(id.job, sizeof id.job, "mpi-%s-%d-%lld", host,
+						 (int)getpid(), (long long)time(NULL));
+			}
+			if ((v = env_str("INCA_JOB_CREDENTIAL")))
+				snprintf(id.cred, sizeof id.cred, "%s", v);
+			else
+				impi_rand_hex(id.cred, sizeof id.cred);
+		}
+		PMPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+		memcpy(g.job_id, id.job, sizeof g.job_id);
+		memcpy(g.cred, id.cred, sizeof g.cred);
+	}
+	if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, impi_delete_fn, &g.keyval, NULL) !=
+	    MPI_SUCCESS)
+		return;
+	g.inited = 1;
+	if (g.verbose && g.world_rank == 0)
+		impi_say("on: %s%s, %d ranks", g.am_addr[0] ? "AM " : g.switch_addr[0] ?
+			 "switch " : "host algorithms only", g.am_addr[0] ? g.am_addr :
+			 g.switch_addr, world_size);
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+	int rc = PMPI_Init(argc, argv);
+	if (rc == MPI_SUCCESS)
+		impi_setup();
+	return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	int rc = PMPI_Init_thread(argc, argv, required, provided);
+	if (rc == MPI_SUCCESS)
+		impi_setup();
+	return rc;
+}
+
+static void impi_print_stats(void)
+{
+	static const enum inca_coll order[] = {
+		INCA_COLL_ALLREDUCE, INCA_COLL_REDUCE, INCA_COLL_BCAST, INCA_COLL_ALLGATHER,
+		INCA_COLL_REDUCE_SCATTER, INCA_COLL_ALLTOALL, INCA_COLL_GATHER, INCA_COLL_SCATTER,
+		INCA_COLL_BARRIER,
+	};
+	char buf[4096];
+	size_t n = 0;
+	uint64_t t_inc = 0, t_host = 0, t_pmpi = 0;
+
+	n += (size_t)snprintf(buf + n, sizeof buf - n,
+			      "inca-mpi[%d] stats (calls): %-13s %8s %8s %8s\n", g.world_rank,
+			      "collective", "inc", "host", "pmpi");
+	for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+		enum inca_coll c = order[i];
+		uint64_t inc = g.inc[c], host = g.inca_ok[c] >= inc ? g.inca_ok[c] - inc : 0;
+		t_inc += inc;
+		t_host += host;
+		t_pmpi += g.pmpi[c];
+		n += (size_t)snprintf(buf + n, sizeof buf - n,
+				      "inca-mpi[%d] stats (calls): %-13s %8" PRIu64 " %8" PRIu64
+				      " %8" PRIu64 "\n", g.world_rank, inca_coll_name(c), inc, host,
+				      g.pmpi[c]);
+	}
+	n += (size_t)snprintf(buf + n, sizeof buf - n,
+			      "inca-mpi[%d] stats (calls): %-13s %8" PRIu64 " %8" PRIu64 " %8" PRIu64
+			      "  (failovers %" PRIu64 ", communicators: %" PRIu64 " INCA, %" PRIu64
+			      " MPI-only)\n", g.world_rank, "total", t_inc, t_host, t_pmpi,
+			      g.failovers, g.comms_inca, g.comms_pmpi);
+	if (n >= sizeof buf)
+		n = sizeof buf - 1;
+	fwrite(buf, 1, n, stderr);
+	fflush(stderr);
+}
+
+int MPI_Finalize(void)
+{
+	if (g.inited) {
+		/* Every rank is done with every collective before anyone closes its sockets or
+		 * leaves its AM groups. */
+		PMPI_Barrier(MPI_COMM_WORLD);
+		pthread_mutex_lock(&g.mu);
+		for (struct impi_ent *e = g.list; e; e = e->next)
+			impi_release(e);
+		pthread_mutex_unlock(&g.mu);
+		if (g.stats)
+			impi_print_stats();
+		PMPI_Comm_free_keyval(&g.keyval);
+		g.inited = 0;
+	} else if (g.stats && !g.inited) {
+		impi_print_stats();
+	}
+	return PMPI_Finalize();
+}
+
+/* ---- reductions --------------------------------------------------------------------------- */
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+		  MPI_Comm comm)
+{
+	enum inca_dtype dt;
+	enum inca_op iop;
+	struct inca_comm *ic;
+
+	if (count >= 0 && impi_reducible(datatype, op, &dt, &iop) &&
+	    (size_t)count * inca_dtype_size(dt) <= IMPI_MAX_BYTES && (ic = impi_get(comm))) {
+		const void *s = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+		struct inca_coll_args a = impi_args(INCA_COLL_ALLREDUCE, s, recvbuf,
+						    (size_t)count, dt, iop, 0);
+		if (impi_run(comm, ic, &a))
+			return MPI_SUCCESS;
+	}
+	PMPI_COUNT(INCA_COLL_ALLREDUCE);
+	return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+	       int root, MPI_Comm comm)
+{
+	enum inca_dtype dt;
+	enum inca_op iop;
+	struct inca_comm *ic;
+
+	if (count >= 0 && impi_reducible(datatype, op, &dt, &iop) &&
+	    (size_t)count * inca_dtype_size(dt) <= IMPI_MAX_BYTES && (ic = impi_get(comm))) {
+		int rank = inca_comm_rank(ic);
+		const void *s = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+		void *r = rank == root ? recvbuf : NULL;
+		struct inca_coll_args a = impi_args(INCA_COLL_REDUCE, s, r, (size_t)count, dt,
+						    iop, root);
+		if (impi_run(comm, ic, &a))
+			return MPI_SUCCESS;
+	}
+	PMPI_COUNT(INCA_COLL_REDUCE);
+	return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+
+/* ReduceScatter with rcount elements per rank; in place: the input is recvbuf. */
+static int impi_reduce_scatter(const void *sendbuf, void *recvbuf, int rcount,
+			       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+	enum inca_dtype dt;
+	enum inca_op iop;
+	struct inca_comm *ic;
+
+	if (rcount < 0 || !impi_reducible(datatype, op, &dt, &iop) || !(ic = impi_get(comm)))
+		return 0;
+	size_t n = (size_t)inca_comm_size(ic), b = (size_t)rcount * inca_dtype_size(dt);
+	if (b * n > IMPI_MAX_BYTES)
+		return 0;
+	void *tmp = NULL;
+	const void *s = sendbuf;
+	if (sendbuf == MPI_IN_PLACE) {
+		/* libinca has no in-place ReduceScatter: copy the input aside. */
+		tmp = impi_malloc(comm, b * n);
+		memcpy(tmp, recvbuf, b * n);
+		s = tmp;
+	}
+	struct inca_coll_args a = impi_args(INCA_COLL_REDUCE_SCATTER, s, recvbuf, (size_t)rcount,
+					    dt, iop, 0);
+	int served = impi_run(comm, ic, &a);
+	free(tmp);
+	return served;
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+			     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+	if (impi_reduce_scatter(sendbuf, recvbuf, recvcount, datatype, op, comm))
+		return MPI_SUCCESS;
+	PMPI_COUNT(INCA_COLL_REDUCE_SCATTER);
+	return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+		       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+	int size = 0, equal = 1, inter = 0;
+
+	/* recvcounts is the same array on every rank (MPI), so "all equal" is a common
+	 * decision. */
+	PMPI_Comm_test_inter(comm, &inter);
+	PMPI_Comm_size(comm, &size);
+	for (int i = 1; i < size && !inter; i++)
+		equal &= recvcounts[i] == recvcounts[0];
+	if (!inter && size > 0 && equal &&
+	    impi_reduce_scatter(sendbuf, recvbuf, recvcounts[0], datatype, op, comm))
+		return MPI_SUCCESS;
+	PMPI_COUNT(INCA_COLL_REDUCE_SCATTER);
+	return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+}
+
+/* ---- data movement (any datatype, moved as bytes) ---------------------------------------- */
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+	struct impi_span sp;
+	struct inca_comm *ic;
+
+	impi_layout(datatype, count, &sp);
+	if (count >= 0 && sp.bytes <= IMPI_MAX_BYTES && (ic = impi_get(comm))) {
+		int rank = inca_comm_rank(ic);
+		void *tmp = NULL, *p = (char *)buffer + sp.off;
+		if (!sp.contig) {
+			tmp = p = impi_malloc(comm, sp.bytes);
+			if (rank == root)
+				impi_pack(comm, buffer, count, datatype, tmp, sp.bytes);
+		}
+		struct inca_coll_args a = impi_args(INCA_COLL_BCAST, NULL, p, sp.bytes,
+						    INCA_UINT8, INCA_SUM, root);
+		int served = impi_run(comm, ic, &a);
+		if (served && tmp && rank != root)
+			impi_unpack(comm, tmp, sp.bytes, buffer, count, datatype);
+		free(tmp);
+		if (served)
+			return MPI_SUCCESS;
+	}
+	PMPI_COUNT(INCA_COLL_BCAST);
+	return PMPI_Bcast(buffer, count, datatype, root, comm);
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+		  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+	struct impi_span rs, ss;
+	struct inca_comm *ic;
+
+	/* The block size comes from the receive side, significant on every rank. */
+	impi_layout(recvtype, recvcount, &rs);
+	if (recvcount >= 0 && (ic = impi_get(comm))) {
+		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
+		int rank = inca_comm_rank(ic);
+		MPI_Aint lb, ext;
+		if (b * n > IMPI_MAX_BYTES)
+			goto pmpi;
+		PMPI_Type_get_extent(recvtype, &lb, &ext);
+		char *r = (char *)recvbuf + rs.off, *tmp = NULL;
+		const void *s;
+		/* Receive side: contiguous over all n blocks, else a temporary buffer. */
+		if (!rs.contig)
+			r = tmp = impi_malloc(comm, b * n);
+		if (sendbuf == MPI_IN_PLACE) {
+			if (tmp)
+				impi_pack(comm, (char *)recvbuf + (MPI_Aint)rank * recvcount * ext,
+					  recvcount, recvtype, tmp + (size_t)rank * b, b);
+			s = r; /* own block already in place */
+		} else {
+			impi_layout(sendtype, sendcount, &ss);
+			if (ss.bytes != b)
+				impi_fatal(comm, "MPI_Allgather (send and receive sizes differ)",
+					   -EINVAL);
+			if (ss.contig) {
+				s = (const char *)sendbuf + ss.off;
+			} else {
+				impi_pack(comm, sendbuf, sendcount, sendtype,
+					  r + (size_t)rank * b, b);
+				s = r;
+			}
+		}
+		struct inca_coll_args a = impi_args(INCA_COLL_ALLGATHER, s, r, b, INCA_UINT8,
+						    INCA_SUM, 0);
+		int served = impi_run(comm, ic, &a);
+		if (served && tmp)
+			impi_unpack(comm, tmp, b * n, recvbuf, recvcount * (int)n, recvtype);
+		free(tmp);
+		if (served)
+			return MPI_SUCCESS;
+	}
+pmpi:
+	PMPI_COUNT(INCA_COLL_ALLGATHER);
+	return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+	       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	struct impi_span rs, ss;
+	struct inca_comm *ic;
+	int rank = 0;
+
+	/* Block size: the send side on every rank but an in-place root, which has only the
+	 * receive side (equal by MPI's type-matching rule). */
+	PMPI_Comm_rank(comm, &rank);
+	int cnt = sendbuf == MPI_IN_PLACE ? recvcount : sendcount;
+	impi_layout(sendbuf == MPI_IN_PLACE ? recvtype : sendtype, cnt, &ss);
+	if (cnt >= 0 && (ic = impi_get(comm))) {
+		size_t n = (size_t)inca_comm_size(ic), b = ss.bytes;
+		char *r = NULL, *tmp = NULL, *stmp = NULL;
+		const void *s;
+		MPI_Aint lb, ext;
+		if (b * n > IMPI_MAX_BYTES)
+			goto pmpi;
+		if (rank == root) {
+			impi_layout(recvtype, recvcount, &rs);
+			PMPI_Type_get_extent(recvtype, &lb, &ext);
+			r = (char *)recvbuf + rs.off;
+			if (!rs.contig)
+				r = tmp = impi_malloc(comm, b * n);
+			if (sendbuf == MPI_IN_PLACE) {
+				if (tmp)
+					impi_pack(comm,
+						  (char *)recvbuf + (MPI_Aint)rank * recvcount * ext,
+						  recvcount, recvtype, tmp + (size_t)rank * b, b);
+				s = r;
+			} else if (ss.contig) {
+				s = (const char *)sendbuf + ss.off;
+			} else {
+				impi_pack(comm, sendbuf, sendcount, sendtype, r + (size_t)rank * b, b);
+				s = r;
+			}
+		} else if (ss.contig) {
+			s = (const char *)sendbuf + ss.off;
+		} else {
+			s = stmp = impi_malloc(comm, b);
+			impi_pack(comm, sendbuf, sendcount, sendtype, stmp, b);
+		}
+		struct inca_coll_args a = impi_args(INCA_COLL_GATHER, s, r, b, INCA_UINT8, INCA_SUM,
+						    root);
+		int served = impi_run(comm, ic, &a);
+		if (served && tmp)
+			impi_unpack(comm, tmp, b * n, recvbuf, recvcount * (int)n, recvtype);
+		free(tmp);
+		free(stmp);
+		if (served)
+			return MPI_SUCCESS;
+	}
+pmpi:
+	PMPI_COUNT(INCA_COLL_GATHER);
+	return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+		int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	struct impi_span rs, ss;
+	struct inca_comm *ic;
+	int rank = 0;
+
+	/* Block size: the receive side everywhere but an in-place root (send side there). */
+	PMPI_Comm_rank(comm, &rank);
+	int cnt = recvbuf == MPI_IN_PLACE ? sendcount : recvcount;
+	impi_layout(recvbuf == MPI_IN_PLACE ? sendtype : recvtype, cnt, &rs);
+	if (cnt >= 0 && (ic = impi_get(comm))) {
+		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
+		char *r, *rtmp = NULL, *stmp = NULL;
+		const void *s = NULL;
+		if (b * n > IMPI_MAX_BYTES)
+			goto pmpi;
+		if (rank == root) {
+			impi_layout(sendtype, sendcount, &ss);
+			if (ss.contig) {
+				s = (const char *)sendbuf + ss.off;
+			} else {
+				s = stmp = impi_malloc(comm, b * n);
+				impi_pack(comm, sendbuf, sendcount * (int)n, sendtype, stmp, b * n);
+			}
+		}
+		if (recvbuf == MPI_IN_PLACE || !rs.contig)
+			r = rtmp = impi_malloc(comm, b); /* in place: the root's block is discarded */
+		else
+			r = (char *)recvbuf + rs.off;
+		struct inca_coll_args a = impi_args(INCA_COLL_SCATTER, s, r, b, INCA_UINT8, INCA_SUM,
+						    root);
+		int served = impi_run(comm, ic, &a);
+		if (served && rtmp && recvbuf != MPI_IN_PLACE)
+			impi_unpack(comm, rtmp, b, recvbuf, recvcount, recvtype);
+		free(rtmp);
+		free(stmp);
+		if (served)
+			return MPI_SUCCESS;
+	}
+pmpi:
+	PMPI_COUNT(INCA_COLL_SCATTER);
+	return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+		 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+	struct impi_span rs, ss;
+	struct inca_comm *ic;
+
+	impi_layout(recvtype, recvcount, &rs);
+	if (recvcount >= 0 && (ic = impi_get(comm))) {
+		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
+		char *r, *rtmp = NULL, *stmp = NULL;
+		const void *s;
+		if (b * n > IMPI_MAX_BYTES)
+			goto pmpi;
+		r = rs.contig ? (char *)recvbuf + rs.off : (rtmp = impi_malloc(comm, b * n));
+		if (sendbuf == MPI_IN_PLACE) {
+			/* The input is recvbuf (with recvtype): take a copy, libinca has no
+			 * in-place AllToAll. */
+			s = stmp = impi_malloc(comm, b * n);
+			if (rs.contig)
+				memcpy(stmp, r, b * n);
+			else
+				impi_pack(comm, recvbuf, recvcount * (int)n, recvtype, stmp, b * n);
+		} else {
+			impi_layout(sendtype, sendcount, &ss);
+			if (ss.bytes != b)
+				impi_fatal(comm, "MPI_Alltoall (send and receive sizes differ)",
+					   -EINVAL);
+			if (ss.contig) {
+				s = (const char *)sendbuf + ss.off;
+			} else {
+				s = stmp = impi_malloc(comm, b * n);
+				impi_pack(comm, sendbuf, sendcount * (int)n, sendtype, stmp, b * n);
+			}
+		}
+		struct inca_coll_args a = impi_args(INCA_COLL_ALLTOALL, s, r, b, INCA_UINT8, INCA_SUM,
+						    0);
+		int served = impi_run(comm, ic, &a);
+		if (served && rtmp)
+			impi_unpack(comm, rtmp, b * n, recvbuf, recvcount * (int)n, recvtype);
+		free(rtmp);
+		free(stmp);
+		if (served)
+			return MPI_SUCCESS;
+	}
+pmpi:
+	PMPI_COUNT(INCA_COLL_ALLTOALL);
+	return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+	struct inca_comm *ic = impi_get(comm);
+	if (ic) {
+		struct inca_coll_args a = impi_args(INCA_COLL_BARRIER, NULL, NULL, 0, INCA_UINT8,
+						    INCA_SUM, 0);
+		if (impi_run(comm, ic, &a))
+			return MPI_SUCCESS;
+	}
+	PMPI_COUNT(INCA_COLL_BARRIER);
+	return PMPI_Barrier(comm);
+}
