@@ -377,3 +377,56 @@ void check_format(enum inca_dtype dt, const void *buf, size_t index, char *out, 
 	else
 		snprintf(out, cap, "%llu", (unsigned long long)v);
 }
+
+/* ---------------------------------------------------------------- data-movement blocks */
+
+static uint64_t block_base(uint64_t seed, uint64_t iter, int src, int dst)
+{
+	return mix64(seed * 0x2545F4914F6CDD1Dull + iter * 0x9E6C63D0676A9A99ull +
+		     (uint64_t)(src + 1) * 0xD1B54A32D192ED03ull +
+		     (uint64_t)(dst + 2) * 0xAEF17502108EF2D9ull);
+}
+
+void check_fill_block(uint64_t seed, uint64_t iter, int src, int dst, void *buf, size_t bytes)
+{
+	uint64_t base = block_base(seed, iter, src, dst);
+	uint8_t *p = buf;
+	size_t w = bytes / 8;
+	for (size_t i = 0; i < w; i++) {
+		uint64_t v = elem_hash(base, i);
+		memcpy(p + i * 8, &v, 8);
+	}
+	if (bytes % 8) {
+		uint64_t v = elem_hash(base, w);
+		memcpy(p + w * 8, &v, bytes % 8);
+	}
+}
+
+size_t check_verify_block(uint64_t seed, uint64_t iter, int src, int dst, const void *got,
+			  size_t bytes, size_t es)
+{
+	uint64_t base = block_base(seed, iter, src, dst);
+	const uint8_t *g = got;
+	uint8_t exp[VERIFY_BLOCK * 8];
+	size_t wrong = 0;
+	if (!es)
+		es = 1;
+	/* Compare in whole blocks of VERIFY_BLOCK words (a multiple of every element size);
+	 * count wrong elements only where a block differs. */
+	for (size_t off = 0; off < bytes; off += sizeof(exp)) {
+		size_t n = bytes - off < sizeof(exp) ? bytes - off : sizeof(exp);
+		size_t w0 = off / 8, nw = (n + 7) / 8;
+		for (size_t i = 0; i < nw; i++) {
+			uint64_t v = elem_hash(base, w0 + i);
+			memcpy(exp + i * 8, &v, 8);
+		}
+		if (memcmp(exp, g + off, n) == 0)
+			continue;
+		for (size_t e = 0; e < n; e += es) {
+			size_t len = n - e < es ? n - e : es;
+			if (memcmp(exp + e, g + off + e, len) != 0)
+				wrong++;
+		}
+	}
+	return wrong;
+}

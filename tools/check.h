@@ -56,4 +56,14 @@ uint16_t check_double_to_bf16(double d);
 double check_fp16_to_double(uint16_t h);
 double check_bf16_to_double(uint16_t h);
 
+/* ---- Data-movement collectives (issue 4, inca-bench): appended --------------------------
+ * Broadcast, AllGather, AllToAll, Gather and Scatter only move data: every block is named by
+ * (source rank, destination rank or -1 for "every rank") and its bytes derive from
+ * (seed, iter, src, dst, byte index), so any receiver knows what each block must hold. */
+void check_fill_block(uint64_t seed, uint64_t iter, int src, int dst, void *buf, size_t bytes);
+/* Number of wrong elements (es bytes each; a trailing partial element counts as one) of got
+ * against block (src, dst). */
+size_t check_verify_block(uint64_t seed, uint64_t iter, int src, int dst, const void *got,
+			  size_t bytes, size_t es);
+
 #endif

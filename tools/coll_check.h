@@ -1,0 +1,59 @@
+/* tools/coll_check: what inca-bench and bench/ompi-coll-bench share about the nine
+ * collectives: buffer layout per nccl-tests "size", busbw factors, input data and the exact
+ * verification of every rank's output (the #wrong column). No I/O, no communication. */
+#ifndef INCA_TOOLS_COLL_CHECK_H
+#define INCA_TOOLS_COLL_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inca/inca.h"
+
+/* Buffers of one call. size_bytes is nccl-tests' "size": the largest buffer of the call (the
+ * whole vector for AllReduce/Reduce/Bcast, the gathered or scattered total for AllGather,
+ * ReduceScatter, AllToAll, Gather, Scatter); count is inca_coll_args.count. */
+struct cc_layout {
+	size_t count;       /* elements passed as inca_coll_args.count */
+	size_t total_count; /* size_bytes / element size (nccl-tests' count column) */
+	size_t size_bytes;
+	size_t send_bytes, recv_bytes; /* per rank, largest over ranks (root included) */
+};
+
+/* Layout for a requested size; the size is rounded down to a whole number of elements per
+ * rank block. Returns 0, or -EINVAL when not even one element fits (skip the row). Barrier:
+ * always 0 bytes. */
+int cc_layout_for(enum inca_coll coll, uint64_t size_bytes, size_t es, int nranks,
+		  struct cc_layout *out);
+
+/* busbw = algbw * factor, as nccl-tests defines it: AllReduce 2(n-1)/n; AllGather,
+ * ReduceScatter, AllToAll, Gather, Scatter (n-1)/n; Reduce, Bcast 1; Barrier 0. */
+double cc_busbw_factor(enum inca_coll coll, int nranks);
+/* Text of the factor for table headers ("2(n-1)/n"). */
+const char *cc_busbw_text(enum inca_coll coll);
+
+/* 1 for AllReduce, Reduce, ReduceScatter (they take an op). */
+int cc_is_reduction(enum inca_coll coll);
+/* 1 for Reduce, Bcast, Gather, Scatter. */
+int cc_has_root(enum inca_coll coll);
+
+/* One call on one rank. */
+struct cc_call {
+	enum inca_coll coll;
+	enum inca_dtype dt;
+	enum inca_op op;
+	int root, rank, nranks;
+	uint64_t seed, iter; /* vary iter per call so a stale result is caught */
+	struct cc_layout L;
+};
+
+/* Write this rank's inputs into sbuf (Bcast: the root's rbuf) and poison its outputs. */
+void cc_fill(const struct cc_call *c, void *sbuf, void *rbuf);
+/* Wrong elements in this rank's outputs (0 on ranks without output). */
+uint64_t cc_verify(const struct cc_call *c, const void *sbuf, const void *rbuf);
+
+/* Parse "allreduce,bcast" (or "all") into an ordered list of collectives. Returns how many
+ * (<= INCA_COLL_COUNT) or -EINVAL with a message on stderr. */
+int cc_parse_colls(const char *list, enum inca_coll *out);
+
+#endif

@@ -1,0 +1,967 @@
+/* inca-bench: nccl-tests-style tables for all nine collectives — INC, every host algorithm
+ * libinca accepts for the collective, AUTO (with the algorithm it picked) and Open MPI's own
+ * collectives over TCP (bench/ompi-coll-bench under mpirun) — in one run, every result verified
+ * exactly (tools/coll_check). Loopback (own inca-switch) or the netns fabric (--fabric PLAN,
+ * through tools/fabric_bench.sh). Options: inca-bench --help. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "coll_check.h"
+#include "json.h"
+#include "launch.h"
+#include "sweep.h"
+#include "util/util.h"
+
+#ifndef INCA_SOURCE_DIR
+#define INCA_SOURCE_DIR "."
+#endif
+
+enum { DEC_WARM = 1, DEC_TIMED = 2, DEC_STOP = 3 };
+#define ALGO_OMPI 100 /* pseudo algorithm: the Open MPI row */
+#define MAX_COLS 16
+#define MAX_OMPI_ROWS 4096
+
+struct bench_opts {
+	enum inca_coll colls[INCA_COLL_COUNT];
+	int ncolls;
+	struct sweep_pair pairs[SWEEP_MAX_PAIRS];
+	int npairs;
+	int algos[MAX_COLS]; /* enum inca_algo values (INCA_ALGO_AUTO = the auto row), ALGO_OMPI */
+	int nalgos;
+	int iters, warmup, root;
+	double budget_s;
+	uint64_t seed;
+	const char *json_path;
+};
+
+/* One Open MPI row, parsed from ompi-coll-bench's JSON before the ranks fork. */
+struct ompi_row {
+	int coll;
+	size_t size_bytes, count;
+	char type[8], op[8];
+	double time_us, algbw, busbw;
+	uint64_t wrong, errors;
+	int iters;
+	char line[512];
+};
+static struct ompi_row ompi_rows[MAX_OMPI_ROWS];
+static int n_ompi_rows;
+
+struct row_res {
+	double time_us;
+	uint64_t wrong, errors;
+	int iters;
+	enum inca_algo served; /* AUTO: the algorithm that served most timed calls */
+	enum inca_algo chosen_before; /* AUTO: inca_coll_choose before the row */
+	enum inca_algo chosen;        /* ... and after it (the library's tuner may have learnt) */
+};
+
+struct bench_shared {
+	volatile int decide[4];
+	volatile int valid[4];
+	double time_sum_s[LAUNCH_MAX_RANKS];
+	uint64_t wrong[LAUNCH_MAX_RANKS], errors[LAUNCH_MAX_RANKS];
+	int iters;
+	/* totals, written by rank 0 */
+	uint64_t rows, wrong_total, errors_total, ompi_wrong, ompi_errors, ompi_rows_shown;
+};
+
+struct bench_job {
+	struct bench_opts o;
+	struct bench_shared *sh;
+	int nranks;
+};
+
+static const char *algo_label(int a)
+{
+	if (a == ALGO_OMPI)
+		return "ompi";
+	if (a == INCA_ALGO_INC)
+		return "INC";
+	return inca_algo_name((enum inca_algo)a);
+}
+
+static int sync_barrier(struct inca_comm *comm)
+{
+	int rc = inca_coll(comm, &(struct inca_coll_args){ .coll = INCA_COLL_BARRIER,
+							   .algo = INCA_ALGO_RING });
+	if (rc)
+		fprintf(stderr, "[rank %d] barrier failed: %s\n", inca_comm_rank(comm),
+			inca_strerror(rc));
+	return rc;
+}
+
+/* The algorithm that served most calls between two snapshots. sync_ring: ring barriers of
+ * our own (sync_barrier) counted in between, left out when measuring the Barrier itself. */
+static enum inca_algo most_served(const struct inca_coll_counts *a,
+				  const struct inca_coll_counts *b, enum inca_coll coll,
+				  uint64_t sync_ring)
+{
+	enum inca_algo best = INCA_ALGO_AUTO;
+	uint64_t most = 0;
+	for (int k = 1; k < INCA_ALGO_COUNT; k++) {
+		uint64_t d = b->calls[coll][k] - a->calls[coll][k];
+		if (coll == INCA_COLL_BARRIER && k == INCA_ALGO_RING)
+			d = d > sync_ring ? d - sync_ring : 0;
+		if (d > most) {
+			most = d;
+			best = (enum inca_algo)k;
+		}
+	}
+	return best;
+}
+
+/* One row for one algorithm (same loop as tools/sweep.c: rank 0 decides warmup / timed /
+ * stop, publishes it in shared memory before a barrier). Returns 0 or -1 (barrier broken). */
+static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *c,
+		   enum inca_algo algo, uint8_t *sbuf, uint8_t *rbuf, uint64_t *iter_id,
+		   struct row_res *res)
+{
+	const struct bench_opts *o = &j->o;
+	struct bench_shared *sh = j->sh;
+	int rank = c->rank, n = c->nranks;
+	int phase = DEC_WARM, warm = 0, timed = 0;
+	uint64_t phase_start = util_now_ns(), budget_ns = (uint64_t)(o->budget_s * 1e9);
+	uint64_t wrong = 0, errors = 0;
+	double tsum = 0;
+	struct inca_coll_counts before, after;
+	memset(&before, 0, sizeof(before));
+	memset(&after, 0, sizeof(after));
+	memset(res, 0, sizeof(*res));
+	size_t arg_bytes = c->L.count * inca_dtype_size(c->dt);
+	res->chosen_before = inca_coll_choose(comm, c->coll, arg_bytes);
+	struct inca_coll_args args = {
+		.coll = c->coll, .sendbuf = sbuf, .recvbuf = rbuf, .count = c->L.count,
+		.dt = c->dt, .op = c->op, .root = c->root, .algo = algo,
+	};
+	for (unsigned step = 0;; step++) {
+		if (rank == 0) {
+			uint64_t el = util_now_ns() - phase_start;
+			int d = phase;
+			if (phase == DEC_WARM &&
+			    (warm >= o->warmup || (budget_ns && warm && el > budget_ns / 4))) {
+				d = DEC_TIMED;
+				phase_start = util_now_ns();
+			}
+			if (d == DEC_TIMED && timed >= 1 &&
+			    (timed >= o->iters || (budget_ns && util_now_ns() - phase_start > budget_ns)))
+				d = DEC_STOP;
+			if (d == DEC_TIMED && o->iters <= 0)
+				d = DEC_STOP;
+			sh->decide[step & 3] = d;
+		}
+		c->iter = ++*iter_id;
+		cc_fill(c, sbuf, rbuf);
+		if (sync_barrier(comm))
+			return -1;
+		__sync_synchronize();
+		int d = sh->decide[step & 3];
+		if (d == DEC_STOP)
+			break;
+		if (d == DEC_TIMED && phase == DEC_WARM)
+			inca_comm_get_coll_counts(comm, &before);
+		phase = d;
+		uint64_t t0 = util_now_ns();
+		int rc = inca_coll(comm, &args);
+		uint64_t t1 = util_now_ns();
+		if (rc) {
+			if (!errors)
+				fprintf(stderr, "[rank %d] %s %s %zu x %s: %s (%d)\n", rank,
+					algo_label(algo), inca_coll_name(c->coll), c->L.count,
+					inca_dtype_name(c->dt), inca_strerror(rc), rc);
+			errors++;
+		} else {
+			uint64_t w = cc_verify(c, sbuf, rbuf);
+			if (w && !wrong)
+				fprintf(stderr, "[rank %d] %s %s %zu x %s %s iter %llu: %llu wrong "
+						"elements\n", rank, algo_label(algo),
+					inca_coll_name(c->coll), c->L.count, inca_dtype_name(c->dt),
+					inca_op_name(c->op), (unsigned long long)c->iter,
+					(unsigned long long)w);
+			wrong += w;
+		}
+		if (phase == DEC_WARM) {
+			warm++;
+		} else {
+			timed++;
+			tsum += (double)(t1 - t0) * 1e-9;
+		}
+	}
+	inca_comm_get_coll_counts(comm, &after);
+	/* one sync barrier follows each timed call before `after` is taken */
+	res->served = most_served(&before, &after, c->coll, (uint64_t)timed);
+	res->chosen = inca_coll_choose(comm, c->coll, arg_bytes);
+	sh->time_sum_s[rank] = tsum;
+	sh->wrong[rank] = wrong;
+	sh->errors[rank] = errors;
+	if (rank == 0)
+		sh->iters = timed;
+	__sync_synchronize();
+	if (sync_barrier(comm))
+		return -1;
+	if (rank == 0) {
+		res->iters = sh->iters;
+		double mean = 0;
+		for (int r = 0; r < n; r++) {
+			res->wrong += sh->wrong[r];
+			res->errors += sh->errors[r];
+			if (sh->iters)
+				mean += sh->time_sum_s[r] / sh->iters;
+		}
+		res->time_us = mean / n * 1e6;
+	} else {
+		res->wrong = wrong;
+		res->errors = errors;
+	}
+	/* rank 0 reads the other ranks' slots above: keep them until it is done */
+	if (sync_barrier(comm))
+		return -1;
+	return 0;
+}
+
+static void print_header(enum inca_coll coll, int n)
+{
+	printf("#\n# %s, %d ranks (busbw = algbw * %s)\n", inca_coll_name(coll), n,
+	       cc_busbw_text(coll));
+	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s\n", "size", "count", "type",
+	       "redop", "root", "algo", "time", "algbw", "busbw", "#wrong");
+	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "",
+	       "", "", "(us)", "(GB/s)", "(GB/s)", "");
+	fflush(stdout);
+}
+
+static void print_line(const struct cc_call *c, const char *algo, double time_us, uint64_t wrong,
+		       uint64_t errors, int iters)
+{
+	char sz[16], rt[8];
+	const char *op = cc_is_reduction(c->coll) ? inca_op_name(c->op) : "none";
+	snprintf(rt, sizeof(rt), "%d", c->root);
+	snprintf(sz, sizeof(sz), "%zu", c->L.size_bytes);
+	printf("  %10s %12zu %6s %6s %4s  %-24s ", sz, c->L.total_count, inca_dtype_name(c->dt), op,
+	       cc_has_root(c->coll) ? rt : "-", algo);
+	if (errors || !iters) {
+		printf("%10s %8s %8s %7llu\n", "ERR", "-", "-", (unsigned long long)wrong);
+	} else {
+		double algbw = time_us > 0 ? (double)c->L.size_bytes / (time_us * 1e-6) / 1e9 : 0;
+		printf("%10.1f %8.3f %8.3f %7llu\n", time_us, algbw,
+		       algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)wrong);
+	}
+	fflush(stdout);
+}
+
+static void json_row(const struct bench_job *j, const struct cc_call *c, int algo,
+		     const struct row_res *r)
+{
+	if (!j->o.json_path)
+		return;
+	FILE *f = fopen(j->o.json_path, "a");
+	if (!f)
+		return;
+	double algbw = r->time_us > 0 ? (double)c->L.size_bytes / (r->time_us * 1e-6) / 1e9 : 0;
+	fprintf(f, "{\"tool\":\"inca-bench\",\"algo\":\"%s\",\"coll\":\"%s\",\"ranks\":%d,"
+		   "\"size_bytes\":%zu,\"count\":%zu,\"type\":\"%s\",\"op\":\"%s\",\"root\":%d,"
+		   "\"time_us\":%.3f,\"algbw_gbps\":%.6f,\"busbw_gbps\":%.6f,\"wrong\":%llu,"
+		   "\"errors\":%llu,\"iters\":%d",
+		algo == INCA_ALGO_AUTO ? "auto" : inca_algo_name((enum inca_algo)algo),
+		inca_coll_name(c->coll), c->nranks, c->L.size_bytes, c->L.total_count,
+		inca_dtype_name(c->dt), cc_is_reduction(c->coll) ? inca_op_name(c->op) : "none",
+		cc_has_root(c->coll) ? c->root : -1, r->time_us, algbw,
+		algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)r->wrong,
+		(unsigned long long)r->errors, r->iters);
+	if (algo == INCA_ALGO_AUTO)
+		fprintf(f, ",\"auto_choose\":\"%s\",\"auto_choose_before\":\"%s\","
+			   "\"auto_served\":\"%s\"", inca_algo_name(r->chosen),
+			inca_algo_name(r->chosen_before), inca_algo_name(r->served));
+	fprintf(f, "}\n");
+	fclose(f);
+}
+
+/* Rank 0: the Open MPI row matching this call, printed and copied to the JSON file. */
+static void ompi_print(struct bench_job *j, const struct cc_call *c)
+{
+	const char *op = cc_is_reduction(c->coll) ? inca_op_name(c->op) : "none";
+	for (int i = 0; i < n_ompi_rows; i++) {
+		const struct ompi_row *r = &ompi_rows[i];
+		if (r->coll != (int)c->coll || r->size_bytes != c->L.size_bytes ||
+		    strcmp(r->type, inca_dtype_name(c->dt)) || strcmp(r->op, op))
+			continue;
+		print_line(c, "ompi (TCP)", r->time_us, r->wrong, r->errors, r->iters);
+		j->sh->ompi_wrong += r->wrong;
+		j->sh->ompi_errors += r->errors + (r->iters ? 0 : 1);
+		j->sh->ompi_rows_shown++;
+		if (j->o.json_path) {
+			FILE *f = fopen(j->o.json_path, "a");
+			if (f) {
+				fprintf(f, "%s\n", r->line);
+				fclose(f);
+			}
+		}
+		return;
+	}
+}
+
+static int bench_rank_main(struct inca_comm *comm, void *arg)
+{
+	struct bench_job *j = arg;
+	const struct bench_opts *o = &j->o;
+	int rank = inca_comm_rank(comm), n = inca_comm_size(comm);
+	uint64_t maxb = 64;
+	for (int p = 0; p < o->npairs; p++)
+		if (o->pairs[p].max_bytes > maxb)
+			maxb = o->pairs[p].max_bytes;
+	maxb = (maxb + 63) & ~63ull;
+	uint8_t *sbuf = NULL, *rbuf = NULL;
+	if (posix_memalign((void **)&sbuf, 64, maxb) || posix_memalign((void **)&rbuf, 64, maxb)) {
+		fprintf(stderr, "[rank %d] out of memory\n", rank);
+		free(sbuf);
+		return 4;
+	}
+	bool tty = rank == 0 && isatty(2);
+	uint64_t iter_id = 0, bad = 0;
+	int rc = 0;
+	unsigned vstep = 0;
+	for (int k = 0; k < o->ncolls && !rc; k++) {
+		enum inca_coll coll = o->colls[k];
+		if (rank == 0)
+			print_header(coll, n);
+		for (int p = 0; p < o->npairs && !rc; p++) {
+			const struct sweep_pair *pr = &o->pairs[p];
+			size_t es = inca_dtype_size(pr->dt);
+			if (coll == INCA_COLL_BARRIER && p > 0)
+				break;
+			for (uint64_t b = pr->min_bytes; b <= pr->max_bytes && !rc; b *= pr->factor) {
+				struct cc_call c = { .coll = coll, .dt = pr->dt, .op = pr->op,
+						     .root = o->root, .rank = rank, .nranks = n,
+						     .seed = o->seed };
+				bool last = coll == INCA_COLL_BARRIER || b == 0;
+				if (cc_layout_for(coll, b, es, n, &c.L)) {
+					if (last)
+						break;
+					continue; /* smaller than one element per rank */
+				}
+				for (int a = 0; a < o->nalgos && !rc; a++) {
+					int algo = o->algos[a];
+					if (algo == ALGO_OMPI) {
+						if (rank == 0)
+							ompi_print(j, &c);
+						continue;
+					}
+					/* Rank 0's answer for everyone (the AM may flip INC on one
+					 * rank's view first). */
+					if (rank == 0)
+						j->sh->valid[vstep & 3] = inca_coll_algo_valid(
+							comm, coll, (enum inca_algo)algo);
+					if (sync_barrier(comm)) {
+						rc = 3;
+						break;
+					}
+					__sync_synchronize();
+					int ok = j->sh->valid[vstep++ & 3];
+					if (!ok)
+						continue;
+					if (tty && b >= (4u << 20))
+						fprintf(stderr, "\r# running %s %llu B %s ...\033[K",
+							inca_coll_name(coll), (unsigned long long)b,
+							algo_label(algo));
+					struct row_res res;
+					if (run_row(comm, j, &c, (enum inca_algo)algo, sbuf, rbuf,
+						    &iter_id, &res)) {
+						rc = 3;
+						break;
+					}
+					if (tty && b >= (4u << 20))
+						fprintf(stderr, "\r\033[K");
+					bad += res.wrong + res.errors;
+					if (rank != 0)
+						continue;
+					char label[40];
+					if (algo == INCA_ALGO_AUTO && res.served != res.chosen &&
+					    res.served != INCA_ALGO_AUTO)
+						snprintf(label, sizeof(label), "auto->%s (ran %s)",
+							 algo_label(res.chosen),
+							 algo_label(res.served));
+					else if (algo == INCA_ALGO_AUTO)
+						snprintf(label, sizeof(label), "auto->%s",
+							 algo_label(res.chosen));
+					else
+						snprintf(label, sizeof(label), "%s", algo_label(algo));
+					print_line(&c, label, res.time_us, res.wrong, res.errors,
+						   res.iters);
+					json_row(j, &c, algo, &res);
+					j->sh->rows++;
+					j->sh->wrong_total += res.wrong;
+					j->sh->errors_total += res.errors + (res.iters ? 0 : 1);
+				}
+				if (last)
+					break;
+			}
+		}
+	}
+	free(sbuf);
+	free(rbuf);
+	if (rc)
+		return rc;
+	return bad ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------- Open MPI baseline */
+
+static bool is_exec(const char *p)
+{
+	return access(p, X_OK) == 0;
+}
+
+static int find_in_path(const char *name, char *out, size_t cap)
+{
+	if (strchr(name, '/')) {
+		snprintf(out, cap, "%s", name);
+		return is_exec(out) ? 0 : -ENOENT;
+	}
+	const char *path = getenv("PATH");
+	while (path && *path) {
+		size_t len = strcspn(path, ":");
+		snprintf(out, cap, "%.*s/%s", (int)len, path, name);
+		if (len && is_exec(out))
+			return 0;
+		path += len;
+		if (*path == ':')
+			path++;
+	}
+	return -ENOENT;
+}
+
+/* ompi-coll-bench: $INCA_OMPI_BENCH, else next to this executable's build tree. */
+static int find_ompi_bench(char *out, size_t cap)
+{
+	const char *env = getenv("INCA_OMPI_BENCH");
+	if (env && *env) {
+		snprintf(out, cap, "%s", env);
+		return is_exec(out) ? 0 : -ENOENT;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 64);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			static const char *const rel[] = { "/../bench/ompi-coll-bench",
+							   "/ompi-coll-bench" };
+			for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+				int k = snprintf(out, cap, "%s%s", exe, rel[i]);
+				if (k > 0 && (size_t)k < cap && is_exec(out))
+					return 0;
+			}
+		}
+	}
+	return find_in_path("ompi-coll-bench", out, cap);
+}
+
+static int parse_ompi_rows(const char *path)
+{
+	char *text = json_read_file(path, NULL);
+	if (!text)
+		return -errno;
+	char *save = NULL;
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct json *jr = json_parse(line, NULL);
+		if (!jr)
+			continue;
+		const struct json *cn = json_get(jr, "coll"), *ty = json_get(jr, "type"),
+				  *op = json_get(jr, "op");
+		if (n_ompi_rows < MAX_OMPI_ROWS && cn && cn->str && ty && ty->str && op && op->str) {
+			struct ompi_row *r = &ompi_rows[n_ompi_rows];
+			r->coll = -1;
+			for (int k = 0; k < INCA_COLL_COUNT; k++)
+				if (!strcmp(cn->str, inca_coll_name((enum inca_coll)k)))
+					r->coll = k;
+			r->size_bytes = (size_t)json_num(json_get(jr, "size_bytes"), 0);
+			r->count = (size_t)json_num(json_get(jr, "count"), 0);
+			snprintf(r->type, sizeof(r->type), "%s", ty->str);
+			snprintf(r->op, sizeof(r->op), "%s", op->str);
+			r->time_us = json_num(json_get(jr, "time_us"), 0);
+			r->algbw = json_num(json_get(jr, "algbw_gbps"), 0);
+			r->busbw = json_num(json_get(jr, "busbw_gbps"), 0);
+			r->wrong = (uint64_t)json_num(json_get(jr, "wrong"), 0);
+			r->errors = (uint64_t)json_num(json_get(jr, "errors"), 0);
+			r->iters = (int)json_num(json_get(jr, "iters"), 0);
+			snprintf(r->line, sizeof(r->line), "%s", line);
+			n_ompi_rows++;
+		}
+		json_free(jr);
+	}
+	free(text);
+	return n_ompi_rows;
+}
+
+struct ompi_cfg {
+	const char *mpirun;      /* NULL: mpirun.openmpi in $PATH */
+	const char *bench;       /* NULL: find_ompi_bench */
+	const char *types_arg;   /* the -t string as given */
+	const char *colls_arg;
+	uint64_t minb, maxb, factor;
+	unsigned timeout_s;
+};
+
+/* Run ompi-coll-bench under mpirun (Open MPI over TCP on loopback) and load its rows.
+ * Returns the number of rows, -ENOENT when Open MPI or the program is missing (skip), or
+ * another negative value when the run failed (message printed). */
+static int run_ompi(const struct ompi_cfg *oc, const struct bench_opts *o, int nranks)
+{
+	char mpirun[PATH_MAX], bench[PATH_MAX];
+	if (find_in_path(oc->mpirun ? oc->mpirun : "mpirun.openmpi", mpirun, sizeof(mpirun))) {
+		printf("# ompi   : skipped (%s not found)\n", oc->mpirun ? oc->mpirun : "mpirun.openmpi");
+		return -ENOENT;
+	}
+	if (oc->bench ? (snprintf(bench, sizeof(bench), "%s", oc->bench), !is_exec(bench))
+		      : find_ompi_bench(bench, sizeof(bench)) != 0) {
+		printf("# ompi   : skipped (ompi-coll-bench not built: needs Open MPI's ompi-c)\n");
+		return -ENOENT;
+	}
+	char dir[] = "/tmp/inca-bench-XXXXXX";
+	if (!mkdtemp(dir))
+		return -errno;
+	char out[300], log[300];
+	snprintf(out, sizeof(out), "%s/ompi.jsonl", dir);
+	snprintf(log, sizeof(log), "%s/mpirun.log", dir);
+	char np[16], b[32], e[32], f[32], w[16], it[16], bud[32], root[16], seed[32];
+	snprintf(np, sizeof(np), "%d", nranks);
+	snprintf(b, sizeof(b), "%llu", (unsigned long long)oc->minb);
+	snprintf(e, sizeof(e), "%llu", (unsigned long long)oc->maxb);
+	snprintf(f, sizeof(f), "%llu", (unsigned long long)oc->factor);
+	snprintf(w, sizeof(w), "%d", o->warmup);
+	snprintf(it, sizeof(it), "%d", o->iters);
+	snprintf(bud, sizeof(bud), "%g", o->budget_s);
+	snprintf(root, sizeof(root), "%d", o->root);
+	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->seed);
+	const char *argv[64];
+	int ac = 0;
+	argv[ac++] = mpirun;
+	argv[ac++] = "-np";
+	argv[ac++] = np;
+	argv[ac++] = "--oversubscribe";
+	if (geteuid() == 0)
+		argv[ac++] = "--allow-run-as-root";
+	/* Open MPI over TCP: the ob1 PML with only the tcp (and self) BTL, on loopback. */
+	static const char *const mca[] = { "btl", "tcp,self", "pml", "ob1",
+					   "btl_tcp_if_include", "lo", "oob_tcp_if_include", "lo" };
+	for (size_t i = 0; i < sizeof(mca) / sizeof(mca[0]); i += 2) {
+		argv[ac++] = "--mca";
+		argv[ac++] = mca[i];
+		argv[ac++] = mca[i + 1];
+	}
+	argv[ac++] = "--bind-to";
+	argv[ac++] = "none";
+	argv[ac++] = bench;
+	const char *flags[][2] = { { "-b", b }, { "-e", e }, { "-f", f },
+				   { "-c", oc->colls_arg }, { "-t", oc->types_arg }, { "-w", w },
+				   { "-i", it }, { "--budget", bud }, { "--root", root },
+				   { "--seed", seed }, { "--json", out } };
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		argv[ac++] = flags[i][0];
+		argv[ac++] = flags[i][1];
+	}
+	argv[ac] = NULL;
+	printf("# ompi   : %s -np %s --oversubscribe%s --mca btl tcp,self --mca pml ob1 --mca "
+	       "btl_tcp_if_include lo ... %s\n", mpirun, np,
+	       geteuid() == 0 ? " --allow-run-as-root" : "", bench);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0);
+		/* Sanitizer builds: Open MPI's runtime leaves allocations behind at exit (hwloc,
+		 * MCA strings) that LeakSanitizer would turn into a failed rank; they are not
+		 * ours. Same default as tools/inca-mpirun. */
+		const char *asan = getenv("ASAN_OPTIONS");
+		if (!asan || !strstr(asan, "detect_leaks")) {
+			char buf[512];
+			snprintf(buf, sizeof(buf), "%s%sdetect_leaks=0", asan ? asan : "",
+				 asan && *asan ? ":" : "");
+			setenv("ASAN_OPTIONS", buf, 1);
+		}
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(mpirun, (char *const *)argv);
+		_exit(127);
+	}
+	int st = 0, rc = 0;
+	if (pid < 0) {
+		rc = -errno;
+	} else {
+		uint64_t deadline = util_now_ns() + (uint64_t)oc->timeout_s * 1000000000ull;
+		for (;;) {
+			pid_t w_ = waitpid(pid, &st, WNOHANG);
+			if (w_ == pid)
+				break;
+			if (w_ < 0) {
+				rc = -errno;
+				break;
+			}
+			if (util_now_ns() > deadline) {
+				kill(-pid, SIGKILL);
+				waitpid(pid, &st, 0);
+				rc = -ETIMEDOUT;
+				break;
+			}
+			usleep(20000);
+		}
+	}
+	if (!rc && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		rc = -EIO;
+	if (!rc)
+		rc = parse_ompi_rows(out);
+	if (rc < 0) {
+		printf("# ompi   : FAILED (%s, exit status %d); mpirun output:\n",
+		       rc == -ETIMEDOUT ? "timed out" : "mpirun failed",
+		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		char *t = json_read_file(log, NULL);
+		if (t) {
+			size_t l = strlen(t);
+			printf("%s\n", l > 3000 ? t + l - 3000 : t);
+			free(t);
+		}
+		if (rc == -ENOENT)
+			rc = -EIO; /* not a "missing" skip: the run itself failed */
+	}
+	unlink(out);
+	unlink(log);
+	rmdir(dir);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- command line */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: inca-bench [options]\n"
+		"  -n, --ranks N          rank processes (default 4)\n"
+		"  -b, --minbytes N       smallest size (default 4; K/M/G suffixes). Sizes are\n"
+		"                         nccl-tests' \"size\": the largest buffer of the call\n"
+		"  -e, --maxbytes N       largest size (default 1M)\n"
+		"  -f, --stepfactor F     size multiplier between rows (default 4)\n"
+		"  -c, --colls LIST       collectives: allreduce,reduce,bcast,allgather,\n"
+		"                         reducescatter,alltoall,gather,scatter,barrier or all (default)\n"
+		"  -a, --algos LIST       inc, ring, recdbl, rabenseifner, binomial, bruck, pairwise,\n"
+		"                         linear, host (every host algorithm), auto, ompi, all\n"
+		"                         (default all = inc,host,auto,ompi). An algorithm that does not\n"
+		"                         apply to a collective (inca_coll_algo_valid) is left out\n"
+		"  -t, --types LIST       type:op pairs (default fp32:sum); a pair may carry its own\n"
+		"                         range: int32:max@4-64K/16. Data-movement collectives use the\n"
+		"                         type only\n"
+		"  -w, --warmup N         warmup iterations per row, at most (default 5)\n"
+		"  -i, --iters N          timed iterations per row, at most (default 20)\n"
+		"      --budget S         wall-time bound of one row's timed part (default 0.5 s)\n"
+		"      --root R           root of reduce, bcast, gather, scatter (default 0)\n"
+		"      --json FILE        one JSON line per row (INCA and Open MPI rows)\n"
+		"      --plot PNG         algbw vs size per collective (tools/plot_coll.py;\n"
+		"                         /usr/bin/python3 + matplotlib; skipped if missing)\n"
+		"      --mpirun PATH      Open MPI launcher (default mpirun.openmpi)\n"
+		"      --ompi-bench PATH  the MPI program (default: $INCA_OMPI_BENCH, build tree)\n"
+		"      --fabric PLAN      ranks in the network namespaces of a fabric plan\n"
+		"                         (tools/fabric_bench.sh); no Open MPI rows there\n"
+		"      --link-rate BPS    host link rate (from the fabric harness; shown only)\n"
+		"      --switch PATH      inca-switch binary; --addr-index K loopback block (default 43)\n"
+		"      --rto-us N         clients' minimum retransmission timeout\n"
+		"      --seed S           data seed (default 1)\n"
+		"  -v, --verbose          libinca warnings on stderr\n"
+		"Every result is verified on every rank against an exact reference (#wrong). Auto rows\n"
+		"show inca_coll_choose's pick for the size after the row, and \"(ran X)\" when the\n"
+		"timed AUTO calls were served by another algorithm (the library's tuner exploring).\n"
+		"Exit 0 only if every row is right.\n");
+}
+
+static int parse_algos(const char *list, int *out)
+{
+	char buf[256];
+	int n = 0;
+	snprintf(buf, sizeof(buf), "%s", list);
+	char *save = NULL;
+	bool want[INCA_ALGO_COUNT] = { false }, ompi = false;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "all")) {
+			for (int a = 0; a < INCA_ALGO_COUNT; a++)
+				want[a] = true;
+			ompi = true;
+		} else if (!strcmp(t, "host")) {
+			for (int a = INCA_ALGO_RING; a < INCA_ALGO_COUNT; a++)
+				want[a] = true;
+		} else if (!strcmp(t, "ompi") || !strcmp(t, "mpi")) {
+			ompi = true;
+		} else if (!strcasecmp(t, "inc")) {
+			want[INCA_ALGO_INC] = true;
+		} else {
+			int a = inca_algo_parse(t);
+			if (a < 0) {
+				fprintf(stderr, "inca-bench: unknown algorithm '%s'\n", t);
+				return -EINVAL;
+			}
+			want[a] = true;
+		}
+	}
+	/* Fixed order: INC, host algorithms, auto, ompi. */
+	for (int a = 1; a < INCA_ALGO_COUNT; a++)
+		if (want[a])
+			out[n++] = a;
+	if (want[INCA_ALGO_AUTO])
+		out[n++] = INCA_ALGO_AUTO;
+	if (ompi)
+		out[n++] = ALGO_OMPI;
+	return n ? n : -EINVAL;
+}
+
+static int run_plot(const char *json_path, const char *png)
+{
+	const char *py = "/usr/bin/python3";
+	char script[512];
+	snprintf(script, sizeof(script), "%s/tools/plot_coll.py", INCA_SOURCE_DIR);
+	if (!json_path) {
+		fprintf(stderr, "inca-bench: --plot needs --json\n");
+		return -EINVAL;
+	}
+	if (access(py, X_OK) || access(script, R_OK)) {
+		printf("# plot: skipped (%s or %s missing)\n", py, script);
+		return 0;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(py, py, script, json_path, png, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return -errno;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		printf("# plot: %s\n", png);
+	else
+		printf("# plot: not written (plot_coll.py exit status %d)\n",
+		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	return 0;
+}
+
+enum { OPT_BUDGET = 1000, OPT_ROOT, OPT_JSON, OPT_PLOT, OPT_MPIRUN, OPT_OMPIBENCH, OPT_FABRIC,
+       OPT_LINK, OPT_SWITCH, OPT_ADDR, OPT_RTO, OPT_SEED };
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "ranks", required_argument, 0, 'n' },     { "minbytes", required_argument, 0, 'b' },
+		{ "maxbytes", required_argument, 0, 'e' },  { "stepfactor", required_argument, 0, 'f' },
+		{ "colls", required_argument, 0, 'c' },     { "algos", required_argument, 0, 'a' },
+		{ "types", required_argument, 0, 't' },     { "warmup", required_argument, 0, 'w' },
+		{ "iters", required_argument, 0, 'i' },     { "verbose", no_argument, 0, 'v' },
+		{ "help", no_argument, 0, 'h' },            { "budget", required_argument, 0, OPT_BUDGET },
+		{ "root", required_argument, 0, OPT_ROOT }, { "json", required_argument, 0, OPT_JSON },
+		{ "plot", required_argument, 0, OPT_PLOT },
+		{ "mpirun", required_argument, 0, OPT_MPIRUN },
+		{ "ompi-bench", required_argument, 0, OPT_OMPIBENCH },
+		{ "fabric", required_argument, 0, OPT_FABRIC },
+		{ "link-rate", required_argument, 0, OPT_LINK },
+		{ "switch", required_argument, 0, OPT_SWITCH },
+		{ "addr-index", required_argument, 0, OPT_ADDR },
+		{ "rto-us", required_argument, 0, OPT_RTO },
+		{ "seed", required_argument, 0, OPT_SEED },
+		{ 0, 0, 0, 0 },
+	};
+	static struct bench_job job;
+	static struct launch_plan plan;
+	struct bench_opts *o = &job.o;
+	struct launch_cfg cfg;
+	launch_cfg_defaults(&cfg);
+	cfg.job_timeout_s = 900;
+	cfg.addr_index = 43;
+	uint64_t minb = 4, maxb = 1u << 20, factor = 4;
+	const char *colls = "all", *algos = "all", *types = "fp32:sum", *plot = NULL;
+	const char *fabric = NULL;
+	double link_bps = 0;
+	struct ompi_cfg oc = { 0 };
+	bool verbose = false;
+	o->iters = 20;
+	o->warmup = 5;
+	o->budget_s = 0.5;
+	o->seed = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "n:b:e:f:c:a:t:w:i:vh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': cfg.nranks = atoi(optarg); break;
+		case 'b':
+			if (launch_parse_bytes(optarg, &minb))
+				goto bad;
+			break;
+		case 'e':
+			if (launch_parse_bytes(optarg, &maxb))
+				goto bad;
+			break;
+		case 'f': factor = strtoull(optarg, NULL, 10); break;
+		case 'c': colls = optarg; break;
+		case 'a': algos = optarg; break;
+		case 't': types = optarg; break;
+		case 'w': o->warmup = atoi(optarg); break;
+		case 'i': o->iters = atoi(optarg); break;
+		case 'v': verbose = true; break;
+		case 'h': usage(stdout); return 0;
+		case OPT_BUDGET: o->budget_s = atof(optarg); break;
+		case OPT_ROOT: o->root = atoi(optarg); break;
+		case OPT_JSON: o->json_path = optarg; break;
+		case OPT_PLOT: plot = optarg; break;
+		case OPT_MPIRUN: oc.mpirun = optarg; break;
+		case OPT_OMPIBENCH: oc.bench = optarg; break;
+		case OPT_FABRIC: fabric = optarg; break;
+		case OPT_LINK: link_bps = atof(optarg); break;
+		case OPT_SWITCH: cfg.switch_path = optarg; break;
+		case OPT_ADDR: cfg.addr_index = (unsigned)atoi(optarg); break;
+		case OPT_RTO: cfg.rto_us = (uint32_t)atoi(optarg); break;
+		case OPT_SEED: o->seed = strtoull(optarg, NULL, 0); break;
+		default: goto bad;
+		}
+	}
+	if (fabric) {
+		if (launch_plan_load(fabric, &plan))
+			return 2;
+		launch_plan_apply(&plan, &cfg);
+		if (!cfg.rto_us)
+			cfg.rto_us = 50000; /* as inca-fabric-demo: queues on rate-limited hops */
+	}
+	o->ncolls = cc_parse_colls(colls, o->colls);
+	o->nalgos = parse_algos(algos, o->algos);
+	o->npairs = sweep_parse_pairs(types, minb, maxb, factor, o->pairs, SWEEP_MAX_PAIRS);
+	if (optind != argc || o->ncolls <= 0 || o->nalgos <= 0 || o->npairs <= 0 ||
+	    cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS || o->iters < 1 || o->warmup < 0 ||
+	    factor < 2 || minb > maxb || o->root < 0 || o->root >= cfg.nranks ||
+	    cfg.addr_index > 255)
+		goto bad;
+	bool want_inc = false, want_ompi = false;
+	for (int a = 0; a < o->nalgos; a++) {
+		want_inc |= o->algos[a] == INCA_ALGO_INC || o->algos[a] == INCA_ALGO_AUTO;
+		want_ompi |= o->algos[a] == ALGO_OMPI;
+	}
+	if (o->json_path) {
+		FILE *f = fopen(o->json_path, "w");
+		if (!f) {
+			fprintf(stderr, "inca-bench: %s: %s\n", o->json_path, strerror(errno));
+			return 2;
+		}
+		fclose(f);
+	}
+	job.sh = launch_shm_alloc(sizeof(*job.sh));
+	if (!job.sh)
+		return 2;
+	job.nranks = cfg.nranks;
+	cfg.seed = o->seed;
+	cfg.no_switch = !want_inc && !fabric;
+	cfg.log_level = verbose ? 1 : 0;
+	uint64_t t_start = util_now_ns();
+	int fail = 0;
+
+	printf("# inca-bench: %d collectives, %d ranks, %s; every result verified exactly\n",
+	       o->ncolls, cfg.nranks, fabric ? "netns fabric" : "loopback");
+	if (fabric) {
+		printf("# fabric : %s (%s), ranks %s .. %s in %s .. %s%s\n", plan.name,
+		       plan.desc[0] ? plan.desc : fabric, plan.ranks[0].ip,
+		       plan.ranks[cfg.nranks - 1].ip, plan.ranks[0].netns,
+		       plan.ranks[cfg.nranks - 1].netns, plan.am_addr[0] ? ", trees from the AM" : "");
+		if (link_bps > 0)
+			printf("# links  : hosts at %.0f Mbit/s\n", link_bps / 1e6);
+	}
+	printf("# rows   : up to %d timed + %d warmup iterations (%.2f s budget per row), "
+	       "out-of-place, root %d; time = mean over ranks of the per-call time; algbw = "
+	       "size/time\n", o->iters, o->warmup, o->budget_s, o->root);
+
+	/* Open MPI first (alone on the CPUs), its rows are printed next to INCA's. */
+	int ompi_rc = 0;
+	if (want_ompi && fabric) {
+		printf("# ompi   : skipped in the fabric (mpirun cannot place ranks in the host "
+		       "namespaces yet; see bench/README.md)\n");
+		ompi_rc = -ENOENT;
+	} else if (want_ompi) {
+		oc.types_arg = types;
+		oc.colls_arg = colls;
+		oc.minb = minb;
+		oc.maxb = maxb;
+		oc.factor = factor;
+		oc.timeout_s = 600;
+		ompi_rc = run_ompi(&oc, o, cfg.nranks);
+		if (ompi_rc >= 0)
+			printf("# ompi   : %d rows (Open MPI %s collectives over TCP, same sizes, "
+			       "data and checks)\n", ompi_rc, "tuned");
+		else if (ompi_rc != -ENOENT)
+			fail++;
+	}
+
+	struct launch_addrs a;
+	struct launch_switch sw;
+	bool own_switch = want_inc && !fabric;
+	if (fabric) {
+		launch_addrs_init(&a, 0);
+	} else if (launch_addrs_pick(&a, cfg.addr_index, cfg.nranks)) {
+		fprintf(stderr, "inca-bench: loopback block %u is busy\n", cfg.addr_index);
+		return 2;
+	}
+	if (own_switch) {
+		int rc = launch_switch_start(&cfg, &a, NULL, &sw);
+		if (rc) {
+			fprintf(stderr, "inca-bench: could not start inca-switch: %s\n", strerror(-rc));
+			return 2;
+		}
+		printf("# switch : %s (pid %d) on %s:%u, tree %u, %u slots\n", sw.path, (int)sw.pid,
+		       a.switch_ip, a.switch_port, cfg.tree_id, cfg.nslots);
+	}
+	fflush(stdout);
+	int status[LAUNCH_MAX_RANKS];
+	int bad_ranks = launch_run_ranks(&cfg, &a, bench_rank_main, &job, status);
+	printf("#\n");
+	if (own_switch) {
+		struct json *stats = NULL;
+		int sw_rc = launch_switch_stop(&sw, &stats);
+		struct launch_sw_summary s;
+		launch_sw_summarize(stats, &s);
+		if (stats)
+			printf("# switch stats: rx %.0f pkts, tx %.0f pkts, aggregations %.0f, "
+			       "duplicates %.0f, drops %.0f\n", s.rx_pkts, s.tx_pkts, s.aggregations,
+			       s.duplicates, s.drops);
+		if (sw_rc) {
+			printf("# ERROR: inca-switch exit status %d\n", sw_rc);
+			fail++;
+		}
+		json_free(stats);
+	}
+	for (int r = 0; r < cfg.nranks; r++)
+		if (status[r] != 0)
+			printf("# ERROR: rank %d exited with status %d\n", r, status[r]);
+	struct bench_shared *sh = job.sh;
+	if (bad_ranks || sh->wrong_total || sh->errors_total || sh->ompi_wrong || sh->ompi_errors)
+		fail++;
+	if (want_ompi && ompi_rc > 0 && sh->ompi_rows_shown != (uint64_t)ompi_rc) {
+		printf("# ERROR: %llu of %d Open MPI rows matched INCA rows\n",
+		       (unsigned long long)sh->ompi_rows_shown, ompi_rc);
+		fail++;
+	}
+	printf("# %s: %llu INCA rows (%llu wrong elements, %llu failed calls), %llu Open MPI rows "
+	       "(%llu wrong, %llu failed calls), %.1f s\n", fail ? "FAILED" : "OK",
+	       (unsigned long long)sh->rows, (unsigned long long)sh->wrong_total,
+	       (unsigned long long)sh->errors_total, (unsigned long long)sh->ompi_rows_shown,
+	       (unsigned long long)sh->ompi_wrong, (unsigned long long)sh->ompi_errors,
+	       (double)(util_now_ns() - t_start) * 1e-9);
+	launch_shm_free(job.sh, sizeof(*job.sh));
+	if (plot)
+		run_plot(o->json_path, plot);
+	return fail ? 1 : 0;
+
+bad:
+	usage(stderr);
+	return 2;
+}
