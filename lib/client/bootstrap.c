@@ -1,6 +1,7 @@
 /* libinca host-path bootstrap: TCP rendezvous at rank 0 (bootstrap_addr) to exchange every
- * rank's ring listener, then a TCP ring (connect to rank+1, accept from rank-1). Also the
- * deadline-bounded nonblocking TCP helpers the ring uses. Nothing here touches the data plane. */
+ * rank's listener, then a TCP ring (connect to rank+1, accept from rank-1) and a full mesh for
+ * host_coll.c (connect to every lower rank, accept every higher one). Also the deadline-bounded
+ * nonblocking TCP helpers the host path uses. Nothing here touches the data plane. */
 #include "client/client.h"
 
 #include <arpa/inet.h>
@@ -17,6 +18,7 @@
 
 #define BOOT_MAGIC 0x494e4342u /* "INCB" */
 #define RING_MAGIC 0x494e4352u /* "INCR" */
+#define MESH_MAGIC 0x494e434du /* "INCM" */
 #define BOOT_VERSION 1u
 #define HELLO_LEN 24
 #define RING_HELLO_LEN 24
@@ -313,12 +315,13 @@ int client_bootstrap(struct inca_comm *c)
 	socklen_t sl = sizeof own;
 	size_t table_len = TABLE_HDR_LEN + (size_t)cfg->size * TABLE_ENT_LEN;
 	uint8_t *table = calloc(1, table_len), ent[TABLE_ENT_LEN] = { 0 }, rh[RING_HELLO_LEN];
-	int lfd = -1, rc, right = (cfg->rank + 1) % cfg->size, left = (cfg->rank + cfg->size - 1) % cfg->size;
+	int lfd = -1, rc, mesh_missing, right = (cfg->rank + 1) % cfg->size, left = (cfg->rank + cfg->size - 1) % cfg->size;
 
 	if (!table)
 		return -ENOMEM;
 	/* Our ring listener first, so its address can go into the table. */
-	rc = tcp_listen(&own, 16, &lfd);
+	/* Backlog: the ring peer plus every higher rank's mesh connection may queue at once. */
+	rc = tcp_listen(&own, cfg->size < 4000 ? cfg->size + 16 : 4096, &lfd);
 	if (rc < 0)
 		goto out;
 	if (getsockname(lfd, (struct sockaddr *)&own, &sl) < 0) {
@@ -358,23 +361,56 @@ int client_bootstrap(struct inca_comm *c)
 	rc = client_tcp_send_all(c->ring_send_fd, rh, sizeof rh, deadline_ns);
 	if (rc < 0)
 		goto out;
-	while (c->ring_recv_fd < 0) {
+	/* Mesh (issue 4): connect to every lower rank now; accept the higher ones below. Like the
+	 * ring, connecting before accepting cannot deadlock (the backlog completes handshakes). */
+	c->host_fd = malloc(sizeof(int) * (size_t)cfg->size);
+	if (!c->host_fd) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < cfg->size; i++)
+		c->host_fd[i] = -1;
+	for (int j = 0; j < cfg->rank; j++) {
+		struct sockaddr_in sa;
+
+		ent_to_sa(table + TABLE_HDR_LEN + (size_t)j * TABLE_ENT_LEN, &sa);
+		rc = tcp_connect(cfg->host_ip, &sa, deadline_ns, &c->host_fd[j]);
+		if (rc < 0)
+			goto out;
+		put32(rh, MESH_MAGIC);
+		rc = client_tcp_send_all(c->host_fd[j], rh, sizeof rh, deadline_ns);
+		if (rc < 0)
+			goto out;
+	}
+	mesh_missing = cfg->size - 1 - cfg->rank;
+	while (c->ring_recv_fd < 0 || mesh_missing > 0) {
 		uint8_t got[RING_HELLO_LEN] = { 0 };
+		uint32_t magic, from;
 		int fd;
 
 		rc = tcp_accept(lfd, deadline_ns, &fd);
 		if (rc < 0)
 			goto out;
 		rc = client_tcp_recv_all(fd, got, sizeof got, min_u64(deadline_ns, util_now_ns() + HELLO_WAIT_NS));
-		if (rc < 0 || get32(got) != RING_MAGIC || get32(got + 4) != (uint32_t)cfg->size ||
-		    get32(got + 8) != (uint32_t)left || memcmp(got + 16, table + 8, 8) != 0) {
-			client_log(cfg, 1, "bootstrap: rejected a ring connection");
+		magic = get32(got);
+		from = get32(got + 8);
+		if (rc < 0 || get32(got + 4) != (uint32_t)cfg->size || memcmp(got + 16, table + 8, 8) != 0 ||
+		    (magic == RING_MAGIC && (from != (uint32_t)left || c->ring_recv_fd >= 0)) ||
+		    (magic == MESH_MAGIC && (from <= (uint32_t)cfg->rank || from >= (uint32_t)cfg->size ||
+					     c->host_fd[from] >= 0)) ||
+		    (magic != RING_MAGIC && magic != MESH_MAGIC)) {
+			client_log(cfg, 1, "bootstrap: rejected a ring/mesh connection");
 			close(fd);
 			if (rc == -ETIMEDOUT && util_now_ns() >= deadline_ns)
 				goto out;
 			continue;
 		}
-		c->ring_recv_fd = fd;
+		if (magic == RING_MAGIC) {
+			c->ring_recv_fd = fd;
+		} else {
+			c->host_fd[from] = fd;
+			mesh_missing--;
+		}
 	}
 	client_log(cfg, 3, "bootstrap: ring up (left %d, right %d)", left, right);
 	rc = 0;

@@ -223,6 +223,7 @@ void inca_comm_destroy(struct inca_comm *c)
 		client_coll_free(c); /* stops the nonblocking progress thread first */
 	client_am_stop(c);
 	client_inc_close(c);
+	client_host_close(c); /* host_coll.c: the mesh sockets and staging buffers */
 	if (c->ring_send_fd >= 0)
 		close(c->ring_send_fd);
 	if (c->ring_recv_fd >= 0)
