@@ -234,6 +234,7 @@ struct sim_osf_stats {
 	uint64_t max_queue_bytes;     /* peak data queue on any switch port */
 	uint64_t stale_sends;         /* data sent onto a path over a failed link */
 	uint64_t late_stale_sends;    /* ... after that ingress had been notified (should be 0) */
+	uint64_t reserved_now_bytes;  /* credit reserved now by no live grant: leaked (must be 0) */
 	sim_time_ps fail_ps;          /* first link failure seen (SIM_TIME_NEVER: none) */
 	sim_time_ps notify_max_ps;    /* latest time an ingress learnt of that failure */
 	sim_time_ps last_stale_ps;    /* last data packet sent onto a path over a failed link */

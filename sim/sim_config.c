@@ -149,12 +149,12 @@ static const struct param params[] = {
 	{ "osf", "retry_us", P_DBL, F(osf_retry_us), "2", NULL, "credit request retry after a rejection" },
 	{ "osf", "rej_hold_us", P_DBL, F(osf_rej_hold_us), "20", NULL, "a rejecting link counts as congested at the ingress this long" },
 	{ "osf", "loss_max", P_DBL, F(osf_loss_max), "0.001", NULL, "links with a higher reported loss rate are avoided" },
-	{ "osf", "window_bytes", P_U64, F(osf_window_bytes), "131072", NULL, "credit window: bytes that may be reserved per switch egress port" },
+	{ "osf", "window_bytes", P_U64, F(osf_window_bytes), "262144", NULL, "credit window: bytes that may be reserved per switch egress port" },
 	{ "osf", "congest_bytes", P_U64, F(osf_congest_bytes), "262144", NULL, "reported queue above which a link is congested (path excluded)" },
 	{ "osf", "chunk_pkts", P_U32, F(osf_chunk_pkts), "4", NULL, "packets (cells) per credit request" },
-	{ "osf", "outstanding", P_U32, F(osf_outstanding), "6", NULL, "credit requests per flow in flight or granted and unused (x chunk_pkts: the flow's credit window)" },
+	{ "osf", "outstanding", P_U32, F(osf_outstanding), "12", NULL, "credit requests per flow in flight or granted and unused (x chunk_pkts: the flow's credit window)" },
 	{ "osf", "report_bytes", P_U32, F(osf_report_bytes), "128", NULL, "size of a link-quality report on the wire" },
-	{ "osf", "cell_bytes", P_U32, F(osf_cell_bytes), "0", NULL, "container payload: original packets (host.mtu_bytes) are aggregated / fragmented into cells of this size (0 = mtu)" },
+	{ "osf", "cell_bytes", P_U32, F(osf_cell_bytes), "0", NULL, "cell (container) payload; this version models one cell per original packet: only 0 or host.mtu_bytes" },
 
 	/* failures (sim_fail.c) */
 	{ "failure", "event1", P_STR, F(fail_event[0]), "", NULL, "'T_us nodeA-nodeB[#n] down|up|degrade [rate=f] [loss=p]' (also event2 .. event8)" },

@@ -265,3 +265,23 @@ int sim_fail_get_stats(const struct sim *s, struct sim_fail_stats *st)
 	*st = s->fail->st;
 	return 0;
 }
+
+int sim_fail_write_outputs(struct sim *s, const char *dir)
+{
+	struct sim_fail_stats st;
+	char path[SIM_PATH_MAX + 32];
+	if (sim_fail_get_stats(s, &st))
+		return 0;
+	snprintf(path, sizeof(path), "%s/fail.json", dir);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "{\n  \"events_applied\": %llu,\n  \"drops_link_down\": %llu,\n  \"drops_loss\": %llu,\n"
+		"  \"reroutes\": %llu,\n  \"first_down_us\": %.6f,\n  \"last_reroute_us\": %.6f\n}\n",
+		(unsigned long long)st.events_applied, (unsigned long long)st.drops_down,
+		(unsigned long long)st.drops_loss, (unsigned long long)st.reroutes,
+		st.first_down_ps == SIM_TIME_NEVER ? -1 : sim_time_to_us(st.first_down_ps),
+		st.reroutes ? sim_time_to_us(st.last_reroute_ps) : -1);
+	fclose(f);
+	return 0;
+}

@@ -387,6 +387,7 @@ bool sim_fail_lost(struct sim *s, struct sim_pkt *p);
 /* Configured loss probability of the link `port` transmits on (0 = none). */
 double sim_fail_port_loss(const struct sim *s, const struct sim_port *port);
 void sim_fail_count_drop(struct sim *s);
+int sim_fail_write_outputs(struct sim *s, const char *dir); /* fail.json */
 
 /* INA (sim_ina.c); every call is made only when s->ina is set. INA packets are never routed
  * (every tree edge is one link); p->psn indexes their payload in the module's pool. */

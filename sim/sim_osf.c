@@ -23,6 +23,7 @@ struct osf_path {
 
 struct osf_grant {
 	struct sim_port *ports[OSF_MAXHOPS];
+	uint64_t held[OSF_MAXHOPS];  /* credit this grant holds on each hop now */
 	uint32_t flow, refs, next_free, npk, left; /* npk granted; left not yet sent */
 	uint16_t path;
 	uint8_t nhops;
@@ -276,11 +277,19 @@ static void release(struct sim_osf *o, struct sim_port *p, uint64_t bytes)
 	*r = *r >= bytes ? *r - bytes : 0;
 }
 
+static void grant_release(struct sim_osf *o, struct osf_grant *g, unsigned j, uint64_t bytes)
+{
+	if (bytes > g->held[j])
+		bytes = g->held[j];
+	g->held[j] -= bytes;
+	release(o, g->ports[j], bytes);
+}
+
 static void release_hops(struct sim_osf *o, struct osf_grant *g, unsigned from, unsigned to, uint64_t bytes)
 {
 	for (unsigned j = from; j < to && j < g->nhops; j++)
 		if (j >= 1)
-			release(o, g->ports[j], bytes);
+			grant_release(o, g, j, bytes);
 }
 
 /* ---- sending control packets ------------------------------------------------------------- */
@@ -372,6 +381,7 @@ void sim_osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 			return;
 		}
 		o->reserved[out->id] += bytes;
+		g->held[hop] += bytes;
 		if (o->reserved[out->id] > o->st.max_reserved_bytes)
 			o->st.max_reserved_bytes = o->reserved[out->id];
 		p->osf_hop = (uint8_t)(hop + 1);
@@ -379,7 +389,7 @@ void sim_osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		return;
 	}
 	if (p->type == SIM_PKT_OSF_CREDIT_REJ) /* Step 6: release here, pass on to the initiator */
-		release(o, g->ports[hop], bytes);
+		grant_release(o, g, hop, bytes);
 	credit_back(s, g, p, hop);
 }
 
@@ -388,7 +398,12 @@ void sim_osf_dequeue(struct sim *s, struct sim_port *port, struct sim_pkt *p)
 {
 	if (!p->osf_grant)
 		return;
-	release(s->osf, port, p->size_bytes);
+	struct osf_grant *g = &s->osf->grants[p->osf_grant - 1];
+	for (unsigned j = 1; j < g->nhops; j++)
+		if (g->ports[j] == port) {
+			grant_release(s->osf, g, j, p->size_bytes);
+			return;
+		}
 }
 
 void sim_osf_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at, bool reserved_here)
@@ -442,6 +457,7 @@ static struct sim_pkt *make_req(struct sim *s, struct sim_host *h, struct sim_fl
 	g->npk = npk;
 	g->left = 0;
 	g->refs = 1;
+	memset(g->held, 0, sizeof(g->held));
 	of->reqs_out++;
 	of->pending += npk;
 	p->type = SIM_PKT_OSF_CREDIT_REQ;
@@ -521,6 +537,8 @@ struct sim_pkt *sim_osf_host_next(struct sim *s, struct sim_host *h, sim_time_ps
 	const struct sim_config *c = &s->cfg;
 	uint32_t n = h->nactive;
 	struct sim_flow *f = h->active;
+	if (!sim_ev_pending(&o->tick_ev)) /* flows added after sim_create: reports start now */
+		sim_schedule(s, &o->tick_ev, s->now + o->interval_ps);
 	if (o->credit) { /* credit requests first: they are small and start the pipeline */
 		for (uint32_t i = 0; i < n; i++, f = f->next_active) {
 			struct osf_flow *of = oflow_get(s, f->idx);
@@ -588,12 +606,11 @@ static void deliver(struct sim *s, struct sim_flow *f, struct osf_flow *of, stru
 	if (s->cfg.transport != SIM_TRANSPORT_IDEAL && p->psn != f->rcv_nxt && !f->recv_done)
 		o->st.inorder_violations++;
 	uint32_t payload = p->size_bytes - s->cfg.header_bytes;
-	uint32_t mtu = s->cfg.mtu_bytes;
 	uint64_t before = of->delivered_bytes;
 	of->delivered_bytes += payload;
-	/* Reassembly: original packets (host.mtu_bytes each) complete as their cells arrive in
-	 * order (with cell_bytes = 0 a cell is one original packet). */
-	uint32_t orig = s->cfg.osf_cell_bytes ? s->cfg.mtu_bytes : mtu;
+	/* Reassembly: an original packet (host.mtu_bytes) is complete once its cells have all
+	 * arrived in order; one cell per packet in this version (docs/sim.md). */
+	uint32_t orig = s->cfg.mtu_bytes;
 	o->st.orig_pkts_delivered += of->delivered_bytes / orig - before / orig +
 		(of->delivered_bytes >= f->size_bytes && of->delivered_bytes % orig ? 1 : 0);
 	sim_host_rx_data(s, f, p);
@@ -699,15 +716,14 @@ static bool view_apply_snap(struct sim *s, struct osf_view *v, uint32_t swi, uin
 		v->q[id] = sn->q;
 		v->rate_mbps[id] = sn->rate_mbps;
 		v->loss_ppm[id] = sn->loss_ppm;
-		if (take_down) {
+		if (take_down) { /* a link fails both ways: the far end's port is known down too */
+			uint32_t pid = sw->n.ports[i].peer->id;
 			newly_down = newly_down || (sn->down && !v->down[id]);
-			v->down[id] = sn->down;
+			v->down[id] = v->down[pid] = sn->down;
 		}
 	}
 	return newly_down;
 }
-
-static void close_unused(struct sim *s, struct sim_flow *f, struct osf_flow *of);
 
 /* 4.4: the ingress of host h has just learnt that a link is down. Global path adjustment:
  * its flows stop using every path over it at once, including credit already granted there
@@ -733,6 +749,19 @@ static void ingress_learnt_down(struct sim *s, uint32_t h)
 		}
 		if (bad) /* simpler than picking out the bad ones: all are asked for again */
 			close_unused(s, &s->flows[i], of);
+	}
+	/* As an egress, the host now knows its holes are probably losses on the dead link: it
+	 * NACKs them after a short grace (data on live paths still in flight) instead of the
+	 * full reorder timeout. */
+	sim_time_ps grace = sim_time_from_us_f(s->cfg.osf_reorder_timeout_us / 5);
+	for (uint32_t i = 0; i < s->nflows && i < o->nfl; i++) {
+		struct osf_flow *of = o->fl[i];
+		if (!of || s->flows[i].dst != h || !of->buffered || s->flows[i].recv_done)
+			continue;
+		if (sim_ev_pending(&of->hole_ev))
+			sim_cancel(s, &of->hole_ev);
+		of->hole_psn = s->flows[i].rcv_nxt;
+		sim_schedule(s, &of->hole_ev, s->now + grace);
 	}
 }
 
@@ -953,6 +982,12 @@ bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 		sim_port_kick(s, &h->port);
 		return true;
 	}
+	case SIM_PKT_ACK: { /* the transport's; a final one makes every unused grant useless */
+		struct osf_flow *of = p->flow < s->nflows ? oflow(s, p->flow) : NULL;
+		if (of && of->gq_n && p->dst == h->n.id && p->psn >= s->flows[p->flow].npkts)
+			close_unused(s, &s->flows[p->flow], of);
+		return false;
+	}
 	case SIM_PKT_DATA: {
 		if (p->osf_grant)
 			grant_unref(o, p->osf_grant);
@@ -1000,6 +1035,19 @@ int sim_osf_create(struct sim *s)
 	    (c->osf_cell_bytes && c->osf_cell_bytes != c->mtu_bytes)) {
 		sim_set_err(s, "osf: bad parameter (interval/timeouts <= 1e6 us, chunk_pkts > 0, "
 			    "outstanding 1..60, tm_host < hosts, cell_bytes 0 or host.mtu_bytes)");
+		return -EINVAL;
+	}
+	if (s->ccm) { /* both would steer data packets */
+		sim_set_err(s, "osf: cannot run together with ccm (both choose the data path)");
+		return -EINVAL;
+	}
+	uint64_t chunk = (uint64_t)c->osf_chunk_pkts * (c->mtu_bytes + c->header_bytes);
+	if (c->osf_mode == SIM_OSF_CREDIT &&
+	    (c->osf_window_bytes < chunk || (!c->pfc && c->osf_window_bytes > c->buffer_bytes))) {
+		/* A window below one chunk never grants; above the buffer, credited data could
+		 * still be dropped at a full queue. */
+		sim_set_err(s, "osf: window_bytes must hold one chunk (chunk_pkts full packets) and, "
+			    "without PFC, be <= switch.buffer_bytes");
 		return -EINVAL;
 	}
 	if ((uint64_t)s->nhosts * s->nports > (64u << 20)) {
@@ -1090,6 +1138,13 @@ int sim_osf_get_stats(const struct sim *s, struct sim_osf_stats *st)
 		return -ENOENT;
 	*st = s->osf->st;
 	st->max_queue_bytes = 0;
+	st->reserved_now_bytes = 0;
+	for (uint32_t i = 0; i < s->nports; i++)
+		st->reserved_now_bytes += s->osf->reserved[i];
+	for (uint32_t i = 0; i < s->osf->ngrants; i++) /* minus what live grants hold */
+		if (s->osf->grants[i].refs)
+			for (unsigned j = 0; j < OSF_MAXHOPS; j++)
+				st->reserved_now_bytes -= s->osf->grants[i].held[j];
 	for (uint32_t i = 0; i < s->nports; i++)
 		if (s->ports[i]->node->kind == SIM_NODE_SWITCH && s->ports[i]->q_max_bytes > st->max_queue_bytes)
 			st->max_queue_bytes = s->ports[i]->q_max_bytes;
