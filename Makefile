@@ -7,7 +7,7 @@ DEMO_ARGS  ?=
 FABRIC_RATE ?=
 FABRIC_LOSS ?=
 
-.PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo
+.PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo fabric-bench sim-report
 
 all: build
 
@@ -41,6 +41,15 @@ fabric-demo: build
 
 bench: build
 	bench/run_all.sh $(BUILD)
+
+# inca-bench (every collective, INC next to each host algorithm) in the netns fabric (root).
+fabric-bench: build
+	FABRIC_RATE=$(FABRIC_RATE) FABRIC_LOSS=$(FABRIC_LOSS) tools/fabric_bench.sh $(BUILD)
+
+# Every inca-sim scenario of draft-lyu CCM, draft-hcl OSF, failures and INA at scale against its
+# baselines: $(BUILD)/sim-report/report.md + PNG plots.
+sim-report: build
+	tools/sim_report.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
