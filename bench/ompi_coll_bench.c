@@ -133,14 +133,15 @@ static void run_row(const struct opts *o, struct cc_call *c, void *sbuf, void *r
 			tsum += t1 - t0;
 		}
 	}
-	double mean = timed ? tsum / timed : 0, mean_sum = 0;
+	/* the slowest rank's mean per-call time, as inca-bench reports INCA's */
+	double mean = timed ? tsum / timed : 0, mean_max = 0;
 	uint64_t w_sum = 0, e_sum = 0;
-	MPI_Reduce(&mean, &mean_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&mean, &mean_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&wrong, &w_sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&errors, &e_sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank != 0)
 		return;
-	double time_us = mean_sum / n * 1e6;
+	double time_us = mean_max * 1e6;
 	double algbw = time_us > 0 ? (double)c->L.size_bytes / (time_us * 1e-6) / 1e9 : 0;
 	fprintf(out, "{\"tool\":\"ompi-coll-bench\",\"algo\":\"ompi\",\"coll\":\"%s\",\"ranks\":%d,"
 		     "\"size_bytes\":%zu,\"count\":%zu,\"type\":\"%s\",\"op\":\"%s\",\"root\":%d,"

@@ -131,7 +131,7 @@ struct inc_job {
 	enum inca_dtype dt;
 	enum inca_op op;
 	size_t elem;
-	uint64_t base_g, nchunks, chunk_bytes, total_bytes, block_bytes, cpb;
+	uint64_t base_g, nchunks, chunk_bytes, total_bytes, block_bytes, cpb, nblocks;
 	uint64_t next_i; /* the next chunk index to start: chunks start strictly in order */
 };
 
@@ -576,7 +576,11 @@ static bool inc_can_start(const struct client_inc *ic, const struct client_cfg *
 static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 {
 	const struct client_inc_coll *a = j->a;
-	uint64_t i = j->next_i++, blk = i / j->cpb, in_blk = (i % j->cpb) * j->chunk_bytes;
+	/* Chunks go round-robin over the blocks (chunk i: block i % nblocks), so with one owner
+	 * per block every owner sends at once and every link stays busy: block by block, each
+	 * rank's downlink would idle while its own block passes (allgather: n·b/B instead of
+	 * (n−1)·b/B). */
+	uint64_t i = j->next_i++, blk = i % j->nblocks, in_blk = (i / j->nblocks) * j->chunk_bytes;
 	uint64_t off = blk * j->block_bytes + in_blk;
 	struct inc_chunk *ch = &c->inc->chunks[(j->base_g + i) % c->cfg.nslots];
 	int rc;
@@ -761,7 +765,8 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	if (j.chunk_bytes == 0)
 		return -EINVAL;
 	j.cpb = (j.block_bytes + j.chunk_bytes - 1) / j.chunk_bytes;
-	j.nchunks = j.total_bytes / j.block_bytes * j.cpb;
+	j.nblocks = j.total_bytes / j.block_bytes;
+	j.nchunks = j.nblocks * j.cpb;
 	if (a->owner_rank < 0 && j.total_bytes / j.block_bytes != (uint64_t)c->cfg.size)
 		return -EINVAL; /* one block per rank */
 	/* g is never reused, even if this call fails: every member derives (slot, round)
