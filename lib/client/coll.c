@@ -451,6 +451,8 @@ static int inc_exec(struct inca_comm *c, const struct inca_coll_args *a)
 	struct client_inc_coll x = { .dt = a->dt, .op = a->op, .count = a->count,
 				     .bfr_of_rank = k->bfr_of_rank };
 	uint64_t zero = 0;
+	/* Largest block collective that travels as one packet. */
+	size_t small_max = wire_max_data(c->cfg.mtu, inca_dtype_size(a->dt), c->cfg.bsl_code);
 
 	switch (a->coll) {
 	case INCA_COLL_ALLREDUCE:
@@ -471,6 +473,21 @@ static int inc_exec(struct inca_comm *c, const struct inca_coll_args *a)
 		x.owner_rank = a->root;
 		break;
 	case INCA_COLL_ALLGATHER:
+		if (b * n <= small_max) {
+			/* Everything fits one packet: one chunk whose data is everyone's block, OR-ed
+			 * over zeros (one round trip instead of one chunk per block). */
+			uint8_t *r = a->recvbuf;
+			if (a->sendbuf != a->recvbuf)
+				memcpy(r + (size_t)me * b, a->sendbuf, b);
+			memset(r, 0, (size_t)me * b);
+			memset(r + ((size_t)me + 1) * b, 0, (n - (size_t)me - 1) * b);
+			x.coll = WIRE_COLL_ALLREDUCE;
+			x.src = x.dst = r;
+			x.count = b * n;
+			x.dt = INCA_UINT8;
+			x.op = INCA_BOR;
+			break;
+		}
 		x.coll = WIRE_COLL_ALLGATHER;
 		x.src = in_ptr(c, a);
 		x.src_block_local = true;
@@ -482,6 +499,21 @@ static int inc_exec(struct inca_comm *c, const struct inca_coll_args *a)
 			memcpy((uint8_t *)a->recvbuf + (size_t)me * b, a->sendbuf, b);
 		break;
 	case INCA_COLL_REDUCE_SCATTER:
+		if (b * n <= small_max) {
+			/* one packet: reduce everything, keep our block */
+			int rc;
+			if ((rc = grow(&k->scratch, &k->scratch_cap, b * n, false)) < 0)
+				return rc;
+			x.coll = WIRE_COLL_ALLREDUCE;
+			x.src = a->sendbuf;
+			x.dst = k->scratch;
+			x.count = a->count * n;
+			c->stats.inc_calls++;
+			rc = client_inc_coll(c, &x);
+			if (rc == 0)
+				memcpy(a->recvbuf, k->scratch + (size_t)me * b, b);
+			return rc;
+		}
 		x.coll = WIRE_COLL_REDUCE_SCATTER;
 		x.src = a->sendbuf;
 		x.dst = a->recvbuf;
