@@ -83,6 +83,7 @@ struct agg_tree {
 	uint16_t nshards; /* >= 1 */
 	struct agg__ver *vers; /* [nlocal * 2] */
 	uint8_t *seen;         /* [nlocal * 2 * bsl_bytes] */
+	uint8_t *req;          /* non-root: members that asked again since the last re-send up */
 	uint8_t *heads;        /* deterministic: lowest bit of each contribution, same shape */
 	uint8_t *data;         /* [nlocal * 2 * ver_stride] */
 	size_t buf_stride;     /* slot_bytes rounded up to AGG__ALIGN */
@@ -224,6 +225,7 @@ void agg_tree_destroy(struct agg_tree *t)
 	free(t->group_fbm);
 	free(t->vers);
 	free(t->seen);
+	free(t->req);
 	free(t->heads);
 	free(t->data);
 	free(t->send_bits);
@@ -369,7 +371,8 @@ int agg_tree_create(const struct agg_tree_cfg *cfg, struct agg_tree **out)
 		goto fail;
 	t->vers = calloc(nver, sizeof *t->vers);
 	t->seen = calloc(1, bits_bytes);
-	if (!t->vers || !t->seen)
+	t->req = calloc(1, bits_bytes);
+	if (!t->vers || !t->seen || !t->req)
 		goto fail;
 	if (posix_memalign((void **)&t->data, AGG__ALIGN, data_bytes)) {
 		t->data = NULL;
@@ -436,6 +439,11 @@ static inline size_t agg__vidx(const struct agg_tree *t, const struct agg__ver *
 static inline uint8_t *agg__seen(struct agg_tree *t, const struct agg__ver *v)
 {
 	return t->seen + agg__vidx(t, v) * t->bsl_bytes;
+}
+
+static inline uint8_t *agg__req(struct agg_tree *t, const struct agg__ver *v)
+{
+	return t->req + agg__vidx(t, v) * t->bsl_bytes;
 }
 
 static inline uint8_t *agg__heads(struct agg_tree *t, const struct agg__ver *v)
@@ -631,6 +639,7 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->data_len = p->data_len;
 	v->nseen = 0;
 	memset(agg__seen(t, v), 0, t->bsl_bytes);
+	memset(agg__req(t, v), 0, t->bsl_bytes);
 	if (t->heads)
 		memset(agg__heads(t, v), 0, t->bsl_bytes);
 }
@@ -757,10 +766,28 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				memcpy(t->rem_bits, pbm, len);
 				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot);
 				return AGG_DUP_RESENT;
-			case AGG__UP_SENT:
+			case AGG__UP_SENT: {
+				/* One re-send up per wave of retransmissions: the members below all
+				 * time out at about the same moment, and each copy sent up would bring
+				 * the whole sub-tree's result back down. Another member's duplicate
+				 * only joins the wave; a member asking again starts a new one. */
+				uint8_t *req = agg__req(t, v);
+				uint64_t again = 0, any = 0;
+				for (size_t w = 0; w < nw; w++) {
+					uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
+					again |= x & r0;
+					any |= r0;
+				}
+				if (any && !again) {
+					for (size_t w = 0; w < nw; w++)
+						agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+					return AGG_DUP_IGNORED;
+				}
+				memcpy(req, pbm, len);
 				if (agg__send_up(t, o, v, p->inca.slot))
 					t->st.results_resent++;
 				return AGG_DUP_UP_RESENT;
+			}
 			default:
 				return AGG_DUP_IGNORED;
 			}

@@ -447,6 +447,12 @@ static void test_nonroot(void)
 			FEED(e, p, t->nbr[2], AGG_DUP_UP_RESENT, 1);
 		}
 	}
+	/* the same wave: another member's duplicate does not send up again ... */
+	fill_up(t, p, 1, 2, 5, 3);
+	FEED(e, p, t->nbr[1], AGG_DUP_IGNORED, 0);
+	/* ... a member asking a second time starts a new wave */
+	fill_up(t, p, 1, 2, 5, 3);
+	FEED(e, p, t->nbr[1], AGG_DUP_UP_RESENT, 1);
 
 	/* RESULT from the parent: bits = all members + one bit that is not ours */
 	fill_up(t, r, 0, 2, 5, 3);
@@ -509,8 +515,8 @@ static void test_nonroot(void)
 	agg_tree_get_stats(e, &st);
 	CHECK_EQ(st.results_down, 3);
 	CHECK_EQ(st.aggregations, 1);
-	CHECK_EQ(st.duplicates, 3);
-	CHECK_EQ(st.results_resent, 3);
+	CHECK_EQ(st.duplicates, 5);
+	CHECK_EQ(st.results_resent, 4);
 	CHECK_EQ(st.drops[AGG_DROP_SENDER], 1);
 	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 1);
 	CHECK_EQ(st.drops[AGG_DROP_STALE], 1);
