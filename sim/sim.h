@@ -97,6 +97,8 @@ struct sim_config {
 	double osf_retry_us, osf_rej_hold_us, osf_loss_max;
 	uint64_t osf_window_bytes, osf_congest_bytes;
 	uint32_t osf_chunk_pkts, osf_outstanding, osf_report_bytes, osf_cell_bytes;
+	uint32_t osf_cell_header_bytes; /* OSF cells: per-cell header on the wire */
+	bool osf_cell_aggregate, osf_cell_pad; /* OSF cells: pack small packets; pad short cells */
 	/* failures (sim_fail.c) [failure] */
 	char fail_event[8][SIM_STR_MAX + 1]; /* "T_us nodeA-nodeB[#n] down|up|degrade [rate=f] [loss=p]" */
 	/* INA (sim_ina.c) [ina]: AllReduce jobs aggregated in the network by lib/agg */
@@ -238,6 +240,14 @@ struct sim_osf_stats {
 	sim_time_ps fail_ps;          /* first link failure seen (SIM_TIME_NEVER: none) */
 	sim_time_ps notify_max_ps;    /* latest time an ingress learnt of that failure */
 	sim_time_ps last_stale_ps;    /* last data packet sent onto a path over a failed link */
+	/* OSF cells (osf.cell_bytes > 0): aggregation / fragmentation at the ingress */
+	uint64_t orig_pkts_sent;      /* original packets cut into cells (retransmissions included) */
+	uint64_t frag_pkts;           /* ... of them spread over two or more cells */
+	uint64_t agg_cells;           /* cells carrying (pieces of) two or more original packets */
+	uint64_t cell_payload_bytes;  /* original packet bytes (with their headers) carried in cells */
+	uint64_t cell_wire_bytes;     /* cells on the wire: payload + cell headers */
+	uint64_t cell_skips;          /* cells the egress gave up as lost (reorder timeout) */
+	uint64_t orig_discarded;      /* original packets the egress could not complete (cell lost) */
 };
 /* -ENOENT when OSF is off. */
 int sim_osf_get_stats(const struct sim *s, struct sim_osf_stats *st);

@@ -1,7 +1,9 @@
 /* sim/sim_ccm.c: coordinated congestion management (draft-lyu-rtgwg-coordinated-cm-01 §6):
  * coordination tag (CC / AR indicators) in data packets, incast detection (pluggable detector,
  * last-hop egress by default), notification messages of types 1-3 sent as real packets
- * through the fabric, flow-level adaptive routing with upstream AR, and the CC/AR split.
+ * through the fabric, the incast state that the last hop spreads to the switches upstream of
+ * it (so that no AR point reacts to an incast), flow-level adaptive routing with upstream AR,
+ * and the CC/AR split.
  * Mode "ar" runs the same adaptive routing without coordination (the baseline). */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +16,14 @@
 #define CCM_MAX_SF (1u << 24)     /* switch x flow entries */
 #define CCM_MAX_SW 8192u          /* the switch-to-switch distance table is nsw^2 bytes */
 #define CCM_NONE UINT32_MAX
+#define CCM_RECENT 16             /* flows remembered per switch */
+/* Coordinated mode: a port must have been congested this long before a local path switch
+ * (then at most one per port per this time); ECN is withheld meanwhile (AR first). Two reasons:
+ * an incast state from the last hop needs a few hops' time to arrive (~0.8 us per hop at 100G),
+ * and moving every flow that meets a congested port at once only herds them onto the same
+ * alternative. 1-4 us all remove the last path switches of incast flows in the scenarios; 2 us
+ * finished the imbalance and mixed scenarios soonest (measured, docs/sim.md). */
+#define CCM_AR_CONFIRM_PS (2ull * 1000000)
 
 /* Per (switch, flow): the flow's current port at that switch and what the switch has done. */
 struct ccm_sf {
@@ -33,6 +43,12 @@ struct ccm_port {
 	sim_time_ps t3_last_ps;  /* last type 3 sent */
 	uint32_t last_flow1;     /* flow index + 1 of the last data packet queued here */
 	sim_time_ps mix_ps;      /* last time two different flows followed each other here */
+	sim_time_ps cong_ps;     /* congested since / last local move (coordinated, confirm_ps) */
+};
+
+struct ccm_recent {          /* per switch: the last few flows it forwarded (convergent()) */
+	uint32_t flow1, dst;
+	sim_time_ps t_ps;
 };
 
 struct ccm_flow {            /* host side (reaction point) and per-flow counters */
@@ -40,6 +56,18 @@ struct ccm_flow {            /* host side (reaction point) and per-flow counters
 	bool incast;             /* ever notified with type 1 */
 	uint64_t ar_switches;
 };
+
+/* Incast state (draft choice, see "incast state" below): a destination host whose last-hop
+ * port is in an incast episode, kept by that last hop until the episode ends. */
+struct ccm_inc {
+	uint32_t dst, sw, flow;  /* destination host; last-hop switch index; first incast flow */
+	uint16_t port;
+	sim_time_ps below_since;
+};
+
+/* Internal notification kinds carried like the draft's (psn field); not types of §6.2. */
+#define CCM_STATE_SET 4u
+#define CCM_STATE_CLEAR 5u
 
 struct ccm_rel {             /* incast flow awaiting release (type 2) */
 	uint32_t sw, flow;
@@ -63,11 +91,17 @@ struct sim_ccm {
 	struct ccm_sf *sf;       /* nsw x nflows, allocated when the run starts */
 	struct ccm_flow *fl;
 	struct ccm_port *port;   /* by global port id */
+	struct ccm_recent *recent; /* nsw x CCM_RECENT */
 	uint32_t nflows;
 	bool ready;
 	bool ecn_ok;             /* decision for the packet being enqueued (sim_ccm_route) */
 	struct ccm_rel *rel;
 	uint32_t nrel, rel_cap;
+	uint8_t *dst_inc;        /* nsw x nhosts: this switch knows the destination is in incast */
+	struct ccm_inc *inc;     /* incast episodes, at their last hop */
+	uint32_t ninc, inc_cap;
+	uint64_t state_msgs, state_sets, ar_held; /* incast state messages, episodes; type 3 held */
+	sim_time_ps confirm_ps;  /* the time an incast state needs to reach every switch */
 	struct sim_event check_ev;
 	struct sim_ccm_event *ev;
 	size_t nev, ev_cap;
@@ -236,6 +270,100 @@ static void notify_send(struct sim *s, struct sim_switch *sw, uint8_t type, uint
 	notify_forward(s, sw, p);
 }
 
+/* ---- incast state (§6.3: an incast is CC's, not AR's) ------------------------------------ */
+/* Why: a type 1 only reaches the source, and only the flow's later packets carry the CC
+ * indicator. Its packets already in the fabric (sent before the source learned, or waiting in
+ * PFC-paused queues) still met congested ports at the AR points, and the AR points moved the
+ * flow, although the congestion was the incast's own back-pressure (every path ends at the
+ * congested last hop, so no path switch can help: §6.3.1, §6.3.4). So the last hop that
+ * classifies an incast also tells the switches upstream of it: a state message (flow key of the
+ * first incast flow, destination host, set or clear; notify_bytes, control class) travels from
+ * the last hop over every link that leads away from it (switch B learns from A if B is one hop
+ * farther from the last hop than A), i.e. to every switch that can forward traffic to that host,
+ * each switch forwarding it once per episode. A switch that knows host D is in incast treats
+ * the data packets toward D as CC-tagged: no local path switch, no AR indicator, no type 3 for
+ * them, and a type 3 about a flow toward D does not move it. The state is per switch and
+ * destination (an incast at the last hop concerns every flow into that port: each of them is an
+ * incast flow by §6.3.1) and ends when the last hop clears it (the queue stayed below
+ * release_bytes for release_hold_us, as for type 2). The congestion of the incast reaches a
+ * switch only through PFC, which needs buffers to fill hop by hop, while the message goes ahead
+ * of it at strict priority. */
+static inline uint8_t *dst_inc_of(struct sim *s, uint32_t swi, uint32_t dst)
+{
+	return &s->ccm->dst_inc[(size_t)swi * s->nhosts + dst];
+}
+
+/* Switch index `at` passes a state message (originated by last hop `lh`) on to its switch
+ * neighbours one hop farther from lh. */
+static void state_flood(struct sim *s, uint32_t at, uint32_t lh, uint32_t flow, uint32_t kind)
+{
+	struct sim_ccm *m = s->ccm;
+	struct sim_switch *sw = &s->sws[at];
+	uint8_t d = dist(m, s, at, lh);
+	for (uint32_t i = 0; i < sw->n.nports; i++) {
+		struct sim_port *pt = &sw->n.ports[i];
+		struct sim_node *nb = pt->peer->node;
+		if (pt->down || nb->kind != SIM_NODE_SWITCH || dist(m, s, nb->id - s->nhosts, lh) != d + 1)
+			continue;
+		struct sim_pkt *p = sim_pkt_alloc(s);
+		if (!p)
+			return;
+		p->type = SIM_PKT_CCM_NOTIFY;
+		p->src = s->sws[lh].n.id;  /* the last hop that owns the incast */
+		p->dst = nb->id;           /* the next switch upstream */
+		p->psn = kind;
+		p->flow = flow;            /* its destination names the incast's host */
+		p->entropy = s->flows[flow].entropy;
+		p->spray_ctr = 0;
+		p->sack_bits = 0;
+		p->sack_psn = 0;
+		p->ccm_ar = 0;
+		p->size_bytes = s->cfg.ccm_notify_bytes;
+		m->state_msgs++;
+		sim_pktq_push(&pt->cq, p);
+		sim_port_kick(s, pt);
+	}
+}
+
+static void state_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	uint32_t me = sw_index(s, sw), lh = p->src - s->nhosts;
+	if (p->flow < s->nflows && lh < s->nsw) {
+		uint8_t *st = dst_inc_of(s, me, s->flows[p->flow].dst), want = p->psn == CCM_STATE_SET;
+		if (*st != want) {
+			*st = want;
+			state_flood(s, me, lh, p->flow, p->psn);
+		}
+	}
+	sim_pkt_free(s, p);
+}
+
+static void check_fire(struct sim *s, struct sim_event *ev);
+
+/* The last hop `swi` starts an incast episode toward the host behind `port`. */
+static void inc_start(struct sim *s, uint32_t swi, uint16_t port, uint32_t flow)
+{
+	struct sim_ccm *m = s->ccm;
+	uint32_t dst = s->flows[flow].dst;
+	uint8_t *st = dst_inc_of(s, swi, dst);
+	if (*st)
+		return;
+	if (m->ninc == m->inc_cap) {
+		uint32_t cap = m->inc_cap ? m->inc_cap * 2 : 16;
+		struct ccm_inc *v = realloc(m->inc, cap * sizeof(*v));
+		if (!v)
+			return; /* no state then: only the CC indicator keeps AR off (as without it) */
+		m->inc = v;
+		m->inc_cap = cap;
+	}
+	*st = 1;
+	m->inc[m->ninc++] = (struct ccm_inc){ dst, swi, flow, port, 0 };
+	m->state_sets++;
+	state_flood(s, swi, swi, flow, CCM_STATE_SET);
+	if (!sim_ev_pending(&m->check_ev))
+		sim_schedule(s, &m->check_ev, s->now + m->check_ps);
+}
+
 /* ---- incast detection (§6.3.1) ----------------------------------------------------------- */
 /* §6.3.1: congestion at an egress port of the last-hop switch is incast. One refinement: the
  * port must have carried packets of at least two flows within the last FANIN_WINDOW, since a
@@ -259,8 +387,6 @@ static const struct ccm_detector detectors[] = {
 	[SIM_CCM_DET_LASTHOP] = { "lasthop", det_lasthop },
 };
 
-static void check_fire(struct sim *s, struct sim_event *ev);
-
 static void rel_add(struct sim *s, uint32_t swi, uint32_t flow, uint16_t port)
 {
 	struct sim_ccm *m = s->ccm;
@@ -278,7 +404,23 @@ static void rel_add(struct sim *s, uint32_t swi, uint32_t flow, uint16_t port)
 }
 
 /* Type 2 (§6.3.2): an incast is over once the last-hop queue has stayed below release_bytes
- * for release_hold_us (hysteresis, so tags do not flap with the DCQCN sawtooth). */
+ * for release_hold_us (hysteresis, so tags do not flap with the DCQCN sawtooth) and the port
+ * has not carried two flows in turn for that long either: a queue kept low by CC while several
+ * flows still converge is an incast under control, not an incast eliminated (releasing then
+ * only had the flows ramp up, be AR'd on the way and be classified again). */
+static bool incast_over(struct sim *s, struct sim_port *pt, sim_time_ps *below_since)
+{
+	struct sim_ccm *m = s->ccm;
+	const struct ccm_port *cp = &m->port[pt->id];
+	if (pt->q_bytes >= s->cfg.ccm_release_bytes || (cp->mix_ps && s->now - cp->mix_ps < m->rel_hold_ps)) {
+		*below_since = 0;
+		return false;
+	}
+	if (!*below_since)
+		*below_since = s->now;
+	return s->now - *below_since >= m->rel_hold_ps;
+}
+
 static void check_fire(struct sim *s, struct sim_event *ev)
 {
 	struct sim_ccm *m = s->ccm;
@@ -291,21 +433,27 @@ static void check_fire(struct sim *s, struct sim_event *ev)
 			sf_of(s, r->sw, r->flow)->cc_notified = 0;
 			continue;
 		}
-		if (sw->n.ports[r->port].q_bytes < s->cfg.ccm_release_bytes) {
-			if (!r->below_since)
-				r->below_since = s->now;
-			else if (s->now - r->below_since >= m->rel_hold_ps) {
-				sf_of(s, r->sw, r->flow)->cc_notified = 0;
-				notify_send(s, sw, 2, f->src, r->flow, 0);
-				continue;
-			}
-		} else {
-			r->below_since = 0;
+		if (incast_over(s, &sw->n.ports[r->port], &r->below_since)) {
+			sf_of(s, r->sw, r->flow)->cc_notified = 0;
+			notify_send(s, sw, 2, f->src, r->flow, 0);
+			continue;
 		}
 		m->rel[k++] = *r;
 	}
 	m->nrel = k;
-	if (m->nrel)
+	/* The incast state ends like a type 2: its last-hop queue stayed low for release_hold_us. */
+	k = 0;
+	for (uint32_t i = 0; i < m->ninc; i++) {
+		struct ccm_inc *r = &m->inc[i];
+		if (incast_over(s, &s->sws[r->sw].n.ports[r->port], &r->below_since)) {
+			*dst_inc_of(s, r->sw, r->dst) = 0;
+			state_flood(s, r->sw, r->sw, r->flow, CCM_STATE_CLEAR);
+			continue;
+		}
+		m->inc[k++] = *r;
+	}
+	m->ninc = k;
+	if (m->nrel || m->ninc)
 		sim_schedule(s, ev, s->now + m->check_ps);
 }
 
@@ -328,8 +476,68 @@ static void ar_move(struct sim *s, struct sim_switch *sw, struct ccm_sf *e, cons
 		   (double)sw->n.ports[cand[j]].peer->node->id, seq);
 }
 
+/* Convergent flows (a second congestion-type method, §6.3.1 "other methods"): this switch
+ * forwarded another flow toward the same host within FANIN_WINDOW, and port `pt` is at least
+ * as fast as that host's link. The flows meet again at the host's link, a common bottleneck that
+ * drains no faster than this port: moving one of them elsewhere does not speed it up (its queue
+ * only moves to the last hop). Many-to-one traffic seen before the last hop has classified it,
+ * or before its incast state has arrived here. So the coordinated AR point leaves such a flow on
+ * its path (AR moves the others, whose bottleneck really is here) and sends no type 3 for it;
+ * ECN as usual. */
+static bool convergent(struct sim *s, struct sim_switch *sw, struct sim_port *pt, uint32_t flow, uint32_t dst)
+{
+	const struct ccm_recent *rc = &s->ccm->recent[(size_t)sw_index(s, sw) * CCM_RECENT];
+	if (dst >= s->nhosts)
+		return false;
+	const struct sim_host *h = &s->hosts[dst];
+	if (!h->n.nports || pt->rate_bps < h->n.ports[0].rate_bps)
+		return false;
+	for (unsigned i = 0; i < CCM_RECENT; i++)
+		if (rc[i].flow1 && rc[i].flow1 != flow + 1 && rc[i].dst == dst &&
+		    s->now - rc[i].t_ps <= FANIN_WINDOW_PS)
+			return true;
+	return false;
+}
+
+static void track_flow(struct sim *s, struct sim_switch *sw, struct sim_port *pt, const struct sim_pkt *p)
+{
+	struct ccm_port *cp = &s->ccm->port[pt->id];
+	struct ccm_recent *rc = &s->ccm->recent[(size_t)sw_index(s, sw) * CCM_RECENT];
+	if (cp->last_flow1 != p->flow + 1) { /* as det_lasthop does on ports toward hosts */
+		if (cp->last_flow1)
+			cp->mix_ps = s->now;
+		cp->last_flow1 = p->flow + 1;
+	}
+	unsigned old = 0;
+	for (unsigned i = 0; i < CCM_RECENT; i++) {
+		if (rc[i].flow1 == p->flow + 1) {
+			old = i;
+			break;
+		}
+		if (rc[i].t_ps < rc[old].t_ps || !rc[i].flow1)
+			old = i;
+		if (!rc[i].flow1)
+			break;
+	}
+	rc[old].flow1 = p->flow + 1;
+	rc[old].dst = p->dst;
+	rc[old].t_ps = s->now;
+}
+
+static uint16_t route_decide(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+			     const struct sim_rgroup *g, const uint16_t *cand);
+
 uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 		       const struct sim_rgroup *g, const uint16_t *cand)
+{
+	uint16_t port = route_decide(s, sw, p, g, cand);
+	if (s->ccm->ready && s->ccm->mode == SIM_CCM_COORD)
+		track_flow(s, sw, &sw->n.ports[port], p);
+	return port;
+}
+
+static uint16_t route_decide(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+			     const struct sim_rgroup *g, const uint16_t *cand)
 {
 	struct sim_ccm *m = s->ccm;
 	m->ecn_ok = true;
@@ -339,6 +547,8 @@ uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 	struct ccm_sf *e = sf_of(s, swi, p->flow);
 	bool coord = m->mode == SIM_CCM_COORD;
 	bool cc_tag = coord && (p->flags & SIM_PKT_CCM_CC);
+	/* Toward a host in incast (incast state above): CC's, as if tagged; no AR. */
+	bool inc_dst = coord && p->dst < s->nhosts && *dst_inc_of(s, swi, p->dst);
 	if (coord)
 		e->cc_seen = cc_tag;
 	unsigned n = g->n;
@@ -356,14 +566,29 @@ uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 			e->entropy = p->entropy;
 		}
 		port = (uint16_t)(e->port1 - 1);
-		if (!cc_tag) {
+		if (!cc_tag && !inc_dst) {
 			unsigned nlight = 0;
 			for (unsigned j = 0; j < n; j++)
 				nlight += light(s, &sw->n.ports[cand[j]]);
 			if (coord && nlight >= 2) /* several light paths: this switch is an AR point */
 				p->ccm_ar = sw->n.id + 1;
-			if (congested(s, &sw->n.ports[port]) && nlight &&
-			    (!e->moved_ps || s->now - e->moved_ps >= m->hold_ps)) {
+			struct ccm_port *cq = &m->port[sw->n.ports[port].id];
+			bool cg = congested(s, &sw->n.ports[port]);
+			if (coord && !cg)
+				cq->cong_ps = 0;
+			else if (coord && !cq->cong_ps)
+				cq->cong_ps = s->now;
+			/* Coordinated: no local path switch for the congestion of a PFC-paused port
+			 * (back-pressure: the switch downstream whose congestion it is classifies it,
+			 * incast or not, and sends a type 3 if AR can help) nor for a convergent flow;
+			 * otherwise only once the port has been congested for confirm_ps. */
+			bool can = cg && nlight &&
+				   !(coord && (sw->n.ports[port].paused || convergent(s, sw, &sw->n.ports[port], p->flow, p->dst))) &&
+				   (!e->moved_ps || s->now - e->moved_ps >= m->hold_ps);
+			if (can && coord && s->now - cq->cong_ps < m->confirm_ps) {
+				m->ecn_ok = false; /* a path switch is pending: AR first, no rate cut yet */
+				m->st.ecn_suppressed++;
+			} else if (can) {
 				int cur = -1;
 				for (unsigned j = 0; j < n; j++)
 					if (cand[j] == port)
@@ -372,10 +597,12 @@ uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 				if (j < n) {
 					ar_move(s, sw, e, cand, j, p->flow, SIM_CCM_EV_AR_LOCAL, p->spray_ctr);
 					port = cand[j];
+					cq->cong_ps = s->now; /* one move per port per confirm_ps */
 				}
 			}
 		}
-		/* CC-tagged packets (incast flows) keep their path: no AR (§6.3.5). */
+		/* CC-tagged packets (incast flows) keep their path: no AR (§6.3.5); so do all
+		 * packets toward a host in incast. */
 	}
 	struct sim_port *out = &sw->n.ports[port];
 	if (!coord) { /* uncoordinated: classify only (statistics), no notification */
@@ -396,9 +623,10 @@ uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 			notify_send(s, sw, 1, p->src, p->flow, p->spray_ctr);
 			rel_add(s, swi, p->flow, port);
 		}
+		inc_start(s, swi, port, p->flow);
 		return port;
 	}
-	if (cc_tag) {
+	if (cc_tag || inc_dst) {
 		/* An incast flow's rate is set at its incast point. Queues it meets elsewhere are
 		 * back-pressure (PFC) from that same incast; marking there too would count the
 		 * congestion twice and cut the flows crossing more paused hops harder (unfair). */
@@ -411,6 +639,9 @@ uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 		cp->t3_first_ps = 0;
 		return port;
 	}
+	if (convergent(s, sw, out, p->flow, p->dst) || out->paused)
+		return port; /* convergent: CC here (ECN as usual), no other path would help;
+			      * paused: the congestion is downstream's, which decides (and notifies) */
 	/* Congested here and no local light path: upstream AR if the tag names an AR point
 	 * (§6.3.3), with ECN withheld for ar_grace_us; otherwise, or if the congestion outlasts
 	 * the grace time, CC (§6.3.4). */
@@ -446,6 +677,10 @@ static void upstream_ar(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	struct ccm_sf *e = sf_of(s, me, p->flow);
 	if (e->cc_seen)
 		return; /* an incast flow (tagged): CC, not AR (§6.3.5) */
+	if (*dst_inc_of(s, me, f->dst) || (e->port1 && convergent(s, sw, &sw->n.ports[e->port1 - 1], p->flow, f->dst))) {
+		m->ar_held++; /* the notifier did not know yet it was the incast's congestion */
+		return;
+	}
 	if (!g || g->n < 2 || !e->port1 || f->send_done) {
 		m->st.ar_fail++;
 		log_ev(s, SIM_CCM_EV_AR_FAIL, 3, sw->n.id, p->src, p->flow, 0);
@@ -473,6 +708,10 @@ void sim_ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
 	if (p->dst != sw->n.id) {
 		notify_forward(s, sw, p);
+		return;
+	}
+	if (p->psn == CCM_STATE_SET || p->psn == CCM_STATE_CLEAR) {
+		state_rx(s, sw, p);
 		return;
 	}
 	s->ccm->st.notify_recv[p->psn & 3]++;
@@ -515,6 +754,8 @@ void sim_ccm_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 		/* Host AR: a new entropy; switches treat it as a new flowlet and place it again. */
 		f->entropy = (uint16_t)(sim_mix64(((uint64_t)f->entropy << 16) ^ s->now) | 1);
 		cf->ar_switches++;
+		if (cf->incast) /* a path switch like the others */
+			m->st.ar_incast_flows++;
 		log_ev(s, SIM_CCM_EV_HOST_AR, 3, h->n.id, p->src, p->flow, f->entropy);
 	}
 }
@@ -543,13 +784,21 @@ int sim_ccm_create(struct sim *s)
 		sim_set_err(s, "ccm: at most 8192 switches (notification routing table)");
 		return -E2BIG;
 	}
+	if ((uint64_t)s->nsw * s->nhosts > CCM_MAX_SF) {
+		sim_set_err(s, "ccm: at most 2^24 switches x hosts (incast state table)");
+		return -E2BIG;
+	}
 	struct sim_ccm *m = calloc(1, sizeof(*m));
 	uint32_t S = s->nsw, *q = malloc(sizeof(*q) * (S ? S : 1));
 	if (!m || !q || !(m->dist = malloc((size_t)S * S + 1)) ||
-	    !(m->port = calloc(s->nports + 1, sizeof(*m->port)))) {
+	    !(m->port = calloc(s->nports + 1, sizeof(*m->port))) ||
+	    !(m->dst_inc = calloc((size_t)S * s->nhosts + 1, 1)) ||
+	    !(m->recent = calloc((size_t)S * CCM_RECENT + 1, sizeof(*m->recent)))) {
 		if (m) {
 			free(m->dist);
 			free(m->port);
+			free(m->dst_inc);
+			free(m->recent);
 		}
 		free(m);
 		free(q);
@@ -582,6 +831,7 @@ int sim_ccm_create(struct sim *s)
 	m->grace_ps = sim_time_from_us_f(c->ccm_ar_grace_us);
 	m->check_ps = sim_time_from_us_f(c->ccm_check_us);
 	m->rel_hold_ps = sim_time_from_us_f(c->ccm_release_hold_us);
+	m->confirm_ps = CCM_AR_CONFIRM_PS;
 	if (!m->check_ps)
 		m->check_ps = 1;
 	sim_ev_init(&m->check_ev, check_fire);
@@ -599,6 +849,9 @@ void sim_ccm_destroy(struct sim *s)
 	free(m->sf);
 	free(m->fl);
 	free(m->rel);
+	free(m->dst_inc);
+	free(m->recent);
+	free(m->inc);
 	free(m->ev);
 	free(m);
 	s->ccm = NULL;
@@ -690,11 +943,14 @@ int sim_ccm_write_outputs(struct sim *s, const char *dir)
 			(unsigned long long)st->notify_sent[t], t, (unsigned long long)st->notify_recv[t]);
 	fprintf(f, "  \"ar_local\": %llu,\n  \"ar_upstream\": %llu,\n  \"ar_fail\": %llu,\n"
 		"  \"ar_switches_incast_flows\": %llu,\n  \"incast_flows\": %llu,\n  \"rate_cuts\": %llu,\n"
-		"  \"ecn_suppressed\": %llu,\n  \"events\": %llu,\n  \"events_dropped\": %llu\n}\n",
+		"  \"ecn_suppressed\": %llu,\n  \"incast_states\": %llu,\n  \"incast_state_msgs\": %llu,\n"
+		"  \"type3_held_incast\": %llu,\n  \"events\": %llu,\n  \"events_dropped\": %llu\n}\n",
 		(unsigned long long)st->ar_local, (unsigned long long)st->ar_upstream,
 		(unsigned long long)st->ar_fail, (unsigned long long)st->ar_incast_flows,
 		(unsigned long long)st->incast_flows, (unsigned long long)st->rate_cuts,
-		(unsigned long long)st->ecn_suppressed, (unsigned long long)st->events,
+		(unsigned long long)st->ecn_suppressed, (unsigned long long)m->state_sets,
+		(unsigned long long)m->state_msgs, (unsigned long long)m->ar_held,
+		(unsigned long long)st->events,
 		(unsigned long long)st->events_dropped);
 	return fclose(f) ? -EIO : 0;
 }

@@ -154,7 +154,10 @@ static const struct param params[] = {
 	{ "osf", "chunk_pkts", P_U32, F(osf_chunk_pkts), "4", NULL, "packets (cells) per credit request" },
 	{ "osf", "outstanding", P_U32, F(osf_outstanding), "12", NULL, "credit requests per flow in flight or granted and unused (x chunk_pkts: the flow's credit window)" },
 	{ "osf", "report_bytes", P_U32, F(osf_report_bytes), "128", NULL, "size of a link-quality report on the wire" },
-	{ "osf", "cell_bytes", P_U32, F(osf_cell_bytes), "0", NULL, "cell (container) payload; this version models one cell per original packet: only 0 or host.mtu_bytes" },
+	{ "osf", "cell_bytes", P_U32, F(osf_cell_bytes), "0", NULL, "cell (container) payload: 0 = one original packet per unit (no cells); 64..65535 = the ingress cuts each flow's packets into cells of this size (aggregation of small packets, fragmentation of large ones)" },
+	{ "osf", "cell_header_bytes", P_U32, F(osf_cell_header_bytes), "32", NULL, "per-cell header on the wire (fabric encapsulation + cell sequence number + piece table)" },
+	{ "osf", "cell_aggregate", P_BOOL, F(osf_cell_aggregate), "true", NULL, "cells: pack pieces of several packets into one cell (false: each cell carries one packet's bytes)" },
+	{ "osf", "cell_pad", P_BOOL, F(osf_cell_pad), "false", NULL, "cells: a short cell is padded to cell_bytes on the wire (fixed-size cells)" },
 
 	/* failures (sim_fail.c) */
 	{ "failure", "event1", P_STR, F(fail_event[0]), "", NULL, "'T_us nodeA-nodeB[#n] down|up|degrade [rate=f] [loss=p]' (also event2 .. event8)" },

@@ -2,7 +2,9 @@
  * manager (centralised / distributed / hybrid) fed by timed link-quality reports, OSF-Ingress
  * path selection and per-packet spraying (modelled in the source NIC), OSF-Forwarder source
  * routing, credit-based flow control (4.3.1), OSF-Egress reordering, and fast failure
- * notification (4.4). Active only when s->osf is set; see docs/sim.md for the model. */
+ * notification (4.4), and (osf.cell_bytes > 0) packet aggregation / fragmentation into cells
+ * with per-flow cell numbering and reassembly at the egress. Active only when s->osf is set;
+ * see docs/sim.md for the model. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,36 @@ struct osf_flow {
 	struct sim_event hole_ev;
 	uint32_t idx;
 	uint64_t delivered_bytes;
+	/* Cells. The ingress appends each original packet it takes from the transport to the
+	 * flow's byte stream (os_psn/os_end: PSN and stream end offset of original j) and cuts
+	 * the stream into cells (c_start/c_len by cell sequence number). The tables stand for
+	 * what a cell header carries (its sequence number and piece table): the egress reads
+	 * only the entries of cells it has received. */
+	uint32_t *os_psn;
+	uint64_t *os_end;
+	uint32_t nos, cap_os;
+	uint64_t stream_bytes, cut_bytes;
+	uint64_t *c_start;
+	uint32_t *c_len;
+	uint8_t *c_path;         /* path each cell was sprayed on (the cell's source route) */
+	uint32_t ncells, cap_c;
+	uint32_t cut_os;         /* first original not yet wholly cut */
+	uint32_t frag_os;        /* last original counted as fragmented, + 1 */
+	struct osf_flow *bl_next; /* host backlog: stream bytes not yet cut, flow maybe inactive */
+	bool in_bl;
+	/* egress, cells: reorder by cell number, then reassembled packets go through the PSN
+	 * reorder buffer above (which only sees out-of-order packets after a lost cell) */
+	uint8_t *chave;          /* buffered cells, bit per sequence number */
+	uint32_t chave_bits, cnext, eo, cbuffered;
+	uint32_t cmax;           /* highest cell number received + 1 */
+	uint32_t chole;          /* cmax when the hole check was armed */
+	uint32_t clo;            /* cnext then */
+	uint32_t pmax[OSF_MAXPATHS]; /* per path: highest cell number received on it + 1 */
+	sim_time_ps plast[OSF_MAXPATHS]; /* per path: last cell arrival */
+	sim_time_ps chole_iv;    /* hole check period: the timeout, or its grace after a failure */
+	struct sim_event chole_ev;
+	uint64_t eoff;           /* stream offset reassembled up to */
+	bool ebad;               /* original eo misses bytes (a cell was lost) */
 };
 
 struct osf_view {                /* what one ingress (or the TM) knows, by global port id */
@@ -64,8 +96,16 @@ struct osf_det {                 /* pending detection of a link change at one sw
 	struct osf_det *next;
 };
 
+struct osf_hev {
+	struct sim_event ev;
+	uint32_t host;
+};
+
 struct sim_osf {
 	bool credit;
+	uint32_t cell, cell_hdr;  /* cell payload (0: no cells) and header bytes */
+	struct osf_flow **bl;    /* per host: flows with stream bytes not yet cut */
+	struct osf_hev *hev;     /* per host: wakes the NIC for backlog of inactive flows */
 	struct osf_flow **fl;
 	uint32_t nfl;
 	struct osf_grant *grants;
@@ -102,6 +142,8 @@ static struct osf_flow *oflow(struct sim *s, uint32_t idx)
 }
 
 static void hole_fire(struct sim *s, struct sim_event *ev);
+static void chole_fire(struct sim *s, struct sim_event *ev);
+static void egress_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
 
 static struct osf_flow *oflow_get(struct sim *s, uint32_t idx)
 {
@@ -113,6 +155,7 @@ static struct osf_flow *oflow_get(struct sim *s, uint32_t idx)
 		return NULL;
 	of->idx = idx;
 	sim_ev_init(&of->hole_ev, hole_fire);
+	sim_ev_init(&of->chole_ev, chole_fire);
 	s->osf->fl[idx] = of;
 	return of;
 }
@@ -266,8 +309,11 @@ static void grant_unref(struct sim_osf *o, uint32_t gi)
 	}
 }
 
+/* The credit unit: a full cell, or a full original packet without cells. */
 static inline uint32_t full_pkt(const struct sim *s)
 {
+	if (s->cfg.osf_cell_bytes)
+		return s->cfg.osf_cell_bytes + s->cfg.osf_cell_header_bytes;
 	return s->cfg.mtu_bytes + s->cfg.header_bytes;
 }
 
@@ -426,12 +472,26 @@ void sim_osf_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at, b
 }
 
 /* ---- OSF-Ingress ------------------------------------------------------------------------- */
-static uint32_t flow_demand(const struct sim_flow *f)
+static uint32_t flow_demand_pkts(const struct sim_flow *f)
 {
 	uint32_t d = f->snd_nxt < f->npkts ? f->npkts - f->snd_nxt : 0;
 	if (f->retx_mode && f->snd_high > f->retx_ptr)
 		d += f->snd_high - f->retx_ptr;
 	return d;
+}
+
+/* Demand in credit units: packets, or with cells the cells the uncut stream bytes and the
+ * transport's unsent packets (taken as full) will make. */
+static uint32_t flow_demand(const struct sim *s, const struct sim_flow *f, const struct osf_flow *of)
+{
+	uint32_t d = flow_demand_pkts(f);
+	if (!s->cfg.osf_cell_bytes)
+		return d;
+	uint64_t bytes = (uint64_t)d * (s->cfg.mtu_bytes + s->cfg.header_bytes);
+	if (of)
+		bytes += of->stream_bytes - of->cut_bytes;
+	uint64_t c = (bytes + s->cfg.osf_cell_bytes - 1) / s->cfg.osf_cell_bytes;
+	return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
 }
 
 static struct sim_pkt *make_req(struct sim *s, struct sim_host *h, struct sim_flow *f,
@@ -531,52 +591,259 @@ static void stamp(struct sim *s, struct sim_host *h, struct sim_flow *f, struct 
 	}
 }
 
+/* ---- OSF-Ingress cells (aggregation / fragmentation) ------------------------------------ */
+static int grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	uint32_t n = *cap ? *cap * 2 : 256;
+	while (n < need)
+		n *= 2;
+	void *w = realloc(*v, elem * n);
+	if (!w)
+		return -ENOMEM;
+	*v = w;
+	*cap = n;
+	return 0;
+}
+
+static inline uint64_t os_start(const struct osf_flow *of, uint32_t j)
+{
+	return j ? of->os_end[j - 1] : 0;
+}
+
+static void bl_add(struct sim_osf *o, struct sim_host *h, struct osf_flow *of)
+{
+	if (of->in_bl)
+		return;
+	of->in_bl = true;
+	of->bl_next = o->bl[h->n.id];
+	o->bl[h->n.id] = of;
+}
+
+/* Take one original packet from the transport into the flow's stream. */
+static bool stream_pull(struct sim *s, struct sim_host *h, struct sim_flow *f, struct osf_flow *of,
+			struct sim_pkt **tmpl)
+{
+	struct sim_flow *next = f->next_active;
+	if (grow((void **)&of->os_psn, &(uint32_t){ of->cap_os }, of->nos + 1, sizeof(*of->os_psn)) ||
+	    grow((void **)&of->os_end, &of->cap_os, of->nos + 1, sizeof(*of->os_end)))
+		return false;
+	struct sim_pkt *p = sim_host_emit(s, h, f);
+	if (h->active && h->active == f)
+		h->active = f->in_active ? f->next_active : next;
+	if (!p)
+		return false;
+	of->stream_bytes += p->size_bytes;
+	of->os_psn[of->nos] = p->psn;
+	of->os_end[of->nos] = of->stream_bytes;
+	of->nos++;
+	s->osf->st.orig_pkts_sent++;
+	if (*tmpl)
+		sim_pkt_free(s, *tmpl);
+	*tmpl = p;
+	return true;
+}
+
+/* With credits, a packet is taken from the transport only when the granted, unused cells
+ * hold it and what the stream holds already: else a fragmented packet would wait in the
+ * ingress for more grants while the transport's retransmission timer runs. */
+static bool credit_covers(const struct sim *s, const struct osf_flow *of)
+{
+	const struct sim_osf *o = s->osf;
+	if (!o->credit)
+		return true;
+	uint64_t cells = 0;
+	for (uint32_t k = 0; k < of->gq_n; k++)
+		cells += o->grants[of->gq[(of->gq_head + k) % 64] - 1].left;
+	return of->stream_bytes - of->cut_bytes + s->cfg.mtu_bytes + s->cfg.header_bytes <= cells * o->cell;
+}
+
+/* OSF-Ingress (4.2): fill a cell from the flow's stream (aggregation: several small packets
+ * in one cell; fragmentation: a large packet's rest waits for the next cell). A partly filled
+ * cell goes out when the transport has nothing more to give now (no waiting for more data);
+ * it waits only for the flow's pacing. Returns NULL when the flow sends nothing now. */
+static struct sim_pkt *cell_build(struct sim *s, struct sim_host *h, struct sim_flow *f,
+				  struct osf_flow *of, sim_time_ps *wake)
+{
+	struct sim_osf *o = s->osf;
+	uint32_t C = o->cell;
+	struct sim_pkt *p = NULL;
+	if (of->stream_bytes - of->cut_bytes < C && f->in_active) {
+		if (f->next_tx_ps > s->now) {
+			if (f->next_tx_ps < *wake)
+				*wake = f->next_tx_ps;
+			return NULL;
+		}
+		/* Without aggregation a packet is taken only once the last one is wholly cut. */
+		while (of->stream_bytes - of->cut_bytes < C && f->in_active &&
+		       (s->cfg.osf_cell_aggregate || of->stream_bytes == of->cut_bytes) &&
+		       credit_covers(s, of) && stream_pull(s, h, f, of, &p))
+			;
+	}
+	uint64_t pend = of->stream_bytes - of->cut_bytes;
+	if (!pend) {
+		if (p)
+			sim_pkt_free(s, p);
+		return NULL;
+	}
+	if (grow((void **)&of->c_start, &(uint32_t){ of->cap_c }, of->ncells + 1, sizeof(*of->c_start)) ||
+	    grow((void **)&of->c_path, &(uint32_t){ of->cap_c }, of->ncells + 1, sizeof(*of->c_path)) ||
+	    grow((void **)&of->c_len, &of->cap_c, of->ncells + 1, sizeof(*of->c_len))) {
+		if (p)
+			sim_pkt_free(s, p);
+		return NULL;
+	}
+	if (!p) { /* only the rest of a fragmented packet */
+		if (!(p = sim_pkt_alloc(s)))
+			return NULL;
+		p->type = SIM_PKT_DATA;
+		p->flags = SIM_PKT_ECT;
+		p->flow = f->idx;
+		p->src = f->src;
+		p->dst = f->dst;
+		p->entropy = f->entropy;
+	}
+	uint32_t len = pend < C ? (uint32_t)pend : C;
+	uint64_t a = of->cut_bytes, b = a + len;
+	uint32_t k = of->ncells++;
+	of->c_start[k] = a;
+	of->c_len[k] = len;
+	of->cut_bytes = b;
+	/* Statistics of the cut: pieces in this cell, packets it fragments. */
+	while (of->cut_os < of->nos && of->os_end[of->cut_os] <= a)
+		of->cut_os++;
+	uint32_t pieces = 0;
+	for (uint32_t j = of->cut_os; j < of->nos && os_start(of, j) < b; j++) {
+		pieces++;
+		if (os_start(of, j) < a && of->frag_os != j + 1) {
+			o->st.frag_pkts++;
+			of->frag_os = j + 1;
+		}
+	}
+	if (pieces > 1)
+		o->st.agg_cells++;
+	o->st.cell_payload_bytes += len;
+	p->psn = k;
+	p->size_bytes = (s->cfg.osf_cell_pad ? C : len) + o->cell_hdr;
+	o->st.cell_wire_bytes += p->size_bytes;
+	if (of->stream_bytes > of->cut_bytes)
+		bl_add(o, h, of);
+	return p;
+}
+
+static void hev_fire(struct sim *s, struct sim_event *ev)
+{
+	struct osf_hev *e = SIM_CONTAINER_OF(ev, struct osf_hev, ev);
+	sim_port_kick(s, &s->hosts[e->host].port);
+}
+
+/* The NIC asks for its next packet again only while the transport has active flows; the
+ * rest of a fragmented packet of a flow the transport has finished with needs a wake-up at
+ * the end of the cell being sent. */
+static struct sim_pkt *bl_wake(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	if (!p || h->nactive || h->port.cq.n || !o->bl[h->n.id])
+		return p;
+	struct osf_hev *e = &o->hev[h->n.id];
+	sim_time_ps t = s->now + sim_time_serialize(p->size_bytes, h->port.rate_bps);
+	if (!sim_ev_pending(&e->ev))
+		sim_schedule(s, &e->ev, t);
+	return p;
+}
+
+static struct sim_pkt *try_req(struct sim *s, struct sim_host *h, struct sim_flow *f,
+			       struct osf_flow *of, sim_time_ps *wake)
+{
+	const struct sim_config *c = &s->cfg;
+	uint32_t d = flow_demand(s, f, of), cap = c->osf_outstanding * c->osf_chunk_pkts;
+	if (d > cap)
+		d = cap;
+	if (of->pending >= d || of->reqs_out >= c->osf_outstanding)
+		return NULL;
+	if (s->now < of->retry_ps) {
+		if (of->retry_ps < *wake)
+			*wake = of->retry_ps;
+		return NULL;
+	}
+	uint32_t npk = d - of->pending;
+	if (npk > c->osf_chunk_pkts)
+		npk = c->osf_chunk_pkts;
+	return make_req(s, h, f, of, npk);
+}
+
+static struct osf_flow *flow_ready(struct sim *s, struct sim_flow *f)
+{
+	struct osf_flow *of = oflow_get(s, f->idx);
+	if (!of)
+		return NULL;
+	if (!of->paths_done && flow_paths(s, f, of))
+		return NULL;
+	return of->npaths ? of : NULL;
+}
+
 struct sim_pkt *sim_osf_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake)
 {
 	struct sim_osf *o = s->osf;
-	const struct sim_config *c = &s->cfg;
 	uint32_t n = h->nactive;
 	struct sim_flow *f = h->active;
 	if (!sim_ev_pending(&o->tick_ev)) /* flows added after sim_create: reports start now */
 		sim_schedule(s, &o->tick_ev, s->now + o->interval_ps);
-	if (o->credit) { /* credit requests first: they are small and start the pipeline */
-		for (uint32_t i = 0; i < n; i++, f = f->next_active) {
-			struct osf_flow *of = oflow_get(s, f->idx);
-			if (!of)
-				continue;
-			if (!of->paths_done && flow_paths(s, f, of))
-				continue;
-			if (!of->npaths)
-				continue;
-			uint32_t d = flow_demand(f), cap = c->osf_outstanding * c->osf_chunk_pkts;
-			if (d > cap)
-				d = cap;
-			if (of->pending >= d || of->reqs_out >= c->osf_outstanding)
-				continue;
-			if (s->now < of->retry_ps) {
-				if (of->retry_ps < *wake)
-					*wake = of->retry_ps;
+	/* Cells: flows whose stream still holds uncut bytes are served first (the rest of a
+	 * fragmented packet); those still active are served below with the others. */
+	if (o->cell) {
+		for (struct osf_flow **pp = &o->bl[h->n.id]; *pp;) {
+			struct osf_flow *of = *pp;
+			if (of->stream_bytes == of->cut_bytes) {
+				*pp = of->bl_next;
+				of->in_bl = false;
 				continue;
 			}
-			uint32_t npk = d - of->pending;
-			if (npk > c->osf_chunk_pkts)
-				npk = c->osf_chunk_pkts;
-			struct sim_pkt *p = make_req(s, h, f, of, npk);
+			pp = &of->bl_next;
+			struct sim_flow *bf = &s->flows[of->idx];
+			if (bf->in_active)
+				continue;
+			struct sim_pkt *p = NULL;
+			if (o->credit)
+				p = try_req(s, h, bf, of, wake);
+			if (!p && (!o->credit || of->gq_n) && (p = cell_build(s, h, bf, of, wake))) {
+				stamp(s, h, bf, of, p);
+				of->c_path[p->psn] = (uint8_t)p->spray_ctr;
+			}
+			if (p)
+				return bl_wake(s, h, p);
+		}
+	}
+	if (o->credit) { /* credit requests first: they are small and start the pipeline */
+		for (uint32_t i = 0; i < n; i++, f = f->next_active) {
+			struct osf_flow *of = flow_ready(s, f);
+			struct sim_pkt *p = of ? try_req(s, h, f, of, wake) : NULL;
 			if (p)
 				return p;
 		}
 		f = h->active;
 	}
 	for (uint32_t i = 0; i < n; i++, f = f->next_active) {
-		struct osf_flow *of = oflow_get(s, f->idx);
+		struct osf_flow *of = flow_ready(s, f);
 		if (!of)
-			continue;
-		if (!of->paths_done && flow_paths(s, f, of))
-			continue;
-		if (!of->npaths)
 			continue;
 		if (o->credit && !of->gq_n)
 			continue;
+		if (o->cell) {
+			struct sim_flow *next = f->next_active;
+			struct sim_pkt *p = cell_build(s, h, f, of, wake);
+			if (p) {
+				if (h->active == f)
+					h->active = f->in_active ? f->next_active : next;
+				stamp(s, h, f, of, p);
+				of->c_path[p->psn] = (uint8_t)p->spray_ctr;
+				return bl_wake(s, h, p);
+			}
+			if (!h->nactive)
+				break;
+			continue;
+		}
 		if (f->next_tx_ps > s->now) {
 			if (f->next_tx_ps < *wake)
 				*wake = f->next_tx_ps;
@@ -632,6 +899,164 @@ static void send_nack(struct sim *s, struct sim_flow *f, uint32_t psn)
 	p->size_bytes = s->cfg.ack_bytes;
 	s->osf->st.egress_nacks++;
 	host_send_ctl(s, &s->hosts[f->dst], p);
+}
+
+/* ---- OSF-Egress cells: reorder by cell number, reassemble, deliver originals in order ---- */
+/* Hand original packet j (complete) to the transport. */
+static void cell_deliver(struct sim *s, struct sim_flow *f, struct osf_flow *of, uint32_t j)
+{
+	struct sim_pkt t;
+	memset(&t, 0, sizeof(t));
+	t.type = SIM_PKT_DATA;
+	t.flow = f->idx;
+	t.src = f->src;
+	t.dst = f->dst;
+	t.entropy = f->entropy;
+	t.psn = of->os_psn[j];
+	t.size_bytes = (uint32_t)(of->os_end[j] - os_start(of, j));
+	egress_rx(s, f, &t);
+}
+
+/* Cell k is next in order: its bytes extend the reassembled stream. A cell that does not
+ * start where the stream ends follows cells given up as lost: the packets they cut are
+ * dropped here (the transport recovers them). */
+static void cell_consume(struct sim *s, struct sim_flow *f, struct osf_flow *of, uint32_t k)
+{
+	struct sim_osf *o = s->osf;
+	uint64_t a = of->c_start[k], b = a + of->c_len[k];
+	if (a != of->eoff) {
+		while (of->eo < of->nos && of->os_end[of->eo] <= a) {
+			o->st.orig_discarded++;
+			of->eo++;
+		}
+		of->ebad = of->eo < of->nos && os_start(of, of->eo) < a;
+	}
+	of->eoff = b;
+	while (of->eo < of->nos && of->os_end[of->eo] <= b) {
+		if (of->ebad)
+			o->st.orig_discarded++;
+		else
+			cell_deliver(s, f, of, of->eo);
+		of->ebad = false;
+		of->eo++;
+	}
+}
+
+static void cell_drain(struct sim *s, struct sim_flow *f, struct osf_flow *of)
+{
+	while (of->cbuffered && of->cnext < of->chave_bits && bit_get(of->chave, of->cnext)) {
+		of->chave[of->cnext >> 3] &= (uint8_t)~(1u << (of->cnext & 7));
+		of->cbuffered--;
+		cell_consume(s, f, of, of->cnext++);
+	}
+	if (!of->cbuffered) {
+		of->chole_iv = 0;
+		if (sim_ev_pending(&of->chole_ev))
+			sim_cancel(s, &of->chole_ev);
+	}
+}
+
+static void cell_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
+{
+	struct sim_osf *o = s->osf;
+	struct osf_flow *of = oflow_get(s, f->idx);
+	uint32_t k = p->psn;
+	if (!of)
+		return;
+	if (k < of->ncells) {
+		if (of->pmax[of->c_path[k]] < k + 1)
+			of->pmax[of->c_path[k]] = k + 1;
+		of->plast[of->c_path[k]] = s->now;
+	}
+	if (k < of->cnext || (k < of->chave_bits && bit_get(of->chave, k))) {
+		o->st.dup_pkts++; /* a cell given up as lost arrived after all */
+		return;
+	}
+	if (k > of->cnext) {
+		if (k >= of->chave_bits) {
+			uint32_t bits = of->chave_bits ? of->chave_bits : 1024;
+			while (bits <= k)
+				bits *= 2;
+			uint8_t *v = realloc(of->chave, bits / 8);
+			if (!v)
+				return; /* counted as lost: the reorder timeout recovers */
+			memset(v + of->chave_bits / 8, 0, (bits - of->chave_bits) / 8);
+			of->chave = v;
+			of->chave_bits = bits;
+		}
+		bit_set(of->chave, k);
+		of->cbuffered++;
+		if (k + 1 > of->cmax)
+			of->cmax = k + 1;
+		o->st.reorder_pkts++;
+		if (of->cbuffered > o->st.reorder_max_pkts)
+			o->st.reorder_max_pkts = of->cbuffered;
+		if (!sim_ev_pending(&of->chole_ev)) {
+			of->chole = of->cmax;
+			of->clo = of->cnext;
+			if (!of->chole_iv) { /* a hole opened just after a notified failure: the grace */
+				sim_time_ps to = sim_time_from_us_f(s->cfg.osf_reorder_timeout_us);
+				sim_time_ps lt = o->learnt[f->dst];
+				of->chole_iv = lt != SIM_TIME_NEVER && s->now < lt + to ? to / 5 : to;
+			}
+			sim_schedule(s, &of->chole_ev, s->now + of->chole_iv);
+		}
+		return;
+	}
+	cell_consume(s, f, of, of->cnext++);
+	if (of->cnext > of->cmax)
+		of->cmax = of->cnext;
+	cell_drain(s, f, of);
+}
+
+/* Hole check, one period after the first cell arrived out of order. A missing cell is lost
+ * if a later cell sprayed on the same path has arrived (a path delivers in order), or if its
+ * path delivered nothing for the whole period while others did (a dead path); the first
+ * hole is lost if nothing moved for the whole period (a lost last cell of a path); after a
+ * notified failure (the short grace) every cell still missing below the highest number then
+ * received is lost (the dead path delivers no later cell). Lost cells are given up (cells are
+ * never resent; the transport resends the packets they carried, in new cells, after the NACK
+ * sent here at once rather than after a second timeout at the PSN level). */
+static void chole_fire(struct sim *s, struct sim_event *ev)
+{
+	struct osf_flow *of = SIM_CONTAINER_OF(ev, struct osf_flow, chole_ev);
+	struct sim_flow *f = &s->flows[of->idx];
+	if (!of->cbuffered)
+		return;
+	sim_time_ps to = sim_time_from_us_f(s->cfg.osf_reorder_timeout_us);
+	sim_time_ps iv = of->chole_iv ? of->chole_iv : to;
+	bool grace = iv < to, stalled = of->cnext == of->clo;
+	uint32_t skipped = 0;
+	while (of->cnext < of->chole) {
+		uint32_t k = of->cnext;
+		if (k < of->chave_bits && bit_get(of->chave, k)) {
+			of->chave[k >> 3] &= (uint8_t)~(1u << (k & 7));
+			of->cbuffered--;
+			of->cnext++;
+			cell_consume(s, f, of, k);
+			continue;
+		}
+		uint8_t x = of->c_path[k];
+		if (!grace && !(stalled && k == of->clo) && of->pmax[x] <= k && s->now - of->plast[x] < iv)
+			break; /* may still come */
+		skipped++;
+		of->cnext++;
+	}
+	s->osf->st.cell_skips += skipped;
+	cell_drain(s, f, of);
+	if (skipped && !f->recv_done && s->cfg.transport != SIM_TRANSPORT_IDEAL) {
+		send_nack(s, f, f->rcv_nxt);
+		if (of->buffered) { /* the PSN hole timer repeats the NACK if need be */
+			if (sim_ev_pending(&of->hole_ev))
+				sim_cancel(s, &of->hole_ev);
+			of->hole_psn = f->rcv_nxt;
+			sim_schedule(s, &of->hole_ev, s->now + to);
+		}
+	}
+	of->chole = of->cmax;
+	of->clo = of->cnext;
+	if (of->cbuffered && !sim_ev_pending(ev))
+		sim_schedule(s, ev, s->now + iv);
 }
 
 /* A hole that outlives reorder_timeout_us is a loss (a failed link, a lossy link): ask the
@@ -756,6 +1181,14 @@ static void ingress_learnt_down(struct sim *s, uint32_t h)
 	sim_time_ps grace = sim_time_from_us_f(s->cfg.osf_reorder_timeout_us / 5);
 	for (uint32_t i = 0; i < s->nflows && i < o->nfl; i++) {
 		struct osf_flow *of = o->fl[i];
+		if (of && s->flows[i].dst == h && of->cbuffered) {
+			if (sim_ev_pending(&of->chole_ev))
+				sim_cancel(s, &of->chole_ev);
+			of->chole = of->cmax;
+			of->clo = of->cnext;
+			of->chole_iv = grace;
+			sim_schedule(s, &of->chole_ev, s->now + grace);
+		}
 		if (!of || s->flows[i].dst != h || !of->buffered || s->flows[i].recv_done)
 			continue;
 		if (sim_ev_pending(&of->hole_ev))
@@ -863,7 +1296,7 @@ static void tick_fire(struct sim *s, struct sim_event *ev)
 	/* Housekeeping: grants a flow can no longer use. */
 	for (uint32_t i = 0; i < s->nflows && i < o->nfl; i++) {
 		struct osf_flow *of = o->fl[i];
-		if (of && of->gq_n && (s->flows[i].send_done || !flow_demand(&s->flows[i])))
+		if (of && of->gq_n && (s->flows[i].send_done || !flow_demand(s, &s->flows[i], of)))
 			close_unused(s, &s->flows[i], of);
 	}
 	if (!all_done(s))
@@ -993,7 +1426,10 @@ bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 			grant_unref(o, p->osf_grant);
 		p->osf_grant = 0;
 		struct sim_flow *f = &s->flows[p->flow];
-		egress_rx(s, f, p);
+		if (o->cell)
+			cell_rx(s, f, p);
+		else
+			egress_rx(s, f, p);
 		sim_pkt_free(s, p);
 		return true;
 	}
@@ -1032,22 +1468,30 @@ int sim_osf_create(struct sim *s)
 	    c->osf_report_bytes < 1 || c->osf_report_bytes > 65535 || c->osf_loss_max > 1 ||
 	    c->osf_detect_us > 1e6 || c->osf_tm_compute_us > 1e6 || c->osf_reorder_timeout_us <= 0 ||
 	    c->osf_reorder_timeout_us > 1e6 || c->osf_retry_us > 1e6 || c->osf_rej_hold_us > 1e6 ||
-	    (c->osf_cell_bytes && c->osf_cell_bytes != c->mtu_bytes)) {
+	    (c->osf_cell_bytes && (c->osf_cell_bytes < 64 || c->osf_cell_bytes > 65535)) ||
+	    c->osf_cell_header_bytes > 1024) {
 		sim_set_err(s, "osf: bad parameter (interval/timeouts <= 1e6 us, chunk_pkts > 0, "
-			    "outstanding 1..60, tm_host < hosts, cell_bytes 0 or host.mtu_bytes)");
+			    "outstanding 1..60, tm_host < hosts, cell_bytes 0 or 64..65535, "
+			    "cell_header_bytes <= 1024)");
 		return -EINVAL;
 	}
 	if (s->ccm) { /* both would steer data packets */
 		sim_set_err(s, "osf: cannot run together with ccm (both choose the data path)");
 		return -EINVAL;
 	}
-	uint64_t chunk = (uint64_t)c->osf_chunk_pkts * (c->mtu_bytes + c->header_bytes);
+	uint64_t chunk = (uint64_t)c->osf_chunk_pkts * full_pkt(s);
 	if (c->osf_mode == SIM_OSF_CREDIT &&
 	    (c->osf_window_bytes < chunk || (!c->pfc && c->osf_window_bytes > c->buffer_bytes))) {
 		/* A window below one chunk never grants; above the buffer, credited data could
 		 * still be dropped at a full queue. */
-		sim_set_err(s, "osf: window_bytes must hold one chunk (chunk_pkts full packets) and, "
+		sim_set_err(s, "osf: window_bytes must hold one chunk (chunk_pkts full packets or cells) and, "
 			    "without PFC, be <= switch.buffer_bytes");
+		return -EINVAL;
+	}
+	if (c->osf_cell_bytes && c->osf_mode == SIM_OSF_CREDIT &&
+	    (uint64_t)c->osf_outstanding * c->osf_chunk_pkts * c->osf_cell_bytes < c->mtu_bytes + c->header_bytes) {
+		/* A flow's credit must be able to cover one whole packet (see credit_covers). */
+		sim_set_err(s, "osf: outstanding x chunk_pkts x cell_bytes must hold one full packet");
 		return -EINVAL;
 	}
 	if ((uint64_t)s->nhosts * s->nports > (64u << 20)) {
@@ -1059,6 +1503,16 @@ int sim_osf_create(struct sim *s)
 		return -ENOMEM;
 	s->osf = o;
 	o->credit = c->osf_mode == SIM_OSF_CREDIT;
+	o->cell = c->osf_cell_bytes;
+	o->cell_hdr = c->osf_cell_header_bytes;
+	o->bl = calloc(s->nhosts, sizeof(*o->bl));
+	o->hev = calloc(s->nhosts, sizeof(*o->hev));
+	if (!o->bl || !o->hev)
+		return -ENOMEM;
+	for (uint32_t h = 0; h < s->nhosts; h++) {
+		sim_ev_init(&o->hev[h].ev, hev_fire);
+		o->hev[h].host = h;
+	}
 	o->st.fail_ps = SIM_TIME_NEVER;
 	o->interval_ps = sim_time_from_us_f(c->osf_linkq_interval_us);
 	o->reserved = calloc(s->nports, sizeof(*o->reserved));
@@ -1109,9 +1563,17 @@ void sim_osf_destroy(struct sim *s)
 			free(o->fl[i]->paths);
 			free(o->fl[i]->wrr);
 			free(o->fl[i]->have);
+			free(o->fl[i]->os_psn);
+			free(o->fl[i]->os_end);
+			free(o->fl[i]->c_start);
+			free(o->fl[i]->c_len);
+			free(o->fl[i]->c_path);
+			free(o->fl[i]->chave);
 			free(o->fl[i]);
 		}
 	free(o->fl);
+	free(o->bl);
+	free(o->hev);
 	free(o->grants);
 	free(o->reserved);
 	free(o->det_down);
@@ -1169,7 +1631,10 @@ int sim_osf_write_outputs(struct sim *s, const char *dir)
 		"  \"inorder_violations\": %llu,\n  \"cells_sent\": %llu,\n  \"orig_pkts_delivered\": %llu,\n"
 		"  \"max_reserved_bytes\": %llu,\n  \"max_queue_bytes\": %llu,\n  \"window_bytes\": %llu,\n"
 		"  \"stale_sends\": %llu,\n  \"late_stale_sends\": %llu,\n  \"fail_us\": %.6f,\n  \"notify_max_us\": %.6f,\n"
-		"  \"last_stale_us\": %.6f\n}\n",
+		"  \"last_stale_us\": %.6f,\n  \"cell_bytes\": %u,\n  \"cell_header_bytes\": %u,\n"
+		"  \"orig_pkts_sent\": %llu,\n  \"frag_pkts\": %llu,\n  \"agg_cells\": %llu,\n"
+		"  \"cell_payload_bytes\": %llu,\n  \"cell_wire_bytes\": %llu,\n  \"cell_skips\": %llu,\n"
+		"  \"orig_discarded\": %llu\n}\n",
 		(unsigned long long)st.credit_reqs, (unsigned long long)st.credit_acks,
 		(unsigned long long)st.credit_rejs, (unsigned long long)st.credit_lost,
 		(unsigned long long)st.granted_pkts, (unsigned long long)st.linkq_sent,
@@ -1181,7 +1646,11 @@ int sim_osf_write_outputs(struct sim *s, const char *dir)
 		(unsigned long long)st.max_queue_bytes, (unsigned long long)s->cfg.osf_window_bytes,
 		(unsigned long long)st.stale_sends, (unsigned long long)st.late_stale_sends, fail_us,
 		st.notify_max_ps ? sim_time_to_us(st.notify_max_ps) : -1,
-		st.last_stale_ps ? sim_time_to_us(st.last_stale_ps) : -1);
+		st.last_stale_ps ? sim_time_to_us(st.last_stale_ps) : -1, s->cfg.osf_cell_bytes,
+		s->cfg.osf_cell_header_bytes, (unsigned long long)st.orig_pkts_sent,
+		(unsigned long long)st.frag_pkts, (unsigned long long)st.agg_cells,
+		(unsigned long long)st.cell_payload_bytes, (unsigned long long)st.cell_wire_bytes,
+		(unsigned long long)st.cell_skips, (unsigned long long)st.orig_discarded);
 	fclose(f);
 	return 0;
 }

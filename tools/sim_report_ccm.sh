@@ -72,7 +72,7 @@ def load(d):
                 ar=c.get("ar_local", 0) + c.get("ar_upstream", 0), ar_up=c.get("ar_upstream", 0),
                 ar_inc=c.get("ar_switches_incast_flows", 0), inc=c.get("incast_flows", 0),
                 t1=c.get("notify_type1_sent", 0), t2=c.get("notify_type2_sent", 0),
-                t3=c.get("notify_type3_sent", 0))
+                t3=c.get("notify_type3_sent", 0), smsg=c.get("incast_state_msgs", 0))
 
 res = {sc: {b[0]: [load(f"{out}/runs/{sc}/{b[0]}/seed{s}") for s in seeds] for b in bases} for sc in scens}
 m = lambda v: st.mean(v)
@@ -82,12 +82,15 @@ md = ["# Coordinated congestion management (draft-lyu-rtgwg-coordinated-cm): sim
       "; every figure is the mean over the seeds (min-max in brackets for the completion time).",
       "", "Columns: *completion* = time the last byte of the last flow arrives (the load is done); "
       "*goodput* = all bytes / completion; *rate cuts* = DCQCN rate reductions (CNPs acted on); "
-      "*AR switches* = flow path switches (local + upstream); *of incast flows* = path switches "
-      "of flows after they were classified as incast flows; T1/T2/T3 = notifications sent.", ""]
+      "*AR switches* = flow path switches (local + upstream); *of incast flows* = every path switch "
+      "(local, upstream or host) of a flow from the moment the last hop classified it as an incast "
+      "flow (first type 1; uncoordinated: the same detector, without notification), whatever packet "
+      "caused it, also after a type 2; T1/T2/T3 = notifications sent; *incast state msgs* = the "
+      "coordinated scheme's incast state messages (docs/sim.md).", ""]
 for sc in scens:
     md += [f"## {titles.get(sc, sc)}", "",
-           "| baseline | completion us | mean FCT us | goodput Gbit/s | rate cuts | ECN marks | PFC pauses | AR switches (upstream) | of incast flows | T1 / T2 / T3 |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| baseline | completion us | mean FCT us | goodput Gbit/s | rate cuts | ECN marks | PFC pauses | AR switches (upstream) | of incast flows | T1 / T2 / T3 | incast state msgs |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, _, label in bases:
         r = res[sc][name]
         comp = [x["comp"] for x in r]
@@ -96,7 +99,8 @@ for sc in scens:
                   f"| {m([x['fct'] for x in r]):.0f} | {m([x['gput'] for x in r]):.1f} | {m([x['cnps'] for x in r]):.1f} "
                   f"| {m([x['ecn'] for x in r]):.0f} | {m([x['pfc'] for x in r]):.0f} "
                   f"| {m([x['ar'] for x in r]):.1f} ({m([x['ar_up'] for x in r]):.1f}) | {m([x['ar_inc'] for x in r]):.1f} "
-                  f"| {m([x['t1'] for x in r]):.1f} / {m([x['t2'] for x in r]):.1f} / {m([x['t3'] for x in r]):.1f} |")
+                  f"| {m([x['t1'] for x in r]):.1f} / {m([x['t2'] for x in r]):.1f} / {m([x['t3'] for x in r]):.1f} "
+                  f"| {m([x['smsg'] for x in r]):.0f} |")
     md.append("")
 
 # §7 walk-through: the events of F1 in order (scenario file's own seed).

@@ -54,6 +54,31 @@ run degraded_loss_ecmp_dcqcn_pfc osf_degraded.ini "${ECMP_PFC[@]}" "$LOSS"
 run degraded_loss_spray_pfc osf_degraded.ini "${SPRAY_PFC[@]}" "$LOSS"
 run degraded_none_osf_credit osf_degraded.ini "failure.event1="
 
+# Cells (aggregation / fragmentation). Small packets: chunk_pkts keeps ~16.9 KB per credit
+# request where noted (64 packets of 264 B = 16 cells of 1056 B).
+run cells_small_1_perpkt_chunk4 osf_cells_small.ini osf.cell_bytes=0 osf.chunk_pkts=4
+run cells_small_2_perpkt_chunk64 osf_cells_small.ini osf.cell_bytes=0 osf.chunk_pkts=64
+run cells_small_3_cell1024_onepkt_padded osf_cells_small.ini osf.cell_aggregate=false osf.cell_pad=true
+run cells_small_4_cell1024_onepkt osf_cells_small.ini osf.cell_aggregate=false
+run cells_small_5_cell1024_agg osf_cells_small.ini
+run cells_small_6_cell1024_agg_padded osf_cells_small.ini osf.cell_pad=true
+run cells_small_7_cell4096_agg osf_cells_small.ini osf.cell_bytes=4096 osf.chunk_pkts=4
+run cells_small_8_spray_perpkt osf_cells_small.ini osf.mode=spray osf.cell_bytes=0
+run cells_small_9_spray_cell1024_onepkt_padded osf_cells_small.ini osf.mode=spray osf.cell_aggregate=false osf.cell_pad=true
+run cells_small_a_spray_cell1024_agg osf_cells_small.ini osf.mode=spray
+# Jumbo packets cut into cells; ~36 KB per credit request in every row.
+for sc in perm incast; do
+	ini=osf_cells_jumbo.ini; extra=()
+	[ $sc = incast ] && { ini=osf_incast.ini; extra=(host.mtu_bytes=9000 osf.cell_header_bytes=32); }
+	run cells_jumbo_${sc}_1_perpkt $ini "${extra[@]}" osf.cell_bytes=0 osf.chunk_pkts=4
+	run cells_jumbo_${sc}_2_cell4096 $ini "${extra[@]}" osf.cell_bytes=4096 osf.chunk_pkts=9
+	run cells_jumbo_${sc}_3_cell1024 $ini "${extra[@]}" osf.cell_bytes=1024 osf.chunk_pkts=35
+	run cells_jumbo_${sc}_4_cell256 $ini "${extra[@]}" osf.cell_bytes=256 osf.chunk_pkts=126
+done
+run failover_osf_credit_distributed_cells1024 osf_failover.ini osf.cell_bytes=1024 osf.chunk_pkts=16
+run degraded_loss_osf_credit_cells1024 osf_degraded.ini "$LOSS" osf.cell_bytes=1024 osf.chunk_pkts=16
+run degraded_rate_osf_credit_cells1024 osf_degraded.ini osf.cell_bytes=1024 osf.chunk_pkts=16
+
 /usr/bin/python3 - "$OUT" <<'PYEOF'
 import csv, json, os, sys
 import matplotlib
@@ -162,6 +187,49 @@ md += ["## Degraded link (leaf0-spine1 at 50 us: rate x0.25, or 1% loss)", "", H
 md += [row(load(n)) for n in names("degraded_")] + [""]
 cdf("degraded_", "Degraded link", "degraded_fct_cdf.png")
 md += ["![](degraded_fct_cdf.png)", ""]
+
+def cellrow(r):
+    s, o = r["sum"], r["osf"] or {}
+    fct = s["fct_us"]
+    done = s["flows"]["completed"]
+    size = r["size"]
+    good = size * 8 / (fct["max"] * 1e3) if fct["max"] else 0  # Gbit/s, all flows / last end
+    cb = o.get("cell_bytes", 0)
+    cells = o.get("cells_sent", 0)
+    ppc = "%.2f" % (o["orig_pkts_sent"] / cells) if cb and cells else "1"
+    hdr = "%.1f" % (100.0 * (o["cell_wire_bytes"] - o["cell_payload_bytes"]) / o["cell_payload_bytes"]) \
+        if cb and o.get("cell_payload_bytes") else "-"
+    return "| %s | %s | %d/%d | %.1f | %.1f | %.1f | %d | %s | %s | %s | %s | %d | %d | %d | %d |" % (
+        r["name"], cb or "-", done, s["flows"]["total"], fct["mean"], fct["max"], good, cells, ppc,
+        o.get("frag_pkts", 0) if cb else "-", o.get("agg_cells", 0) if cb else "-", hdr,
+        o.get("credit_reqs", 0), o.get("reorder_max_pkts", 0), s["counters"]["max_queue_bytes"],
+        s["drops"]["total"])
+
+CHDR = ("| run | cell B | flows done | FCT mean us | FCT max us | goodput Gbit/s (all flows) | units on "
+        "the wire (cells or pkts) | pkts per cell | fragmented pkts | cells with >1 pkt | cell header + padding "
+        "% of payload | credit requests | max reorder buf (units) | max queue B | drops |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+def flowbytes(n):
+    return sum(int(x["size_bytes"]) for x in csv.DictReader(open(os.path.join(runs, n, "fct.csv"))))
+
+md += ["## Cells: aggregation of small packets (200 B payload), leaf-spine 4x4, 16 x 2 MB", "",
+       "`osf_cells_small.ini`; onepkt = `cell_aggregate=false` (one packet per cell), padded = "
+       "`cell_pad=true` (fixed-size cells on the wire), perpkt = no cells (`cell_bytes=0`), chunkN = "
+       "credit units per request. Goodput = bytes of all flows / time the last one ended.", "", CHDR]
+for n in names("cells_small_"):
+    r = load(n); r["size"] = flowbytes(n); md.append(cellrow(r))
+md.append("")
+for sc, title in (("perm", "permutation 16 x 2 MB, leaf-spine 4x4 (`osf_cells_jumbo.ini`)"),
+                  ("incast", "incast 15 -> 1 x 1 MB, k=4 fat tree (`osf_incast.ini`)")):
+    pre = "cells_jumbo_%s_" % sc
+    md += ["## Cells: fragmentation of 9000-byte packets, " + title, "", CHDR]
+    for n in names(pre):
+        r = load(n); r["size"] = flowbytes(n); md.append(cellrow(r))
+    md.append("")
+    cdf(pre, "9000 B packets in cells: " + sc, pre + "fct_cdf.png")
+    tsplot(pre, "queue", "9000 B packets in cells: max switch queue, " + sc, pre + "queue.png", "bytes")
+    md += ["![](%sfct_cdf.png) ![](%squeue.png)" % (pre, pre), ""]
 open(os.path.join(out, "osf.md"), "w").write("\n".join(md) + "\n")
 print("wrote", os.path.join(out, "osf.md"))
 PYEOF
