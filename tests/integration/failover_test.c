@@ -27,6 +27,7 @@ struct killer_arg {
 	struct job *j;
 	struct inca_comm *comm;
 	uint64_t tx0;
+	volatile int call_done; /* the big call returned: kill now (do not hold the rank up) */
 };
 
 /* Kill the switch once rank 0 has sent kill_pkts packets of the big call: surely mid-call.
@@ -39,7 +40,7 @@ static void *killer(void *arg)
 	do {
 		usleep(1000);
 		inca_comm_get_stats(k->comm, &st);
-	} while (st.tx_pkts < k->tx0 + k->j->kill_pkts && util_now_ns() < end);
+	} while (st.tx_pkts < k->tx0 + k->j->kill_pkts && util_now_ns() < end && !k->call_done);
 	kill(k->j->switch_pid, SIGKILL);
 	return NULL;
 }
@@ -72,8 +73,16 @@ static int rank_main(struct inca_comm *comm, void *arg)
 		bad++;
 	if (rank == 0) {
 		j->big_s = (double)(util_now_ns() - t0) * 1e-9;
+		ka.call_done = 1;
 		pthread_join(th, NULL);
 	}
+	struct inca_comm_stats cs;
+	inca_comm_get_stats(comm, &cs);
+	fprintf(stderr, "[rank %d] after the big call: tx %llu rx %llu pkts, rx_bad %llu, dup results %llu, "
+		"retransmits %llu, timeouts %llu\n", rank, (unsigned long long)cs.tx_pkts,
+		(unsigned long long)cs.rx_pkts, (unsigned long long)cs.rx_bad,
+		(unsigned long long)cs.rx_dup_results, (unsigned long long)cs.retransmits,
+		(unsigned long long)cs.timeouts);
 	struct inca_coll_counts before, after;
 	inca_comm_get_coll_counts(comm, &before);
 	/* Later calls: AllReduce (small and 1 MiB), Bcast, AllGather, Barrier, all AUTO. */
