@@ -16,6 +16,8 @@ PKGS=(
   libinih-dev                                        # inca-sim scenario files
   openmpi-bin libopenmpi-dev mpich libmpich-dev      # MPI interposer + Open MPI baselines
   python3-torch                                      # PyTorch DDP hook (CPU-only Debian build)
+  python3-numpy                                      # Python bindings test (numpy arrays)
+  openssl                                            # TLS certificates for the AM tests
 )
 
 missing=()
