@@ -84,31 +84,6 @@ struct inca_request {
 	struct nb_req node;
 };
 
-/* Weak fallbacks: the strong definitions live in host_coll.c (host algorithms) and am.c
- * (failure report); these keep the library linkable while either is absent. */
-__attribute__((weak)) int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a,
-					   enum inca_algo algo)
-{
-	if (a->coll == INCA_COLL_ALLREDUCE && algo == INCA_ALGO_RING)
-		return client_ring_allreduce(c, a->sendbuf, a->recvbuf, a->count, a->dt, a->op);
-	if (a->coll == INCA_COLL_BARRIER && algo == INCA_ALGO_RING)
-		return client_ring_barrier(c);
-	return -ENOTSUP;
-}
-__attribute__((weak)) int client_host_algo_valid(enum inca_coll coll, enum inca_algo algo)
-{
-	return (coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_BARRIER) && algo == INCA_ALGO_RING;
-}
-__attribute__((weak)) enum inca_algo client_host_choose(const struct inca_comm *c,
-							enum inca_coll coll, size_t bytes)
-{
-	return INCA_ALGO_RING;
-}
-__attribute__((weak)) int client_am_report_failure(struct inca_comm *c, const char *reason)
-{
-	return 0;
-}
-
 /* ---- names ------------------------------------------------------------------------------ */
 
 static const char *const coll_names[INCA_COLL_COUNT] = {
@@ -231,10 +206,52 @@ static size_t args_bytes(const struct inca_coll_args *a)
 	return a->coll == INCA_COLL_BARRIER ? 0 : a->count * inca_dtype_size(a->dt);
 }
 
+/* Bytes of sendbuf and recvbuf one call touches on this rank (0: the buffer is not used). */
+static void coll_extent(const struct inca_comm *c, const struct inca_coll_args *a, size_t *send_b,
+			size_t *recv_b)
+{
+	size_t b = a->count * inca_dtype_size(a->dt), n = (size_t)c->cfg.size;
+	bool root = coll_rooted(a->coll) && a->root == c->cfg.rank;
+
+	*send_b = *recv_b = 0;
+	switch (a->coll) {
+	case INCA_COLL_ALLREDUCE:
+		*send_b = *recv_b = b;
+		break;
+	case INCA_COLL_REDUCE:
+		*send_b = b;
+		*recv_b = root ? b : 0;
+		break;
+	case INCA_COLL_BCAST:
+		*recv_b = b;
+		break;
+	case INCA_COLL_ALLGATHER:
+		*send_b = b;
+		*recv_b = b * n;
+		break;
+	case INCA_COLL_GATHER:
+		*send_b = b;
+		*recv_b = root ? b * n : 0;
+		break;
+	case INCA_COLL_REDUCE_SCATTER:
+		*send_b = b * n;
+		*recv_b = b;
+		break;
+	case INCA_COLL_ALLTOALL:
+		*send_b = *recv_b = b * n;
+		break;
+	case INCA_COLL_SCATTER:
+		*send_b = root ? b * n : 0;
+		*recv_b = b;
+		break;
+	default: /* barrier */
+		break;
+	}
+}
+
 static int validate(const struct inca_comm *c, const struct inca_coll_args *a)
 {
 	size_t elem, n = (size_t)c->cfg.size, send_b = 0, recv_b = 0;
-	bool root = false;
 
 	if ((unsigned)a->coll >= INCA_COLL_COUNT || (unsigned)a->algo >= INCA_ALGO_COUNT)
 		return -EINVAL;
@@ -248,50 +265,14 @@ static int validate(const struct inca_comm *c, const struct inca_coll_args *a)
 		if (!inca_op_valid(a->dt, a->op))
 			return -ENOTSUP;
 	}
-	if (coll_rooted(a->coll)) {
-		if (a->root < 0 || a->root >= c->cfg.size)
-			return -EINVAL;
-		root = a->root == c->cfg.rank;
-	}
+	if (coll_rooted(a->coll) && (a->root < 0 || a->root >= c->cfg.size))
+		return -EINVAL;
 	if (a->count == 0)
 		return 0;
 	elem = inca_dtype_size(a->dt);
 	if (a->count > SIZE_MAX / elem / n)
 		return -EINVAL;
-	size_t b = a->count * elem;
-	switch (a->coll) {
-	case INCA_COLL_ALLREDUCE:
-		send_b = recv_b = b;
-		break;
-	case INCA_COLL_REDUCE:
-		send_b = b;
-		recv_b = root ? b : 0;
-		break;
-	case INCA_COLL_BCAST:
-		recv_b = b;
-		break;
-	case INCA_COLL_ALLGATHER:
-		send_b = b;
-		recv_b = b * n;
-		break;
-	case INCA_COLL_GATHER:
-		send_b = b;
-		recv_b = root ? b * n : 0;
-		break;
-	case INCA_COLL_REDUCE_SCATTER:
-		send_b = b * n;
-		recv_b = b;
-		break;
-	case INCA_COLL_ALLTOALL:
-		send_b = recv_b = b * n;
-		break;
-	case INCA_COLL_SCATTER:
-		send_b = root ? b * n : 0;
-		recv_b = b;
-		break;
-	default:
-		return -EINVAL;
-	}
+	coll_extent(c, a, &send_b, &recv_b);
 	if ((send_b && !a->sendbuf) || (recv_b && !a->recvbuf))
 		return -EINVAL;
 	/* Partial overlap is never meaningful; exact in-place is allowed where documented. */
@@ -401,35 +382,22 @@ static int exchange_bfr_ids(struct inca_comm *c)
 	return rc;
 }
 
-/* Bytes of this rank's input (what a redo on the host path needs again) and output. */
+/* Bytes of this rank's input (what a redo on the host path needs again) and output: the
+ * buffers' extents, except that Broadcast's input is the root's recvbuf. */
 static size_t in_bytes(const struct inca_comm *c, const struct inca_coll_args *a)
 {
-	size_t b = a->count * inca_dtype_size(a->dt), n = (size_t)c->cfg.size;
-	switch (a->coll) {
-	case INCA_COLL_BCAST:
-		return a->root == c->cfg.rank ? b : 0;
-	case INCA_COLL_REDUCE_SCATTER:
-		return b * n;
-	case INCA_COLL_BARRIER:
-		return 0;
-	default:
-		return b;
-	}
+	size_t sb, rb;
+	coll_extent(c, a, &sb, &rb);
+	if (a->coll == INCA_COLL_BCAST)
+		return a->root == c->cfg.rank ? rb : 0;
+	return sb;
 }
 
 static size_t out_bytes(const struct inca_comm *c, const struct inca_coll_args *a)
 {
-	size_t b = a->count * inca_dtype_size(a->dt), n = (size_t)c->cfg.size;
-	switch (a->coll) {
-	case INCA_COLL_REDUCE:
-		return a->root == c->cfg.rank ? b : 0;
-	case INCA_COLL_ALLGATHER:
-		return b * n;
-	case INCA_COLL_BARRIER:
-		return 0;
-	default:
-		return b;
-	}
+	size_t sb, rb;
+	coll_extent(c, a, &sb, &rb);
+	return rb;
 }
 
 /* Where this rank's input of call a sits (before the call). */
