@@ -76,9 +76,14 @@ enum {
 
 int demo_plot(const char *json_path, const char *png_path)
 {
+	return demo_plot_with("plot_bench.py", json_path, png_path);
+}
+
+int demo_plot_with(const char *script_name, const char *json_path, const char *png_path)
+{
 	const char *py = "/usr/bin/python3";
 	char script[512];
-	snprintf(script, sizeof(script), "%s/tools/plot_bench.py", INCA_SOURCE_DIR);
+	snprintf(script, sizeof(script), "%s/tools/%s", INCA_SOURCE_DIR, script_name);
 	if (!json_path) {
 		fprintf(stderr, "--plot needs --json\n");
 		return -EINVAL;
@@ -99,7 +104,7 @@ int demo_plot(const char *json_path, const char *png_path)
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		printf("# plot: %s\n", png_path);
 	else
-		printf("# plot: not written (plot_bench.py exit status %d)\n",
+		printf("# plot: not written (%s exit status %d)\n", script_name,
 		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	return 0;
 }

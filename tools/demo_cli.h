@@ -24,5 +24,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d);
 /* Run tools/plot_bench.py on json_path, writing png_path (skipped when python or the script
  * are missing). */
 int demo_plot(const char *json_path, const char *png_path);
+/* The same with another plot script of tools/ (e.g. "plot_coll.py"). */
+int demo_plot_with(const char *script_name, const char *json_path, const char *png_path);
 
 #endif

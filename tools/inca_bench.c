@@ -17,6 +17,7 @@
 #include "check.h"
 #include "coll_check.h"
 #include "json.h"
+#include "demo_cli.h"
 #include "launch.h"
 #include "sweep.h"
 #include "util/util.h"
@@ -725,36 +726,6 @@ static int parse_algos(const char *list, int *out)
 	return n ? n : -EINVAL;
 }
 
-static int run_plot(const char *json_path, const char *png)
-{
-	const char *py = "/usr/bin/python3";
-	char script[512];
-	snprintf(script, sizeof(script), "%s/tools/plot_coll.py", INCA_SOURCE_DIR);
-	if (!json_path) {
-		fprintf(stderr, "inca-bench: --plot needs --json\n");
-		return -EINVAL;
-	}
-	if (access(py, X_OK) || access(script, R_OK)) {
-		printf("# plot: skipped (%s or %s missing)\n", py, script);
-		return 0;
-	}
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		execl(py, py, script, json_path, png, (char *)NULL);
-		_exit(127);
-	}
-	int st = 0;
-	if (pid < 0 || waitpid(pid, &st, 0) < 0)
-		return -errno;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		printf("# plot: %s\n", png);
-	else
-		printf("# plot: not written (plot_coll.py exit status %d)\n",
-		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	return 0;
-}
-
 enum { OPT_BUDGET = 1000, OPT_ROOT, OPT_JSON, OPT_PLOT, OPT_MPIRUN, OPT_OMPIBENCH, OPT_FABRIC,
        OPT_LINK, OPT_SWITCH, OPT_ADDR, OPT_RTO, OPT_SEED };
 
@@ -960,7 +931,7 @@ int main(int argc, char **argv)
 	       (double)(util_now_ns() - t_start) * 1e-9);
 	launch_shm_free(job.sh, sizeof(*job.sh));
 	if (plot)
-		run_plot(o->json_path, plot);
+		demo_plot_with("plot_coll.py", o->json_path, plot);
 	return fail ? 1 : 0;
 
 bad:
