@@ -8,9 +8,12 @@ algorithm (INC, each host algorithm, auto, Open MPI) and type:op. Rows that fail
 wrong results) are left out and listed on stderr. Needs matplotlib (Debian
 python3-matplotlib); exits 3 if it is missing.
 """
-import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_bench import load  # noqa: E402  (JSON lines reader shared with plot_bench.py)
 
 ORDER = ["allreduce", "reduce", "bcast", "allgather", "reducescatter", "alltoall", "gather",
          "scatter", "barrier"]
@@ -20,20 +23,6 @@ STYLE = {"inc": ("INC (in-network)", "-", "o"), "auto": ("auto", ":", "x"),
 COLOR = {"inc": "tab:green", "ring": "tab:blue", "recdbl": "tab:purple",
          "rabenseifner": "tab:brown", "binomial": "tab:orange", "bruck": "tab:pink",
          "pairwise": "tab:olive", "linear": "tab:cyan", "auto": "black", "ompi": "tab:red"}
-
-
-def load(path):
-    rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                print(f"{path}:{n}: {e}", file=sys.stderr)
-    return rows
 
 
 def main(argv):
