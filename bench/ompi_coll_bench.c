@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll_check.h"
 #include "launch.h"
 #include "sweep.h"
 
-enum { DEC_WARM = 1, DEC_TIMED = 2, DEC_STOP = 3 };
 
 static MPI_Datatype mpi_type(enum inca_dtype dt, int reduction)
 {
@@ -85,6 +85,13 @@ struct opts {
 	const char *colls, *types, *json;
 };
 
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* One row: returns 0 (results, even wrong ones, are reported in the row). */
 static void run_row(const struct opts *o, struct cc_call *c, void *sbuf, void *rbuf, FILE *out,
 		    uint64_t *iter_id)
@@ -92,56 +99,57 @@ static void run_row(const struct opts *o, struct cc_call *c, void *sbuf, void *r
 	int rank = c->rank, n = c->nranks;
 	MPI_Datatype t = mpi_type(c->dt, cc_is_reduction(c->coll));
 	MPI_Op op = mpi_op(c->op);
-	int phase = DEC_WARM, warm = 0, timed = 0;
-	double tsum = 0, phase_start = MPI_Wtime();
+	int phase = CC_WARM, timed = 0;
 	uint64_t wrong = 0, errors = 0;
+	struct cc_sched sched;
+	/* per timed call: entry and return on CLOCK_MONOTONIC (every rank on one machine, so
+	 * one clock; the same latency definition as inca-bench: cc_latency_mean_s) */
+	uint64_t *ts = calloc((size_t)2 * CC_MAX_ITERS, sizeof(uint64_t));
+	uint64_t *all = rank == 0 ? calloc((size_t)2 * CC_MAX_ITERS * (size_t)n, sizeof(uint64_t))
+				  : NULL;
+	if (!ts || (rank == 0 && !all))
+		MPI_Abort(MPI_COMM_WORLD, 2);
 
+	cc_sched_init(&sched, o->warmup, o->iters, o->budget_s, MPI_Wtime());
 	for (;;) {
-		int d = phase;
-		if (rank == 0) {
-			double el = MPI_Wtime() - phase_start;
-			if (phase == DEC_WARM &&
-			    (warm >= o->warmup || (o->budget_s > 0 && warm && el > o->budget_s / 4))) {
-				d = DEC_TIMED;
-				phase_start = MPI_Wtime();
-			}
-			if (d == DEC_TIMED && timed >= 1 &&
-			    (timed >= o->iters ||
-			     (o->budget_s > 0 && MPI_Wtime() - phase_start > o->budget_s)))
-				d = DEC_STOP;
-			if (d == DEC_TIMED && o->iters <= 0)
-				d = DEC_STOP;
-		}
+		int d = 0;
+		if (rank == 0)
+			d = cc_sched_next(&sched, MPI_Wtime());
 		MPI_Bcast(&d, 1, MPI_INT, 0, MPI_COMM_WORLD);
-		if (d == DEC_STOP)
+		if (d == CC_STOP)
 			break;
 		phase = d;
 		c->iter = ++*iter_id;
 		cc_fill(c, sbuf, rbuf);
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = MPI_Wtime();
+		uint64_t t0 = mono_ns();
 		int rc = call(c, sbuf, rbuf, t, op);
-		double t1 = MPI_Wtime();
+		uint64_t t1 = mono_ns();
 		if (rc != MPI_SUCCESS)
 			errors++;
 		else
 			wrong += cc_verify(c, sbuf, rbuf);
-		if (phase == DEC_WARM) {
-			warm++;
-		} else {
+		if (rank == 0)
+			cc_sched_done(&sched);
+		if (phase == CC_TIMED && timed < CC_MAX_ITERS) {
+			ts[timed] = t0;
+			ts[CC_MAX_ITERS + timed] = t1;
 			timed++;
-			tsum += t1 - t0;
 		}
 	}
-	/* the slowest rank's mean per-call time, as inca-bench reports INCA's */
-	double mean = timed ? tsum / timed : 0, mean_max = 0;
 	uint64_t w_sum = 0, e_sum = 0;
-	MPI_Reduce(&mean, &mean_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	MPI_Gather(ts, 2 * CC_MAX_ITERS, MPI_UINT64_T, all, 2 * CC_MAX_ITERS, MPI_UINT64_T, 0,
+		   MPI_COMM_WORLD);
 	MPI_Reduce(&wrong, &w_sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&errors, &e_sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+	double mean = 0;
+	if (rank == 0)
+		mean = cc_latency_mean_s(all, all + CC_MAX_ITERS, n, 2 * CC_MAX_ITERS, timed);
+	free(ts);
+	free(all);
 	if (rank != 0)
 		return;
-	double time_us = mean_max * 1e6;
+	double time_us = mean * 1e6;
 	double algbw = time_us > 0 ? (double)c->L.size_bytes / (time_us * 1e-6) / 1e9 : 0;
 	fprintf(out, "{\"tool\":\"ompi-coll-bench\",\"algo\":\"ompi\",\"coll\":\"%s\",\"ranks\":%d,"
 		     "\"size_bytes\":%zu,\"count\":%zu,\"type\":\"%s\",\"op\":\"%s\",\"root\":%d,"

@@ -226,3 +226,56 @@ int cc_parse_colls(const char *list, enum inca_coll *out)
 	}
 	return n ? n : -EINVAL;
 }
+
+void cc_sched_init(struct cc_sched *s, int warmup, int iters, double budget_s, double now_s)
+{
+	memset(s, 0, sizeof(*s));
+	s->warmup = warmup;
+	s->iters = iters < CC_MAX_ITERS ? iters : CC_MAX_ITERS;
+	s->budget_s = budget_s;
+	s->phase = CC_WARM;
+	s->phase_start_s = now_s;
+}
+
+int cc_sched_next(struct cc_sched *s, double now_s)
+{
+	if (s->phase == CC_WARM &&
+	    (s->warm >= s->warmup ||
+	     (s->budget_s > 0 && s->warm && now_s - s->phase_start_s > s->budget_s / 4))) {
+		s->phase = CC_TIMED;
+		s->phase_start_s = now_s;
+	}
+	if (s->phase == CC_TIMED &&
+	    (s->iters <= 0 ||
+	     (s->timed >= 1 && (s->timed >= s->iters ||
+				(s->budget_s > 0 && now_s - s->phase_start_s > s->budget_s)))))
+		return CC_STOP;
+	return s->phase;
+}
+
+void cc_sched_done(struct cc_sched *s)
+{
+	if (s->phase == CC_WARM)
+		s->warm++;
+	else
+		s->timed++;
+}
+
+double cc_latency_mean_s(const uint64_t *t0, const uint64_t *t1, int nranks, size_t stride,
+			 int ncalls)
+{
+	double sum = 0;
+	if (ncalls <= 0 || nranks <= 0)
+		return 0;
+	for (int i = 0; i < ncalls; i++) {
+		uint64_t start = UINT64_MAX, end = 0;
+		for (int r = 0; r < nranks; r++) {
+			if (t0[(size_t)r * stride + (size_t)i] < start)
+				start = t0[(size_t)r * stride + (size_t)i];
+			if (t1[(size_t)r * stride + (size_t)i] > end)
+				end = t1[(size_t)r * stride + (size_t)i];
+		}
+		sum += end > start ? (double)(end - start) * 1e-9 : 0;
+	}
+	return sum / ncalls;
+}

@@ -52,6 +52,33 @@ void cc_fill(const struct cc_call *c, void *sbuf, void *rbuf);
 /* Wrong elements in this rank's outputs (0 on ranks without output). */
 uint64_t cc_verify(const struct cc_call *c, const void *sbuf, const void *rbuf);
 
+/* Row schedule shared by inca-bench and ompi-coll-bench, decided by rank 0 before each call
+ * and published to the others with the call's start synchronisation: warmup, then timed
+ * calls, within a wall-time budget. */
+enum { CC_WARM = 1, CC_TIMED = 2, CC_STOP = 3 };
+#define CC_MAX_ITERS 4096 /* timed calls per row, at most (per-call timestamps are kept) */
+struct cc_sched {
+	int warmup, iters; /* at most */
+	double budget_s;   /* the timed part's wall-time bound (0: none); warmup gets 1/4 */
+	int phase, warm, timed;
+	double phase_start_s;
+};
+void cc_sched_init(struct cc_sched *s, int warmup, int iters, double budget_s, double now_s);
+/* Rank 0 before a call: its phase (CC_STOP: the row is over). */
+int cc_sched_next(struct cc_sched *s, double now_s);
+/* Rank 0 after the call. */
+void cc_sched_done(struct cc_sched *s);
+
+/* Time of one call on a common clock (every rank on one machine: CLOCK_MONOTONIC): its
+ * makespan, from the first rank's entry to the last rank's return. A rank that returns early
+ * (a root, a leaf of a tree) cannot make a call look shorter than the work it started, and
+ * with a start barrier of small exit skew (inca-bench spins on shared memory) the skew adds
+ * little.
+ * t0[r * stride + i], t1[...]: rank r's entry and return of timed call i, in ns. Returns the
+ * mean over the calls, in seconds. */
+double cc_latency_mean_s(const uint64_t *t0, const uint64_t *t1, int nranks, size_t stride,
+			 int ncalls);
+
 /* Parse "allreduce,bcast" (or "all") into an ordered list of collectives. Returns how many
  * (<= INCA_COLL_COUNT) or -EINVAL with a message on stderr. */
 int cc_parse_colls(const char *list, enum inca_coll *out);

@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,6 @@
 #define INCA_SOURCE_DIR "."
 #endif
 
-enum { DEC_WARM = 1, DEC_TIMED = 2, DEC_STOP = 3 };
 #define ALGO_OMPI 100 /* pseudo algorithm: the Open MPI row */
 #define MAX_COLS 16
 #define MAX_OMPI_ROWS 4096
@@ -67,9 +68,10 @@ struct row_res {
 };
 
 struct bench_shared {
-	volatile int decide[4];
+	volatile int decide[4]; /* per call (cc_sched) */
+	_Atomic unsigned bar_count, bar_gen; /* shm_barrier */
+	uint64_t t0[LAUNCH_MAX_RANKS][CC_MAX_ITERS], t1[LAUNCH_MAX_RANKS][CC_MAX_ITERS];
 	volatile int valid[4];
-	double time_sum_s[LAUNCH_MAX_RANKS];
 	uint64_t wrong[LAUNCH_MAX_RANKS], errors[LAUNCH_MAX_RANKS];
 	int iters;
 	/* totals, written by rank 0 */
@@ -101,18 +103,14 @@ static int sync_barrier(struct inca_comm *comm)
 	return rc;
 }
 
-/* The algorithm that served most calls between two snapshots. sync_ring: ring barriers of
- * our own (sync_barrier) counted in between, left out when measuring the Barrier itself. */
+/* The algorithm that served most calls between two snapshots. */
 static enum inca_algo most_served(const struct inca_coll_counts *a,
-				  const struct inca_coll_counts *b, enum inca_coll coll,
-				  uint64_t sync_ring)
+				  const struct inca_coll_counts *b, enum inca_coll coll)
 {
 	enum inca_algo best = INCA_ALGO_AUTO;
 	uint64_t most = 0;
 	for (int k = 1; k < INCA_ALGO_COUNT; k++) {
 		uint64_t d = b->calls[coll][k] - a->calls[coll][k];
-		if (coll == INCA_COLL_BARRIER && k == INCA_ALGO_RING)
-			d = d > sync_ring ? d - sync_ring : 0;
 		if (d > most) {
 			most = d;
 			best = (enum inca_algo)k;
@@ -121,8 +119,30 @@ static enum inca_algo most_served(const struct inca_coll_counts *a,
 	return best;
 }
 
-/* One row for one algorithm (same loop as tools/sweep.c: rank 0 decides warmup / timed /
- * stop, publishes it in shared memory before a barrier). Returns 0 or -1 (barrier broken). */
+/* Start line of every call: a spinning barrier in shared memory (the ranks are processes on
+ * one machine, also in the netns fabric), whose exit skew is microseconds where a barrier over
+ * the network would add its own latency to the measurement. Returns 0, or -1 after 60 s
+ * (a rank died). */
+static int shm_barrier(struct bench_shared *sh, int n)
+{
+	unsigned gen = atomic_load(&sh->bar_gen);
+	if (atomic_fetch_add(&sh->bar_count, 1) == (unsigned)n - 1) {
+		atomic_store(&sh->bar_count, 0);
+		atomic_fetch_add(&sh->bar_gen, 1);
+		return 0;
+	}
+	uint64_t deadline = util_now_ns() + 60ull * 1000000000ull;
+	while (atomic_load(&sh->bar_gen) == gen) {
+		sched_yield();
+		if (util_now_ns() > deadline)
+			return -1;
+	}
+	return 0;
+}
+
+/* One row for one algorithm: before each call rank 0 decides warmup / timed / stop (cc_sched)
+ * and publishes it before the start barrier; every rank records its entry and return times
+ * of timed calls (common clock; the time of a call is its makespan, cc_latency_mean_s). Returns 0 or -1 (barrier broken). */
 static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *c,
 		   enum inca_algo algo, uint8_t *sbuf, uint8_t *rbuf, uint64_t *iter_id,
 		   struct row_res *res)
@@ -130,10 +150,9 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 	const struct bench_opts *o = &j->o;
 	struct bench_shared *sh = j->sh;
 	int rank = c->rank, n = c->nranks;
-	int phase = DEC_WARM, warm = 0, timed = 0;
-	uint64_t phase_start = util_now_ns(), budget_ns = (uint64_t)(o->budget_s * 1e9);
+	int phase = CC_WARM, timed = 0;
 	uint64_t wrong = 0, errors = 0;
-	double tsum = 0;
+	struct cc_sched sched;
 	struct inca_coll_counts before, after;
 	memset(&before, 0, sizeof(before));
 	memset(&after, 0, sizeof(after));
@@ -144,31 +163,20 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 		.coll = c->coll, .sendbuf = sbuf, .recvbuf = rbuf, .count = c->L.count,
 		.dt = c->dt, .op = c->op, .root = c->root, .algo = algo,
 	};
+	cc_sched_init(&sched, o->warmup, o->iters, o->budget_s, (double)util_now_ns() * 1e-9);
 	for (unsigned step = 0;; step++) {
-		if (rank == 0) {
-			uint64_t el = util_now_ns() - phase_start;
-			int d = phase;
-			if (phase == DEC_WARM &&
-			    (warm >= o->warmup || (budget_ns && warm && el > budget_ns / 4))) {
-				d = DEC_TIMED;
-				phase_start = util_now_ns();
-			}
-			if (d == DEC_TIMED && timed >= 1 &&
-			    (timed >= o->iters || (budget_ns && util_now_ns() - phase_start > budget_ns)))
-				d = DEC_STOP;
-			if (d == DEC_TIMED && o->iters <= 0)
-				d = DEC_STOP;
-			sh->decide[step & 3] = d;
-		}
+		if (rank == 0)
+			sh->decide[step & 3] = cc_sched_next(&sched, (double)util_now_ns() * 1e-9);
 		c->iter = ++*iter_id;
 		cc_fill(c, sbuf, rbuf);
-		if (sync_barrier(comm))
+		if (shm_barrier(sh, n)) {
+			fprintf(stderr, "[rank %d] start barrier timed out\n", rank);
 			return -1;
-		__sync_synchronize();
+		}
 		int d = sh->decide[step & 3];
-		if (d == DEC_STOP)
+		if (d == CC_STOP)
 			break;
-		if (d == DEC_TIMED && phase == DEC_WARM)
+		if (d == CC_TIMED && phase == CC_WARM)
 			inca_comm_get_coll_counts(comm, &before);
 		phase = d;
 		uint64_t t0 = util_now_ns();
@@ -190,18 +198,17 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 					(unsigned long long)w);
 			wrong += w;
 		}
-		if (phase == DEC_WARM) {
-			warm++;
-		} else {
+		if (rank == 0)
+			cc_sched_done(&sched);
+		if (phase == CC_TIMED && timed < CC_MAX_ITERS) {
+			sh->t0[rank][timed] = t0;
+			sh->t1[rank][timed] = t1;
 			timed++;
-			tsum += (double)(t1 - t0) * 1e-9;
 		}
 	}
 	inca_comm_get_coll_counts(comm, &after);
-	/* one sync barrier follows each timed call before `after` is taken */
-	res->served = most_served(&before, &after, c->coll, (uint64_t)timed);
+	res->served = most_served(&before, &after, c->coll);
 	res->chosen = inca_coll_choose(comm, c->coll, arg_bytes);
-	sh->time_sum_s[rank] = tsum;
 	sh->wrong[rank] = wrong;
 	sh->errors[rank] = errors;
 	if (rank == 0)
@@ -211,16 +218,12 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 		return -1;
 	if (rank == 0) {
 		res->iters = sh->iters;
-		/* The slowest rank's mean: a collective is done when its last rank is (a root that
-		 * returns early, or a pipelined chain, must not look faster than the link). */
-		double slowest = 0;
 		for (int r = 0; r < n; r++) {
 			res->wrong += sh->wrong[r];
 			res->errors += sh->errors[r];
-			if (sh->iters && sh->time_sum_s[r] / sh->iters > slowest)
-				slowest = sh->time_sum_s[r] / sh->iters;
 		}
-		res->time_us = slowest * 1e6;
+		res->time_us = cc_latency_mean_s(&sh->t0[0][0], &sh->t1[0][0], n, CC_MAX_ITERS,
+						 sh->iters) * 1e6;
 	} else {
 		res->wrong = wrong;
 		res->errors = errors;
@@ -851,8 +854,8 @@ int main(int argc, char **argv)
 			printf("# links  : hosts at %.0f Mbit/s\n", link_bps / 1e6);
 	}
 	printf("# rows   : up to %d timed + %d warmup iterations (%.2f s budget per row), "
-	       "out-of-place, root %d; time = the slowest rank's mean per-call time; algbw = "
-	       "size/time\n", o->iters, o->warmup, o->budget_s, o->root);
+	       "out-of-place, root %d; time = mean per call from the first rank's entry to the last rank's "
+	       "return (common clock); algbw = size/time\n", o->iters, o->warmup, o->budget_s, o->root);
 
 	/* Open MPI first (alone on the CPUs), its rows are printed next to INCA's. */
 	int ompi_rc = 0;

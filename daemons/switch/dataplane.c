@@ -883,6 +883,12 @@ static void *worker_main(void *arg)
 	struct sw_worker *w = arg;
 	struct sw_switch *sw = w->sw;
 	bool reflect = sw->opts.reflect;
+	const uint64_t spin_ns = (uint64_t)sw->opts.busy_poll_us * 1000u;
+	/* Busy-poll only under light traffic (latency-bound collectives): bulk traffic keeps the
+	 * socket queue busy anyway, and spinning then takes CPU from the ranks and the kernel's
+	 * forwarding on a shared machine. Light: at most SW_BUSY_POLL_MAX_BYTES_PER_MS received
+	 * in the current and the previous millisecond. */
+	uint64_t last_rx_ns = 0, win_start_ns = 0, win_bytes = 0, prev_win_bytes = 0;
 
 	sw_log(2, "worker %u: running on fd %d", w->idx, w->fd);
 	while (!atomic_load_explicit(&sw->stop, memory_order_relaxed)) {
@@ -903,8 +909,28 @@ static void *worker_main(void *arg)
 			io->rmsg[i].msg_hdr.msg_controllen = SW_CMSG_BYTES;
 			io->rmsg[i].msg_hdr.msg_flags = 0;
 		}
-		/* Block for the first datagram (up to SO_RCVTIMEO), then take what is queued. */
-		n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_WAITFORONE, NULL);
+		/* Busy-poll shortly after traffic; otherwise block for the first datagram (up to
+		 * SO_RCVTIMEO). Either way take what is queued. */
+		if (spin_ns && util_now_ns() - last_rx_ns < spin_ns &&
+		    win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS) {
+			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
+			if (n <= 0) {
+				sched_yield();
+				continue;
+			}
+		} else {
+			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_WAITFORONE, NULL);
+		}
+		if (n > 0 && spin_ns) {
+			last_rx_ns = util_now_ns();
+			if (last_rx_ns - win_start_ns >= 1000000u) {
+				prev_win_bytes = last_rx_ns - win_start_ns < 2000000u ? win_bytes : 0;
+				win_start_ns = last_rx_ns;
+				win_bytes = 0;
+			}
+			for (int i = 0; i < n; i++)
+				win_bytes += io->rmsg[i].msg_len;
+		}
 		if (n <= 0) {
 			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 				sw_log(0, "worker %u: recvmmsg: %s", w->idx, strerror(errno));

@@ -33,6 +33,8 @@ static void usage(FILE *f)
 		"      --reflect              echo valid-looking packets back (I/O baseline)\n"
 		"      --drop-rate P          drop this fraction of packets on rx and on tx\n"
 		"      --seed S               seed of the fault injection generator (1)\n"
+		"      --busy-poll-us N       after a packet, poll (yielding the CPU) this long before\n"
+		"                             sleeping in the kernel again (200; 0: always sleep)\n"
 		"      --ready-file PATH      create PATH once sockets are bound and trees built\n"
 		"      --check-config         print the effective configuration and exit\n"
 		"      --netconf-unix PATH    NETCONF server on a UNIX socket (docs/netconf.md)\n"
@@ -54,6 +56,7 @@ enum {
 	OPT_REFLECT,
 	OPT_DROP_RATE,
 	OPT_SEED,
+	OPT_BUSY_POLL,
 	OPT_READY_FILE,
 	OPT_CHECK_CONFIG,
 	OPT_NC_UNIX,
@@ -75,6 +78,7 @@ static const struct option long_opts[] = {
 	{ "reflect", no_argument, NULL, OPT_REFLECT },
 	{ "drop-rate", required_argument, NULL, OPT_DROP_RATE },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "busy-poll-us", required_argument, NULL, OPT_BUSY_POLL },
 	{ "ready-file", required_argument, NULL, OPT_READY_FILE },
 	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
 	{ "netconf-unix", required_argument, NULL, OPT_NC_UNIX },
@@ -133,7 +137,7 @@ int main(int argc, char **argv)
 	const char *trees[256];
 	size_t ntrees = 0;
 	const char *config_file = NULL, *ready_file = NULL;
-	struct sw_opts opts = { .seed = 1 };
+	struct sw_opts opts = { .seed = 1, .busy_poll_us = SW_BUSY_POLL_US };
 	bool stats_stdout = false, check_config = false;
 	char err[SW_CONF_ERR_MAX];
 	struct sw_switch *sw = NULL;
@@ -186,6 +190,17 @@ int main(int argc, char **argv)
 		case OPT_REFLECT:
 			opts.reflect = true;
 			break;
+		case OPT_BUSY_POLL: {
+			errno = 0;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || optarg[0] == '-' || v > 1000000) {
+				fprintf(stderr, "inca-switch: --busy-poll-us: bad value '%s' "
+						"(0..1000000)\n", optarg);
+				return 2;
+			}
+			opts.busy_poll_us = (uint32_t)v;
+			break;
+		}
 		case OPT_DROP_RATE:
 			errno = 0;
 			opts.drop_rate = strtod(optarg, &end);

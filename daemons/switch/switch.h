@@ -144,8 +144,18 @@ struct sw_worker {
 	struct sw_io *io;
 };
 
+/* Default of sw_opts.busy_poll_us: a few round trips of a small collective on loopback. */
+#define SW_BUSY_POLL_US 200
+/* ... and only while the traffic is light (per worker, per millisecond): a latency-bound
+ * collective's packets, not a bulk transfer's (which keeps the queue busy anyway). */
+#define SW_BUSY_POLL_MAX_BYTES_PER_MS (32u << 10)
+
 struct sw_opts {
 	bool reflect;     /* echo valid-looking datagrams instead of aggregating */
+	/* After a datagram, poll without sleeping for this long (yielding the CPU between
+	 * polls): the next member's packet is usually microseconds away, and a sleeping worker
+	 * pays a wakeup for it (tens of microseconds when an idle vCPU must be resumed). */
+	uint32_t busy_poll_us;
 	double drop_rate; /* fault injection on rx and tx, 0 = off */
 	uint64_t seed;
 };

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -65,6 +66,36 @@ int client_poll_one(int fd, short events, uint64_t deadline_ns)
 		if (rc > 0)
 			return p.revents;
 	}
+}
+
+int client_wait(struct pollfd *pf, nfds_t n, uint64_t timeout_ns, uint64_t spin_ns)
+{
+	const struct timespec zero = { 0, 0 };
+	int rc;
+
+	/* A sleeping waiter pays a wakeup per answer (tens of microseconds on a virtual machine
+	 * whose idle vCPU halts); a short spin catches answers that come within a round trip. */
+	if (spin_ns && timeout_ns) {
+		uint64_t until = util_now_ns() + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
+		for (;;) {
+			rc = ppoll(pf, n, &zero, NULL);
+			if (rc != 0)
+				return rc < 0 ? (errno == EINTR ? 0 : -errno) : rc;
+			uint64_t now = util_now_ns();
+			if (now >= until) {
+				uint64_t spent = spin_ns < timeout_ns ? spin_ns : timeout_ns;
+				timeout_ns -= spent;
+				break;
+			}
+			sched_yield(); /* other ranks or the switch may share this CPU */
+		}
+		if (!timeout_ns)
+			return 0;
+	}
+	struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000ull),
+			       .tv_nsec = (long)(timeout_ns % 1000000000ull) };
+	rc = ppoll(pf, n, &ts, NULL);
+	return rc < 0 ? (errno == EINTR ? 0 : -errno) : rc;
 }
 
 int client_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns)

@@ -5,6 +5,7 @@
 #define INCA_CLIENT_H
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,11 +16,20 @@
 
 /* Resolved configuration: inca_comm_opts with every default filled in and every address
  * parsed. Owned by the communicator (no borrowed strings survive inca_comm_create). */
+/* Default busy-poll before a wait sleeps (INCA_BUSY_POLL_US overrides; 0 turns it off), for
+ * calls of at most CLIENT_BUSY_POLL_MAX_BYTES: those are latency-bound, and a spinning waiter
+ * answers in microseconds instead of a wakeup. Larger calls sleep at once: their waits are
+ * short anyway and the CPU is better left to the switch and the other ranks. */
+#define CLIENT_BUSY_POLL_US 100
+#define CLIENT_BUSY_POLL_MAX_BYTES (64u << 10)
+
 struct client_cfg {
 	int rank, size;
 	bool have_bootstrap;
 	struct sockaddr_in bootstrap_sa;
 	struct in_addr host_ip;
+
+	uint64_t busy_poll_ns; /* waits poll this long before sleeping (INCA_BUSY_POLL_US) */
 
 	bool have_switch;
 	struct sockaddr_in switch_sa;
@@ -53,6 +63,7 @@ struct inca_comm {
 	bool ring_broken;
 	uint8_t *ring_tmp; /* staging buffer for reduce steps, CLIENT_RING_TMP_BYTES */
 	uint64_t coll_seq; /* collectives issued so far; checked across ranks by the ring */
+	uint64_t wait_spin_ns; /* busy-poll of the current call's waits (coll_run sets it) */
 
 	struct client_inc *inc; /* NULL without a switch */
 	bool inc_broken;        /* retransmission limit reached: INC is unusable */
@@ -85,6 +96,9 @@ int client_bootstrap(struct inca_comm *c);
 int client_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 int client_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns);
 int client_poll_one(int fd, short events, uint64_t deadline_ns);
+/* poll(2) that first busy-polls for up to spin_ns (yielding the CPU between checks), then
+ * sleeps for the rest of timeout_ns. Returns poll's result or -errno (EINTR: 0). */
+int client_wait(struct pollfd *pf, nfds_t n, uint64_t timeout_ns, uint64_t spin_ns);
 
 /* ring.c */
 int client_ring_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,

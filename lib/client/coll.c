@@ -670,6 +670,7 @@ static int coll_run(struct inca_comm *c, const struct inca_coll_args *a0)
 
 	if ((rc = validate(c, &a)) < 0)
 		return rc;
+	c->wait_spin_ns = args_bytes(&a) <= CLIENT_BUSY_POLL_MAX_BYTES ? c->cfg.busy_poll_ns : 0;
 	if (algo == INCA_ALGO_INC && (!coll_offloadable(a.coll) || !inc_usable(c)))
 		return -ENOTSUP;
 	if (algo != INCA_ALGO_AUTO && algo != INCA_ALGO_INC && !client_host_algo_valid(a.coll, algo))

@@ -90,6 +90,14 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	cfg->nslots = o->nslots ? o->nslots : 256;
 	cfg->window = o->window; /* clamped to nslots when INC opens (the AM may set nslots) */
 	cfg->mtu = o->mtu ? o->mtu : 4096;
+	{ /* environment, not an option: the same setting for every communicator of a process */
+		const char *e = getenv("INCA_BUSY_POLL_US");
+		char *end = NULL;
+		unsigned long long us = e && *e ? strtoull(e, &end, 10) : CLIENT_BUSY_POLL_US;
+		if (e && *e && (*end || us > 1000000))
+			return -EINVAL;
+		cfg->busy_poll_ns = us * 1000ull;
+	}
 	if (cfg->mtu < WIRE_MTU_MIN || cfg->mtu > WIRE_MTU_MAX)
 		return -EINVAL;
 	/* Every data type must fit at least one element per packet. */

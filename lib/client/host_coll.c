@@ -329,11 +329,10 @@ static int batch_run(struct hc *h)
 			rc = -ETIMEDOUT;
 			goto out;
 		}
-		if (poll(pf, (nfds_t)np, (int)((idle_deadline - now + 999999) / 1000000)) < 0 &&
-		    errno != EINTR) {
-			rc = -errno;
+		if ((rc = client_wait(pf, (nfds_t)np, idle_deadline - now,
+				      c->wait_spin_ns)) < 0)
 			goto out;
-		}
+		rc = 0;
 	}
 out:
 	free(pf);

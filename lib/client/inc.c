@@ -843,10 +843,9 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			    (inc_can_start(ic, cfg, &j) ||
 			     ic->rack_seq > rack_scanned);
 		if (wait_ns && !more) {
-			struct timespec ts = { .tv_sec = (time_t)(wait_ns / 1000000000ull),
-					       .tv_nsec = (long)(wait_ns % 1000000000ull) };
-			if (ppoll(&pf, 1, &ts, NULL) < 0 && errno != EINTR)
-				return inc_fail(c, -errno);
+			rc = client_wait(&pf, 1, wait_ns, c->wait_spin_ns);
+			if (rc < 0)
+				return inc_fail(c, rc);
 		}
 
 		/* 6. Receive. */

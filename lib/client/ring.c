@@ -205,9 +205,9 @@ static int ring_run(struct inca_comm *c, struct ring_job *j)
 		uint64_t now = util_now_ns();
 		if (now >= idle_deadline)
 			return -ETIMEDOUT;
-		int ms = (int)((idle_deadline - now + 999999) / 1000000);
-		if (poll(pf, np, ms) < 0 && errno != EINTR)
-			return -errno;
+		int rc = client_wait(pf, np, idle_deadline - now, c->wait_spin_ns);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
