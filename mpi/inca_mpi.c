@@ -400,43 +400,13 @@ static struct inca_comm *impi_get(MPI_Comm comm)
  * else is copied aside. Returns the copy to free. */
 static void *impi_unalias(MPI_Comm comm, struct inca_comm *ic, struct inca_coll_args *a)
 {
-	size_t n = (size_t)inca_comm_size(ic), b = a->count * inca_dtype_size(a->dt);
 	size_t send_b = 0, recv_b = 0;
-	int me = inca_comm_rank(ic), root = a->root == me;
 	void *tmp;
 
-	switch (a->coll) {
-	case INCA_COLL_ALLREDUCE:
-		send_b = recv_b = b;
-		break;
-	case INCA_COLL_REDUCE:
-		send_b = b;
-		recv_b = root ? b : 0;
-		break;
-	case INCA_COLL_ALLGATHER:
-		send_b = b;
-		recv_b = b * n;
-		break;
-	case INCA_COLL_GATHER:
-		send_b = b;
-		recv_b = root ? b * n : 0;
-		break;
-	case INCA_COLL_REDUCE_SCATTER:
-		send_b = b * n;
-		recv_b = b;
-		break;
-	case INCA_COLL_ALLTOALL:
-		send_b = recv_b = b * n;
-		break;
-	case INCA_COLL_SCATTER:
-		send_b = root ? b * n : 0;
-		recv_b = b;
-		break;
-	default:
-		return NULL;
-	}
+	if (inca_coll_extent(ic, a, &send_b, &recv_b) < 0)
+		return NULL; /* libinca rejects the call itself */
 	if (!send_b || !recv_b || !a->sendbuf || !a->recvbuf)
-		return NULL;
+		return NULL; /* one buffer (or none) on this rank: nothing can alias */
 	uintptr_t s = (uintptr_t)a->sendbuf, r = (uintptr_t)a->recvbuf;
 	if (s >= r + recv_b || r >= s + send_b)
 		return NULL; /* disjoint */
@@ -444,7 +414,7 @@ static void *impi_unalias(MPI_Comm comm, struct inca_comm *ic, struct inca_coll_
 	    a->coll != INCA_COLL_SCATTER)
 		return NULL; /* libinca's in-place form (what MPI_IN_PLACE was turned into) */
 	if ((a->coll == INCA_COLL_ALLGATHER || a->coll == INCA_COLL_GATHER) &&
-	    s == r + (size_t)me * b) {
+	    s == r + (size_t)inca_comm_rank(ic) * send_b) {
 		a->sendbuf = a->recvbuf; /* own block in place */
 		return NULL;
 	}

@@ -261,6 +261,11 @@ struct inca_coll_counts {
 	uint64_t failovers; /* INC calls completed on the host path after an INC failure */
 };
 int inca_comm_get_coll_counts(const struct inca_comm *comm, struct inca_coll_counts *out);
+/* Bytes of sendbuf and recvbuf one call with these arguments touches on this rank (0: that
+ * buffer is not used, e.g. a non-root's recvbuf of Reduce); for wrappers that must check
+ * or copy buffers (the MPI interposer's aliasing check). 0 or -EINVAL. */
+int inca_coll_extent(const struct inca_comm *comm, const struct inca_coll_args *args,
+		     size_t *send_bytes, size_t *recv_bytes);
 
 /* Nonblocking AllReduce: start returns at once; the operation progresses in the background
  * (a per-communicator progress thread) and completes in issue order. The buffers must stay

@@ -249,6 +249,16 @@ static void coll_extent(const struct inca_comm *c, const struct inca_coll_args *
 	}
 }
 
+int inca_coll_extent(const struct inca_comm *c, const struct inca_coll_args *a, size_t *send_b,
+		     size_t *recv_b)
+{
+	if (!c || !a || !send_b || !recv_b || (unsigned)a->coll >= INCA_COLL_COUNT ||
+	    (a->coll != INCA_COLL_BARRIER && !inca_dtype_size(a->dt)))
+		return -EINVAL;
+	coll_extent(c, a, send_b, recv_b);
+	return 0;
+}
+
 static int validate(const struct inca_comm *c, const struct inca_coll_args *a)
 {
 	size_t elem, n = (size_t)c->cfg.size, send_b = 0, recv_b = 0;

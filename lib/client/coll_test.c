@@ -101,6 +101,28 @@ static int rank_args(struct inca_comm *c, int rank, int n, void *arg)
 	CHECK_EQ(inca_coll_algo_valid(c, INCA_COLL_ALLREDUCE, INCA_ALGO_AUTO), 1);
 	CHECK_EQ(inca_coll_algo_valid(c, INCA_COLL_ALLREDUCE, INCA_ALGO_RING), 1);
 	CHECK(inca_coll_choose(c, INCA_COLL_ALLREDUCE, 1 << 20) != INCA_ALGO_INC);
+
+	/* Buffer extents (what the MPI interposer checks for aliasing). */
+	size_t sb = 1, rb = 1;
+	struct inca_coll_args e = { .coll = INCA_COLL_ALLGATHER, .count = 3, .dt = INCA_FP64 };
+	CHECK_EQ(inca_coll_extent(c, &e, &sb, &rb), 0);
+	CHECK(sb == 24 && rb == 24 * (size_t)n);
+	e.coll = INCA_COLL_REDUCE;
+	e.root = 1;
+	CHECK_EQ(inca_coll_extent(c, &e, &sb, &rb), 0);
+	CHECK(sb == 24 && rb == (rank == 1 ? 24u : 0u));
+	e.coll = INCA_COLL_SCATTER;
+	CHECK_EQ(inca_coll_extent(c, &e, &sb, &rb), 0);
+	CHECK(sb == (rank == 1 ? 24 * (size_t)n : 0u) && rb == 24);
+	e.coll = INCA_COLL_BARRIER;
+	CHECK_EQ(inca_coll_extent(c, &e, &sb, &rb), 0);
+	CHECK(sb == 0 && rb == 0);
+	e.coll = INCA_COLL_COUNT;
+	CHECK_EQ(inca_coll_extent(c, &e, &sb, &rb), -EINVAL);
+	e.coll = INCA_COLL_ALLREDUCE;
+	e.dt = (enum inca_dtype)77;
+	CHECK_EQ(inca_coll_extent(c, &e, &sb, &rb), -EINVAL);
+	CHECK_EQ(inca_coll_extent(NULL, &e, &sb, &rb), -EINVAL);
 	return 0;
 }
 
