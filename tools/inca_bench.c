@@ -516,6 +516,7 @@ struct ompi_cfg {
 	const char *colls_arg;
 	uint64_t minb, maxb, factor;
 	unsigned timeout_s;
+	const char *fabric_plan; /* non-NULL: ranks in the fabric's host namespaces */
 };
 
 /* Run ompi-coll-bench under mpirun (Open MPI over TCP on loopback) and load its rows.
@@ -551,22 +552,40 @@ static int run_ompi(const struct ompi_cfg *oc, const struct bench_opts *o, int n
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->seed);
 	const char *argv[64];
 	int ac = 0;
-	argv[ac++] = mpirun;
-	argv[ac++] = "-np";
-	argv[ac++] = np;
-	argv[ac++] = "--oversubscribe";
-	if (geteuid() == 0)
-		argv[ac++] = "--allow-run-as-root";
-	/* Open MPI over TCP: the ob1 PML with only the tcp (and self) BTL, on loopback. */
-	static const char *const mca[] = { "btl", "tcp,self", "pml", "ob1",
-					   "btl_tcp_if_include", "lo", "oob_tcp_if_include", "lo" };
-	for (size_t i = 0; i < sizeof(mca) / sizeof(mca[0]); i += 2) {
-		argv[ac++] = "--mca";
-		argv[ac++] = mca[i];
-		argv[ac++] = mca[i + 1];
+	char runner[PATH_MAX];
+	if (oc->fabric_plan) {
+		/* tools/ompi-fabric-run: mpirun with MPI rank r in the namespace of plan rank r,
+		 * Open MPI over TCP across the fabric's links (bench/README.md "Fabric mode"). */
+		snprintf(runner, sizeof(runner), "%s/tools/ompi-fabric-run", INCA_SOURCE_DIR);
+		if (!is_exec(runner)) {
+			printf("# ompi   : skipped (%s missing)\n", runner);
+			rmdir(dir);
+			return -ENOENT;
+		}
+		argv[ac++] = runner;
+		argv[ac++] = oc->fabric_plan;
+		argv[ac++] = "--np";
+		argv[ac++] = np;
+		argv[ac++] = "--";
+	} else {
+		argv[ac++] = mpirun;
+		argv[ac++] = "-np";
+		argv[ac++] = np;
+		argv[ac++] = "--oversubscribe";
+		if (geteuid() == 0)
+			argv[ac++] = "--allow-run-as-root";
+		/* Open MPI over TCP: the ob1 PML with only the tcp (and self) BTL, on loopback. */
+		static const char *const mca[] = { "btl", "tcp,self", "pml", "ob1",
+						   "btl_tcp_if_include", "lo", "oob_tcp_if_include",
+						   "lo" };
+		for (size_t i = 0; i < sizeof(mca) / sizeof(mca[0]); i += 2) {
+			argv[ac++] = "--mca";
+			argv[ac++] = mca[i];
+			argv[ac++] = mca[i + 1];
+		}
+		argv[ac++] = "--bind-to";
+		argv[ac++] = "none";
 	}
-	argv[ac++] = "--bind-to";
-	argv[ac++] = "none";
 	argv[ac++] = bench;
 	const char *flags[][2] = { { "-b", b }, { "-e", e }, { "-f", f },
 				   { "-c", oc->colls_arg }, { "-t", oc->types_arg }, { "-w", w },
@@ -577,9 +596,13 @@ static int run_ompi(const struct ompi_cfg *oc, const struct bench_opts *o, int n
 		argv[ac++] = flags[i][1];
 	}
 	argv[ac] = NULL;
-	printf("# ompi   : %s -np %s --oversubscribe%s --mca btl tcp,self --mca pml ob1 --mca "
-	       "btl_tcp_if_include lo ... %s\n", mpirun, np,
-	       geteuid() == 0 ? " --allow-run-as-root" : "", bench);
+	if (oc->fabric_plan)
+		printf("# ompi   : %s %s --np %s -- %s (Open MPI over TCP across the fabric)\n",
+		       runner, oc->fabric_plan, np, bench);
+	else
+		printf("# ompi   : %s -np %s --oversubscribe%s --mca btl tcp,self --mca pml ob1 "
+		       "--mca btl_tcp_if_include lo ... %s\n", mpirun, np,
+		       geteuid() == 0 ? " --allow-run-as-root" : "", bench);
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -600,7 +623,7 @@ static int run_ompi(const struct ompi_cfg *oc, const struct bench_opts *o, int n
 			dup2(fd, 2);
 			close(fd);
 		}
-		execv(mpirun, (char *const *)argv);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	int st = 0, rc = 0;
@@ -678,7 +701,8 @@ static void usage(FILE *f)
 		"      --mpirun PATH      Open MPI launcher (default mpirun.openmpi)\n"
 		"      --ompi-bench PATH  the MPI program (default: $INCA_OMPI_BENCH, build tree)\n"
 		"      --fabric PLAN      ranks in the network namespaces of a fabric plan\n"
-		"                         (tools/fabric_bench.sh); no Open MPI rows there\n"
+		"                         (tools/fabric_bench.sh); Open MPI through\n"
+		"                         tools/ompi-fabric-run, rank r where INCA's rank r is\n"
 		"      --link-rate BPS    host link rate (from the fabric harness; shown only)\n"
 		"      --switch PATH      inca-switch binary; --addr-index K loopback block (default 43)\n"
 		"      --rto-us N         clients' minimum retransmission timeout\n"
@@ -859,11 +883,8 @@ int main(int argc, char **argv)
 
 	/* Open MPI first (alone on the CPUs), its rows are printed next to INCA's. */
 	int ompi_rc = 0;
-	if (want_ompi && fabric) {
-		printf("# ompi   : skipped in the fabric (mpirun cannot place ranks in the host "
-		       "namespaces yet; see bench/README.md)\n");
-		ompi_rc = -ENOENT;
-	} else if (want_ompi) {
+	if (want_ompi) {
+		oc.fabric_plan = fabric;
 		oc.types_arg = types;
 		oc.colls_arg = colls;
 		oc.minb = minb;
@@ -872,8 +893,8 @@ int main(int argc, char **argv)
 		oc.timeout_s = 600;
 		ompi_rc = run_ompi(&oc, o, cfg.nranks);
 		if (ompi_rc >= 0)
-			printf("# ompi   : %d rows (Open MPI %s collectives over TCP, same sizes, "
-			       "data and checks)\n", ompi_rc, "tuned");
+			printf("# ompi   : %d rows (Open MPI %s collectives over TCP%s, same sizes, "
+			       "data and checks)\n", ompi_rc, "tuned", fabric ? " in the fabric" : "");
 		else if (ompi_rc != -ENOENT)
 			fail++;
 	}

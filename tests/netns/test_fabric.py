@@ -22,6 +22,9 @@ ranks join through it):
               the restarted AM shows the same group and tree
   teardown    a failing run, a SIGTERMed run and a SIGKILLed builder leave no namespace and no
               switch process behind (the killed one is removed as stale)
+  bench       inca-bench in the AM fabric (2 leaves x 4 hosts): INC, host algorithms and Open
+              MPI's own collectives (tools/ompi-fabric-run, ranks in the host namespaces) in one
+              run, every row exact; Open MPI's traffic really crossed the fabric's links
 
 usage: test_fabric.py CASE --build BUILD_DIR. Exits 77 (skip) without root or netns."""
 
@@ -511,9 +514,67 @@ def case_am_restart(build):
         after_jobs(fab)
 
 
+def tx_bytes(fab, ns, dev):
+    r = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev],
+                       capture_output=True, text=True)
+    try:
+        import json
+        return json.loads(r.stdout)[0]["stats64"]["tx"]["bytes"]
+    except (ValueError, LookupError):
+        return -1
+
+
+def case_bench(build):
+    here = os.path.dirname(os.path.abspath(__file__))
+    runner = os.path.join(here, "..", "..", "tools", "ompi-fabric-run")
+    if not fabric.shutil.which("mpirun.openmpi") or not os.access(runner, os.X_OK):
+        print("SKIP: Open MPI (mpirun.openmpi) or tools/ompi-fabric-run missing")
+        return SKIP
+    if not os.access(os.path.join(build, "bench", "ompi-coll-bench"), os.X_OK):
+        print("SKIP: bench/ompi-coll-bench not built (Open MPI development files)")
+        return SKIP
+    fab = am_fabric(build, am_spec())
+    if fab is None:
+        print("SKIP: inca-am not built (no gRPC)")
+        return SKIP
+    bench = os.path.join(build, "tools", "inca-bench")
+    with fab:
+        fab.start_switches()
+        host0 = fab.prefix + "h0"
+        args = ["-n", "8", "-b", "8", "-e", "256K", "-f", "32768", "-c", "allreduce,bcast",
+                "-w", "1", "-i", "3", "--budget", "1"]
+        # Open MPI alone first: its bytes on rank 0's host link prove it used the fabric
+        before = tx_bytes(fab, host0, "eth0")
+        _, r = fabric.run_jobs(fab, bench, args + ["-a", "ompi"], 240, stream=False)[0]
+        after = tx_bytes(fab, host0, "eth0")
+        sys.stdout.write(r.stdout)
+        check(r.returncode == 0 and "in the fabric" in r.stdout,
+              "Open MPI alone: exit 0, ran across the fabric (%d)" % r.returncode)
+        # AllReduce and Bcast of 256 KiB, 4 calls each, leave rank 0 (the Bcast root)
+        check(before >= 0 and after - before > 4 * 256 * 1024,
+              "Open MPI's traffic crossed rank 0's host link (%d bytes)" % (after - before))
+        # then everything in one run
+        _, r = fabric.run_jobs(fab, bench, args + ["-a", "inc,recdbl,ring,ompi"], 240,
+                               stream=False)[0]
+        sys.stdout.write(r.stdout)
+        if r.returncode:
+            sys.stderr.write((r.stderr or "")[-3000:])
+        out = r.stdout
+        check(r.returncode == 0 and "# OK:" in out, "inca-bench exits 0: every row exact (%d)"
+              % r.returncode)
+        m = re.search(r"# OK: (\d+) INCA rows .* (\d+) Open MPI rows \((\d+) wrong", out)
+        # 2 sizes x (AllReduce: INC, recdbl, ring; Bcast: INC, ring (chain)) and Open MPI's 2 x 2
+        check(m and int(m.group(1)) == 10 and int(m.group(2)) == 4 and m.group(3) == "0",
+              "10 INCA rows and 4 Open MPI rows, none wrong (%s)" % (m.group(0) if m else "?"))
+        rows = [ln for ln in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s", ln)]
+        for algo in ("INC", "recdbl", "ring", "ompi (TCP)"):
+            check(any((" %s " % algo) in ln for ln in rows), "a %s row" % algo)
+        after_jobs(fab)
+
+
 CASES = {"multilevel": None, "lossy": None, "teardown": None, "am": case_am,
          "am-lossy": case_am_lossy, "am-jobs": case_am_jobs, "am-kill": case_am_kill,
-         "am-restart": case_am_restart}
+         "am-restart": case_am_restart, "bench": case_bench}
 
 
 def main():
