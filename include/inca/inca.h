@@ -103,7 +103,9 @@ struct inca_comm_opts {
 			      * measured round trip (RFC 6298 style) and runs only while no
 			      * result arrives (restarted on every result); 0: 20000 */
 	uint32_t rto_max_us; /* backoff cap; 0: 500000 (with retx_limit 20: ~8 s before giving up) */
-	uint32_t retx_limit; /* N consecutive timeouts of one packet before failing; 0: 20 */
+	uint32_t retx_limit; /* N consecutive timeouts with the switch silent before failing
+			      * (while it answers, late peers are waited for up to timeout_ms
+			      * without progress); 0: 20 */
 	uint32_t timeout_ms; /* host-path connect / receive timeout; 0: 30000 */
 
 	/* Test-only fault injection: drop this fraction of data-plane packets on send and on

@@ -2,7 +2,8 @@
  * Chunking into slots (docs/protocol.md "Chunking and slots"), an adaptive window of chunks in
  * flight (slow start, AIMD on delay and loss) inside the per-slot self-clocking rule, loss
  * recovery (time-ordered loss detection plus an RTO with exponential backoff, draft-liu §7),
- * batched sendmmsg/recvmmsg, strict verification of every result, test-only fault injection. */
+ * batched sendmmsg/recvmmsg, strict verification of every result, a liveness probe that tells a
+ * silent switch from late peers, test-only fault injection. */
 #include "client/client.h"
 
 #include <errno.h>
@@ -111,6 +112,27 @@ struct client_inc {
 	uint64_t rto_start_ns;
 	unsigned backoff;
 
+	/* Giving up. A chunk can be unanswered because the switch is gone or because a peer has
+	 * not sent it yet (it entered the call later: on a loaded machine, seconds later). Only
+	 * the first is a reason to leave the INC path after retx_limit RTOs; waiting for a peer
+	 * is bounded like on the host path, by timeout_ms without progress. silent_rtos counts
+	 * RTOs in a row during which nothing at all came from the switch; any valid packet from
+	 * it, a duplicate result included, resets it. progress_ns: the call's latest result. */
+	unsigned silent_rtos;
+	uint64_t progress_ns;
+	/* Liveness probe: on every RTO, besides the oldest chunk, resend our contribution to an
+	 * ANSWERED chunk (the highest answered g). The switch still holds its result (a version is
+	 * only reused two rounds later, and nobody can get there past our own unanswered chunks)
+	 * and answers a duplicate of a complete version with the result again, so an alive switch
+	 * answers the probe even while our current chunk waits for peers; a dead one does not.
+	 * probe_ch is a copy of that chunk; between calls its data lives in probe_data (the
+	 * caller's buffers are gone then). probe_a/probe_j carry the call's coll, dtype, op. */
+	bool probe_ok;
+	struct inc_chunk probe_ch;
+	struct client_inc_coll probe_a;
+	struct inc_job *probe_j;
+	uint8_t *probe_data;
+
 	/* Transmit queue: [tx_head, tx_tail) encoded and waiting for sendmmsg. */
 	unsigned tx_head, tx_tail;
 	uint8_t *txbuf;
@@ -161,7 +183,9 @@ int client_inc_open(struct inca_comm *c)
 	ic->chunks = calloc(cfg->nslots, sizeof *ic->chunks);
 	ic->txbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
 	ic->rxbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
-	if (!ic->chunks || !ic->txbuf || !ic->rxbuf)
+	ic->probe_data = malloc(INC_PKT_CAP);
+	ic->probe_j = calloc(1, sizeof *ic->probe_j);
+	if (!ic->chunks || !ic->txbuf || !ic->rxbuf || !ic->probe_data || !ic->probe_j)
 		return -ENOMEM;
 
 	/* AM path: adopt the socket whose address the AM registered (already bound). */
@@ -229,6 +253,8 @@ void client_inc_close(struct inca_comm *c)
 	free(ic->chunks);
 	free(ic->txbuf);
 	free(ic->rxbuf);
+	free(ic->probe_data);
+	free(ic->probe_j);
 	free(ic);
 	c->inc = NULL;
 }
@@ -468,6 +494,7 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		 * result (switch re-send, or the answer to one of our retransmissions). */
 		if ((uint32_t)((uint64_t)pkt.inca.round * cfg->nslots + pkt.inca.slot) == pkt.imm) {
 			c->stats.rx_dup_results++;
+			ic->silent_rtos = 0; /* the switch is alive (e.g. the liveness probe's answer) */
 			return 0;
 		}
 		goto bad;
@@ -479,6 +506,24 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 	    (ch->recv_data && (pkt.inca.count != ch->count || pkt.data_len != ch->len_bytes)) ||
 	    (!ch->recv_data && pkt.inca.count != 0 && pkt.inca.count != ch->count))
 		goto bad;
+	/* The highest answered chunk becomes the liveness probe (see struct client_inc). In place,
+	 * the result is about to overwrite our contribution: keep a copy, but only every few
+	 * chunks (a probe a few chunks old is still held by the switch). */
+	bool inplace = ch->send_data && ch->recv_data &&
+		       (uintptr_t)ch->src < (uintptr_t)ch->dst + ch->len_bytes &&
+		       (uintptr_t)ch->dst < (uintptr_t)ch->src + ch->len_bytes;
+	if (!ic->probe_ok || ch->g > ic->probe_ch.g + (inplace ? cfg->nslots / 16 : 0)) {
+		ic->probe_ch = *ch;
+		if (inplace) {
+			memcpy(ic->probe_data, ch->src, ch->len_bytes);
+			ic->probe_ch.src = ic->probe_data;
+		}
+		ic->probe_a.coll = j->a->coll;
+		ic->probe_j->a = &ic->probe_a;
+		ic->probe_j->dt = j->dt;
+		ic->probe_j->op = j->op;
+		ic->probe_ok = true;
+	}
 	if (ch->recv_data)
 		memcpy(ch->dst, pkt.data, ch->len_bytes);
 	ch->active = false;
@@ -487,6 +532,8 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 	ic->rto_start_ns = now_ns;
 	ic->backoff = 0;
 	ic->tlp_done = false;
+	ic->silent_rtos = 0;
+	ic->progress_ns = now_ns;
 	if (!ch->retx) {
 		rtt_sample(ic, now_ns - ch->sent_ns, now_ns);
 		wnd_on_result(ic, now_ns - ch->sent_ns, ch->tx_seq);
@@ -555,6 +602,7 @@ static int inc_fail(struct inca_comm *c, int rc)
 	for (unsigned s = 0; s < c->cfg.nslots; s++)
 		c->inc->chunks[s].active = false;
 	c->inc->inflight = 0;
+	c->inc->probe_ok = false; /* the switch's state is unknown now */
 	client_log(&c->cfg, 0, "inc: %s; INC path disabled for this communicator", inca_strerror(rc));
 	return rc;
 }
@@ -720,17 +768,37 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		client_log(cfg, 1, "inc: tree changed by the AM mid-call");
 		return -ETIMEDOUT;
 	}
-	if (++old->ntimeouts >= cfg->retx_limit) {
-		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts",
-			   (unsigned long long)old->g, (unsigned)(old->g % cfg->nslots), old->ntimeouts);
+	++old->ntimeouts;
+	if (++ic->silent_rtos >= cfg->retx_limit) {
+		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts, "
+			   "switch silent", (unsigned long long)old->g,
+			   (unsigned)(old->g % cfg->nslots), old->ntimeouts);
 		return -ETIMEDOUT;
 	}
+	/* The switch answers (the probe, duplicates), but nothing completes: a peer is late
+	 * or gone. Wait for it as long as the host path would (timeout_ms without progress),
+	 * never less than before (retx_limit RTOs of this chunk). */
+	if (old->ntimeouts >= cfg->retx_limit &&
+	    now_ns - ic->progress_ns >= (uint64_t)cfg->timeout_ms * 1000000ull) {
+		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts; the "
+			   "switch answers, peers made no progress for %u ms",
+			   (unsigned long long)old->g, (unsigned)(old->g % cfg->nslots),
+			   old->ntimeouts, cfg->timeout_ms);
+		return -ETIMEDOUT;
+	}
+	if (old->ntimeouts == cfg->retx_limit)
+		client_log(cfg, 1, "inc: chunk g=%llu (slot %u): %u timeouts but the switch answers; "
+			   "waiting for late peers", (unsigned long long)old->g,
+			   (unsigned)(old->g % cfg->nslots), old->ntimeouts);
 	ic->backoff++;
 	ic->rto_start_ns = now_ns;
 	ic->tlp_done = true; /* after an RTO, the backoff rules until something is answered */
 	wnd_cut(ic, old->tx_seq, 0.5);
 	old->retx_fast = false;
-	return inc_enqueue(c, j, old, true, now_ns);
+	int rc = inc_enqueue(c, j, old, true, now_ns);
+	if (rc < 0 || !ic->probe_ok || tx_full(ic))
+		return rc;
+	return inc_enqueue(c, ic->probe_j, &ic->probe_ch, true, now_ns);
 }
 
 /* Two limits on sending: the self-clocking rule per slot (chunk g+nslots only after chunk g's
@@ -779,6 +847,8 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	ic->tlp_done = false;
 	ic->rack_timer_ns = 0;
 	ic->rto_start_ns = util_now_ns();
+	ic->progress_ns = ic->rto_start_ns;
+	ic->silent_rtos = 0;
 
 	for (;;) {
 		uint64_t now = util_now_ns(), next_deadline;
@@ -856,6 +926,11 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		if (done == j.nchunks) {
 			/* Stale retransmissions still queued are pointless now. */
 			ic->tx_head = ic->tx_tail = 0;
+			/* The probe outlives the caller's buffers: keep its data. */
+			if (ic->probe_ok && ic->probe_ch.send_data && ic->probe_ch.src != ic->probe_data) {
+				memcpy(ic->probe_data, ic->probe_ch.src, ic->probe_ch.len_bytes);
+				ic->probe_ch.src = ic->probe_data;
+			}
 			client_log(cfg, 3, "inc: %llu chunks; window %.1f%s, rtt min %llu srtt %llu us, reo x%u",
 				   (unsigned long long)j.nchunks, ic->cwnd, ic->slow_start ? " (slow start)" : "",
 				   (unsigned long long)(ic->min_rtt_ns / 1000),

@@ -448,6 +448,24 @@ static void test_echo_dead(void)
 	inca_comm_destroy(c);
 	fsw_stop(&s);
 	CHECK_EQ(s.bad, 0);
+
+	/* The switch dies after a good call: the liveness probe (a resend of an answered chunk)
+	 * goes unanswered too, so the call still gives up after exactly retx_limit timeouts. */
+	fc.dead = false;
+	fsw_start(&s, &fc, 4);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.rto_us = 1000;
+	o.rto_max_us = 4000;
+	o.retx_limit = 4;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
+	fsw_stop(&s);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	uint64_t t0 = st.timeouts;
+	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), -ETIMEDOUT);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(st.timeouts - t0, 4);
+	inca_comm_destroy(c);
 }
 
 /* A slow switch: results leave one per 500 us, so a window of all 64 slots would queue 32 ms,
@@ -503,6 +521,7 @@ struct member {
 	int rank, n, rc;
 	const char *boot, *sw;
 	double drop;
+	unsigned late_ms; /* late_work: how much later rank 1 enters each call */
 	const struct fsw *s;
 	struct inca_comm_stats st;
 };
@@ -556,6 +575,38 @@ static int member_work(struct inca_comm *c, int rank, int n)
 	return rc;
 }
 
+/* Rank 1 enters two calls late_ms after the others (a loaded machine: filling a large buffer
+ * can take seconds longer on one rank). The early ranks see many RTOs on their first chunk,
+ * far more than retx_limit, but the switch answers their liveness probe, so they must wait
+ * for the late rank instead of giving up. First call in place, second out of place. */
+static int late_work(struct inca_comm *c, int rank, int n, unsigned late_ms)
+{
+	enum { COUNT = 20000 };
+	int32_t *a = malloc(COUNT * 4), *b = malloc(COUNT * 4);
+	int rc = 0;
+
+	if (!a || !b)
+		return -ENOMEM;
+	for (int it = 0; it < 3 && rc == 0; it++) {
+		for (size_t i = 0; i < COUNT; i++)
+			a[i] = (int32_t)(i + (size_t)rank * 7 + (size_t)it);
+		if (rank == 1 && it > 0)
+			usleep(late_ms * 1000u);
+		int32_t *res = it == 1 ? a : b;
+		rc = inca_allreduce_algo(c, a, res, COUNT, INCA_INT32, INCA_SUM, INCA_ALGO_INC);
+		for (size_t i = 0; i < COUNT && rc == 0; i++) {
+			int64_t e = 0;
+			for (int r = 0; r < n; r++)
+				e += (int64_t)(i + (size_t)r * 7 + (size_t)it);
+			if (res[i] != (int32_t)e)
+				rc = -EBADMSG;
+		}
+	}
+	free(a);
+	free(b);
+	return rc;
+}
+
 static void *member_main(void *arg)
 {
 	struct member *m = arg;
@@ -570,10 +621,15 @@ static void *member_main(void *arg)
 	struct inca_comm *c;
 
 	snprintf(data, sizeof data, "127.0.0.%d:0", 10 + m->rank);
+	if (m->late_ms) { /* give up after ~11 ms of silence, wait up to 10 s for peers */
+		o.rto_us = 1000;
+		o.rto_max_us = 4000;
+		o.retx_limit = 4;
+	}
 	m->rc = inca_comm_create(&o, &c);
 	if (m->rc < 0)
 		return NULL;
-	m->rc = member_work(c, m->rank, m->n);
+	m->rc = m->late_ms ? late_work(c, m->rank, m->n, m->late_ms) : member_work(c, m->rank, m->n);
 	inca_comm_get_stats(c, &m->st);
 	inca_comm_destroy(c);
 	return NULL;
@@ -619,6 +675,48 @@ static void test_engine(double sw_drop, double cl_drop, unsigned dup_every, bool
 	CHECK(!"no free bootstrap port");
 }
 
+static void test_engine_late_peer(void)
+{
+	enum { N = 2 };
+	struct fsw_cfg fc = { .mode = FSW_ENGINE, .nmembers = N, .nslots = 32, .tree_id = 6, .key = 0x1a7e,
+			      .switch_qpn = 0x106 };
+
+	for (int attempt = 0; attempt < 20; attempt++) {
+		struct fsw s;
+		struct member m[N];
+		pthread_t th[N];
+		char boot[32], sw[32];
+
+		fsw_start(&s, &fc, 21);
+		snprintf(sw, sizeof sw, "127.0.0.1:%u", (unsigned)ntohs(s.addr.sin_port));
+		snprintf(boot, sizeof boot, "127.0.0.1:%d", PORT_BASE + (int)((getpid() * 5 + attempt * 41) % 1000));
+		for (int r = 0; r < N; r++) {
+			m[r] = (struct member){ .rank = r, .n = N, .boot = boot, .sw = sw, .s = &s, .late_ms = 300 };
+			CHECK_EQ(pthread_create(&th[r], NULL, member_main, &m[r]), 0);
+		}
+		for (int r = 0; r < N; r++)
+			pthread_join(th[r], NULL);
+		fsw_stop(&s);
+		if (m[0].rc == -EADDRINUSE)
+			continue;
+		for (int r = 0; r < N; r++) {
+			if (m[r].rc != 0)
+				fprintf(stderr, "member %d: %s\n", r, inca_strerror(m[r].rc));
+			CHECK_EQ(m[r].rc, 0);
+			CHECK_EQ(m[r].st.inc_calls, 3);
+			CHECK_EQ(m[r].st.rx_bad, 0);
+		}
+		/* Rank 0 waited 2 x 300 ms with RTOs of at most 4 ms: far more timeouts than
+		 * retx_limit (4), each answered only through the probe (a duplicate result). */
+		CHECK(m[0].st.timeouts > 2 * 4);
+		CHECK(m[0].st.rx_dup_results > 0);
+		CHECK_EQ(s.bad, 0);
+		CHECK_EQ(s.violations, 0);
+		return;
+	}
+	CHECK(!"no free bootstrap port");
+}
+
 int main(void)
 {
 	test_echo_clean();
@@ -627,6 +725,7 @@ int main(void)
 	test_echo_paced();
 	test_engine(0, 0, 0, false, 11);
 	test_engine(0.05, 0.05, 9, true, 12);
+	test_engine_late_peer();
 	printf("inc_test: ok\n");
 	return 0;
 }
