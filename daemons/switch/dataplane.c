@@ -878,6 +878,20 @@ static void io_reserve(struct sw_worker *w, size_t max_sends)
 	w->max_sends = max_sends;
 }
 
+/* True while a round on this worker's slots is under way (collecting, or waiting for the
+ * result from the parent): its next packets are due within a round trip. Once every round is
+ * complete the next packet only comes with the ranks' next call, and a spin until then would
+ * just take a CPU from ranks that are between calls (barriers, computation). */
+static bool worker_pending(const struct sw_worker *w, const struct sw_treeset *set)
+{
+	for (size_t i = 0; i < set->ntrees; i++) {
+		const struct sw_tree *t = set->trees[i];
+		if (w->idx < t->nworkers && t->w[w->idx].agg && agg_tree_pending(t->w[w->idx].agg))
+			return true;
+	}
+	return false;
+}
+
 static void *worker_main(void *arg)
 {
 	struct sw_worker *w = arg;
@@ -911,8 +925,10 @@ static void *worker_main(void *arg)
 		}
 		/* Busy-poll shortly after traffic; otherwise block for the first datagram (up to
 		 * SO_RCVTIMEO). Either way take what is queued. */
-		if (spin_ns && util_now_ns() - last_rx_ns < spin_ns &&
-		    win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS) {
+		uint64_t idle_ns = spin_ns ? util_now_ns() - last_rx_ns : 0;
+		if (spin_ns && idle_ns < spin_ns &&
+		    win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS &&
+		    (reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV || worker_pending(w, set))) {
 			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
 			if (n <= 0) {
 				sched_yield();

@@ -149,6 +149,9 @@ struct sw_worker {
 /* ... and only while the traffic is light (per worker, per millisecond): a latency-bound
  * collective's packets, not a bulk transfer's (which keeps the queue busy anyway). */
 #define SW_BUSY_POLL_MAX_BYTES_PER_MS (32u << 10)
+/* ... and once no round is under way (agg_tree_pending), only for busy_poll_us / this: the next
+ * call's first packet comes that soon only when the ranks have CPUs to spare. */
+#define SW_BUSY_POLL_IDLE_DIV 8
 
 struct sw_opts {
 	bool reflect;     /* echo valid-looking datagrams instead of aggregating */

@@ -125,6 +125,11 @@ enum agg_verdict agg_tree_input(struct agg_tree *t, const struct wire_pkt *pkt, 
 				struct agg_send *out, size_t cap, size_t *nsent);
 
 void agg_tree_get_stats(const struct agg_tree *t, struct agg_tree_stats *out);
+/* Rounds in progress here: slot versions collecting contributions, or (non-root) whose
+ * aggregate went up and whose result has not come down yet. 0 when every round this tree saw
+ * is complete: no packet is due soon (the switch's busy poll stops). A round abandoned by its
+ * members (a dead rank) stays counted until its slot version is reused. O(1). */
+size_t agg_tree_pending(const struct agg_tree *t);
 const struct agg_tree_cfg *agg_tree_cfg(const struct agg_tree *t);
 
 #endif

@@ -34,6 +34,11 @@ enum agg__state {
 	AGG__COMPLETE,   /* result known (root: computed; non-root: received from the parent) */
 };
 
+static bool agg__is_pending(uint8_t state)
+{
+	return state == AGG__COLLECTING || state == AGG__UP_SENT;
+}
+
 #define AGG__NO_GROUP UINT16_MAX
 #define AGG__ALIGN 64
 #define AGG__FWD_DATA_MAX 4096 /* IB payload limit: nothing forwarded can carry more */
@@ -95,6 +100,7 @@ struct agg_tree {
 	uint8_t *fwd_data;  /* AGG__FWD_DATA_MAX: copy of a forwarded packet's data */
 
 	struct agg_tree_stats st;
+	uint32_t npending; /* versions COLLECTING or UP_SENT (agg_tree_pending) */
 };
 
 /* ---------------------------------------------------------------- small helpers */
@@ -412,6 +418,11 @@ void agg_tree_get_stats(const struct agg_tree *t, struct agg_tree_stats *out)
 		*out = t->st;
 }
 
+size_t agg_tree_pending(const struct agg_tree *t)
+{
+	return t->npending;
+}
+
 const struct agg_tree_cfg *agg_tree_cfg(const struct agg_tree *t)
 {
 	return t ? &t->cfg : NULL;
@@ -628,6 +639,7 @@ static bool agg__meta_eq(const struct agg__ver *v, const struct wire_pkt *p)
 static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire_pkt *p)
 {
 	v->rnd = p->inca.round;
+	t->npending += !agg__is_pending(v->state);
 	v->state = AGG__COLLECTING;
 	v->coll = p->inca.coll;
 	v->dtype = p->inca.dtype;
@@ -838,6 +850,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 	t->st.aggregations++;
 	if (t->cfg.root) {
 		v->state = AGG__COMPLETE;
+		t->npending--; /* was COLLECTING */
 		memcpy(t->rem_bits, t->abm, len);
 		agg__replicate(t, o, v, p->inca.slot);
 	} else {
@@ -890,6 +903,7 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 			memcpy(agg__buf(t, v, 0), p->data, p->data_len);
 		memcpy(agg__seen(t, v), t->abm, t->bsl_bytes);
 		v->nseen = (uint16_t)t->nmembers;
+		t->npending -= agg__is_pending(v->state);
 		v->state = AGG__COMPLETE;
 	}
 	t->st.results_down++;

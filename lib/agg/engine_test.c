@@ -218,6 +218,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	unsigned *completed = calloc(nchunks, sizeof *completed);
 	struct tu_pkt *p = malloc(sizeof *p);
 	unsigned seen_groups[T_MAX_MEMBERS];
+	size_t partial = 0;
 
 	for (unsigned base = 0; base < nchunks; base += nslots) {
 		unsigned w = nchunks - base < nslots ? nchunks - base : nslots;
@@ -236,6 +237,9 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 			size_t ns = 99;
 			enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
 			got[c]++;
+			partial += got[c] == 1;
+			partial -= got[c] == n;
+			CHECK_EQ(agg_tree_pending(e), partial); /* rounds begun and not complete */
 			if (got[c] < n) {
 				CHECK_VERDICT(v, AGG_ABSORBED);
 				CHECK_EQ(ns, 0);
@@ -430,10 +434,12 @@ static void test_nonroot(void)
 	struct tu_pkt *p = malloc(sizeof *p), *r = malloc(sizeof *r);
 	int64_t sum = 0;
 
+	CHECK_EQ(agg_tree_pending(e), 0);
 	for (unsigned m = 0; m < 4; m++) {
 		fill_up(t, p, m, 2, 5, 3);
 		sum = (int64_t)((uint64_t)sum + (uint64_t)val64(m, 5 * 4 + 2, 1));
 		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 1);
+		CHECK_EQ(agg_tree_pending(e), 1); /* collecting, then up-sent: a result is due */
 	}
 	for (int pass = 0; pass < 2; pass++) {
 		CHECK_EQ(out[0].nbr, 77);
@@ -466,6 +472,7 @@ static void test_nonroot(void)
 	}
 	FEED(e, r, 5, AGG_DROP_SENDER, 0); /* not from the parent */
 	FEED(e, r, 77, AGG_RESULT_DOWN, 4);
+	CHECK_EQ(agg_tree_pending(e), 0); /* the result came down: nothing due */
 	for (unsigned s = 0; s < 4; s++) {
 		CHECK_EQ(out[s].nbr, t->nbr[s]);
 		check_hdr(t, &out[s].pkt, 2, 5, WIRE_F_RESULT, 0, INCA_INT64, INCA_SUM, 3);
