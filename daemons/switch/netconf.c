@@ -1,5 +1,6 @@
 /* inca-switch NETCONF server: libnetconf2 2.0.x endpoints (UNIX socket, SSH with public-key
- * authentication) polled by one thread, and the datastore behind them: the running config is
+ * authentication), a small pool of accept threads doing the handshakes and one thread polling
+ * the established sessions, and the datastore behind them: the running config is
  * the data plane's current tree set plus the management addresses; state is built on demand
  * from the capabilities, links and statistics. edit-config is applied to a copy, validated
  * with libyang, converted to the config-file form and re-parsed (the same semantic checks as
@@ -7,6 +8,7 @@
 #include "netconf.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -14,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libyang/libyang.h>
@@ -23,15 +28,31 @@
 
 #define NC_POLL_MS 50
 #define EDIT_TEXT_MAX (4u << 20)
+/* nc_accept() does the whole handshake (SSH key exchange, authentication, <hello>) before it
+ * returns, so each accept thread serves one connection at a time: this many stalled clients
+ * delay new sessions (never established ones) until their handshakes time out. Every thread
+ * touching the pollsession queues for its lock: these + the poll thread + the stopping thread
+ * must stay within libnetconf2's queue (NC_PS_QUEUE_SIZE, 6 in 2.0.24). */
+#define NC_ACCEPT_THREADS 4
+/* Bounds of a stalled handshake (libnetconf2 adds its fixed 10 s SSH key exchange limit). */
+#define NC_HELLO_TIMEOUT_S 5
+#define NC_AUTH_TIMEOUT_S 5
 
 struct sw_netconf {
 	struct sw_switch *sw;
 	const struct sw_config *cfg;
 	struct ly_ctx *ly;
 	struct nc_pollsession *ps;
-	pthread_t thread;
+	pthread_t thread; /* polls the established sessions; runs every RPC callback */
 	bool started;
+	pthread_t acceptors[NC_ACCEPT_THREADS];
+	size_t nacceptors;
 	_Atomic bool stop;
+	/* The poll thread sleeps here while there is no session; accept threads wake it. */
+	pthread_mutex_t wake_mu;
+	pthread_cond_t wake_cv;
+	bool wake_init;
+	struct sockaddr_in ssh_sa; /* SSH endpoint (sin_family 0: none) */
 	bool server_init;
 	char mgmt[SW_MGMT_MAX][128]; /* running management addresses */
 	size_t nmgmt;
@@ -50,8 +71,10 @@ static struct sw_netconf *g_nc;
 
 static void nc_print(const struct nc_session *s, NC_VERB_LEVEL level, const char *msg)
 {
+	bool stopping = g_nc && atomic_load(&g_nc->stop); /* handshakes aborted on purpose */
+
 	(void)s;
-	sw_log(level == NC_VERB_ERROR ? 0 : 2, "netconf: %s", msg);
+	sw_log(level == NC_VERB_ERROR && !stopping ? 0 : 2, "netconf: %s", msg);
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -1150,32 +1173,69 @@ static int load_authorized_keys(struct sw_netconf *nc, const char *path, char *e
 	return 0;
 }
 
-/* ---------------------------------------------------------------- server thread */
+/* ---------------------------------------------------------------- server threads */
 
+/* Accept threads: nc_accept() may run in several threads at once (libnetconf2 2.0 holds its bind
+ * lock only while it waits for a connection, then handles the handshake under a shared endpoint
+ * lock), so a client that stalls its handshake blocks one of them and nothing else. Sessions
+ * that said <hello> go to the pollsession (its own lock makes nc_ps_add_session safe here). */
+static void *accept_main(void *arg)
+{
+	struct sw_netconf *nc = arg;
+
+	while (!atomic_load(&nc->stop)) {
+		struct nc_session *s = NULL;
+		NC_MSG_TYPE m = nc_accept(NC_POLL_MS, &s);
+
+		if (m != NC_MSG_HELLO) {
+			/* WOULDBLOCK: no connection or a timed-out handshake; BAD_HELLO / ERROR: a
+			 * failed one. nc_accept() has freed the session in every case. */
+			if (m == NC_MSG_ERROR)
+				usleep(NC_POLL_MS * 1000); /* e.g. out of file descriptors: no spinning */
+			continue;
+		}
+		if (atomic_load(&nc->stop)) {
+			nc_session_free(s, NULL);
+			break;
+		}
+		sw_log(1, "netconf: session %u (%s) opened", nc_session_get_id(s),
+		       nc_session_get_username(s) ? nc_session_get_username(s) : "?");
+		if (nc_ps_add_session(nc->ps, s)) {
+			nc_session_free(s, NULL);
+			continue;
+		}
+		pthread_mutex_lock(&nc->wake_mu);
+		pthread_cond_signal(&nc->wake_cv);
+		pthread_mutex_unlock(&nc->wake_mu);
+	}
+	return NULL;
+}
+
+/* Poll thread: every established session's RPCs (so the lock and the edit counters have a
+ * single writer), new SSH channels on them, and closing sessions. */
 static void *server_main(void *arg)
 {
 	struct sw_netconf *nc = arg;
 
 	while (!atomic_load(&nc->stop)) {
 		struct nc_session *s = NULL;
-		NC_MSG_TYPE m;
-		int r;
+		int r = nc_ps_poll(nc->ps, NC_POLL_MS, &s);
 
-		/* New connections (short timeout: this thread also serves the sessions). */
-		m = nc_accept(nc_ps_session_count(nc->ps) ? 0 : NC_POLL_MS, &s);
-		if (m == NC_MSG_HELLO) {
-			sw_log(1, "netconf: session %u (%s) opened", nc_session_get_id(s),
-			       nc_session_get_username(s) ? nc_session_get_username(s) : "?");
-			if (nc_ps_add_session(nc->ps, s))
-				nc_session_free(s, NULL);
-		} else if (m == NC_MSG_BAD_HELLO || m == NC_MSG_ERROR) {
-			if (s)
-				nc_session_free(s, NULL);
-		}
-		if (!nc_ps_session_count(nc->ps))
+		if (r & NC_PSPOLL_NOSESSIONS) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += NC_POLL_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_mutex_lock(&nc->wake_mu);
+			if (!nc_ps_session_count(nc->ps) && !atomic_load(&nc->stop))
+				pthread_cond_timedwait(&nc->wake_cv, &nc->wake_mu, &ts);
+			pthread_mutex_unlock(&nc->wake_mu);
 			continue;
-		s = NULL;
-		r = nc_ps_poll(nc->ps, NC_POLL_MS, &s);
+		}
 		if (r & NC_PSPOLL_SSH_CHANNEL) {
 			struct nc_session *ns = NULL;
 			if (nc_ps_accept_ssh_channel(nc->ps, &ns) == NC_MSG_HELLO)
@@ -1191,6 +1251,60 @@ static void *server_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+/* An accepted connection on one of our endpoints: a stream socket, not listening, whose local
+ * address is the endpoint's (accepted UNIX sockets carry the listener's path). */
+static bool is_endpoint_conn(const struct sw_netconf *nc, int fd)
+{
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_un un;
+	} a;
+	socklen_t len = sizeof a;
+	int type = 0, acc = 1;
+	socklen_t olen = sizeof type;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &olen) < 0 || type != SOCK_STREAM)
+		return false;
+	olen = sizeof acc;
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &olen) < 0 || acc)
+		return false;
+	memset(&a, 0, sizeof a);
+	if (getsockname(fd, &a.sa, &len) < 0)
+		return false;
+	if (a.sa.sa_family == AF_UNIX)
+		return nc->unix_path[0] && len > offsetof(struct sockaddr_un, sun_path) &&
+		       !strncmp(a.un.sun_path, nc->unix_path, sizeof a.un.sun_path);
+	if (a.sa.sa_family == AF_INET && nc->ssh_sa.sin_family == AF_INET)
+		return a.in.sin_port == nc->ssh_sa.sin_port &&
+		       (nc->ssh_sa.sin_addr.s_addr == htonl(INADDR_ANY) ||
+			a.in.sin_addr.s_addr == nc->ssh_sa.sin_addr.s_addr);
+	return false;
+}
+
+/* Stop: a handshake in progress lives inside nc_accept() and no libnetconf2 call reaches it,
+ * so shut its socket down (found through /proc/self/fd); the handshake then fails at once
+ * instead of running into its timeout. Called only after the poll thread has ended and the
+ * established sessions are freed, so every such socket is a handshake. */
+static void abort_handshakes(const struct sw_netconf *nc)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+
+		if (end == e->d_name || *end || fd < 0 || fd == dirfd(d))
+			continue;
+		if (is_endpoint_conn(nc, (int)fd))
+			shutdown((int)fd, SHUT_RDWR);
+	}
+	closedir(d);
 }
 
 /* ---------------------------------------------------------------- start / stop */
@@ -1255,7 +1369,7 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		goto fail;
 	}
 	nc->server_init = true;
-	nc_server_set_hello_timeout(10);
+	nc_server_set_hello_timeout(NC_HELLO_TIMEOUT_S);
 	nc_server_set_idle_timeout(0);
 
 	if (o->unix_path) {
@@ -1271,7 +1385,8 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		char ip[64];
 		uint16_t port;
 
-		if (parse_ssh_addr(o->ssh_addr, ip, sizeof ip, &port) < 0) {
+		if (parse_ssh_addr(o->ssh_addr, ip, sizeof ip, &port) < 0 ||
+		    inet_pton(AF_INET, ip, &nc->ssh_sa.sin_addr) != 1) {
 			snprintf(err, cap, "netconf: bad --netconf-ssh '%s' (expected IP:PORT)",
 				 o->ssh_addr);
 			goto fail;
@@ -1289,13 +1404,15 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		rc = load_authorized_keys(nc, o->authorized_keys, err, cap);
 		if (rc < 0)
 			goto fail;
+		nc->ssh_sa.sin_family = AF_INET;
+		nc->ssh_sa.sin_port = htons(port);
 		nc->hostkey_path = strdup(o->hostkey_path);
 		nc_server_ssh_set_hostkey_clb(hostkey_clb, nc, NULL);
 		nc_server_ssh_set_pubkey_auth_clb(pubkey_clb, nc, NULL);
 		if (!nc->hostkey_path || nc_server_add_endpt("ssh", NC_TI_LIBSSH) ||
 		    nc_server_ssh_endpt_add_hostkey("ssh", "hostkey", -1) ||
 		    nc_server_ssh_endpt_set_auth_methods("ssh", NC_SSH_AUTH_PUBLICKEY) ||
-		    nc_server_ssh_endpt_set_auth_timeout("ssh", 10) ||
+		    nc_server_ssh_endpt_set_auth_timeout("ssh", NC_AUTH_TIMEOUT_S) ||
 		    nc_server_endpt_set_address("ssh", ip) || nc_server_endpt_set_port("ssh", port)) {
 			snprintf(err, cap, "netconf: cannot listen on ssh %s", o->ssh_addr);
 			rc = -EINVAL;
@@ -1308,6 +1425,18 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		rc = -ENOMEM;
 		goto fail;
 	}
+	if (pthread_mutex_init(&nc->wake_mu, NULL)) {
+		snprintf(err, cap, "netconf: cannot create a mutex");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (pthread_cond_init(&nc->wake_cv, NULL)) {
+		pthread_mutex_destroy(&nc->wake_mu);
+		snprintf(err, cap, "netconf: cannot create a condition variable");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	nc->wake_init = true;
 	rc = pthread_create(&nc->thread, NULL, server_main, nc);
 	if (rc) {
 		snprintf(err, cap, "netconf: pthread_create: %s", strerror(rc));
@@ -1315,6 +1444,15 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		goto fail;
 	}
 	nc->started = true;
+	for (size_t i = 0; i < NC_ACCEPT_THREADS; i++) {
+		rc = pthread_create(&nc->acceptors[i], NULL, accept_main, nc);
+		if (rc) {
+			snprintf(err, cap, "netconf: pthread_create: %s", strerror(rc));
+			rc = -rc;
+			goto fail;
+		}
+		nc->nacceptors++;
+	}
 	*out = nc;
 	return 0;
 fail:
@@ -1324,14 +1462,48 @@ fail:
 
 void sw_netconf_stop(struct sw_netconf *nc)
 {
+	bool done[NC_ACCEPT_THREADS] = { false };
+
 	if (!nc)
 		return;
 	atomic_store(&nc->stop, true);
-	if (nc->started)
+	if (nc->started) {
+		pthread_mutex_lock(&nc->wake_mu);
+		pthread_cond_broadcast(&nc->wake_cv);
+		pthread_mutex_unlock(&nc->wake_mu);
 		pthread_join(nc->thread, NULL);
+	}
+	if (nc->ps)
+		nc_ps_clear(nc->ps, 1, NULL); /* the established sessions */
+	/* Accept threads: an idle one sees stop within a few NC_POLL_MS; one inside a handshake
+	 * is freed by shutting its socket down. Again each round: a thread may have accepted one
+	 * more connection since the last scan. */
+	for (size_t joined = 0; joined < nc->nacceptors;) {
+		abort_handshakes(nc);
+		for (size_t i = 0; i < nc->nacceptors; i++) {
+			struct timespec ts;
+
+			if (done[i])
+				continue;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 20 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (!pthread_timedjoin_np(nc->acceptors[i], NULL, &ts)) {
+				done[i] = true;
+				joined++;
+			}
+		}
+	}
 	if (nc->ps) {
-		nc_ps_clear(nc->ps, 1, NULL);
+		nc_ps_clear(nc->ps, 1, NULL); /* added by an accept thread just before the stop */
 		nc_ps_free(nc->ps);
+	}
+	if (nc->wake_init) {
+		pthread_cond_destroy(&nc->wake_cv);
+		pthread_mutex_destroy(&nc->wake_mu);
 	}
 	if (nc->server_init)
 		nc_server_destroy();

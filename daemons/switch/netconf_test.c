@@ -5,13 +5,20 @@
  *           config unchanged, delete.
  *   fuzz  - raw NETCONF 1.0 sessions sending malformed / hostile edit-configs: each must be
  *           refused (or the session dropped), the switch must survive and keep its config.
- * Addresses: 127.0.4.x (switch .1, members .10/.11). Exits 77 when the binary has no NETCONF. */
+ *   stall - UNIX socket and SSH: a TCP connection that stops after the SSH banner and a UNIX
+ *           connection that never sends <hello> must not hold up an established session, a
+ *           new UNIX session or a new SSH session, and SIGTERM must not wait for them.
+ * Addresses: 127.0.4.x (ctl: switch .1, members .10/.11; stall: switch and SSH on .50; fuzz:
+ * switch .51).
+ * Exits 77 when the binary has no NETCONF. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,6 +53,7 @@
 
 static char g_dir[256], g_sock[300], g_ready[300];
 static pid_t g_pid;
+static char g_ssh_addr[64]; /* "IP:PORT" of the SSH endpoint, "" = none */
 
 static void cleanup(void)
 {
@@ -69,10 +77,45 @@ static void msleep(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Start inca-switch with NETCONF on a UNIX socket; 77 if it was built without NETCONF. */
-static void start_switch(const char *exe)
+/* Make the SSH host key and a client key (authorised) in g_dir; false without ssh-keygen. */
+static bool make_ssh_keys(void)
 {
-	char conf[320], log[320];
+	char cmd[900];
+
+	snprintf(cmd, sizeof cmd,
+		 "ssh-keygen -q -t ed25519 -N '' -C host -f '%s/hostkey' </dev/null >/dev/null 2>&1 "
+		 "&& ssh-keygen -q -t ed25519 -N '' -C client -f '%s/client' </dev/null >/dev/null "
+		 "2>&1",
+		 g_dir, g_dir);
+	return system(cmd) == 0;
+}
+
+/* A TCP port on ip that is free now (the switch binds it right after). */
+static int free_tcp_port(const char *ip)
+{
+	for (int i = 0; i < 50; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
+
+		CHECK(fd >= 0);
+		port = 20000 + (int)(((unsigned)getpid() * 7919u + (unsigned)i * 104729u) % 40000u);
+		a.sin_port = htons((uint16_t)port);
+		CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
+		if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+			close(fd);
+			return port;
+		}
+		close(fd);
+	}
+	return -1;
+}
+
+/* Start inca-switch with NETCONF on a UNIX socket (and, with ssh_ip, over SSH on a free port of
+ * ssh_ip with keys made here); data plane on listen. 77 if it was built without NETCONF (or,
+ * with ssh_ip, when ssh-keygen is missing). */
+static void start_switch(const char *exe, const char *listen, const char *ssh_ip)
+{
+	char conf[320], log[320], hostkey[320], authkeys[320];
 	FILE *f;
 
 	snprintf(g_dir, sizeof g_dir, "/tmp/inca-nctest.XXXXXX");
@@ -81,9 +124,23 @@ static void start_switch(const char *exe)
 	snprintf(g_ready, sizeof g_ready, "%s/ready", g_dir);
 	snprintf(conf, sizeof conf, "%s/sw.conf", g_dir);
 	snprintf(log, sizeof log, "%s/sw.log", g_dir);
+	snprintf(hostkey, sizeof hostkey, "%s/hostkey", g_dir);
+	snprintf(authkeys, sizeof authkeys, "%s/client.pub", g_dir);
+	if (ssh_ip) {
+		int port;
+
+		if (!make_ssh_keys()) {
+			fprintf(stderr, "ssh-keygen missing or failing: skip\n");
+			cleanup();
+			exit(77);
+		}
+		port = free_tcp_port(ssh_ip);
+		CHECK(port > 0);
+		snprintf(g_ssh_addr, sizeof g_ssh_addr, "%s:%d", ssh_ip, port);
+	}
 	f = fopen(conf, "w");
 	CHECK(f);
-	fprintf(f, "listen = 127.0.4.1:4791\n"
+	fprintf(f, "listen = %s\n"
 		   "threads = 2\n"
 		   "stats_file = %s/stats.json\n"
 		   "stats_interval_ms = 0\n"
@@ -95,7 +152,7 @@ static void start_switch(const char *exe)
 		   "link = eth1 peer spine1 peer_addr 127.0.4.2:4791 speed 1G\n"
 		   "link = eth2 peer host10 peer_addr 127.0.4.10:4791 speed 10G\n"
 		   "link = eth3 peer host11 speed 100M down\n",
-		g_dir, g_sock);
+		listen, g_dir, g_sock);
 	fclose(f);
 	fflush(NULL);
 	g_pid = fork();
@@ -104,11 +161,16 @@ static void start_switch(const char *exe)
 		FILE *lf = freopen(log, "w", stderr);
 		(void)lf;
 		prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive a crashed test */
-		execl(exe, exe, "-c", conf, "--netconf-unix", g_sock, "--ready-file", g_ready, "-v",
-		      (char *)NULL);
+		if (ssh_ip)
+			execl(exe, exe, "-c", conf, "--netconf-unix", g_sock, "--netconf-ssh",
+			      g_ssh_addr, "--netconf-hostkey", hostkey, "--netconf-authorized-keys",
+			      authkeys, "--ready-file", g_ready, "-v", (char *)NULL);
+		else
+			execl(exe, exe, "-c", conf, "--netconf-unix", g_sock, "--ready-file", g_ready,
+			      "-v", (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; i < 200; i++) {
+	for (int i = 0; i < 400; i++) {
 		int st;
 		if (access(g_ready, F_OK) == 0)
 			return;
@@ -704,21 +766,181 @@ static int test_fuzz(void)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- stall test */
+
+/* Everything a normal client does while handshakes are stalled must finish within this; the
+ * server gives a stalled handshake several seconds (hello / auth timeouts, 10 s for the SSH
+ * key exchange inside libnetconf2), so a server that serves one handshake at a time blows it. */
+#define STALL_BOUND_MS 3000
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A TCP connection to the SSH endpoint that reads the server's identification string and then
+ * sends nothing: the server sits in its SSH key exchange. */
+static int ssh_stall(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	char ip[64], buf[512], *colon;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	CHECK(fd >= 0);
+	snprintf(ip, sizeof ip, "%s", g_ssh_addr);
+	colon = strchr(ip, ':');
+	CHECK(colon);
+	*colon = 0;
+	a.sin_port = htons((uint16_t)atoi(colon + 1));
+	CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+	/* The identification line ends with CR LF (RFC 4253 §4.2). */
+	for (size_t n = 0; n + 1 < sizeof buf;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+
+		buf[n] = 0;
+		if (strchr(buf, '\n') || poll(&p, 1, STALL_BOUND_MS) <= 0)
+			break;
+		r = read(fd, buf + n, sizeof buf - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		buf[n] = 0;
+	}
+	if (strncmp(buf, "SSH-2.0-", 8))
+		fprintf(stderr, "no SSH identification from the server (got '%.40s')\n", buf);
+	CHECK(!strncmp(buf, "SSH-2.0-", 8));
+	return fd;
+}
+
+/* True while the server keeps the connection open (no EOF, no reset). */
+static bool still_open(int fd)
+{
+	char b[256];
+	ssize_t r = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+
+	return r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+static int test_stall(void)
+{
+	char target[128], key[320], buf[4096];
+	struct ctl_conn *c0, *c1, *c2;
+	struct ctl_tree *v = NULL;
+	struct ctl_tree t = base_tree(5, 0x55);
+	size_t n = 0;
+	double t0, t_est, t_unix, t_ssh, t_stop;
+	int s_ssh, s_unix, st;
+	bool got_hello;
+
+	snprintf(target, sizeof target, "ssh://inca@%s", g_ssh_addr);
+	snprintf(key, sizeof key, "%s/client", g_dir);
+
+	/* An established session (UNIX) and one over SSH first: both endpoints work. */
+	c0 = connect_unix();
+	CHECK_EQ(ctl_put_tree(c0, &t), 0);
+	c1 = NULL;
+	CHECK_EQ(ctl_connect(target, key, NULL, &c1), 0);
+	CHECK_EQ(ctl_get_trees(c1, &v, &n), 0);
+	CHECK_EQ(n, 1);
+	free_trees(v, n);
+	ctl_disconnect(c1);
+
+	/* The stalls: SSH stopped after the banner, UNIX silent after the server's <hello>. */
+	t0 = now_ms();
+	s_ssh = ssh_stall();
+	s_unix = raw_connect();
+	/* A second handshake while the first is stuck: the server's <hello> must come. */
+	got_hello = read_msg(s_unix, buf, sizeof buf, STALL_BOUND_MS) > 0 && strstr(buf, "<hello");
+
+	printf("stall: second handshake %s\n", got_hello ? "ran" : "did NOT run");
+
+	/* The established session is served. */
+	CHECK_EQ(ctl_get_trees(c0, &v, &n), 0);
+	t_est = now_ms() - t0;
+	printf("stall: established session served after %.0f ms (bound %d ms)\n", t_est,
+	       STALL_BOUND_MS);
+	CHECK_EQ(n, 1);
+	free_trees(v, n);
+	CHECK(t_est < STALL_BOUND_MS);
+	CHECK(got_hello);
+
+	/* A new UNIX session opens and is served. */
+	c1 = connect_unix();
+	CHECK_EQ(ctl_get_trees(c1, &v, &n), 0);
+	t_unix = now_ms() - t0;
+	printf("stall: new UNIX session served after %.0f ms\n", t_unix);
+	CHECK_EQ(n, 1);
+	free_trees(v, n);
+	CHECK(t_unix < STALL_BOUND_MS);
+
+	/* A new SSH session too (a third handshake beside the two stuck ones). */
+	c2 = NULL;
+	CHECK_EQ(ctl_connect(target, key, NULL, &c2), 0);
+	CHECK_EQ(ctl_get_trees(c2, &v, &n), 0);
+	t_ssh = now_ms() - t0;
+	printf("stall: new SSH session served after %.0f ms\n", t_ssh);
+	CHECK_EQ(n, 1);
+	free_trees(v, n);
+	CHECK(t_ssh < STALL_BOUND_MS);
+	/* The stalls were still pending all along (else the bound proves nothing). */
+	CHECK(still_open(s_ssh));
+	CHECK(still_open(s_unix));
+
+	/* Sessions work and close normally while the stalls go on. */
+	CHECK_EQ(ctl_delete_tree(c1, 5), 0);
+	ctl_disconnect(c1);
+	ctl_disconnect(c2);
+	ctl_disconnect(c0);
+
+	/* SIGTERM with both handshakes still stuck: the switch stops without waiting for them. */
+	CHECK(still_open(s_ssh));
+	CHECK(still_open(s_unix));
+	t0 = now_ms();
+	kill(g_pid, SIGTERM);
+	while (waitpid(g_pid, &st, WNOHANG) == 0 && now_ms() - t0 < STALL_BOUND_MS)
+		msleep(10);
+	t_stop = now_ms() - t0;
+	printf("stall: SIGTERM with 2 stalled handshakes: stopped in %.0f ms\n", t_stop);
+	if (t_stop >= STALL_BOUND_MS) {
+		fprintf(stderr, "switch did not stop within %d ms\n", STALL_BOUND_MS);
+		CHECK(t_stop < STALL_BOUND_MS); /* cleanup() kills and reaps it */
+	}
+	g_pid = 0;
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(s_ssh);
+	close(s_unix);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc;
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s INCA-SWITCH ctl|fuzz\n", argv[0]);
+		fprintf(stderr, "usage: %s INCA-SWITCH ctl|fuzz|stall\n", argv[0]);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	alarm(240); /* bound the whole test in time */
-	start_switch(argv[1]);
+	/* Each case its own data-plane address: the switch's SO_REUSEPORT sockets would let two
+	 * switches of parallel test cases share one and take each other's packets. */
+	if (!strcmp(argv[2], "stall"))
+		start_switch(argv[1], "127.0.4.50:4791", "127.0.4.50");
+	else if (!strcmp(argv[2], "fuzz"))
+		start_switch(argv[1], "127.0.4.51:4791", NULL);
+	else
+		start_switch(argv[1], "127.0.4.1:4791", NULL);
 	if (!strcmp(argv[2], "ctl"))
 		rc = test_ctl();
 	else if (!strcmp(argv[2], "fuzz"))
 		rc = test_fuzz();
+	else if (!strcmp(argv[2], "stall"))
+		rc = test_stall();
 	else
 		rc = 2;
 	cleanup();
