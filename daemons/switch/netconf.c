@@ -1175,6 +1175,21 @@ static int load_authorized_keys(struct sw_netconf *nc, const char *path, char *e
 
 /* ---------------------------------------------------------------- server threads */
 
+/* Absolute CLOCK_REALTIME time ms from now (pthread_cond_timedwait, pthread_timedjoin_np). */
+static struct timespec realtime_in_ms(long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 /* Accept threads: nc_accept() may run in several threads at once (libnetconf2 2.0 holds its bind
  * lock only while it waits for a connection, then handles the handshake under a shared endpoint
  * lock), so a client that stalls its handshake blocks one of them and nothing else. Sessions
@@ -1222,14 +1237,8 @@ static void *server_main(void *arg)
 		int r = nc_ps_poll(nc->ps, NC_POLL_MS, &s);
 
 		if (r & NC_PSPOLL_NOSESSIONS) {
-			struct timespec ts;
+			struct timespec ts = realtime_in_ms(NC_POLL_MS);
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += NC_POLL_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
 			pthread_mutex_lock(&nc->wake_mu);
 			if (!nc_ps_session_count(nc->ps) && !atomic_load(&nc->stop))
 				pthread_cond_timedwait(&nc->wake_cv, &nc->wake_mu, &ts);
@@ -1481,16 +1490,10 @@ void sw_netconf_stop(struct sw_netconf *nc)
 	for (size_t joined = 0; joined < nc->nacceptors;) {
 		abort_handshakes(nc);
 		for (size_t i = 0; i < nc->nacceptors; i++) {
-			struct timespec ts;
+			struct timespec ts = realtime_in_ms(20);
 
 			if (done[i])
 				continue;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 20 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
 			if (!pthread_timedjoin_np(nc->acceptors[i], NULL, &ts)) {
 				done[i] = true;
 				joined++;

@@ -781,6 +781,21 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Session c answers <get-config> with the one tree; returns ms since t0 (checked by caller). */
+static double served_after_ms(struct ctl_conn *c, double t0, const char *what)
+{
+	struct ctl_tree *v = NULL;
+	size_t n = 0;
+	double t;
+
+	CHECK_EQ(ctl_get_trees(c, &v, &n), 0);
+	t = now_ms() - t0;
+	printf("stall: %s served after %.0f ms (bound %d ms)\n", what, t, STALL_BOUND_MS);
+	CHECK_EQ(n, 1);
+	free_trees(v, n);
+	return t;
+}
+
 /* A TCP connection to the SSH endpoint that reads the server's identification string and then
  * sends nothing: the server sits in its SSH key exchange. */
 static int ssh_stall(void)
@@ -860,32 +875,19 @@ static int test_stall(void)
 	printf("stall: second handshake %s\n", got_hello ? "ran" : "did NOT run");
 
 	/* The established session is served. */
-	CHECK_EQ(ctl_get_trees(c0, &v, &n), 0);
-	t_est = now_ms() - t0;
-	printf("stall: established session served after %.0f ms (bound %d ms)\n", t_est,
-	       STALL_BOUND_MS);
-	CHECK_EQ(n, 1);
-	free_trees(v, n);
+	t_est = served_after_ms(c0, t0, "established session");
 	CHECK(t_est < STALL_BOUND_MS);
 	CHECK(got_hello);
 
 	/* A new UNIX session opens and is served. */
 	c1 = connect_unix();
-	CHECK_EQ(ctl_get_trees(c1, &v, &n), 0);
-	t_unix = now_ms() - t0;
-	printf("stall: new UNIX session served after %.0f ms\n", t_unix);
-	CHECK_EQ(n, 1);
-	free_trees(v, n);
+	t_unix = served_after_ms(c1, t0, "new UNIX session");
 	CHECK(t_unix < STALL_BOUND_MS);
 
 	/* A new SSH session too (a third handshake beside the two stuck ones). */
 	c2 = NULL;
 	CHECK_EQ(ctl_connect(target, key, NULL, &c2), 0);
-	CHECK_EQ(ctl_get_trees(c2, &v, &n), 0);
-	t_ssh = now_ms() - t0;
-	printf("stall: new SSH session served after %.0f ms\n", t_ssh);
-	CHECK_EQ(n, 1);
-	free_trees(v, n);
+	t_ssh = served_after_ms(c2, t0, "new SSH session");
 	CHECK(t_ssh < STALL_BOUND_MS);
 	/* The stalls were still pending all along (else the bound proves nothing). */
 	CHECK(still_open(s_ssh));
