@@ -48,6 +48,8 @@ static struct {
 	unsigned tree_id, tree_key;
 	int data_port_base;
 	uint32_t timeout_ms;
+	int float_inca; /* INCA_MPI_FLOAT=inca: floating-point SUM/PROD through INCA too */
+	uint32_t minmax_pmpi; /* bit i: MIN/MAX on impi_int_types[i] stay with PMPI (probe) */
 	pthread_mutex_t mu;
 	struct impi_ent *list;
 	/* counters: calls served by INCA per collective (split into INC / host with the
@@ -146,15 +148,94 @@ static int impi_op(MPI_Op op)
 	return -1;
 }
 
-/* A reduction INCA can do. Depends only on (datatype, op), which MPI requires to be the same
- * on every rank, so every rank takes the same decision. MPI_BYTE only with bitwise ops (as MPI
- * defines it). */
-static int impi_reducible(MPI_Datatype t, MPI_Op op, enum inca_dtype *dt, enum inca_op *iop)
+/* Integer types whose MIN / MAX the MPI library is probed for at MPI_Init (impi_probe_minmax).
+ * Seen here: MPICH 4.0.2 compares every unsigned type as signed, Open MPI 4.1.4 does so for
+ * MPI_UNSIGNED_LONG. INCA computes the arithmetic answer; the interposer's promise is the MPI
+ * library's own result, so a (type, MIN/MAX) pair the library gets wrong stays with PMPI. */
+static MPI_Datatype impi_int_types(int i)
 {
-	int d = impi_dtype(t), o = impi_op(op);
+	const MPI_Datatype t[] = { MPI_INT, MPI_UNSIGNED, MPI_LONG, MPI_UNSIGNED_LONG,
+				   MPI_LONG_LONG_INT, MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG,
+				   MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,
+				   MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T,
+				   MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T };
+	return i >= 0 && i < (int)(sizeof t / sizeof t[0]) ? t[i] : MPI_DATATYPE_NULL;
+}
+
+/* Value v (sign- or zero-extended from sz bytes) of element i of a little-endian buffer. */
+static int64_t impi_elem(const uint8_t *b, int i, int sz, int is_signed)
+{
+	uint64_t u = 0;
+	memcpy(&u, b + (size_t)i * (size_t)sz, (size_t)sz);
+	if (is_signed && sz < 8 && (u >> (8 * sz - 1)) & 1)
+		u |= ~0ull << (8 * sz);
+	return (int64_t)u;
+}
+
+/* MIN and MAX of edge values (all ones, the top bit alone, its neighbour, 1, 0) through
+ * PMPI_Reduce_local, which uses the library's reduction kernels. */
+static void impi_probe_minmax(void)
+{
+	for (int i = 0; impi_int_types(i) != MPI_DATATYPE_NULL; i++) {
+		MPI_Datatype t = impi_int_types(i);
+		int d = impi_dtype(t), sz = 0;
+		if (t == MPI_DATATYPE_NULL || d < 0 || PMPI_Type_size(t, &sz) != MPI_SUCCESS ||
+		    sz < 1 || sz > 8)
+			continue;
+		int sgn = d == INCA_INT8 || d == INCA_INT16 || d == INCA_INT32 || d == INCA_INT64;
+		uint64_t top = 1ull << (8 * sz - 1);
+		const uint64_t a[5] = { ~0ull, top, top - 1, 1, 0 }, b[5] = { 1, top - 1, top, ~0ull, top };
+		uint8_t in[40], io[40];
+		for (int k = 0; k < 5; k++) {
+			memcpy(in + k * sz, &a[k], (size_t)sz);
+			memcpy(io + k * sz, &b[k], (size_t)sz);
+		}
+		for (int mx = 0; mx < 2; mx++) {
+			uint8_t r[40];
+			int ok = 1;
+			memcpy(r, io, sizeof r);
+			if (PMPI_Reduce_local(in, r, 5, t, mx ? MPI_MAX : MPI_MIN) != MPI_SUCCESS)
+				ok = 0;
+			for (int k = 0; ok && k < 5; k++) {
+				int64_t x = impi_elem(in, k, sz, sgn), y = impi_elem(io, k, sz, sgn);
+				int64_t got = impi_elem(r, k, sz, sgn);
+				int xgt = sgn ? x > y : (uint64_t)x > (uint64_t)y;
+				int64_t want = mx ? (xgt ? x : y) : (xgt ? y : x);
+				ok = got == want;
+			}
+			if (!ok)
+				g.minmax_pmpi |= 1u << i;
+		}
+	}
+}
+
+static int impi_minmax_pmpi(MPI_Datatype t)
+{
+	for (int i = 0; impi_int_types(i) != MPI_DATATYPE_NULL; i++)
+		if (impi_int_types(i) == t)
+			return (g.minmax_pmpi >> i) & 1;
+	return 0;
+}
+
+/* A reduction INCA can do. Depends only on (datatype, op) and the communicator's size, which
+ * MPI requires to be the same on every rank, so every rank takes the same decision. MPI_BYTE
+ * only with bitwise ops (as MPI defines it). Floating-point SUM / PROD over 3 or more ranks
+ * round differently in every summation order (the MPI library's algorithm, INCA's switch or
+ * host algorithm), so by default they stay with PMPI and give its exact bits; with 2 ranks
+ * every order is the same (IEEE addition and multiplication commute exactly). */
+static int impi_reducible(MPI_Comm comm, MPI_Datatype t, MPI_Op op, enum inca_dtype *dt,
+			  enum inca_op *iop)
+{
+	int d = impi_dtype(t), o = impi_op(op), size = 0;
 	if (d < 0 || o < 0 || !inca_op_valid((enum inca_dtype)d, (enum inca_op)o))
 		return 0;
 	if (t == MPI_BYTE && o != INCA_BAND && o != INCA_BOR && o != INCA_BXOR)
+		return 0;
+	if ((o == INCA_MIN || o == INCA_MAX) && impi_minmax_pmpi(t))
+		return 0;
+	if (!g.float_inca && (d == INCA_FP32 || d == INCA_FP64) &&
+	    (o == INCA_SUM || o == INCA_PROD) &&
+	    (PMPI_Comm_size(comm, &size) != MPI_SUCCESS || size > 2))
 		return 0;
 	*dt = (enum inca_dtype)d;
 	*iop = (enum inca_op)o;
@@ -480,6 +561,27 @@ static void impi_setup(void)
 	g.verbose = env_flag("INCA_MPI_VERBOSE");
 	if (!all_on)
 		return;
+	{ /* INCA_MPI_FLOAT=exact (default) | inca; agreed: inca only if every rank asks */
+		int want = 0, all = 0;
+		if ((v = env_str("INCA_MPI_FLOAT"))) {
+			want = strcmp(v, "inca") == 0;
+			if (!want && strcmp(v, "exact") != 0 && g.world_rank == 0)
+				impi_say("INCA_MPI_FLOAT=%s: expected 'exact' or 'inca'; using exact", v);
+		}
+		PMPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+		g.float_inca = all;
+	}
+	{ /* same library everywhere, but agree anyway: a divergent decision would hang */
+		uint32_t mine, any = 0;
+		impi_probe_minmax();
+		mine = g.minmax_pmpi;
+		PMPI_Allreduce(&mine, &any, 1, MPI_UINT32_T, MPI_BOR, MPI_COMM_WORLD);
+		g.minmax_pmpi = any;
+		if (g.verbose && g.world_rank == 0 && any)
+			impi_say("the MPI library's MIN/MAX differs from the arithmetic one on %u "
+				 "integer type(s) (mask %#x): those stay with PMPI",
+				 (unsigned)__builtin_popcount(any), any);
+	}
 	snprintf(g.host_ip, sizeof g.host_ip, "%s",
 		 (v = env_str("INCA_MPI_HOST_IP")) ? v : "127.0.0.1");
 	if ((v = env_str("INCA_AM_ADDR")))
@@ -612,7 +714,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 	enum inca_op iop;
 	struct inca_comm *ic;
 
-	if (count >= 0 && impi_reducible(datatype, op, &dt, &iop) &&
+	if (count >= 0 && impi_reducible(comm, datatype, op, &dt, &iop) &&
 	    (size_t)count * inca_dtype_size(dt) <= IMPI_MAX_BYTES && (ic = impi_get(comm))) {
 		const void *s = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
 		struct inca_coll_args a = impi_args(INCA_COLL_ALLREDUCE, s, recvbuf,
@@ -631,7 +733,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 	enum inca_op iop;
 	struct inca_comm *ic;
 
-	if (count >= 0 && impi_reducible(datatype, op, &dt, &iop) &&
+	if (count >= 0 && impi_reducible(comm, datatype, op, &dt, &iop) &&
 	    (size_t)count * inca_dtype_size(dt) <= IMPI_MAX_BYTES && (ic = impi_get(comm))) {
 		int rank = inca_comm_rank(ic);
 		const void *s = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -653,7 +755,7 @@ static int impi_reduce_scatter(const void *sendbuf, void *recvbuf, int rcount,
 	enum inca_op iop;
 	struct inca_comm *ic;
 
-	if (rcount < 0 || !impi_reducible(datatype, op, &dt, &iop) || !(ic = impi_get(comm)))
+	if (rcount < 0 || !impi_reducible(comm, datatype, op, &dt, &iop) || !(ic = impi_get(comm)))
 		return 0;
 	size_t n = (size_t)inca_comm_size(ic), b = (size_t)rcount * inca_dtype_size(dt);
 	if (b * n > IMPI_MAX_BYTES)

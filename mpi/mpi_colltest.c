@@ -353,11 +353,98 @@ static void test_movement(MPI_Comm comm, const char *cname)
 		MPI_Barrier(comm);
 }
 
+/* Fractional floating-point data (every addition rounds): results must still be bitwise the
+ * MPI library's. The interposer keeps floating-point SUM / PROD over 3+ ranks with PMPI (their
+ * bits depend on the summation order) and serves MIN / MAX (exact in any order) and 2-rank
+ * sums through INCA. */
+static void test_fractional(MPI_Comm comm, const char *cname)
+{
+	const MPI_Op ops[] = { MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX };
+	const char *opn[] = { "sum", "prod", "min", "max" };
+	const int counts[] = { 1, 257, 5000 };
+	int rank, size;
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+
+	for (int dbl = 0; dbl < 2; dbl++)
+		for (int oi = 0; oi < 4; oi++)
+			for (int ci = 0; ci < 3; ci++) {
+				int count = counts[ci], root = (oi + ci) % size;
+				size_t es = dbl ? 8 : 4, bytes = (size_t)count * es;
+				MPI_Datatype t = dbl ? MPI_DOUBLE : MPI_FLOAT;
+				uint8_t *send = xalloc(bytes), *ref = xalloc(bytes), *got = xalloc(bytes);
+				char what[64];
+				uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(rank + 1) + (uint64_t)ci;
+				for (int i = 0; i < count; i++) {
+					x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+					/* (0.5, 1.5): products stay in range, sums round */
+					double v = 0.5 + (double)(x >> 11) / 9007199254740992.0;
+					if (dbl) {
+						memcpy(send + (size_t)i * 8, &v, 8);
+					} else {
+						float f = (float)v;
+						memcpy(send + (size_t)i * 4, &f, 4);
+					}
+				}
+				PMPI_Allreduce(send, ref, count, t, ops[oi], comm);
+				MPI_Allreduce(send, got, count, t, ops[oi], comm);
+				snprintf(what, sizeof what, "MPI_Allreduce(%s, fractional)", opn[oi]);
+				check(what, cname, dbl ? "double" : "float", count, -1, 0, got, ref,
+				      bytes);
+				PMPI_Reduce(send, ref, count, t, ops[oi], root, comm);
+				MPI_Reduce(send, got, count, t, ops[oi], root, comm);
+				snprintf(what, sizeof what, "MPI_Reduce(%s, fractional)", opn[oi]);
+				if (rank == root)
+					check(what, cname, dbl ? "double" : "float", count, root, 0, got,
+					      ref, bytes);
+				free(send);
+				free(ref);
+				free(got);
+			}
+}
+
+/* MIN / MAX on integers with the top bit set: some MPI libraries compare unsigned types as
+ * signed (MPICH 4.0.2 all of them, Open MPI 4.1.4 MPI_UNSIGNED_LONG); the interposer must give
+ * the library's own answer anyway. */
+static void test_minmax_edges(MPI_Comm comm, const char *cname)
+{
+	const struct {
+		MPI_Datatype t;
+		int size;
+		const char *name;
+	} ts[] = {
+		{ MPI_UNSIGNED_CHAR, 1, "unsigned char" }, { MPI_UNSIGNED_SHORT, 2, "unsigned short" },
+		{ MPI_UNSIGNED, 4, "unsigned" }, { MPI_UNSIGNED_LONG, (int)sizeof(long), "unsigned long" },
+		{ MPI_UNSIGNED_LONG_LONG, 8, "unsigned long long" }, { MPI_UINT64_T, 8, "uint64_t" },
+		{ MPI_UINT32_T, 4, "uint32_t" }, { MPI_INT, 4, "int" }, { MPI_LONG, (int)sizeof(long), "long" },
+	};
+	int rank;
+	MPI_Comm_rank(comm, &rank);
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+		for (int mx = 0; mx < 2; mx++) {
+			uint8_t send[64 * 8], ref[64 * 8], got[64 * 8];
+			size_t bytes = 64 * (size_t)ts[i].size;
+			for (int k = 0; k < 64; k++) {
+				/* all ones, the top bit, small values, zero: spread over the ranks */
+				uint64_t v = (k + rank) % 4 == 0 ? ~0ull :
+					     (k + rank) % 4 == 1 ? 1ull << (8 * ts[i].size - 1) :
+					     (k + rank) % 4 == 2 ? (uint64_t)(k + 1) : 0;
+				memcpy(send + (size_t)k * (size_t)ts[i].size, &v, (size_t)ts[i].size);
+			}
+			PMPI_Allreduce(send, ref, 64, ts[i].t, mx ? MPI_MAX : MPI_MIN, comm);
+			MPI_Allreduce(send, got, 64, ts[i].t, mx ? MPI_MAX : MPI_MIN, comm);
+			check(mx ? "MPI_Allreduce(max, edges)" : "MPI_Allreduce(min, edges)", cname,
+			      ts[i].name, 64, -1, 0, got, ref, bytes);
+		}
+}
+
 static void run_all(MPI_Comm comm, const char *cname)
 {
 	if (comm == MPI_COMM_NULL)
 		return;
 	test_reductions(comm, cname);
+	test_fractional(comm, cname);
+	test_minmax_edges(comm, cname);
 	test_movement(comm, cname);
 }
 

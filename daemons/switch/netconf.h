@@ -1,5 +1,5 @@
-/* inca-switch NETCONF server (libnetconf2 2.0.x + libyang 2.1): UNIX socket and SSH endpoints
- * served by one thread; get / get-config / edit-config / lock / unlock / get-schema on the
+/* inca-switch NETCONF server (libnetconf2 2.0.x + libyang 2.1): UNIX socket and SSH endpoints;
+ * handshakes on a pool of accept threads, established sessions on one poll thread; get / get-config / edit-config / lock / unlock / get-schema on the
  * inca-switch YANG module (yang/). Edits are validated (YANG, then the config parser's
  * semantic checks and the capacity limits) before the data plane's tree set is swapped.
  * Only compiled when SW_HAVE_NETCONF is defined (meson: have_netconf). See docs/netconf.md. */
@@ -20,11 +20,11 @@ struct sw_netconf_opts {
 
 struct sw_netconf;
 
-/* Set up the endpoints (sockets are listening on return) and start the server thread.
+/* Set up the endpoints (sockets are listening on return) and start the server threads.
  * cfg must outlive the server; its trees are not used (the switch's running set is). */
 int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		     const struct sw_netconf_opts *o, struct sw_netconf **out, char *err, size_t cap);
-/* Stop the thread, close every session and the endpoints, free everything. NULL is fine. */
+/* Stop the threads, close every session and the endpoints, free everything. NULL is fine. */
 void sw_netconf_stop(struct sw_netconf *nc);
 
 #endif
