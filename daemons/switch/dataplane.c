@@ -8,11 +8,12 @@
 #include <errno.h>
 #include <linux/filter.h>
 #include <netinet/ip.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -361,7 +362,6 @@ static int open_socket(const struct sw_config *cfg, bool reuseport, char *err, s
 {
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int one = 1, pmtu = IP_PMTUDISC_DO;
-	struct timeval tv = { .tv_sec = 0, .tv_usec = SW_RX_TIMEOUT_MS * 1000 };
 	char a[32];
 
 	if (fd < 0) {
@@ -371,8 +371,7 @@ static int open_socket(const struct sw_config *cfg, bool reuseport, char *err, s
 	if ((reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
 	    setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) < 0 ||
 	    /* DF set and IPv4 ID 0 on every datagram: the ICRC covers the ID (FACTS.md). */
-	    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+	    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) < 0) {
 		int e = errno;
 		snprintf(err, cap, "setsockopt: %s", strerror(e));
 		close(fd);
@@ -438,7 +437,7 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		goto fail;
 	}
 	for (unsigned i = 0; i < sw->nworkers; i++)
-		sw->w[i].fd = -1;
+		sw->w[i].fd = sw->w[i].wake_fd = -1;
 	for (size_t i = 0; i < cfg->ntrees; i++) {
 		struct sw_tree *t;
 		rc = tree_new(&cfg->trees[i], sw->nworkers, &t, err, cap);
@@ -468,6 +467,12 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		if (rc < 0)
 			goto fail;
 		w->fd = rc;
+		w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (w->wake_fd < 0) {
+			rc = -errno;
+			snprintf(err, cap, "eventfd: %s", strerror(errno));
+			goto fail;
+		}
 	}
 	if (sw->nworkers > 1) {
 		rc = attach_steering(sw->w[0].fd, sw->nworkers, err, cap);
@@ -489,6 +494,8 @@ void sw_switch_destroy(struct sw_switch *sw)
 		struct sw_worker *w = &sw->w[wi];
 		if (w->fd >= 0)
 			close(w->fd);
+		if (w->wake_fd >= 0)
+			close(w->wake_fd);
 		io_free(w->io);
 	}
 	treeset_free(atomic_load(&sw->set), true);
@@ -514,11 +521,24 @@ const struct sw_treeset *sw_switch_trees(struct sw_switch *sw)
 	return atomic_load_explicit(&sw->set, memory_order_acquire);
 }
 
+/* Make every running worker pass the top of its loop soon: one blocked waiting for traffic
+ * would otherwise wait out SW_RX_TIMEOUT_MS (a tree push or a stats read through NETCONF
+ * then took up to 50 ms). A worker that is busy just loops once more. */
+static void wake_workers(struct sw_switch *sw)
+{
+	const uint64_t one = 1;
+
+	for (unsigned i = 0; i < sw->nworkers; i++)
+		if (sw->w[i].started && sw->w[i].wake_fd >= 0)
+			(void)!write(sw->w[i].wake_fd, &one, sizeof one);
+}
+
 /* Grace period: every running worker must pass the top of its loop after the publication
  * (epoch e) before anything only the old set referenced may be freed. A worker passes it
- * at least every SW_RX_TIMEOUT_MS plus one batch. */
+ * within one batch once woken (and at least every SW_RX_TIMEOUT_MS anyway). */
 static void wait_quiescent(struct sw_switch *sw, uint64_t e)
 {
+	wake_workers(sw);
 	for (unsigned i = 0; i < sw->nworkers; i++) {
 		struct sw_worker *w = &sw->w[i];
 
@@ -924,7 +944,7 @@ static void *worker_main(void *arg)
 			io->rmsg[i].msg_hdr.msg_flags = 0;
 		}
 		/* Busy-poll shortly after traffic; otherwise block for the first datagram (up to
-		 * SO_RCVTIMEO). Either way take what is queued. */
+		 * SW_RX_TIMEOUT_MS, or until woken). Either way take what is queued. */
 		uint64_t idle_ns = spin_ns ? util_now_ns() - last_rx_ns : 0;
 		if (spin_ns && idle_ns < spin_ns &&
 		    win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS &&
@@ -935,7 +955,21 @@ static void *worker_main(void *arg)
 				continue;
 			}
 		} else {
-			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_WAITFORONE, NULL);
+			/* Take what is queued; if nothing, sleep on the socket and the wake-up
+			 * eventfd (SW_RX_TIMEOUT_MS at most). */
+			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				struct pollfd pf[2] = { { .fd = w->fd, .events = POLLIN },
+							{ .fd = w->wake_fd, .events = POLLIN } };
+				int pr = poll(pf, 2, SW_RX_TIMEOUT_MS);
+				uint64_t v;
+
+				n = 0;
+				if (pr > 0 && (pf[1].revents & POLLIN))
+					(void)!read(w->wake_fd, &v, sizeof v);
+				if (pr > 0 && (pf[0].revents & POLLIN))
+					n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
+			}
 		}
 		if (n > 0 && spin_ns) {
 			last_rx_ns = util_now_ns();
@@ -1004,6 +1038,7 @@ int sw_switch_start(struct sw_switch *sw)
 void sw_switch_stop(struct sw_switch *sw)
 {
 	atomic_store(&sw->stop, true);
+	wake_workers(sw);
 	for (unsigned i = 0; i < sw->nworkers; i++)
 		if (sw->w[i].started) {
 			pthread_join(sw->w[i].thread, NULL);
@@ -1016,6 +1051,7 @@ void sw_switch_snapshot(struct sw_switch *sw, unsigned timeout_ms)
 	uint64_t req = atomic_fetch_add_explicit(&sw->snap_req, 1, memory_order_acq_rel) + 1;
 	uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 
+	wake_workers(sw);
 	for (unsigned i = 0; i < sw->nworkers; i++) {
 		struct sw_worker *w = &sw->w[i];
 		if (!w->started) {
@@ -1024,7 +1060,7 @@ void sw_switch_snapshot(struct sw_switch *sw, unsigned timeout_ms)
 		}
 		while (atomic_load_explicit(&w->snap_ack, memory_order_acquire) < req &&
 		       util_now_ns() < deadline) {
-			struct timespec ts = { 0, 1000 * 1000 };
+			struct timespec ts = { 0, 100 * 1000 };
 			nanosleep(&ts, NULL);
 		}
 	}

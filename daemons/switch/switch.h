@@ -124,6 +124,8 @@ struct sw_worker {
 	struct sw_switch *sw;
 	unsigned idx;
 	int fd;
+	int wake_fd;               /* eventfd: the control path wakes an idle worker (grace
+				    * periods, snapshots, stop) instead of waiting out its timeout */
 	pthread_t thread;
 	bool started;
 	_Atomic bool exited;       /* the loop has ended: no more quiescent points needed */
