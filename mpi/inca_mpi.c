@@ -392,6 +392,8 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 	o.bootstrap_addr = info.boot;
 	o.host_ip = g.host_ip;
 	o.timeout_ms = g.timeout_ms;
+	/* floating-point sums through INCA: at least the same bits on every run */
+	o.deterministic = g.float_inca;
 	if (g.verbose) {
 		o.log_fn = impi_log;
 		o.log_level = 1;

@@ -84,6 +84,7 @@ struct am_member {
 	uint64_t token;
 	uint32_t dtype_mask, op_mask;
 	bool wants_inc;
+	bool wants_det;          /* asked for a deterministic (arrival-order independent) tree */
 	struct am_session *sess; /* NULL while no session stream is open */
 	uint64_t last_hb_ns;
 	int attach;              /* switch index, -1 unknown */

@@ -3,7 +3,9 @@
  * Usage: am_test CASE AM-PATH SWITCH-PATH INCA-CLI-PATH ctl|noctl
  *   fallback  no switch: the group gets HOST_FALLBACK, AllReduce exact on the ring, a wrong
  *             credential fails with -EACCES, leave removes the group
- *   inc       1 leaf: TREE_READY, INC AllReduce exact, AM restart keeps the group running
+ *   inc       1 leaf: TREE_READY, INC AllReduce exact, AM restart keeps the group running;
+ *             one rank asks for a deterministic tree: INC float sums are bitwise the
+ *             rank-order chain, also after the restart (the journal keeps the request)
  *   full      1 leaf with too few slots: HOST_FALLBACK "slots exhausted", ring exact
  *   twolevel  2 leaves + 1 spine: 2-level tree, 4 ranks, exact, `inca status` shows it;
  *             leave -> dismantled, the switches' trees and slots are freed
@@ -172,7 +174,19 @@ struct rank_plan {
 	const char *tls_ca;        /* am_tls_ca */
 	int fail_within_ms;        /* >0: inca_comm_create must fail, and within this time */
 	int kill_at;               /* >0: failover case: the root dies before this iteration */
+	bool det;                  /* rank 1 asks for a deterministic tree; every iteration also
+				    * checks an INC float sum bitwise against the rank-order chain */
 };
+
+/* Fractional float contribution of rank r (every addition rounds). */
+static float fval(int r, int i, int it)
+{
+	uint32_t x = (uint32_t)r * 2654435761u ^ (uint32_t)i * 40503u ^ (uint32_t)it * 2246822519u;
+	x ^= x >> 15;
+	x *= 0x2c1b3c6du;
+	x ^= x >> 12;
+	return 0.5f + (float)(x >> 8) / 16777216.0f;
+}
 
 static char reached_flag[300], killed_flag[300], rebuilt_flag[300];
 
@@ -211,6 +225,7 @@ static int run_rank(int rank, const struct rank_plan *p)
 	o.timeout_ms = 20000;
 	o.rto_us = 5000;
 	o.am_tls_ca = p->tls_ca;
+	o.deterministic = p->det && rank == 1; /* one member asking is enough */
 	if (p->kill_at) { /* fail fast once the root is gone */
 		o.retx_limit = 5;
 		o.rto_max_us = 20000;
@@ -265,6 +280,29 @@ static int run_rank(int rank, const struct rank_plan *p)
 				fprintf(stderr, "rank %d: wrong result at %d/%d\n", rank, it, i);
 				return 14;
 			}
+		if (p->det) {
+			static float fb[3000];
+			int nf = 1 + (it * 131) % 3000;
+			for (int i = 0; i < nf; i++)
+				fb[i] = fval(rank, i, it);
+			rc = inca_allreduce_algo(c, fb, fb, (size_t)nf, INCA_FP32, INCA_SUM,
+						 INCA_ALGO_INC);
+			if (rc < 0) {
+				fprintf(stderr, "rank %d: float allreduce %d: %s\n", rank, it,
+					inca_strerror(rc));
+				return 19;
+			}
+			for (int i = 0; i < nf; i++) {
+				float want = fval(0, i, it);
+				for (int q = 1; q < p->size; q++)
+					want += fval(q, i, it);
+				if (memcmp(&want, &fb[i], sizeof want) != 0) {
+					fprintf(stderr, "rank %d: float sum %d/%d: %a, rank order %a\n",
+						rank, it, i, (double)fb[i], (double)want);
+					return 20;
+				}
+			}
+		}
 		if (p->sleep_us)
 			usleep((useconds_t)p->sleep_us);
 	}
@@ -278,7 +316,7 @@ static int run_rank(int rank, const struct rank_plan *p)
 		if (info.generation != 2 || !info.inc_enabled ||
 		    st.inc_calls < (uint64_t)p->kill_at + 10 || st.inc_calls >= (uint64_t)p->iters)
 			return 18;
-	} else if (p->expect_state == 1 && st.inc_calls != (uint64_t)p->iters) {
+	} else if (p->expect_state == 1 && st.inc_calls != (uint64_t)p->iters * (p->det ? 2 : 1)) {
 		fprintf(stderr, "rank %d: %llu of %d calls on INC\n", rank,
 			(unsigned long long)st.inc_calls, p->iters);
 		return 15;
@@ -385,7 +423,7 @@ static void restart_am_during(void)
 static void case_inc(void)
 {
 	struct rank_plan p = { .size = 3, .cred = "good", .expect_state = 1, .iters = 60,
-			       .sleep_us = 20000, .restart_flag = restart_flag };
+			       .sleep_us = 20000, .restart_flag = restart_flag, .det = true };
 	char text[1024];
 	Inca__Am__V1__StatsReply *s;
 

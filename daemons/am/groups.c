@@ -95,10 +95,10 @@ static void journal_group_write(struct am *am, FILE *f, const struct am_group *g
 		const struct am_member *m = &g->m[r];
 		if (!m->joined)
 			continue;
-		fprintf(f, "M %llu %u %llu %u %u %s %s %s %u %u %d\n", (unsigned long long)g->id, r,
-			(unsigned long long)m->token, m->bfr_id, m->qpn, m->addr, tok(m->host),
+		fprintf(f, "M %llu %u %llu %u %u %s %s %s %u %u %d %d\n", (unsigned long long)g->id,
+			r, (unsigned long long)m->token, m->bfr_id, m->qpn, m->addr, tok(m->host),
 			g->plan.ok ? am->sw[g->plan.send_sw[r]].cfg->name : "-", m->dtype_mask,
-			m->op_mask, m->left ? 1 : 0);
+			m->op_mask, m->left ? 1 : 0, m->wants_det ? 1 : 0);
 	}
 }
 
@@ -329,6 +329,7 @@ static void fill_tree_info(struct am *am, const struct am_group *g, uint32_t r,
 	ti->multi_level = p->multi_level;
 	ti->root_switch = (char *)am->sw[p->root].cfg->name;
 	ti->attach_switch = g->m[r].attach >= 0 ? (char *)am->sw[g->m[r].attach].cfg->name : "";
+	ti->deterministic = t->deterministic;
 }
 
 static void notify_member(struct am *am, struct am_group *g, uint32_t r, int kind)
@@ -451,6 +452,7 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 		mv[r].attach = m->attach;
 		req.dtype_need |= m->dtype_mask;
 		req.op_need |= m->op_mask;
+		req.deterministic = req.deterministic || m->wants_det;
 		wants = wants && m->wants_inc;
 	}
 	if (!wants) {
@@ -672,6 +674,7 @@ grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 	m->wants_inc = rq->caps ? rq->caps->inc : true;
 	m->dtype_mask = rq->caps ? rq->caps->dtype_mask : 0;
 	m->op_mask = rq->caps ? rq->caps->op_mask : 0;
+	m->wants_det = rq->caps && rq->caps->deterministic;
 	m->last_hb_ns = util_now_ns();
 	m->attach = -1;
 	if (rq->slots_wanted && rq->slots_wanted <= 65535 &&
@@ -1165,7 +1168,7 @@ static void replay_journal(struct am *am)
 			memset(g->m, 0, g->size * sizeof *g->m);
 			g->joined = 0;
 		} else if (strcmp(t, "M") == 0) {
-			char *f_[11];
+			char *f_[12];
 			size_t i;
 			uint64_t id;
 			uint32_t rank;
@@ -1194,6 +1197,9 @@ static void replay_journal(struct am *am)
 			m->dtype_mask = (uint32_t)strtoul(f_[8], NULL, 10);
 			m->op_mask = (uint32_t)strtoul(f_[9], NULL, 10);
 			m->left = f_[10][0] == '1';
+			/* field 12 (deterministic) is absent in journals of older AMs */
+			f_[11] = strtok_r(NULL, " \n", &save);
+			m->wants_det = f_[11] && f_[11][0] == '1';
 			m->wants_inc = true;
 			m->attach = -1;
 		} else if (strcmp(t, "D") == 0) {

@@ -153,6 +153,7 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 	t->slot_bytes = out->slot_bytes;
 	t->bsl_bits = out->bsl_bits;
 	t->si = 0;
+	t->deterministic = req->deterministic;
 	t->root = parent < 0;
 	t->bfr_id = 0;
 	if (parent >= 0) {

@@ -42,6 +42,7 @@ struct am_plan_req {
 	uint16_t slots_wanted, slots_min;
 	uint32_t dtype_need, op_need; /* capability bits every tree switch must have (0: none) */
 	uint16_t mtu_max;             /* 0: 4096 */
+	bool deterministic;           /* switches add in BFR-id order (a member asked) */
 };
 
 struct am_plan_sw {

@@ -136,6 +136,13 @@ struct inca_comm_opts {
 	 * multiplicative decrease when the round trip rises well above its minimum, on
 	 * congestive loss and on a timeout), never above nslots. */
 	uint16_t window; /* cap on INC chunks in flight per rank; 0 or > nslots: nslots */
+
+	/* ---- Reproducible reductions (docs/am.md "Deterministic trees"): appended field. With
+	 * am_addr: 1 asks the AM for a tree whose switches add the contributions in BFR-id order,
+	 * so a floating-point result does not depend on packet arrival order (the same bits on
+	 * every run); the switch then keeps one buffer per member and slot. Any rank asking sets
+	 * it for the group. Without an AM the switch's own configuration decides. */
+	int deterministic;
 };
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or

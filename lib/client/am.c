@@ -442,6 +442,7 @@ int client_am_start(struct inca_comm *c, const struct inca_comm_opts *o)
 	rq.attach_hint = (char *)(o->am_attach_hint ? o->am_attach_hint : "");
 	caps.inc = true;
 	caps.max_mtu = c->cfg.mtu;
+	caps.deterministic = o->deterministic != 0;
 	rq.caps = &caps;
 	rq.slots_wanted = o->nslots;
 	rc = am_rpc_unary(a->ch, "Join", &rq.base, &inca__am__v1__join_reply__descriptor,

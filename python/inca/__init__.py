@@ -167,7 +167,8 @@ class Comm:
 
     Extra keyword arguments set the remaining inca_comm_opts fields by name (host_ip, qpn,
     switch_qpn, bfr_id, bsl_bits, nslots, mtu, rto_us, rto_max_us, retx_limit, timeout_ms,
-    drop_rate, seed, group_name, host_name, am_attach_hint, am_tls_ca, am_timeout_ms, window).
+    drop_rate, seed, group_name, host_name, am_attach_hint, am_tls_ca, am_timeout_ms, window,
+    deterministic).
     log: callable(level, message) receiving library messages up to log_level."""
 
     def __init__(self, rank, size, bootstrap_addr=None, switch_addr=None, am_addr=None,

@@ -65,6 +65,8 @@ class CommOpts(ctypes.Structure):
         ("am_timeout_ms", ctypes.c_uint32),
         # INC window
         ("window", ctypes.c_uint16),
+        # reproducible reductions (AM groups)
+        ("deterministic", ctypes.c_int),
     ]
 
 

@@ -36,6 +36,7 @@ int main(void)
 	F(inca_comm_opts, group_name); F(inca_comm_opts, host_name);
 	F(inca_comm_opts, am_attach_hint); F(inca_comm_opts, am_tls_ca);
 	F(inca_comm_opts, am_timeout_ms); F(inca_comm_opts, window);
+	F(inca_comm_opts, deterministic);
 	END();
 	BEGIN(inca_comm_stats);
 	F(inca_comm_stats, tx_pkts); F(inca_comm_stats, tx_bytes); F(inca_comm_stats, rx_pkts);
