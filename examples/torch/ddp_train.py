@@ -9,6 +9,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -78,6 +79,10 @@ def worker(rank, args, comm_kwargs, boot_addr, pg_addr, out_dir):
     dist.barrier()
     step_times, loss = [], None
     for step in range(args.steps):
+        if rank == 0 and args.switch_pid and step == args.kill_switch_step:
+            os.kill(args.switch_pid, signal.SIGKILL)  # fault injection: the switch dies
+            print(f"rank 0: killed inca-switch (pid {args.switch_pid}) before step {step}",
+                  flush=True)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x[step]), y[step])
@@ -148,9 +153,13 @@ def main():
                     help="inca: auto (library tuner: INC or host per size), inc, ring, ...")
     ap.add_argument("--blocking", action="store_true", help="blocking inca_allreduce per bucket")
     ap.add_argument("--switch-verbose", action="store_true")
+    ap.add_argument("--kill-switch-step", type=int, default=-1,
+                    help="with --switch auto: SIGKILL the switch before this step (failover "
+                         "test; the ranks detect it within ~0.2 s: retx_limit 5, rto_max 20 ms)")
     ap.add_argument("--save-dir", help="save each rank's final flat parameters here (.pt)")
     ap.add_argument("--json", help="write all ranks' results (list) to this file")
     args = ap.parse_args()
+    args.switch_pid = 0
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only
     sw = None
@@ -164,6 +173,10 @@ def main():
             sw = Switch(args.nprocs, tree_id=args.tree_id, key=args.key,
                         verbose=args.switch_verbose)
             comm_kwargs = [sw.comm_kwargs(r) for r in range(args.nprocs)]
+            if args.kill_switch_step >= 0:
+                args.switch_pid = sw.proc.pid
+                for kw in comm_kwargs:
+                    kw.update(retx_limit=5, rto_max_us=20000)
             print(f"started inca-switch pid {sw.proc.pid} on {sw.addr} "
                   f"(members {', '.join(sw.member_addrs)})", flush=True)
         elif args.switch != "none":
@@ -184,12 +197,13 @@ def main():
         mp.spawn(worker, args=(args, comm_kwargs, boot_addr, pg_addr, out_dir),
                  nprocs=args.nprocs, join=True)
     finally:
-        if sw is not None:
+        if sw is not None and not args.switch_pid:
             st = sw.read_stats()
             tree = st["trees"][0] if st.get("trees") else {}
             print(f"inca-switch: contributions={tree.get('contributions')} "
                   f"aggregations={tree.get('aggregations')} drops={st.get('drops_total')}",
                   flush=True)
+        if sw is not None:
             sw.cleanup()
     results = []
     for r in range(args.nprocs):

@@ -270,6 +270,12 @@ struct inca_coll_counts {
 	uint64_t failovers; /* INC calls completed on the host path after an INC failure */
 };
 int inca_comm_get_coll_counts(const struct inca_comm *comm, struct inca_coll_counts *out);
+/* The AUTO tuner on (default, unless INCA_TUNE=off) or off for this communicator. Off: every
+ * INCA_ALGO_AUTO call of an offloadable collective runs on INC whenever the tree is usable,
+ * and still fails over to the host path if INC dies mid-call (an explicit INCA_ALGO_INC call
+ * returns the error instead). Every rank must make the same call between the same two
+ * collectives. Waits for outstanding nonblocking requests. 0 or -EINVAL. */
+int inca_comm_set_tuning(struct inca_comm *comm, int on);
 /* Bytes of sendbuf and recvbuf one call with these arguments touches on this rank (0: that
  * buffer is not used, e.g. a non-root's recvbuf of Reduce); for wrappers that must check
  * or copy buffers (the MPI interposer's aliasing check). 0 or -EINVAL. */

@@ -564,6 +564,8 @@ static int host_redo(struct inca_comm *c, struct saved_call *sc, bool mine)
 	}
 	h.algo = client_host_choose(c, h.coll, args_bytes(&h));
 	k->counts.calls[h.coll][h.algo]++;
+	if (h.coll == INCA_COLL_ALLREDUCE || h.coll == INCA_COLL_BARRIER)
+		c->stats.ring_calls++; /* as coll_counts: the attempt stays counted in inc_calls */
 	return client_host_coll(c, &h, h.algo);
 }
 
@@ -761,6 +763,15 @@ int inca_coll(struct inca_comm *c, const struct inca_coll_args *a)
 		return -EINVAL;
 	nb_drain(c);
 	return coll_run(c, a);
+}
+
+int inca_comm_set_tuning(struct inca_comm *c, int on)
+{
+	if (!c || !c->coll)
+		return -EINVAL;
+	nb_drain(c); /* queued AUTO requests keep the setting they were issued under */
+	c->coll->tune_off = !on;
+	return 0;
 }
 
 int inca_allreduce_algo(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,

@@ -342,6 +342,14 @@ class Comm:
         _check(self._lib.inca_comm_get_stats(self._h(), ctypes.byref(st)), "inca_comm_get_stats")
         return {name: getattr(st, name) for name, _ in _lib.CommStats._fields_}
 
+    def set_tuning(self, on):
+        """AUTO tuner on/off for this communicator (inca_comm_set_tuning). Off: "auto" calls run
+        on the switch whenever its tree is usable, with failover to the host path. Every rank
+        must call it at the same point."""
+        if not self._lib.has("inca_comm_set_tuning"):
+            raise NotImplementedError("this libinca has no inca_comm_set_tuning")
+        _check(self._lib.inca_comm_set_tuning(self._h(), 1 if on else 0), "inca_comm_set_tuning")
+
     def coll_counts(self):
         """{coll: {algo: calls}} for the non-zero entries (inca_comm_get_coll_counts)."""
         if not self._lib.has("inca_comm_get_coll_counts"):

@@ -174,6 +174,7 @@ def _declare(lib):
         "inca_bcast": (c_int, [comm_p, c_void_p, c_size_t, c_int, c_int]),
         "inca_allgather": (c_int, [comm_p, c_void_p, c_void_p, c_size_t, c_int]),
         "inca_comm_get_coll_counts": (c_int, [comm_p, ctypes.POINTER(CollCounts)]),
+        "inca_comm_set_tuning": (c_int, [comm_p, c_int]),
         "inca_coll_name": (c_char_p, [c_int]),
         "inca_algo_name": (c_char_p, [c_int]),
         "inca_iallreduce": (c_int, [comm_p, c_void_p, c_void_p, c_size_t, c_int, c_int,

@@ -20,7 +20,10 @@ class IncaHookState:
     algo "auto", else the communicator's Python progress thread) so the reduction of bucket k
     overlaps the backward pass computing bucket k+1; requests complete in issue order, so one
     thread waiting on them in order completes the DDP futures. algo: "auto" (the library's
-    tuner picks INC or a host algorithm per size), "inc" (always the switch), "ring", ...
+    tuner picks INC or a host algorithm per size), "inc" (the switch for every bucket while
+    its tree is usable: turns the communicator's tuner off and calls "auto", so a switch that
+    dies mid-training fails over to the host path instead of failing the backward pass),
+    "ring", ... (exactly that algorithm).
     compress: None, "fp16" or "bf16": send the bucket in that type (half the bytes) and cast
     the mean back. calls / elements / bytes count what went through INCA."""
 
@@ -30,6 +33,9 @@ class IncaHookState:
         self.comm = comm
         self.world_size = comm.size
         self.compress = _COMPRESS[compress]
+        if algo == "inc":
+            comm.set_tuning(False)  # collective: register() runs on every rank
+            algo = "auto"
         self.algo = algo
         self.nonblocking = nonblocking
         self.calls = 0

@@ -2,7 +2,9 @@
 # test_ddp: 4-process PyTorch DDP training (examples/torch/ddp_train.py) with the INCA comm hook
 # through a real inca-switch on loopback, against the same run with gloo's allreduce. Every
 # rank must end bitwise identical, INCA must match gloo within float tolerance, and the INCA
-# counters must show that the hook really sent every bucket through the switch.
+# counters must show that the hook really sent every bucket through the switch. A fourth run
+# kills the switch mid-training (algo "inc"): training must finish on the host path (failover),
+# still bitwise identical on every rank and within tolerance of gloo.
 import json
 import os
 import subprocess
@@ -58,9 +60,12 @@ def main():
         # 1.3 MB of gradients, so with --bucket-cap-mb 0.1 each step has at least 2 buckets.
         runs = {
             "gloo": run(script, tmp, "gloo", "--backend", "gloo"),
-            # explicit INC: every bucket through the switch (Python progress thread)
+            # "inc": every bucket through the switch (tuner off, libinca's inca_iallreduce)
             "inca-inc": run(script, tmp, "inca-inc", "--backend", "inca", "--switch", "auto",
                             "--algo", "inc"),
+            # "inc", and the switch is SIGKILLed before step 3
+            "inca-kill": run(script, tmp, "inca-kill", "--backend", "inca", "--switch", "auto",
+                             "--algo", "inc", "--kill-switch-step", "3"),
             # AUTO: libinca's own nonblocking inca_iallreduce and its tuner
             "inca-auto": run(script, tmp, "inca-auto", "--backend", "inca", "--switch", "auto",
                              "--algo", "auto"),
@@ -69,7 +74,7 @@ def main():
         print(f"{len(FAILS)} failures")
         return 1
     gres, gparams = runs["gloo"]
-    for tag in ("inca-inc", "inca-auto"):
+    for tag in ("inca-inc", "inca-auto", "inca-kill"):
         res, params = runs[tag]
         for r in range(4):
             check(torch.equal(params[r], params[0]), f"{tag}: rank {r} parameters differ from rank 0")
@@ -80,7 +85,15 @@ def main():
             check(hc >= 2 * STEPS - 1, f"{tag}: rank {r} hook calls {hc} < {2 * STEPS - 1}")
             check(st.get("inc_calls", 0) > 0, f"{tag}: rank {r} no INC call")
             check(st.get("rx_bad", 1) == 0, f"{tag}: rank {r} bad packets {st.get('rx_bad')}")
-            if tag == "inca-inc":
+            if tag == "inca-kill":
+                # steps 0-2 on the switch; the call that found it dead failed over, the rest
+                # ran on the host path (no AM to rebuild a tree)
+                fo = res[r].get("coll_counts", {}).get("failovers", 0)
+                check(fo == 1, f"{tag}: rank {r} failovers {fo} != 1")
+                check(3 <= st["inc_calls"] < hc and st["ring_calls"] >= hc - st["inc_calls"],
+                      f"{tag}: rank {r} inc_calls {st['inc_calls']} ring_calls "
+                      f"{st['ring_calls']} for {hc} hook calls")
+            elif tag == "inca-inc":
                 check(st["inc_calls"] == hc and st["ring_calls"] == 0,
                       f"{tag}: rank {r} inc_calls {st['inc_calls']} ring_calls "
                       f"{st['ring_calls']} != hook calls {hc}")
