@@ -50,7 +50,9 @@ static char *parse_string_raw(struct parser *p)
 		if (c == '"')
 			break;
 		if (c == '\\') {
-			char e = p->s[p->pos++];
+			char e = p->s[p->pos];
+			if (e) /* a backslash at the very end: the error offset stays in the text */
+				p->pos++;
 			switch (e) {
 			case 'n': c = '\n'; break;
 			case 't': c = '\t'; break;

@@ -11,51 +11,14 @@
 #include <grpc/grpc.h>
 
 #include "am_rpc.h"
+#include "cfg.h"
 #include "ctl/ctl.h"
 #include "plan.h"
-
-#define AM_MAX_SWITCHES 64
-#define AM_MAX_JOBS 64
-#define AM_MAX_ATTACH 256
-#define AM_STR 64
-#define AM_PATH 256
 
 /* Log to stderr: 0 errors/denials, 1 (-v) lifecycle, 2 (-vv) per call. */
 extern int am_verbosity;
 void am_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-struct am_cfg_switch {
-	char name[AM_STR];
-	char target[AM_PATH];      /* NETCONF target: unix:/path or ssh://user@host:port */
-	char key_path[AM_PATH];    /* SSH private key */
-	char known_hosts[AM_PATH];
-	enum am_role role;         /* from the config; the switch's role_hint otherwise */
-};
-
-struct am_cfg {
-	char listen[AM_STR];       /* gRPC "ip:port" */
-	char journal[AM_PATH];     /* "" = no journal */
-	char tls_cert[AM_PATH], tls_key[AM_PATH];
-	char admin_token[AM_STR];  /* required by Dismantle when set */
-	uint32_t heartbeat_ms, heartbeat_misses, poll_ms, grace_ms;
-	uint16_t slots_default, slots_min;
-	uint16_t tree_id_min, tree_id_max;
-	bool allow_first_joiner;   /* a job unknown to the config gets the first joiner's secret */
-	size_t nswitches;
-	struct am_cfg_switch sw[AM_MAX_SWITCHES];
-	size_t njobs;
-	struct {
-		char id[AM_STR], cred[AM_STR * 2];
-	} jobs[AM_MAX_JOBS];
-	size_t nattach;
-	struct {
-		char host[AM_STR], sw[AM_STR]; /* host name or IP -> switch name */
-	} attach[AM_MAX_ATTACH];
-};
-
-/* Parse the config file. Returns 0 or -1 with a "file:line: ..." message in err. */
-int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap);
-void am_cfg_defaults(struct am_cfg *c);
 
 struct am_switch {
 	const struct am_cfg_switch *cfg;

@@ -1111,8 +1111,12 @@ static void replay_journal(struct am *am)
 			size_t i;
 			for (i = 0; i < 16 && (f_[i] = strtok_r(NULL, " \n", &save)); i++)
 				;
-			if (i < 16)
+			/* 15 fields, then one per tree switch: a group without a tree (forming,
+			 * fallback) has none (such groups were dropped at restarts before) */
+			if (i < 15)
 				continue;
+			if (i == 15)
+				f_[15] = NULL;
 			id = strtoull(f_[0], NULL, 10);
 			for (i = 0; i < nrg && rg[i].g->id != id; i++)
 				;
@@ -1152,7 +1156,6 @@ static void replay_journal(struct am *am)
 			r->nsw = strtoul(f_[14], NULL, 10);
 			if (r->nsw > AM_MAX_SWITCHES)
 				r->nsw = 0;
-			(void)f_[15];
 			/* f_[15] is the first switch: re-tokenise from it */
 			for (size_t k = 0; k < r->nsw; k++) {
 				char *e = k == 0 ? f_[15] : strtok_r(NULL, " \n", &save);

@@ -6,7 +6,8 @@
 # usage: run_fuzz.sh [-t SECONDS] [-c SEED_DIR] <harness.c> [more .c sources...]
 #   Relative paths are taken from the repository root. The harness may write its own seeds in
 #   LLVMFuzzerInitialize when INCA_FUZZ_SEED_DIR is set (see fuzz_wire_seeds.h); -c adds seed
-#   files from a directory. Extra link flags: FUZZ_LDFLAGS (default -lz). Crashing inputs are kept
+#   files from a directory. Extra compile flags: FUZZ_CFLAGS (e.g. -I for generated headers);
+#   extra link flags: FUZZ_LDFLAGS (default -lz). Crashing inputs are kept
 #   in ${FUZZ_ARTIFACTS:-${TMPDIR:-/tmp}/inca-fuzz-artifacts}/<harness>/.
 # example (switch config parser):
 #   tests/fuzz/run_fuzz.sh -t 20 tests/fuzz/fuzz_sw_config.c daemons/switch/config.c lib/util/util.c
@@ -53,7 +54,7 @@ bin="$work/$name"
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-Wall -Wextra -Werror -Wno-unused-parameter \
 	-I"$root/include" -I"$root/lib" -I"$(dirname "$(echo $srcs | cut -d' ' -f1)")" \
-	$srcs -o "$bin" ${FUZZ_LDFLAGS:--lz}
+	${FUZZ_CFLAGS:-} $srcs -o "$bin" ${FUZZ_LDFLAGS:--lz}
 
 corpus="$work/corpus"
 mkdir -p "$corpus"

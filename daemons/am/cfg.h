@@ -1,0 +1,51 @@
+/* inca-am configuration: limits, the parsed config file and its parser (cfg.c). Free of gRPC
+ * and protobuf so that the config fuzz harness builds without generated code. */
+#ifndef INCA_AM_CFG_H
+#define INCA_AM_CFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan.h" /* enum am_role */
+
+#define AM_MAX_SWITCHES 64
+#define AM_MAX_JOBS 64
+#define AM_MAX_ATTACH 256
+#define AM_STR 64
+#define AM_PATH 256
+
+struct am_cfg_switch {
+	char name[AM_STR];
+	char target[AM_PATH];      /* NETCONF target: unix:/path or ssh://user@host:port */
+	char key_path[AM_PATH];    /* SSH private key */
+	char known_hosts[AM_PATH];
+	enum am_role role;         /* from the config; the switch's role_hint otherwise */
+};
+
+struct am_cfg {
+	char listen[AM_STR];       /* gRPC "ip:port" */
+	char journal[AM_PATH];     /* "" = no journal */
+	char tls_cert[AM_PATH], tls_key[AM_PATH];
+	char admin_token[AM_STR];  /* required by Dismantle when set */
+	uint32_t heartbeat_ms, heartbeat_misses, poll_ms, grace_ms;
+	uint16_t slots_default, slots_min;
+	uint16_t tree_id_min, tree_id_max;
+	bool allow_first_joiner;   /* a job unknown to the config gets the first joiner's secret */
+	size_t nswitches;
+	struct am_cfg_switch sw[AM_MAX_SWITCHES];
+	size_t njobs;
+	struct {
+		char id[AM_STR], cred[AM_STR * 2];
+	} jobs[AM_MAX_JOBS];
+	size_t nattach;
+	struct {
+		char host[AM_STR], sw[AM_STR]; /* host name or IP -> switch name */
+	} attach[AM_MAX_ATTACH];
+};
+
+/* Parse the config file. Returns 0 or -1 with a "file:line: ..." message in err. */
+int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap);
+void am_cfg_defaults(struct am_cfg *c);
+
+#endif
