@@ -398,6 +398,11 @@ static void release_tree(struct am *am, struct am_group *g)
 			am_log(0, "switch %s: delete tree %u: %s", s->cfg->name,
 			       g->plan.sws[k].tree.id, ctl_conn_error(s->conn));
 	}
+	/* Refresh those switches' view (used slots and trees, running set) now rather than at
+	 * the next poll: the status an operator reads right after a dismantle is then true. */
+	for (size_t k = 0; k < g->plan.nsw; k++)
+		if (am->sw[g->plan.sws[k].sw].conn)
+			sw_poll(am, &am->sw[g->plan.sws[k].sw]);
 	am_plan_free(&g->plan);
 	account(am);
 }
