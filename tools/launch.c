@@ -656,6 +656,9 @@ const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap)
 int launch_parse_bytes(const char *s, uint64_t *out)
 {
 	char *end;
+	/* strtoull would also take leading blanks and a sign ("-1" is 2^64-1) */
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
 	if (end == s || errno)
@@ -668,11 +671,13 @@ int launch_parse_bytes(const char *s, uint64_t *out)
 	case 'g': case 'G': shift = 30; end++; break;
 	default: return -EINVAL;
 	}
-	if (*end == 'i')
+	if (shift && *end == 'i') /* KiB, MiB, GiB; not "4iB" */
 		end++;
 	if (*end == 'B' || *end == 'b')
 		end++;
 	if (*end != '\0')
+		return -EINVAL;
+	if (v > (UINT64_MAX >> shift)) /* the multiple would wrap */
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
@@ -708,6 +713,16 @@ static int plan_num(const char *w, unsigned long long max, unsigned long long *o
 	return 0;
 }
 
+/* Copy a plan value; a value that does not fit is an error, not silently cut (a cut netns
+ * name or address would name another namespace or host). */
+static int plan_str(char *dst, size_t cap, const char *val)
+{
+	if (strlen(val) >= cap)
+		return -EINVAL;
+	memcpy(dst, val, strlen(val) + 1);
+	return 0;
+}
+
 /* "key value key value ..." after the leading word(s); calls back per pair. */
 static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 {
@@ -740,19 +755,22 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 			p->nranks = r + 1;
 		for (char *k; (k = plan_word(&rest)) != NULL;) {
 			char *val = plan_word(&rest);
+			int bad = 0;
 			if (!val)
 				return -EINVAL;
 			if (!strcmp(k, "netns"))
-				snprintf(pr->netns, sizeof(pr->netns), "%s", val);
+				bad = plan_str(pr->netns, sizeof(pr->netns), val);
 			else if (!strcmp(k, "ip"))
-				snprintf(pr->ip, sizeof(pr->ip), "%s", val);
+				bad = plan_str(pr->ip, sizeof(pr->ip), val);
 			else if (!strcmp(k, "switch"))
-				snprintf(pr->switch_addr, sizeof(pr->switch_addr), "%s", val);
+				bad = plan_str(pr->switch_addr, sizeof(pr->switch_addr), val);
 			else if (!strcmp(k, "bfr") && !plan_num(val, 65535, &v) && v)
 				pr->bfr_id = (uint16_t)v;
 			else if (!strcmp(k, "host") && strlen(val) < sizeof(pr->host))
 				snprintf(pr->host, sizeof(pr->host), "%s", val);
 			else
+				return -EINVAL;
+			if (bad)
 				return -EINVAL;
 		}
 		return pr->ip[0] ? 0 : -EINVAL;
@@ -762,24 +780,26 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 			return -E2BIG;
 		struct launch_plan_switch *s = &p->sw[p->nswitches];
 		char *name = plan_word(&rest);
-		if (!name)
+		if (!name || plan_str(s->name, sizeof(s->name), name))
 			return -EINVAL;
-		snprintf(s->name, sizeof(s->name), "%s", name);
 		for (char *k; (k = plan_word(&rest)) != NULL;) {
 			char *val = plan_word(&rest);
+			int bad = 0;
 			if (!val)
 				return -EINVAL;
 			if (!strcmp(k, "role"))
-				snprintf(s->role, sizeof(s->role), "%s", val);
+				bad = plan_str(s->role, sizeof(s->role), val);
 			else if (!strcmp(k, "netns"))
-				snprintf(s->netns, sizeof(s->netns), "%s", val);
+				bad = plan_str(s->netns, sizeof(s->netns), val);
 			else if (!strcmp(k, "listen"))
-				snprintf(s->listen, sizeof(s->listen), "%s", val);
+				bad = plan_str(s->listen, sizeof(s->listen), val);
 			else if (!strcmp(k, "pid") && !plan_num(val, INT_MAX, &v))
 				s->pid = (pid_t)v;
 			else if (!strcmp(k, "stats"))
-				snprintf(s->stats_path, sizeof(s->stats_path), "%s", val);
+				bad = plan_str(s->stats_path, sizeof(s->stats_path), val);
 			else
+				return -EINVAL;
+			if (bad)
 				return -EINVAL;
 		}
 		p->nswitches++;
@@ -797,8 +817,7 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 				return -EINVAL;
 			p->boot_port = (uint16_t)v;
 		}
-		snprintf(p->boot_ip, sizeof(p->boot_ip), "%s", w);
-		return 0;
+		return plan_str(p->boot_ip, sizeof(p->boot_ip), w);
 	}
 	if (!strcmp(kind, "am")) {
 		char *w = plan_word(&rest);
@@ -831,8 +850,7 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 		char *w = plan_word(&rest);
 		if (!w)
 			return -EINVAL;
-		snprintf(p->name, sizeof(p->name), "%s", w);
-		return 0;
+		return plan_str(p->name, sizeof(p->name), w);
 	}
 	return -EINVAL;
 }
@@ -854,6 +872,13 @@ int launch_plan_load(const char *path, struct launch_plan *p)
 	int lineno = 0, rc = 0;
 	while (!rc && fgets(line, sizeof(line), f)) {
 		lineno++;
+		/* fgets splits a longer line: its tail would be read as a line of its own */
+		if (!strchr(line, '\n') && getc(f) != EOF) {
+			fprintf(stderr, "%s:%d: line too long or holds a NUL byte\n", path,
+				lineno);
+			rc = -EINVAL;
+			break;
+		}
 		line[strcspn(line, "\r\n")] = '\0';
 		char *rest = line;
 		char *kind = plan_word(&rest);

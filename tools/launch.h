@@ -165,6 +165,8 @@ int launch_parse_bytes(const char *s, uint64_t *out);
  * AM mode (the switches have no trees; the Aggregation Manager builds them):
  *   am IP:PORT job ID credential SECRET [group NAME] [cli PATH]
  *   rank R ... host NAME                the host name the rank reports to the AM
+ * Lines hold at most 1022 characters; a value longer than its field (netns, ip, switch,
+ * name, role, listen, stats, bootstrap) is an error, never cut.
  * With an 'am' line the ranks join through the AM (inca_comm_opts.am_addr/job_id/...) and
  * ignore the plan's switch, tree, key and BFR-id; 'cli' is the `inca` binary used for the
  * status view.

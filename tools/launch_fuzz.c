@@ -67,12 +67,35 @@ static void fuzz_bytes(const uint8_t *data, size_t size)
 	char s[64];
 	uint64_t v = 0;
 
-	if (size >= sizeof s)
-		return;
+	if (size >= sizeof s || memchr(data, 0, size))
+		return; /* a C string never holds a NUL */
 	memcpy(s, data, size);
 	s[size] = 0;
-	if (launch_parse_bytes(s, &v) == 0 && strlen(s) == size) {
+	if (launch_parse_bytes(s, &v) == 0) {
+		/* an accepted size is digits, then an optional unit: check it against a plain
+		 * reading with overflow checks (no sign, no blank, no wrapped multiple) */
+		uint64_t ref = 0;
+		size_t i = 0;
+		unsigned shift = 0;
 		char buf[32];
+
+		for (; s[i] >= '0' && s[i] <= '9'; i++) {
+			if (ref > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+				abort(); /* strtoull range error accepted */
+			ref = ref * 10 + (uint64_t)(s[i] - '0');
+		}
+		if (i == 0)
+			abort();
+		switch (s[i]) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		default: break;
+		}
+		if (shift && ref > (UINT64_MAX >> shift))
+			abort();
+		if (v != ref << shift)
+			abort();
 		(void)launch_fmt_bytes(v, buf, sizeof buf);
 	}
 }

@@ -71,14 +71,21 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 		return -1;
 	}
 	while (fgets(line, sizeof line, f)) {
-		char *hash = strchr(line, '#'), *save = NULL, *w[8];
+		char *hash, *save = NULL, *w[8], *t;
 		int n = 0;
 		lineno++;
+		/* fgets splits a longer line: its tail would be read as a line of its own */
+		if (!strchr(line, '\n') && getc(f) != EOF)
+			CFG_ERR("line too long (max %zu characters) or NUL byte", sizeof line - 2);
+		hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
-		for (char *t = strtok_r(line, " \t\r\n", &save); t && n < 8;
+		for (t = strtok_r(line, " \t\r\n", &save); t && n < 8;
 		     t = strtok_r(NULL, " \t\r\n", &save))
 			w[n++] = t;
+		/* no statement has more than 8 words: do not drop a 9th one silently */
+		if (t)
+			CFG_ERR("too many words");
 		if (n == 0)
 			continue;
 		if (!strcmp(w[0], "switch")) {

@@ -1091,13 +1091,23 @@ static void replay_journal(struct am *am)
 {
 	struct replay_group rg[1024];
 	size_t nrg = 0;
-	char line[8192];
+	/* the longest record: a G line naming every switch and its parent */
+	static char line[AM_MAX_SWITCHES * (2 * AM_STR + 2) + 512];
 	FILE *f = fopen(am->cfg.journal, "r");
 
 	if (!f)
 		return;
 	while (fgets(line, sizeof line, f)) {
-		char *save = NULL, *t = strtok_r(line, " \n", &save);
+		char *save = NULL, *t;
+		if (!strchr(line, '\n') && !feof(f)) {
+			/* longer than any record we write (corrupt): drop it whole, or its tail
+			 * would be read as a record of its own */
+			int ch;
+			while ((ch = getc(f)) != EOF && ch != '\n')
+				;
+			continue;
+		}
+		t = strtok_r(line, " \n", &save);
 		if (!t)
 			continue;
 		if (strcmp(t, "J") == 0) {
@@ -1123,6 +1133,8 @@ static void replay_journal(struct am *am)
 			if (i == 15)
 				f_[15] = NULL;
 			id = strtoull(f_[0], NULL, 10);
+			if (id == 0 || id == UINT64_MAX) /* never written: ids start at 1 */
+				continue;
 			for (i = 0; i < nrg && rg[i].g->id != id; i++)
 				;
 			if (i == nrg) {
