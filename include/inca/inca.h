@@ -102,7 +102,7 @@ struct inca_comm_opts {
 	uint32_t rto_us;     /* minimum / initial retransmission timeout; adapts upward to the
 			      * measured round trip (RFC 6298 style) and runs only while no
 			      * result arrives (restarted on every result); 0: 20000 */
-	uint32_t rto_max_us; /* backoff cap; 0: 500000 (with retx_limit 20: ~8 s before giving up) */
+	uint32_t rto_max_us; /* backoff cap; 0: 200000 (with retx_limit 20: ~3.5 s before giving up) */
 	uint32_t retx_limit; /* N consecutive timeouts with the switch silent before failing
 			      * (while it answers, late peers are waited for up to timeout_ms
 			      * without progress); 0: 20 */

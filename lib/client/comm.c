@@ -109,7 +109,7 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 			return -EINVAL;
 		cfg->rto_max_us = o->rto_max_us;
 	} else {
-		cfg->rto_max_us = cfg->rto_us > 500000 ? cfg->rto_us : 500000;
+		cfg->rto_max_us = cfg->rto_us > 200000 ? cfg->rto_us : 200000;
 	}
 	cfg->retx_limit = o->retx_limit ? o->retx_limit : 20;
 	cfg->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
