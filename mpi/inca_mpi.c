@@ -179,7 +179,7 @@ static void impi_probe_minmax(void)
 	for (int i = 0; impi_int_types(i) != MPI_DATATYPE_NULL; i++) {
 		MPI_Datatype t = impi_int_types(i);
 		int d = impi_dtype(t), sz = 0;
-		if (t == MPI_DATATYPE_NULL || d < 0 || PMPI_Type_size(t, &sz) != MPI_SUCCESS ||
+		if (d < 0 || PMPI_Type_size(t, &sz) != MPI_SUCCESS ||
 		    sz < 1 || sz > 8)
 			continue;
 		int sgn = d == INCA_INT8 || d == INCA_INT16 || d == INCA_INT32 || d == INCA_INT64;

@@ -398,11 +398,11 @@ static void release_tree(struct am *am, struct am_group *g)
 			am_log(0, "switch %s: delete tree %u: %s", s->cfg->name,
 			       g->plan.sws[k].tree.id, ctl_conn_error(s->conn));
 	}
-	/* Refresh those switches' view (used slots and trees, running set) now rather than at
-	 * the next poll: the status an operator reads right after a dismantle is then true. */
+	/* Poll those switches now rather than at the next poll: the status an operator reads
+	 * right after a dismantle shows their freed slots, and one that does not answer (the
+	 * failure a member reported) is marked down before a rebuild, which then avoids it. */
 	for (size_t k = 0; k < g->plan.nsw; k++)
-		if (am->sw[g->plan.sws[k].sw].conn)
-			sw_poll(am, &am->sw[g->plan.sws[k].sw]);
+		sw_poll(am, &am->sw[g->plan.sws[k].sw]);
 	am_plan_free(&g->plan);
 	account(am);
 }
@@ -785,8 +785,7 @@ grpc_status_code am_report_failure(struct am *am, const Inca__Am__V1__FailureRep
 {
 	struct am_group *g;
 	struct am_member *m = member_auth(am, rq->group_id, rq->rank, rq->member_token, &g);
-	int used[AM_MAX_SWITCHES];
-	size_t nused = 0, n = 0;
+	size_t n = 0;
 	char why[256], rs[121];
 
 	if (!m) {
@@ -810,18 +809,11 @@ grpc_status_code am_report_failure(struct am *am, const Inca__Am__V1__FailureRep
 	for (const char *p = rq->reason; *p && n < sizeof rs - 1; p++)
 		rs[n++] = (unsigned char)*p >= ' ' && (unsigned char)*p < 0x7f ? *p : '?';
 	rs[n] = '\0';
-	for (size_t k = 0; k < g->plan.nsw && nused < AM_MAX_SWITCHES; k++)
-		used[nused++] = g->plan.sws[k].sw;
 	am->st.failure_reports++;
 	snprintf(why, sizeof why, "rank %u reported an INC failure (generation %u)%s%s", rq->rank,
 		 g->generation, rs[0] ? ": " : "", rs);
 	am_log(0, "group %llu: %s", (unsigned long long)g->id, why);
-	dismantle(am, g, why, false);
-	/* Check the switches the tree used now instead of at the next poll: one that does not
-	 * answer is marked down, so the rebuild excludes it. */
-	for (size_t i = 0; i < nused; i++)
-		sw_poll(am, &am->sw[used[i]]);
-	account(am);
+	dismantle(am, g, why, false); /* polls the tree's switches (release_tree) */
 	establish(am, g, true);
 	rp->acted = true;
 	rp->generation = g->generation;
