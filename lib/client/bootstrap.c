@@ -21,12 +21,12 @@
 #define RING_MAGIC 0x494e4352u /* "INCR" */
 #define MESH_MAGIC 0x494e434du /* "INCM" */
 #define BOOT_VERSION 1u
-#define HELLO_LEN 24
-#define RING_HELLO_LEN 24
+#define HELLO_LEN 24 /* bootstrap, ring and mesh hellos alike */
 #define TABLE_HDR_LEN 16
 #define TABLE_ENT_LEN 8
-/* One unresponsive stranger must not eat the whole join timeout at rank 0. */
-#define HELLO_WAIT_NS (2000ull * 1000 * 1000)
+/* Accepted connections that may wait for their hello at once, beyond those the job itself
+ * opens (struct hello_wait); past that the oldest is dropped. */
+#define PEND_SPARE 64
 #define TCP_BUF_BYTES (4 << 20)
 
 static void put32(uint8_t *p, uint32_t v)
@@ -228,24 +228,121 @@ static int tcp_connect(struct in_addr src_ip, const struct sockaddr_in *sa, uint
 	}
 }
 
-/* Accept one connection before the deadline. */
-static int tcp_accept(int lfd, uint64_t deadline_ns, int *out)
+/* Connections accepted on one listener whose fixed-size hello has not fully arrived. They are
+ * all polled together until the caller's deadline, so a hello that TCP has to retransmit
+ * (a lost segment after a retransmitted SYN waits out a 3 s RTO) keeps its connection,
+ * and a stranger that connects and stays silent blocks nobody. */
+struct hello_wait {
+	int lfd, n, cap;
+	struct pending {
+		int fd;
+		bool ready; /* just accepted, or poll saw it readable */
+		size_t got;
+		uint8_t buf[HELLO_LEN];
+	} *p;
+	struct pollfd *pf; /* cap + 1: the listener, then p[] */
+};
+
+/* Room for expected connections (the job's ranks) plus PEND_SPARE strangers. */
+static int hw_init(struct hello_wait *w, int expected)
+{
+	memset(w, 0, sizeof *w);
+	w->lfd = -1;
+	w->cap = expected + PEND_SPARE;
+	w->p = calloc((size_t)w->cap, sizeof *w->p);
+	w->pf = calloc((size_t)w->cap + 1, sizeof *w->pf);
+	return w->p && w->pf ? 0 : -ENOMEM;
+}
+
+static void hw_drop(struct hello_wait *w, int i)
+{
+	close(w->p[i].fd);
+	w->n--;
+	memmove(&w->p[i], &w->p[i + 1], sizeof w->p[0] * (size_t)(w->n - i));
+}
+
+/* Close everything still waiting and the listener. */
+static void hw_close(struct hello_wait *w)
+{
+	while (w->n > 0)
+		hw_drop(w, w->n - 1);
+	if (w->lfd >= 0)
+		close(w->lfd);
+	w->lfd = -1;
+	free(w->p);
+	free(w->pf);
+	w->p = NULL;
+	w->pf = NULL;
+}
+
+/* Accept everything queued on the listener (nonblocking). */
+static int hw_accept(struct hello_wait *w)
 {
 	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd >= 0) {
-			int one = 1;
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-			*out = fd;
-			return 0;
+		int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 		}
-		if (errno == EINTR || errno == ECONNABORTED)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (w->n == w->cap)
+			hw_drop(w, 0); /* the oldest silent one gives way */
+		w->p[w->n].fd = fd;
+		w->p[w->n].ready = true;
+		w->p[w->n].got = 0;
+		w->n++;
+	}
+}
+
+/* The next complete hello (HELLO_LEN bytes) from any connection: 0 with *fd (now the caller's)
+ * and h filled, or -ETIMEDOUT at the deadline. Connections that close early are dropped. */
+static int hw_next(struct hello_wait *w, uint64_t deadline_ns, int *fd, uint8_t h[HELLO_LEN])
+{
+	for (;;) {
+		struct pollfd *pf = w->pf;
+		uint64_t now = util_now_ns();
+		int rc;
+
+		for (int i = 0; i < w->n; i++) {
+			if (!w->p[i].ready)
+				continue;
+			w->p[i].ready = false;
+			ssize_t k = recv(w->p[i].fd, w->p[i].buf + w->p[i].got,
+					 HELLO_LEN - w->p[i].got, MSG_DONTWAIT);
+			if (k > 0)
+				w->p[i].got += (size_t)k;
+			if (w->p[i].got == HELLO_LEN) {
+				*fd = w->p[i].fd;
+				memcpy(h, w->p[i].buf, HELLO_LEN);
+				w->n--;
+				memmove(&w->p[i], &w->p[i + 1], sizeof w->p[0] * (size_t)(w->n - i));
+				return 0;
+			}
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+				       errno != EINTR)) {
+				hw_drop(w, i--);
+			}
+		}
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		pf[0].fd = w->lfd;
+		pf[0].events = POLLIN;
+		for (int i = 0; i < w->n; i++) {
+			pf[i + 1].fd = w->p[i].fd;
+			pf[i + 1].events = POLLIN;
+		}
+		rc = poll(pf, (nfds_t)w->n + 1, (int)min_u64((deadline_ns - now + 999999) / 1000000, INT_MAX));
+		if (rc < 0 && errno != EINTR)
 			return -errno;
-		int rc = client_poll_one(lfd, POLLIN, deadline_ns);
-		if (rc < 0)
-			return rc;
+		for (int i = 0; rc > 0 && i < w->n; i++)
+			w->p[i].ready = pf[i + 1].revents != 0;
+		if (rc > 0 && (pf[0].revents & POLLIN)) {
+			rc = hw_accept(w);
+			if (rc < 0)
+				return rc;
+		}
 	}
 }
 
@@ -253,27 +350,31 @@ static int tcp_accept(int lfd, uint64_t deadline_ns, int *out)
 static int boot_root(struct inca_comm *c, uint8_t *table, uint64_t deadline_ns)
 {
 	const struct client_cfg *cfg = &c->cfg;
-	int n = cfg->size, lfd = -1, got = 1, rc;
+	int n = cfg->size, got = 1, rc;
 	int *conns = malloc(sizeof(int) * (size_t)n);
+	struct hello_wait w;
 
-	if (!conns)
+	rc = hw_init(&w, n);
+	if (!conns || rc < 0) {
+		free(conns);
+		hw_close(&w);
 		return -ENOMEM;
+	}
 	for (int i = 0; i < n; i++)
 		conns[i] = -1;
-	rc = tcp_listen(&cfg->bootstrap_sa, n < 1024 ? n + 16 : 1024, &lfd);
+	rc = tcp_listen(&cfg->bootstrap_sa, n < 1024 ? n + 16 : 1024, &w.lfd);
 	if (rc < 0)
 		goto out;
 	while (got < n) {
-		uint8_t h[HELLO_LEN] = { 0 };
+		uint8_t h[HELLO_LEN];
 		int fd;
 		uint32_t r;
 
-		rc = tcp_accept(lfd, deadline_ns, &fd);
+		rc = hw_next(&w, deadline_ns, &fd, h);
 		if (rc < 0)
 			goto out;
-		rc = client_tcp_recv_all(fd, h, sizeof h, min_u64(deadline_ns, util_now_ns() + HELLO_WAIT_NS));
 		r = get32(h + 12);
-		if (rc < 0 || get32(h) != BOOT_MAGIC || get32(h + 4) != BOOT_VERSION ||
+		if (get32(h) != BOOT_MAGIC || get32(h + 4) != BOOT_VERSION ||
 		    get32(h + 8) != (uint32_t)n || r == 0 || r >= (uint32_t)n || conns[r] >= 0) {
 			client_log(cfg, 1, "bootstrap: rejected a connection (rank %u)", (unsigned)r);
 			close(fd);
@@ -294,8 +395,7 @@ out:
 	for (int i = 0; i < n; i++)
 		if (conns[i] >= 0)
 			close(conns[i]);
-	if (lfd >= 0)
-		close(lfd);
+	hw_close(&w);
 	free(conns);
 	return rc;
 }
@@ -345,17 +445,22 @@ int client_bootstrap(struct inca_comm *c)
 	struct sockaddr_in own = { .sin_family = AF_INET, .sin_addr = cfg->host_ip }, right_sa;
 	socklen_t sl = sizeof own;
 	size_t table_len = TABLE_HDR_LEN + (size_t)cfg->size * TABLE_ENT_LEN;
-	uint8_t *table = calloc(1, table_len), ent[TABLE_ENT_LEN] = { 0 }, rh[RING_HELLO_LEN];
-	int lfd = -1, rc, mesh_missing, right = (cfg->rank + 1) % cfg->size, left = (cfg->rank + cfg->size - 1) % cfg->size;
+	uint8_t *table = calloc(1, table_len), ent[TABLE_ENT_LEN] = { 0 }, rh[HELLO_LEN];
+	int rc, mesh_missing, right = (cfg->rank + 1) % cfg->size, left = (cfg->rank + cfg->size - 1) % cfg->size;
+	struct hello_wait w;
 
-	if (!table)
+	rc = hw_init(&w, cfg->size);
+	if (!table || rc < 0) {
+		free(table);
+		hw_close(&w);
 		return -ENOMEM;
+	}
 	/* Our ring listener first, so its address can go into the table. */
 	/* Backlog: the ring peer plus every higher rank's mesh connection may queue at once. */
-	rc = tcp_listen(&own, cfg->size < 4000 ? cfg->size + 16 : 4096, &lfd);
+	rc = tcp_listen(&own, cfg->size < 4000 ? cfg->size + 16 : 4096, &w.lfd);
 	if (rc < 0)
 		goto out;
-	if (getsockname(lfd, (struct sockaddr *)&own, &sl) < 0) {
+	if (getsockname(w.lfd, (struct sockaddr *)&own, &sl) < 0) {
 		rc = -errno;
 		goto out;
 	}
@@ -415,25 +520,22 @@ int client_bootstrap(struct inca_comm *c)
 	}
 	mesh_missing = cfg->size - 1 - cfg->rank;
 	while (c->ring_recv_fd < 0 || mesh_missing > 0) {
-		uint8_t got[RING_HELLO_LEN] = { 0 };
+		uint8_t got[HELLO_LEN];
 		uint32_t magic, from;
 		int fd;
 
-		rc = tcp_accept(lfd, deadline_ns, &fd);
+		rc = hw_next(&w, deadline_ns, &fd, got);
 		if (rc < 0)
 			goto out;
-		rc = client_tcp_recv_all(fd, got, sizeof got, min_u64(deadline_ns, util_now_ns() + HELLO_WAIT_NS));
 		magic = get32(got);
 		from = get32(got + 8);
-		if (rc < 0 || get32(got + 4) != (uint32_t)cfg->size || memcmp(got + 16, table + 8, 8) != 0 ||
+		if (get32(got + 4) != (uint32_t)cfg->size || memcmp(got + 16, table + 8, 8) != 0 ||
 		    (magic == RING_MAGIC && (from != (uint32_t)left || c->ring_recv_fd >= 0)) ||
 		    (magic == MESH_MAGIC && (from <= (uint32_t)cfg->rank || from >= (uint32_t)cfg->size ||
 					     c->host_fd[from] >= 0)) ||
 		    (magic != RING_MAGIC && magic != MESH_MAGIC)) {
 			client_log(cfg, 1, "bootstrap: rejected a ring/mesh connection");
 			close(fd);
-			if (rc == -ETIMEDOUT && util_now_ns() >= deadline_ns)
-				goto out;
 			continue;
 		}
 		if (magic == RING_MAGIC) {
@@ -446,8 +548,7 @@ int client_bootstrap(struct inca_comm *c)
 	client_log(cfg, 3, "bootstrap: ring up (left %d, right %d)", left, right);
 	rc = 0;
 out:
-	if (lfd >= 0)
-		close(lfd);
+	hw_close(&w);
 	free(table);
 	return rc;
 }

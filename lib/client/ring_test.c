@@ -1,7 +1,10 @@
 /* Unit tests for the host path over loopback TCP: ring AllReduce with 2-4 forked ranks for
  * every integer type and op (exact results checked against an independent reference), floats
  * with exactly representable data, sizes 0/1/odd/10 MB, in-place and out-of-place, barrier,
- * rank disagreement (-EPROTO), a dead peer, an idle timeout, and ranks as threads of one process. */
+ * rank disagreement (-EPROTO), a dead peer, an idle timeout, ranks as threads of one process, and
+ * a bootstrap whose hellos arrive seconds after their connections while strangers stay silent. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -270,6 +273,148 @@ static void test_threads(void)
 	CHECK(!"no free bootstrap port");
 }
 
+/* Slow hellos: rank 1 is played here by hand (the wire format is restated from
+ * bootstrap.c), so each of its hellos can arrive 2.3 s after its connection, as when TCP
+ * retransmits a lost segment after a retransmitted SYN (3 s RTO). Meanwhile two strangers
+ * hold connections to rank 0's listeners: one silent, one with half a hello. Rank 0 must
+ * still complete the ring and mesh; the old bootstrap gave a hello 2 s and then dropped its
+ * connection for good, so a 2% lossy fabric timed out now and then. */
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static int connect_retry(const struct sockaddr_in *sa)
+{
+	for (int i = 0; i < 500; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(fd >= 0);
+		if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0)
+			return fd;
+		close(fd);
+		usleep(10000);
+	}
+	CHECK(!"cannot connect to rank 0");
+	return -1;
+}
+
+static void send_slowly(int fd, const uint8_t *h, size_t len)
+{
+	CHECK_EQ(send(fd, h, 10, MSG_NOSIGNAL), 10);
+	usleep(2300 * 1000);
+	CHECK_EQ(send(fd, h + 10, len - 10, MSG_NOSIGNAL), (long long)(len - 10));
+}
+
+static void recv_exact(int fd, uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t k = recv(fd, p, len, 0);
+		CHECK(k > 0);
+		p += k;
+		len -= (size_t)k;
+	}
+}
+
+struct slow_rank0 {
+	char addr[32];
+	int rc;
+};
+
+/* Bootstrap is what is tested: after it, rank 0's first ring exchange finds the fake rank 1
+ * gone, so inca_comm_create fails there; the log says whether the ring and mesh came up. */
+static atomic_int slow_ring_up;
+
+static void slow_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	(void)level;
+	if (strstr(msg, "bootstrap: ring up"))
+		atomic_store(&slow_ring_up, 1);
+}
+
+static void *slow_rank0_main(void *p)
+{
+	struct slow_rank0 *t = p;
+	struct inca_comm_opts o = { .rank = 0, .size = 2, .bootstrap_addr = t->addr, .timeout_ms = 15000,
+				    .log_fn = slow_log, .log_level = 3 };
+	struct inca_comm *c = NULL;
+
+	t->rc = inca_comm_create(&o, &c);
+	if (c)
+		inca_comm_destroy(c);
+	return NULL;
+}
+
+static void test_slow_hellos(void)
+{
+	struct slow_rank0 t = { .rc = 1 };
+	struct sockaddr_in boot = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in mine = boot, r0;
+	socklen_t sl = sizeof mine;
+	uint8_t h[24] = { 0 }, table[16 + 2 * 8], from0[24];
+	pthread_t th;
+	int lfd, bfd, silent, half, ring, mesh, acc, silent_ring;
+
+	boot.sin_port = htons((uint16_t)(PORT_BASE + 600 + getpid() % 300));
+	snprintf(t.addr, sizeof t.addr, "127.0.0.1:%d", ntohs(boot.sin_port));
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(lfd >= 0);
+	CHECK_EQ(bind(lfd, (struct sockaddr *)&mine, sizeof mine), 0);
+	CHECK_EQ(listen(lfd, 8), 0);
+	CHECK_EQ(getsockname(lfd, (struct sockaddr *)&mine, &sl), 0);
+	CHECK_EQ(pthread_create(&th, NULL, slow_rank0_main, &t), 0);
+
+	/* rank 0 accepts in this order: the slow hello first, then the strangers */
+	bfd = connect_retry(&boot);
+	silent = connect_retry(&boot);
+	half = connect_retry(&boot);
+	CHECK_EQ(send(half, "INCB", 4, MSG_NOSIGNAL), 4);
+	put_be32(h, 0x494e4342u); /* INCB */
+	put_be32(h + 4, 1);       /* version */
+	put_be32(h + 8, 2);       /* size */
+	put_be32(h + 12, 1);      /* rank */
+	memcpy(h + 16, &mine.sin_addr.s_addr, 4);
+	memcpy(h + 20, &mine.sin_port, 2);
+	send_slowly(bfd, h, sizeof h);
+	recv_exact(bfd, table, sizeof table);
+	close(bfd);
+	memset(&r0, 0, sizeof r0);
+	r0.sin_family = AF_INET;
+	memcpy(&r0.sin_addr.s_addr, table + 16, 4);
+	memcpy(&r0.sin_port, table + 20, 2);
+
+	memset(h, 0, sizeof h);
+	put_be32(h, 0x494e4352u); /* INCR: rank 1's ring send side goes to rank 0 */
+	put_be32(h + 4, 2);
+	put_be32(h + 8, 1);
+	memcpy(h + 16, table + 8, 8); /* the job's nonce */
+	ring = connect_retry(&r0);
+	silent_ring = connect_retry(&r0); /* a stranger on the ring listener too */
+	send_slowly(ring, h, sizeof h);
+	put_be32(h, 0x494e434du); /* INCM: the mesh connection to the lower rank 0 */
+	mesh = connect_retry(&r0);
+	CHECK_EQ(send(mesh, h, sizeof h, MSG_NOSIGNAL), (long long)sizeof h);
+	acc = accept(lfd, NULL, NULL); /* rank 0's ring send side */
+	CHECK(acc >= 0);
+	recv_exact(acc, from0, sizeof from0);
+	CHECK_EQ(from0[3], 'R');
+	for (int i = 0; i < 1000 && !atomic_load(&slow_ring_up); i++)
+		usleep(10000);
+	close(acc);
+	close(mesh);
+	close(ring);
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&slow_ring_up), 1);
+	CHECK(t.rc < 0); /* the ring's first exchange met the closed fake, on time */
+	close(silent_ring);
+	close(half);
+	close(silent);
+	close(lfd);
+}
+
 int main(void)
 {
 	struct inca_comm_opts o;
@@ -290,6 +435,7 @@ int main(void)
 	o.timeout_ms = 1500;
 	CHECK_EQ(test_run_ranks(2, PORT_BASE, &o, rank_idle, NULL), 0);
 	test_threads();
+	test_slow_hellos();
 	printf("ring_test: ok\n");
 	return 0;
 }
