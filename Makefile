@@ -6,6 +6,7 @@ MESON      ?= meson
 DEMO_ARGS  ?=
 FABRIC_RATE ?=
 FABRIC_LOSS ?=
+FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo fabric-bench sim-report
 
@@ -34,6 +35,12 @@ check-asan: deps $(BUILD_SAN)/build.ninja
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  $(MESON) test -C $(BUILD_SAN) --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
 	    --no-suite fuzz  # the fuzz suite already runs sanitized (clang) in `make check`
+
+# Long fuzzing: every harness of the fuzz suite for FUZZ_SECONDS each (default 10 min; `make check`
+# gives each 20 s). Crashing inputs are kept in $${TMPDIR:-/tmp}/inca-fuzz-artifacts/<harness>/.
+fuzz: build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(MESON) test -C $(BUILD) --suite fuzz --print-errorlogs \
+	  --num-processes 2 --timeout-multiplier 0 --verbose
 
 # A leaf-spine fabric of network namespaces with rate-limited veth links (needs root).
 fabric-demo: build

@@ -7,7 +7,8 @@
 #   Relative paths are taken from the repository root. The harness may write its own seeds in
 #   LLVMFuzzerInitialize when INCA_FUZZ_SEED_DIR is set (see fuzz_wire_seeds.h); -c adds seed
 #   files from a directory. Extra compile flags: FUZZ_CFLAGS (e.g. -I for generated headers);
-#   extra link flags: FUZZ_LDFLAGS (default -lz). Crashing inputs are kept
+#   extra link flags: FUZZ_LDFLAGS (default -lz). FUZZ_SECONDS overrides -t (`make fuzz` uses it
+#   for long runs). Crashing inputs are kept
 #   in ${FUZZ_ARTIFACTS:-${TMPDIR:-/tmp}/inca-fuzz-artifacts}/<harness>/.
 # example (switch config parser):
 #   tests/fuzz/run_fuzz.sh -t 20 tests/fuzz/fuzz_sw_config.c daemons/switch/config.c lib/util/util.c
@@ -23,6 +24,7 @@ while getopts "t:c:" o; do
 	esac
 done
 shift $((OPTIND - 1))
+secs=${FUZZ_SECONDS:-$secs}
 [ $# -ge 1 ] || { echo "usage: $0 [-t SECONDS] [-c SEED_DIR] harness.c [sources...]" >&2; exit 2; }
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
