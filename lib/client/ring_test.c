@@ -321,6 +321,7 @@ static void recv_exact(int fd, uint8_t *p, size_t len)
 struct slow_rank0 {
 	char addr[32];
 	int rc;
+	atomic_int done;
 };
 
 /* Bootstrap is what is tested: after it, rank 0's first ring exchange finds the fake rank 1
@@ -345,12 +346,13 @@ static void *slow_rank0_main(void *p)
 	t->rc = inca_comm_create(&o, &c);
 	if (c)
 		inca_comm_destroy(c);
+	atomic_store(&t->done, 1);
 	return NULL;
 }
 
 static void test_slow_hellos(void)
 {
-	struct slow_rank0 t = { .rc = 1 };
+	struct slow_rank0 t;
 	struct sockaddr_in boot = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct sockaddr_in mine = boot, r0;
 	socklen_t sl = sizeof mine;
@@ -358,14 +360,24 @@ static void test_slow_hellos(void)
 	pthread_t th;
 	int lfd, bfd, silent, half, ring, mesh, acc, silent_ring;
 
-	boot.sin_port = htons((uint16_t)(PORT_BASE + 600 + getpid() % 300));
-	snprintf(t.addr, sizeof t.addr, "127.0.0.1:%d", ntohs(boot.sin_port));
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(lfd >= 0);
 	CHECK_EQ(bind(lfd, (struct sockaddr *)&mine, sizeof mine), 0);
 	CHECK_EQ(listen(lfd, 8), 0);
 	CHECK_EQ(getsockname(lfd, (struct sockaddr *)&mine, &sl), 0);
-	CHECK_EQ(pthread_create(&th, NULL, slow_rank0_main, &t), 0);
+	for (int attempt = 0;; attempt++) {
+		CHECK(attempt < 20);
+		memset(&t, 0, sizeof t);
+		boot.sin_port = htons((uint16_t)(PORT_BASE + 600 + (getpid() + attempt * 53) % 300));
+		snprintf(t.addr, sizeof t.addr, "127.0.0.1:%d", ntohs(boot.sin_port));
+		CHECK_EQ(pthread_create(&th, NULL, slow_rank0_main, &t), 0);
+		for (int i = 0; i < 30 && !atomic_load(&t.done); i++)
+			usleep(10000); /* rank 0 binds at once; a busy port ends it at once */
+		if (!atomic_load(&t.done))
+			break;
+		pthread_join(th, NULL);
+		CHECK_EQ(t.rc, -EADDRINUSE);
+	}
 
 	/* rank 0 accepts in this order: the slow hello first, then the strangers */
 	bfd = connect_retry(&boot);
