@@ -230,8 +230,8 @@ static int tcp_connect(struct in_addr src_ip, const struct sockaddr_in *sa, uint
 
 /* Connections accepted on one listener whose fixed-size hello has not fully arrived. They are
  * all polled together until the caller's deadline, so a hello that TCP has to retransmit
- * (a lost segment after a retransmitted SYN waits out a 3 s RTO) keeps its connection,
- * and a stranger that connects and stays silent blocks nobody. */
+ * (backed-off RTOs on a lossy link add up to seconds) keeps its connection, and a stranger
+ * that connects and stays silent blocks nobody. */
 struct hello_wait {
 	int lfd, n, cap;
 	struct pending {

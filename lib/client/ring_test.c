@@ -275,7 +275,7 @@ static void test_threads(void)
 
 /* Slow hellos: rank 1 is played here by hand (the wire format is restated from
  * bootstrap.c), so each of its hellos can arrive 2.3 s after its connection, as when TCP
- * retransmits a lost segment after a retransmitted SYN (3 s RTO). Meanwhile two strangers
+ * retransmits lost segments with backed-off RTOs. Meanwhile two strangers
  * hold connections to rank 0's listeners: one silent, one with half a hello. Rank 0 must
  * still complete the ring and mesh; the old bootstrap gave a hello 2 s and then dropped its
  * connection for good, so a 2% lossy fabric timed out now and then. */
