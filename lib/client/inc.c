@@ -769,7 +769,11 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		return -ETIMEDOUT;
 	}
 	++old->ntimeouts;
-	if (++ic->silent_rtos >= cfg->retx_limit) {
+	/* Without an answered chunk on this communicator (its first call) there is no probe: a
+	 * silent switch and peers that have not entered the call yet look the same, and start
+	 * skew of seconds is common (one rank still loading data or filling a buffer). Then only
+	 * the late-peer rule below applies: timeout_ms without progress. */
+	if (++ic->silent_rtos >= cfg->retx_limit && ic->probe_ok) {
 		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts, "
 			   "switch silent", (unsigned long long)old->g,
 			   (unsigned)(old->g % cfg->nslots), old->ntimeouts);
