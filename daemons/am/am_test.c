@@ -84,16 +84,24 @@ static void write_file(const char *path, const char *text)
 		die("cannot write %s", path);
 }
 
-static void wait_file(const char *path, pid_t pid)
+/* true once path exists; false if the daemon exited first. */
+static bool wait_file_or_exit(const char *path, pid_t pid)
 {
 	for (int i = 0; i < 200; i++) {
 		if (access(path, F_OK) == 0)
-			return;
+			return true;
 		if (waitpid(pid, NULL, WNOHANG) == pid)
-			die("daemon for %s exited early", path);
+			return false;
 		usleep(25000);
 	}
 	die("timeout waiting for %s", path);
+	return false;
+}
+
+static void wait_file(const char *path, pid_t pid)
+{
+	if (!wait_file_or_exit(path, pid))
+		die("daemon for %s exited early", path);
 }
 
 static pid_t spawn(char *const argv[])
@@ -106,14 +114,27 @@ static pid_t spawn(char *const argv[])
 	return p;
 }
 
+static int free_tcp_port(void);
+static bool am_addr_fixed; /* the AM has listened there: a restart must use the same address */
+
+/* Start inca-am on am_addr. Before its first start the address is nobody's yet: if another
+ * process took the port between free_tcp_port() and the AM's bind (the AM then exits at once
+ * with "cannot listen"), take another port. */
 static void start_am(void)
 {
 	char ready[300];
 	snprintf(ready, sizeof ready, "%s/am.ready", tmpdir);
-	unlink(ready);
-	am_pid = spawn((char *const[]){ (char *)am_path, "-c", am_conf, "-j", journal, "-l", am_addr,
-					"--ready-file", ready, "-v", NULL });
-	wait_file(ready, am_pid);
+	for (int attempt = 0;; attempt++) {
+		unlink(ready);
+		am_pid = spawn((char *const[]){ (char *)am_path, "-c", am_conf, "-j", journal, "-l",
+						am_addr, "--ready-file", ready, "-v", NULL });
+		if (wait_file_or_exit(ready, am_pid))
+			break;
+		if (am_addr_fixed || attempt == 9)
+			die("daemon for %s exited early", ready);
+		snprintf(am_addr, sizeof am_addr, "127.0.0.1:%d", free_tcp_port());
+	}
+	am_addr_fixed = true;
 }
 
 static void stop_am(void)
@@ -804,8 +825,6 @@ static void case_tls(void)
 
 int main(int argc, char **argv)
 {
-	int port;
-
 	if (argc != 6) {
 		fprintf(stderr, "usage: am_test fallback|inc|twolevel AM SWITCH INCA-CLI ctl|noctl\n");
 		return 2;
@@ -826,8 +845,7 @@ int main(int argc, char **argv)
 	snprintf(tmpdir, sizeof tmpdir, "/tmp/inca-am-test.XXXXXX");
 	if (!mkdtemp(tmpdir))
 		die("mkdtemp");
-	port = 30000 + (int)(getpid() % 20000);
-	snprintf(am_addr, sizeof am_addr, "127.0.0.1:%d", port);
+	snprintf(am_addr, sizeof am_addr, "127.0.0.1:%d", free_tcp_port());
 	snprintf(journal, sizeof journal, "%s/am.journal", tmpdir);
 	snprintf(am_conf, sizeof am_conf, "%s/am.conf", tmpdir);
 	if (!strcmp(argv[1], "fallback"))
