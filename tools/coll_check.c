@@ -85,6 +85,13 @@ double cc_busbw_factor(enum inca_coll coll, int nranks)
 	}
 }
 
+double cc_link_factor(enum inca_coll coll, int nranks, bool inc)
+{
+	if (inc && (coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_REDUCE_SCATTER))
+		return 1.0;
+	return cc_busbw_factor(coll, nranks);
+}
+
 const char *cc_busbw_text(enum inca_coll coll)
 {
 	switch (coll) {

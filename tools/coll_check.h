@@ -31,6 +31,14 @@ int cc_layout_for(enum inca_coll coll, uint64_t size_bytes, size_t es, int nrank
 double cc_busbw_factor(enum inca_coll coll, int nranks);
 /* Text of the factor for table headers ("2(n-1)/n"). */
 const char *cc_busbw_text(enum inca_coll coll);
+/* Link floor factor: the bytes the busiest host link must carry in one call, as a multiple of
+ * the size S, so that no call can take less than factor * S / B on links of rate B. Host
+ * algorithms (no computation in the network): the busbw factor, which is exactly that lower
+ * bound (AllReduce 2(n-1)/n; a root or every rank must receive S for Reduce and Bcast; ...).
+ * INC (inc = true): what libinca's offload moves per rank: AllReduce, Reduce and Bcast S;
+ * AllGather (n-1)/n (each rank receives the other blocks); ReduceScatter S (each rank sends
+ * every block). Barrier 0. */
+double cc_link_factor(enum inca_coll coll, int nranks, bool inc);
 
 /* 1 for AllReduce, Reduce, ReduceScatter (they take an op). */
 int cc_is_reduction(enum inca_coll coll);

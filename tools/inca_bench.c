@@ -43,6 +43,7 @@ struct bench_opts {
 	double budget_s;
 	uint64_t seed;
 	const char *json_path;
+	double link_bps; /* host link rate (fabric mode), 0: unknown (no link columns) */
 };
 
 /* One Open MPI row, parsed from ompi-coll-bench's JSON before the ranks fork. */
@@ -234,34 +235,70 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 	return 0;
 }
 
-static void print_header(enum inca_coll coll, int n)
+static void print_header(const struct bench_opts *o, enum inca_coll coll, int n)
 {
-	printf("#\n# %s, %d ranks (busbw = algbw * %s)\n", inca_coll_name(coll), n,
-	       cc_busbw_text(coll));
-	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s\n", "size", "count", "type",
-	       "redop", "root", "algo", "time", "algbw", "busbw", "#wrong");
-	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "",
-	       "", "", "(us)", "(GB/s)", "(GB/s)", "");
+	bool link = o->link_bps > 0;
+	printf("#\n# %s, %d ranks (busbw = algbw * %s)%s\n", inca_coll_name(coll), n,
+	       cc_busbw_text(coll),
+	       link ? "; link% = the link floor of the row's kind / time (bench/README.md)" : "");
+	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s%s\n", "size", "count", "type",
+	       "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", link ? "   link%" : "");
+	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s%s\n", "(B)", "(elements)", "", "",
+	       "", "", "(us)", "(GB/s)", "(GB/s)", "", link ? "        " : "");
 	fflush(stdout);
 }
 
-static void print_line(const struct cc_call *c, const char *algo, double time_us, uint64_t wrong,
-		       uint64_t errors, int iters)
+/* The least time any call of this kind can take on the fabric's host links (µs), 0 when the
+ * link rate is unknown or the collective moves no data. */
+static double link_floor_us(const struct bench_opts *o, const struct cc_call *c, bool inc)
+{
+	if (o->link_bps <= 0)
+		return 0;
+	return cc_link_factor(c->coll, c->nranks, inc) * (double)c->L.size_bytes * 8.0 /
+	       o->link_bps * 1e6;
+}
+
+/* inc: the row is INC (its own link floor), else a host algorithm or Open MPI. */
+static void print_line(const struct bench_opts *o, const struct cc_call *c, const char *algo,
+		       bool inc, double time_us, uint64_t wrong, uint64_t errors, int iters)
 {
 	char sz[16], rt[8];
 	const char *op = cc_is_reduction(c->coll) ? inca_op_name(c->op) : "none";
+	double floor_us = link_floor_us(o, c, inc);
 	snprintf(rt, sizeof(rt), "%d", c->root);
 	snprintf(sz, sizeof(sz), "%zu", c->L.size_bytes);
 	printf("  %10s %12zu %6s %6s %4s  %-24s ", sz, c->L.total_count, inca_dtype_name(c->dt), op,
 	       cc_has_root(c->coll) ? rt : "-", algo);
 	if (errors || !iters) {
-		printf("%10s %8s %8s %7llu\n", "ERR", "-", "-", (unsigned long long)wrong);
+		printf("%10s %8s %8s %7llu%s\n", "ERR", "-", "-", (unsigned long long)wrong,
+		       o->link_bps > 0 ? "        -" : "");
 	} else {
 		double algbw = time_us > 0 ? (double)c->L.size_bytes / (time_us * 1e-6) / 1e9 : 0;
-		printf("%10.1f %8.3f %8.3f %7llu\n", time_us, algbw,
+		printf("%10.1f %8.3f %8.3f %7llu", time_us, algbw,
 		       algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)wrong);
+		if (o->link_bps > 0 && floor_us > 0 && time_us > 0)
+			printf(" %7.1f%%", 100.0 * floor_us / time_us);
+		else if (o->link_bps > 0)
+			printf("        -");
+		printf("\n");
 	}
 	fflush(stdout);
+}
+
+/* Fabric mode, after the rows of one size: the floors those rows are measured against. They
+ * hold for sustained traffic; the fabric's tbf shapers let a burst up to their bucket through
+ * at veth speed, so small calls may beat them (link% over 100). */
+static void print_floor(const struct bench_opts *o, const struct cc_call *c, bool offloaded)
+{
+	double host = link_floor_us(o, c, false), inc = link_floor_us(o, c, true);
+	if (host <= 0)
+		return;
+	printf("#   link floor at %.0f Mbit/s: host algorithms and Open MPI >= %.1f us",
+	       o->link_bps / 1e6, host);
+	if (offloaded)
+		printf(", INC >= %.1f us", inc);
+	printf(" (bytes the busiest host link carries / rate; a call smaller than the shaper's\n"
+	       "#   token bucket can pass faster: bench/README.md)\n");
 }
 
 static void json_row(const struct bench_job *j, const struct cc_call *c, int algo,
@@ -283,6 +320,9 @@ static void json_row(const struct bench_job *j, const struct cc_call *c, int alg
 		cc_has_root(c->coll) ? c->root : -1, r->time_us, algbw,
 		algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)r->wrong,
 		(unsigned long long)r->errors, r->iters);
+	double floor_us = link_floor_us(&j->o, c, algo == INCA_ALGO_INC);
+	if (floor_us > 0)
+		fprintf(f, ",\"link_floor_us\":%.3f", floor_us);
 	if (algo == INCA_ALGO_AUTO)
 		fprintf(f, ",\"auto_choose\":\"%s\",\"auto_choose_before\":\"%s\","
 			   "\"auto_served\":\"%s\"", inca_algo_name(r->chosen),
@@ -300,7 +340,7 @@ static void ompi_print(struct bench_job *j, const struct cc_call *c)
 		if (r->coll != (int)c->coll || r->size_bytes != c->L.size_bytes ||
 		    strcmp(r->type, inca_dtype_name(c->dt)) || strcmp(r->op, op))
 			continue;
-		print_line(c, "ompi (TCP)", r->time_us, r->wrong, r->errors, r->iters);
+		print_line(&j->o, c, "ompi (TCP)", false, r->time_us, r->wrong, r->errors, r->iters);
 		j->sh->ompi_wrong += r->wrong;
 		j->sh->ompi_errors += r->errors + (r->iters ? 0 : 1);
 		j->sh->ompi_rows_shown++;
@@ -338,7 +378,7 @@ static int bench_rank_main(struct inca_comm *comm, void *arg)
 	for (int k = 0; k < o->ncolls && !rc; k++) {
 		enum inca_coll coll = o->colls[k];
 		if (rank == 0)
-			print_header(coll, n);
+			print_header(o, coll, n);
 		for (int p = 0; p < o->npairs && !rc; p++) {
 			const struct sweep_pair *pr = &o->pairs[p];
 			size_t es = inca_dtype_size(pr->dt);
@@ -400,13 +440,18 @@ static int bench_rank_main(struct inca_comm *comm, void *arg)
 							 algo_label(res.chosen));
 					else
 						snprintf(label, sizeof(label), "%s", algo_label(algo));
-					print_line(&c, label, res.time_us, res.wrong, res.errors,
-						   res.iters);
+					print_line(o, &c, label, algo == INCA_ALGO_INC ||
+							   (algo == INCA_ALGO_AUTO &&
+							    res.served == INCA_ALGO_INC),
+						   res.time_us, res.wrong, res.errors, res.iters);
 					json_row(j, &c, algo, &res);
 					j->sh->rows++;
 					j->sh->wrong_total += res.wrong;
 					j->sh->errors_total += res.errors + (res.iters ? 0 : 1);
 				}
+				if (rank == 0 && !rc)
+					print_floor(o, &c, inca_coll_algo_valid(comm, coll,
+										INCA_ALGO_INC));
 				if (last)
 					break;
 			}
@@ -787,7 +832,6 @@ int main(int argc, char **argv)
 	uint64_t minb = 4, maxb = 1u << 20, factor = 4;
 	const char *colls = "all", *algos = "all", *types = "fp32:sum", *plot = NULL;
 	const char *fabric = NULL;
-	double link_bps = 0;
 	struct ompi_cfg oc = { 0 };
 	bool verbose = false;
 	o->iters = 20;
@@ -821,7 +865,7 @@ int main(int argc, char **argv)
 		case OPT_MPIRUN: oc.mpirun = optarg; break;
 		case OPT_OMPIBENCH: oc.bench = optarg; break;
 		case OPT_FABRIC: fabric = optarg; break;
-		case OPT_LINK: link_bps = atof(optarg); break;
+		case OPT_LINK: o->link_bps = atof(optarg); break;
 		case OPT_SWITCH: cfg.switch_path = optarg; break;
 		case OPT_ADDR: cfg.addr_index = (unsigned)atoi(optarg); break;
 		case OPT_RTO: cfg.rto_us = (uint32_t)atoi(optarg); break;
@@ -874,8 +918,8 @@ int main(int argc, char **argv)
 		       plan.desc[0] ? plan.desc : fabric, plan.ranks[0].ip,
 		       plan.ranks[cfg.nranks - 1].ip, plan.ranks[0].netns,
 		       plan.ranks[cfg.nranks - 1].netns, plan.am_addr[0] ? ", trees from the AM" : "");
-		if (link_bps > 0)
-			printf("# links  : hosts at %.0f Mbit/s\n", link_bps / 1e6);
+		if (o->link_bps > 0)
+			printf("# links  : hosts at %.0f Mbit/s\n", o->link_bps / 1e6);
 	}
 	printf("# rows   : up to %d timed + %d warmup iterations (%.2f s budget per row), "
 	       "out-of-place, root %d; time = mean per call from the first rank's entry to the last rank's "

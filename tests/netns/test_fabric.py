@@ -553,8 +553,9 @@ def case_bench(build):
         # AllReduce and Bcast of 256 KiB, 4 calls each, leave rank 0 (the Bcast root)
         check(before >= 0 and after - before > 4 * 256 * 1024,
               "Open MPI's traffic crossed rank 0's host link (%d bytes)" % (after - before))
-        # then everything in one run
-        _, r = fabric.run_jobs(fab, bench, args + ["-a", "inc,recdbl,ring,ompi"], 240,
+        # then everything in one run, with the link columns (500 Mbit/s host links)
+        _, r = fabric.run_jobs(fab, bench, args + ["-a", "inc,recdbl,ring,ompi",
+                                                   "--link-rate", "500000000"], 240,
                                stream=False)[0]
         sys.stdout.write(r.stdout)
         if r.returncode:
@@ -569,6 +570,12 @@ def case_bench(build):
         rows = [ln for ln in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s", ln)]
         for algo in ("INC", "recdbl", "ring", "ompi (TCP)"):
             check(any((" %s " % algo) in ln for ln in rows), "a %s row" % algo)
+        # link%: the row's link floor over its time, and the floors in us after each size
+        # (256 KiB AllReduce at 500 Mbit/s: host 2*7/8*S/B = 7340.0 us, INC S/B = 4194.3 us)
+        check(all(re.search(r"\d%$", ln) for ln in rows if " 262144 " in ln),
+              "every 256 KiB row has a link%")
+        check("# link floor at 500 Mbit/s: host algorithms and Open MPI >= 7340.0 us, "
+              "INC >= 4194.3 us" in out, "the AllReduce link floors at 256 KiB")
         after_jobs(fab)
 
 
