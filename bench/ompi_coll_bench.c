@@ -142,9 +142,9 @@ static void run_row(const struct opts *o, struct cc_call *c, void *sbuf, void *r
 		   MPI_COMM_WORLD);
 	MPI_Reduce(&wrong, &w_sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&errors, &e_sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-	double mean = 0;
+	double mean = 0, skew = 0;
 	if (rank == 0)
-		mean = cc_latency_mean_s(all, all + CC_MAX_ITERS, n, 2 * CC_MAX_ITERS, timed);
+		mean = cc_latency_mean_s(all, all + CC_MAX_ITERS, n, 2 * CC_MAX_ITERS, timed, &skew);
 	free(ts);
 	free(all);
 	if (rank != 0)
@@ -154,12 +154,12 @@ static void run_row(const struct opts *o, struct cc_call *c, void *sbuf, void *r
 	fprintf(out, "{\"tool\":\"ompi-coll-bench\",\"algo\":\"ompi\",\"coll\":\"%s\",\"ranks\":%d,"
 		     "\"size_bytes\":%zu,\"count\":%zu,\"type\":\"%s\",\"op\":\"%s\",\"root\":%d,"
 		     "\"time_us\":%.3f,\"algbw_gbps\":%.6f,\"busbw_gbps\":%.6f,\"wrong\":%llu,"
-		     "\"errors\":%llu,\"iters\":%d}\n",
+		     "\"errors\":%llu,\"iters\":%d,\"skew_us\":%.3f}\n",
 		inca_coll_name(c->coll), n, c->L.size_bytes, c->L.total_count,
 		inca_dtype_name(c->dt), cc_is_reduction(c->coll) ? inca_op_name(c->op) : "none",
 		cc_has_root(c->coll) ? c->root : -1, time_us, algbw,
 		algbw * cc_busbw_factor(c->coll, n), (unsigned long long)w_sum,
-		(unsigned long long)e_sum, timed);
+		(unsigned long long)e_sum, timed, skew * 1e6);
 	fflush(out);
 }
 

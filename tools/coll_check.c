@@ -269,20 +269,27 @@ void cc_sched_done(struct cc_sched *s)
 }
 
 double cc_latency_mean_s(const uint64_t *t0, const uint64_t *t1, int nranks, size_t stride,
-			 int ncalls)
+			 int ncalls, double *skew_s)
 {
-	double sum = 0;
+	double sum = 0, skew = 0;
+	if (skew_s)
+		*skew_s = 0;
 	if (ncalls <= 0 || nranks <= 0)
 		return 0;
 	for (int i = 0; i < ncalls; i++) {
-		uint64_t start = UINT64_MAX, end = 0;
+		uint64_t start = UINT64_MAX, last_in = 0, end = 0;
 		for (int r = 0; r < nranks; r++) {
-			if (t0[(size_t)r * stride + (size_t)i] < start)
-				start = t0[(size_t)r * stride + (size_t)i];
-			if (t1[(size_t)r * stride + (size_t)i] > end)
-				end = t1[(size_t)r * stride + (size_t)i];
+			uint64_t in = t0[(size_t)r * stride + (size_t)i];
+			uint64_t out = t1[(size_t)r * stride + (size_t)i];
+			start = in < start ? in : start;
+			last_in = in > last_in ? in : last_in;
+			end = out > end ? out : end;
 		}
 		sum += end > start ? (double)(end - start) * 1e-9 : 0;
+		skew += (double)(last_in - start) * 1e-9;
 	}
+	if (skew_s)
+		*skew_s = skew / ncalls;
 	return sum / ncalls;
 }
+

@@ -83,9 +83,12 @@ void cc_sched_done(struct cc_sched *s);
  * with a start barrier of small exit skew (inca-bench spins on shared memory) the skew adds
  * little.
  * t0[r * stride + i], t1[...]: rank r's entry and return of timed call i, in ns. Returns the
- * mean over the calls, in seconds. */
+ * mean over the calls, in seconds. skew_s (may be NULL) gets the mean start skew: the last
+ * rank's entry minus the first's. No algorithm finishes a call that needs every rank's data
+ * (all but Bcast and Scatter) sooner than that after the first entry, so it is the floor of a
+ * makespan on a machine whose ranks share few cores. */
 double cc_latency_mean_s(const uint64_t *t0, const uint64_t *t1, int nranks, size_t stride,
-			 int ncalls);
+			 int ncalls, double *skew_s);
 
 /* Parse "allreduce,bcast" (or "all") into an ordered list of collectives. Returns how many
  * (<= INCA_COLL_COUNT) or -EINVAL with a message on stderr. */

@@ -51,7 +51,7 @@ struct ompi_row {
 	int coll;
 	size_t size_bytes, count;
 	char type[8], op[8];
-	double time_us, algbw, busbw;
+	double time_us, algbw, busbw, skew_us;
 	uint64_t wrong, errors;
 	int iters;
 	char line[512];
@@ -60,7 +60,7 @@ static struct ompi_row ompi_rows[MAX_OMPI_ROWS];
 static int n_ompi_rows;
 
 struct row_res {
-	double time_us;
+	double time_us, skew_us; /* makespan and start skew, means over the timed calls */
 	uint64_t wrong, errors;
 	int iters;
 	enum inca_algo served; /* AUTO: the algorithm that served most timed calls */
@@ -223,8 +223,10 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 			res->wrong += sh->wrong[r];
 			res->errors += sh->errors[r];
 		}
+		double skew_s;
 		res->time_us = cc_latency_mean_s(&sh->t0[0][0], &sh->t1[0][0], n, CC_MAX_ITERS,
-						 sh->iters) * 1e6;
+						 sh->iters, &skew_s) * 1e6;
+		res->skew_us = skew_s * 1e6;
 	} else {
 		res->wrong = wrong;
 		res->errors = errors;
@@ -241,10 +243,11 @@ static void print_header(const struct bench_opts *o, enum inca_coll coll, int n)
 	printf("#\n# %s, %d ranks (busbw = algbw * %s)%s\n", inca_coll_name(coll), n,
 	       cc_busbw_text(coll),
 	       link ? "; link% = the link floor of the row's kind / time (bench/README.md)" : "");
-	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s%s\n", "size", "count", "type",
-	       "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", link ? "   link%" : "");
-	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s%s\n", "(B)", "(elements)", "", "",
-	       "", "", "(us)", "(GB/s)", "(GB/s)", "", link ? "        " : "");
+	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s %8s%s\n", "size", "count", "type",
+	       "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", "skew",
+	       link ? "   link%" : "");
+	printf("# %10s %12s %6s %6s %4s  %-24s %10s %8s %8s %7s %8s%s\n", "(B)", "(elements)", "",
+	       "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", link ? "        " : "");
 	fflush(stdout);
 }
 
@@ -260,7 +263,7 @@ static double link_floor_us(const struct bench_opts *o, const struct cc_call *c,
 
 /* inc: the row is INC (its own link floor), else a host algorithm or Open MPI. */
 static void print_line(const struct bench_opts *o, const struct cc_call *c, const char *algo,
-		       bool inc, double time_us, uint64_t wrong, uint64_t errors, int iters)
+		       bool inc, const struct row_res *r)
 {
 	char sz[16], rt[8];
 	const char *op = cc_is_reduction(c->coll) ? inca_op_name(c->op) : "none";
@@ -269,15 +272,20 @@ static void print_line(const struct bench_opts *o, const struct cc_call *c, cons
 	snprintf(sz, sizeof(sz), "%zu", c->L.size_bytes);
 	printf("  %10s %12zu %6s %6s %4s  %-24s ", sz, c->L.total_count, inca_dtype_name(c->dt), op,
 	       cc_has_root(c->coll) ? rt : "-", algo);
-	if (errors || !iters) {
-		printf("%10s %8s %8s %7llu%s\n", "ERR", "-", "-", (unsigned long long)wrong,
-		       o->link_bps > 0 ? "        -" : "");
+	if (r->errors || !r->iters) {
+		printf("%10s %8s %8s %7llu %8s%s\n", "ERR", "-", "-", (unsigned long long)r->wrong,
+		       "-", o->link_bps > 0 ? "        -" : "");
 	} else {
-		double algbw = time_us > 0 ? (double)c->L.size_bytes / (time_us * 1e-6) / 1e9 : 0;
-		printf("%10.1f %8.3f %8.3f %7llu", time_us, algbw,
-		       algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)wrong);
-		if (o->link_bps > 0 && floor_us > 0 && time_us > 0)
-			printf(" %7.1f%%", 100.0 * floor_us / time_us);
+		double algbw = r->time_us > 0 ? (double)c->L.size_bytes / (r->time_us * 1e-6) / 1e9
+					      : 0;
+		printf("%10.1f %8.3f %8.3f %7llu", r->time_us, algbw,
+		       algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)r->wrong);
+		if (r->skew_us >= 0)
+			printf(" %8.1f", r->skew_us);
+		else
+			printf(" %8s", "-");
+		if (o->link_bps > 0 && floor_us > 0 && r->time_us > 0)
+			printf(" %7.1f%%", 100.0 * floor_us / r->time_us);
 		else if (o->link_bps > 0)
 			printf("        -");
 		printf("\n");
@@ -313,13 +321,13 @@ static void json_row(const struct bench_job *j, const struct cc_call *c, int alg
 	fprintf(f, "{\"tool\":\"inca-bench\",\"algo\":\"%s\",\"coll\":\"%s\",\"ranks\":%d,"
 		   "\"size_bytes\":%zu,\"count\":%zu,\"type\":\"%s\",\"op\":\"%s\",\"root\":%d,"
 		   "\"time_us\":%.3f,\"algbw_gbps\":%.6f,\"busbw_gbps\":%.6f,\"wrong\":%llu,"
-		   "\"errors\":%llu,\"iters\":%d",
+		   "\"errors\":%llu,\"iters\":%d,\"skew_us\":%.3f",
 		algo == INCA_ALGO_AUTO ? "auto" : inca_algo_name((enum inca_algo)algo),
 		inca_coll_name(c->coll), c->nranks, c->L.size_bytes, c->L.total_count,
 		inca_dtype_name(c->dt), cc_is_reduction(c->coll) ? inca_op_name(c->op) : "none",
 		cc_has_root(c->coll) ? c->root : -1, r->time_us, algbw,
 		algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)r->wrong,
-		(unsigned long long)r->errors, r->iters);
+		(unsigned long long)r->errors, r->iters, r->skew_us);
 	double floor_us = link_floor_us(&j->o, c, algo == INCA_ALGO_INC);
 	if (floor_us > 0)
 		fprintf(f, ",\"link_floor_us\":%.3f", floor_us);
@@ -340,7 +348,9 @@ static void ompi_print(struct bench_job *j, const struct cc_call *c)
 		if (r->coll != (int)c->coll || r->size_bytes != c->L.size_bytes ||
 		    strcmp(r->type, inca_dtype_name(c->dt)) || strcmp(r->op, op))
 			continue;
-		print_line(&j->o, c, "ompi (TCP)", false, r->time_us, r->wrong, r->errors, r->iters);
+		struct row_res res = { .time_us = r->time_us, .skew_us = r->skew_us,
+				       .wrong = r->wrong, .errors = r->errors, .iters = r->iters };
+		print_line(&j->o, c, "ompi (TCP)", false, &res);
 		j->sh->ompi_wrong += r->wrong;
 		j->sh->ompi_errors += r->errors + (r->iters ? 0 : 1);
 		j->sh->ompi_rows_shown++;
@@ -443,7 +453,7 @@ static int bench_rank_main(struct inca_comm *comm, void *arg)
 					print_line(o, &c, label, algo == INCA_ALGO_INC ||
 							   (algo == INCA_ALGO_AUTO &&
 							    res.served == INCA_ALGO_INC),
-						   res.time_us, res.wrong, res.errors, res.iters);
+						   &res);
 					json_row(j, &c, algo, &res);
 					j->sh->rows++;
 					j->sh->wrong_total += res.wrong;
@@ -540,6 +550,7 @@ static int parse_ompi_rows(const char *path)
 			snprintf(r->type, sizeof(r->type), "%s", ty->str);
 			snprintf(r->op, sizeof(r->op), "%s", op->str);
 			r->time_us = json_num(json_get(jr, "time_us"), 0);
+			r->skew_us = json_num(json_get(jr, "skew_us"), -1);
 			r->algbw = json_num(json_get(jr, "algbw_gbps"), 0);
 			r->busbw = json_num(json_get(jr, "busbw_gbps"), 0);
 			r->wrong = (uint64_t)json_num(json_get(jr, "wrong"), 0);

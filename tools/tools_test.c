@@ -1,7 +1,7 @@
 /* Unit tests of the tools library: the JSON reader (on a switch-stats-shaped document), the
  * reference fp16/bf16 conversions (cross-checked with lib/agg over all 65536 patterns), the
  * test-data checker (catches one flipped bit, exact data really is exact in any order), size
- * parsing and the loopback address plan. */
+ * parsing, the loopback address plan and inca-bench's timing and link-floor arithmetic. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 
 #include "agg/agg.h"
 #include "check.h"
+#include "coll_check.h"
 #include "json.h"
 #include "launch.h"
 
@@ -171,6 +172,28 @@ static void test_misc(void)
 	EXPECT(launch_addrs_init(&a, 256) != 0);
 }
 
+/* inca-bench's makespan and start skew over ranks' entry/return times, and the link floors. */
+static void test_timing(void)
+{
+	/* 3 ranks, 2 calls; t0[r][i] entries, t1[r][i] returns (ns) */
+	const uint64_t t0[3][2] = { { 1000, 5000 }, { 1400, 5100 }, { 1100, 5900 } };
+	const uint64_t t1[3][2] = { { 3000, 8000 }, { 2500, 9000 }, { 2000, 7000 } };
+	double skew = -1;
+	double mk = cc_latency_mean_s(&t0[0][0], &t1[0][0], 3, 2, 2, &skew);
+	/* call 0: 3000 - 1000 = 2000, skew 400; call 1: 9000 - 5000 = 4000, skew 900 */
+	EXPECT(fabs(mk - 3000e-9) < 1e-15);
+	EXPECT(fabs(skew - 650e-9) < 1e-15);
+	EXPECT(cc_latency_mean_s(&t0[0][0], &t1[0][0], 3, 2, 0, &skew) == 0 && skew == 0);
+	/* host algorithms: the busbw factor; INC: what the offload moves per rank */
+	EXPECT(cc_link_factor(INCA_COLL_ALLREDUCE, 8, false) == 1.75);
+	EXPECT(cc_link_factor(INCA_COLL_ALLREDUCE, 8, true) == 1.0);
+	EXPECT(cc_link_factor(INCA_COLL_REDUCE_SCATTER, 8, true) == 1.0);
+	EXPECT(cc_link_factor(INCA_COLL_REDUCE_SCATTER, 8, false) == 0.875);
+	EXPECT(cc_link_factor(INCA_COLL_ALLGATHER, 8, true) == 0.875);
+	EXPECT(cc_link_factor(INCA_COLL_BCAST, 8, true) == 1.0);
+	EXPECT(cc_link_factor(INCA_COLL_BARRIER, 8, true) == 0.0);
+}
+
 /* Fabric plan files (tests/netns/fabric.py writes them): a good one parses into the options
  * every rank gets; a bad line is refused. */
 static void test_plan(void)
@@ -224,6 +247,7 @@ int main(void)
 	test_conversions();
 	test_checker();
 	test_misc();
+	test_timing();
 	test_plan();
 	if (fails)
 		fprintf(stderr, "%d failures\n", fails);
