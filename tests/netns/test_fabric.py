@@ -574,7 +574,7 @@ def case_bench(build):
         # (256 KiB AllReduce at 500 Mbit/s: host 2*7/8*S/B = 7340.0 us, INC S/B = 4194.3 us)
         check(all(re.search(r"\d%$", ln) for ln in rows if " 262144 " in ln),
               "every 256 KiB row has a link%")
-        check("# link floor at 500 Mbit/s: host algorithms and Open MPI >= 7340.0 us, "
+        check("#   link floor at 500 Mbit/s: host algorithms and Open MPI >= 7340.0 us, "
               "INC >= 4194.3 us" in out, "the AllReduce link floors at 256 KiB")
         after_jobs(fab)
 
