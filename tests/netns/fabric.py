@@ -172,6 +172,7 @@ class Spec:
         self.check_icrc = True
         self.deterministic = False
         self.drop_rate = 0.0  # inca-switch --drop-rate (all switches)
+        self.busy_poll_us = None  # inca-switch --busy-poll-us (None: the switch's default)
         # control plane: "am" (inca-am builds the trees) or "standalone" (generated trees)
         self.mode = "am"
         self.jobs = 1  # concurrent jobs for 'run' (AM mode): job k = hosts k, k+jobs, ...
@@ -235,6 +236,7 @@ class Spec:
         self.deterministic = take(sw, "deterministic", lambda v: yn[v.lower()],
                                   self.deterministic)
         self.drop_rate = take(sw, "drop_rate", float, self.drop_rate)
+        self.busy_poll_us = take(sw, "busy_poll_us", int, self.busy_poll_us)
         self.mode = take(am, "mode", lambda v: v.strip().lower(), self.mode)
         self.jobs = take(am, "jobs", int, self.jobs)
         self.heartbeat_ms = take(am, "heartbeat_ms", int, self.heartbeat_ms)
@@ -604,6 +606,8 @@ class Fabric:
                 argv += ["--netconf-unix", self.netconf_sock(sw)]
             if s.drop_rate > 0:
                 argv += ["--drop-rate", str(s.drop_rate), "--seed", str(len(self.procs) + 7)]
+            if s.busy_poll_us is not None:
+                argv += ["--busy-poll-us", str(s.busy_poll_us)]
             argv += list(extra_args or [])
             self.argv[sw["name"]] = argv
             logf = open(os.path.join(self.workdir, sw["name"] + ".log"), "w")

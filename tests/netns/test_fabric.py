@@ -533,13 +533,19 @@ def case_bench(build):
     if not os.access(os.path.join(build, "bench", "ompi-coll-bench"), os.X_OK):
         print("SKIP: bench/ompi-coll-bench not built (Open MPI development files)")
         return SKIP
-    fab = am_fabric(build, am_spec())
+    spec = am_spec()
+    spec.busy_poll_us = 0  # as tools/fabric-example.ini: 3 daemons + 8 ranks share 2 cores
+    fab = am_fabric(build, spec)
     if fab is None:
         print("SKIP: inca-am not built (no gRPC)")
         return SKIP
     bench = os.path.join(build, "tools", "inca-bench")
     with fab:
         fab.start_switches()
+        check(all(a[a.index("--busy-poll-us") + 1] == "0" for a in fab.argv.values()
+                  if "inca-switch" in " ".join(a)) and
+              sum("--busy-poll-us" in a for a in fab.argv.values()) == 3,
+              "every switch runs with --busy-poll-us 0 (the [switch] busy_poll_us key)")
         host0 = fab.prefix + "h0"
         args = ["-n", "8", "-b", "8", "-e", "256K", "-f", "32768", "-c", "allreduce,bcast",
                 "-w", "1", "-i", "3", "--budget", "1"]
