@@ -151,6 +151,9 @@ void client_coll_free(struct inca_comm *c);
 int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a, enum inca_algo algo);
 int client_host_algo_valid(enum inca_coll coll, enum inca_algo algo);
 enum inca_algo client_host_choose(const struct inca_comm *c, enum inca_coll coll, size_t bytes);
+/* The AUTO tuner's verdict for one size bucket: ns[2i] / ns[2i + 1] are the i-th INC / host
+ * durations (agreed over ranks); true when INC's fastest is no slower than the host's. */
+bool client_tune_prefers_inc(const uint64_t *ns, unsigned pairs);
 
 /* am.c failover (issue 4) */
 /* Tell the AM (ReportFailure) that the INC path of the current tree generation failed

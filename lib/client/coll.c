@@ -28,11 +28,15 @@
 #define REENABLE_EVERY 16
 #define TUNE_BUCKETS 48
 
-enum tune_state { TUNE_NEW, TUNE_TRIED_INC, TUNE_DONE };
+/* AUTO measures INC and the host algorithm TUNE_PAIRS times each per size bucket, alternating,
+ * before it decides: one sample each let a single descheduled rank (tens of microseconds on a
+ * shared machine) flip the choice for good. */
+#define TUNE_PAIRS 3
 
 struct tune_entry {
-	uint8_t state, choice; /* choice: 1 = INC, 0 = host */
-	uint64_t inc_ns;
+	uint8_t nsamples;      /* calls measured: even -> the next runs on INC, odd -> host */
+	uint8_t done, choice;  /* choice: 1 = INC, 0 = host */
+	uint64_t ns[2 * TUNE_PAIRS]; /* this rank's durations: [2i] INC, [2i + 1] host */
 };
 
 struct nb_req;
@@ -324,6 +328,22 @@ static unsigned bucket_of(size_t bytes)
 	return b;
 }
 
+/* The fastest of a path's samples (path 0: INC, 1: host): noise only ever adds time, so the
+ * minimum is the estimate least disturbed by the machine. */
+static uint64_t tune_best(const uint64_t *ns, unsigned pairs, unsigned path)
+{
+	uint64_t best = UINT64_MAX;
+	for (unsigned i = 0; i < pairs; i++)
+		if (ns[2 * i + path] < best)
+			best = ns[2 * i + path];
+	return best;
+}
+
+bool client_tune_prefers_inc(const uint64_t *ns, unsigned pairs)
+{
+	return tune_best(ns, pairs, 0) <= tune_best(ns, pairs, 1);
+}
+
 /* AUTO's answer without side effects. INC for an offloadable collective while INC is on,
  * unless the tuner measured the host algorithm faster at this size. */
 enum inca_algo inca_coll_choose(const struct inca_comm *c, enum inca_coll coll, size_t bytes)
@@ -332,7 +352,7 @@ enum inca_algo inca_coll_choose(const struct inca_comm *c, enum inca_coll coll, 
 		return INCA_ALGO_RING;
 	if (coll_offloadable(coll) && inc_usable(c)) {
 		const struct tune_entry *t = &c->coll->tune[coll][bucket_of(bytes)];
-		if (c->coll->tune_off || t->state != TUNE_DONE || t->choice)
+		if (c->coll->tune_off || !t->done || t->choice)
 			return INCA_ALGO_INC;
 	}
 	return client_host_choose(c, coll, bytes);
@@ -717,36 +737,38 @@ static int coll_run(struct inca_comm *c, const struct inca_coll_args *a0)
 	size_t bytes = args_bytes(&a);
 	if (coll_offloadable(a.coll) && inc_usable(c)) {
 		struct tune_entry *t = &k->tune[a.coll][bucket_of(bytes)];
-		if (k->tune_off || t->state == TUNE_DONE || c->cfg.size == 1) {
+		if (k->tune_off || t->done || c->cfg.size == 1) {
 			if (k->tune_off || t->choice || c->cfg.size == 1)
 				return run_inc(c, &a, true);
-		} else if (t->state == TUNE_NEW) {
+		} else if (t->nsamples % 2 == 0) {
 			uint64_t t0 = util_now_ns();
 			rc = run_inc(c, &a, true);
-			if (rc == 0 && k->inc_on) {
-				t->inc_ns = util_now_ns() - t0;
-				t->state = TUNE_TRIED_INC;
-			}
+			if (rc == 0 && k->inc_on)
+				t->ns[t->nsamples++] = util_now_ns() - t0;
 			return rc;
 		} else {
 			enum inca_algo h = client_host_choose(c, a.coll, bytes);
-			uint64_t t0 = util_now_ns(), v[2];
+			uint64_t t0 = util_now_ns();
 			k->counts.calls[a.coll][h]++;
 			if (a.coll == INCA_COLL_ALLREDUCE || a.coll == INCA_COLL_BARRIER)
 				c->stats.ring_calls++;
 			rc = client_host_coll(c, &a, h);
 			if (rc < 0)
 				return rc;
-			v[0] = t->inc_ns;
-			v[1] = util_now_ns() - t0;
-			if ((rc = agree(c, SEQ_TUNE, v, 2, INCA_MAX)) < 0)
+			t->ns[t->nsamples++] = util_now_ns() - t0;
+			if (t->nsamples < 2 * TUNE_PAIRS)
+				return 0;
+			/* every sample as the slowest rank saw it: the same numbers on every rank */
+			if ((rc = agree(c, SEQ_TUNE, t->ns, 2 * TUNE_PAIRS, INCA_MAX)) < 0)
 				return rc;
-			t->choice = v[0] <= v[1];
-			t->state = TUNE_DONE;
-			client_log(&c->cfg, 3, "tune: %s %zu B: inc %llu us, %s %llu us -> %s",
-				   inca_coll_name(a.coll), bytes, (unsigned long long)(v[0] / 1000),
-				   inca_algo_name(h), (unsigned long long)(v[1] / 1000),
-				   t->choice ? "inc" : inca_algo_name(h));
+			t->choice = client_tune_prefers_inc(t->ns, TUNE_PAIRS);
+			t->done = 1;
+			client_log(&c->cfg, 3, "tune: %s %zu B: inc %llu us, %s %llu us (best of %d) -> %s",
+				   inca_coll_name(a.coll), bytes,
+				   (unsigned long long)(tune_best(t->ns, TUNE_PAIRS, 0) / 1000),
+				   inca_algo_name(h),
+				   (unsigned long long)(tune_best(t->ns, TUNE_PAIRS, 1) / 1000),
+				   TUNE_PAIRS, t->choice ? "inc" : inca_algo_name(h));
 			return 0;
 		}
 	}

@@ -579,6 +579,27 @@ static void test_choose(void)
 	}
 }
 
+/* The AUTO tuner's verdict: the fastest sample of each path decides, so one outlier (a
+ * descheduled rank) on the faster path does not flip the choice; ties go to INC. */
+static void test_tune_verdict(void)
+{
+	/* [INC, host] x 3: INC's first call hit a 900 us stall, otherwise INC is faster */
+	const uint64_t inc_outlier[] = { 900000, 150000, 60000, 150000, 62000, 148000 };
+	/* the host path is faster every time, INC once looked fast only against a host stall */
+	const uint64_t host_faster[] = { 200000, 900000, 210000, 150000, 205000, 151000 };
+	const uint64_t tie[] = { 100, 100, 100, 100, 100, 100 };
+
+	if (!client_tune_prefers_inc(inc_outlier, 3))
+		FAIL("tune: an INC outlier flipped the choice to the host path");
+	if (client_tune_prefers_inc(host_faster, 3))
+		FAIL("tune: the host path is faster but INC was chosen");
+	if (!client_tune_prefers_inc(tie, 3))
+		FAIL("tune: a tie must go to INC");
+	/* with one pair (the old tuner) the outlier wins: that is what 3 pairs fix */
+	if (client_tune_prefers_inc(inc_outlier, 1))
+		FAIL("tune: one pair should have picked the host path here");
+}
+
 int main(int argc, char **argv)
 {
 	static const int sizes[] = { 1, 2, 3, 4, 5, 8 };
@@ -593,6 +614,7 @@ int main(int argc, char **argv)
 	}
 	test_mismatch();
 	test_choose();
+	test_tune_verdict();
 	if (fails) {
 		fprintf(stderr, "host_coll_test: %d failures\n", fails);
 		return 1;
