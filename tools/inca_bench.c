@@ -251,6 +251,12 @@ static void print_header(const struct bench_opts *o, enum inca_coll coll, int n)
 	fflush(stdout);
 }
 
+/* The row measured the INC path: INC itself, or AUTO calls that ran on INC. */
+static bool row_is_inc(int algo, const struct row_res *r)
+{
+	return algo == INCA_ALGO_INC || (algo == INCA_ALGO_AUTO && r->served == INCA_ALGO_INC);
+}
+
 /* The least time any call of this kind can take on the fabric's host links (µs), 0 when the
  * link rate is unknown or the collective moves no data. */
 static double link_floor_us(const struct bench_opts *o, const struct cc_call *c, bool inc)
@@ -328,7 +334,7 @@ static void json_row(const struct bench_job *j, const struct cc_call *c, int alg
 		cc_has_root(c->coll) ? c->root : -1, r->time_us, algbw,
 		algbw * cc_busbw_factor(c->coll, c->nranks), (unsigned long long)r->wrong,
 		(unsigned long long)r->errors, r->iters, r->skew_us);
-	double floor_us = link_floor_us(&j->o, c, algo == INCA_ALGO_INC);
+	double floor_us = link_floor_us(&j->o, c, row_is_inc(algo, r));
 	if (floor_us > 0)
 		fprintf(f, ",\"link_floor_us\":%.3f", floor_us);
 	if (algo == INCA_ALGO_AUTO)
@@ -450,10 +456,7 @@ static int bench_rank_main(struct inca_comm *comm, void *arg)
 							 algo_label(res.chosen));
 					else
 						snprintf(label, sizeof(label), "%s", algo_label(algo));
-					print_line(o, &c, label, algo == INCA_ALGO_INC ||
-							   (algo == INCA_ALGO_AUTO &&
-							    res.served == INCA_ALGO_INC),
-						   &res);
+					print_line(o, &c, label, row_is_inc(algo, &res), &res);
 					json_row(j, &c, algo, &res);
 					j->sh->rows++;
 					j->sh->wrong_total += res.wrong;

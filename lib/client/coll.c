@@ -759,8 +759,10 @@ static int coll_run(struct inca_comm *c, const struct inca_coll_args *a0)
 			if (t->nsamples < 2 * TUNE_PAIRS)
 				return 0;
 			/* every sample as the slowest rank saw it: the same numbers on every rank */
-			if ((rc = agree(c, SEQ_TUNE, t->ns, 2 * TUNE_PAIRS, INCA_MAX)) < 0)
+			if ((rc = agree(c, SEQ_TUNE, t->ns, 2 * TUNE_PAIRS, INCA_MAX)) < 0) {
+				memset(t, 0, sizeof *t); /* samples may be half-reduced: start over */
 				return rc;
+			}
 			t->choice = client_tune_prefers_inc(t->ns, TUNE_PAIRS);
 			t->done = 1;
 			client_log(&c->cfg, 3, "tune: %s %zu B: inc %llu us, %s %llu us (best of %d) -> %s",
