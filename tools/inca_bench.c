@@ -183,6 +183,14 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 		uint64_t t0 = util_now_ns();
 		int rc = inca_coll(comm, &args);
 		uint64_t t1 = util_now_ns();
+		/* Verify only once every rank has returned: a rank that checks its result while
+		 * others are still in the call takes their CPU (the check regenerates every rank's
+		 * input, 10-100 us at a few KiB) and inflates the makespan of whichever path
+		 * delivers its results less evenly. */
+		if (shm_barrier(sh, n)) {
+			fprintf(stderr, "[rank %d] end barrier timed out\n", rank);
+			return -1;
+		}
 		if (rc) {
 			if (!errors)
 				fprintf(stderr, "[rank %d] %s %s %zu x %s: %s (%d)\n", rank,

@@ -65,7 +65,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 	struct job *j = arg;
 	int me = inca_comm_rank(comm), n = inca_comm_size(comm), k = 0;
 	static const enum inca_dtype dts[] = { INCA_INT32, INCA_FP32, INCA_INT64, INCA_UINT8 };
-	static const size_t counts[] = { 1, 3, 1021, 70001 };
+	static const size_t counts[] = { 1, 3, 500, 1021, 70001 };
 	size_t maxc = 70001 * (size_t)n;
 	uint8_t *sb = malloc(maxc * 8), *rb = malloc(maxc * 8);
 	uint64_t bad = 0, calls = 0;
