@@ -125,6 +125,9 @@ static void run_row(const struct opts *o, struct cc_call *c, void *sbuf, void *r
 		uint64_t t0 = mono_ns();
 		int rc = call(c, sbuf, rbuf, t, op);
 		uint64_t t1 = mono_ns();
+		/* check only once every rank has returned, as inca-bench does: a check running
+		 * beside ranks still in the call would take their CPU */
+		MPI_Barrier(MPI_COMM_WORLD);
 		if (rc != MPI_SUCCESS)
 			errors++;
 		else
