@@ -542,9 +542,10 @@ def case_bench(build):
     bench = os.path.join(build, "tools", "inca-bench")
     with fab:
         fab.start_switches()
-        check(all(a[a.index("--busy-poll-us") + 1] == "0" for a in fab.argv.values()
-                  if "inca-switch" in " ".join(a)) and
-              sum("--busy-poll-us" in a for a in fab.argv.values()) == 3,
+        sw_argv = [a for a in fab.argv.values() if "inca-switch" in " ".join(a)]
+        check(len(sw_argv) == 3 and all("--busy-poll-us" in a and
+                                        a[a.index("--busy-poll-us") + 1] == "0"
+                                        for a in sw_argv),
               "every switch runs with --busy-poll-us 0 (the [switch] busy_poll_us key)")
         host0 = fab.prefix + "h0"
         args = ["-n", "8", "-b", "8", "-e", "256K", "-f", "32768", "-c", "allreduce,bcast",
