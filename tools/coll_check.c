@@ -292,4 +292,3 @@ double cc_latency_mean_s(const uint64_t *t0, const uint64_t *t1, int nranks, siz
 		*skew_s = skew / ncalls;
 	return sum / ncalls;
 }
-

@@ -79,9 +79,9 @@ void cc_sched_done(struct cc_sched *s);
 
 /* Time of one call on a common clock (every rank on one machine: CLOCK_MONOTONIC): its
  * makespan, from the first rank's entry to the last rank's return. A rank that returns early
- * (a root, a leaf of a tree) cannot make a call look shorter than the work it started, and
- * with a start barrier of small exit skew (inca-bench spins on shared memory) the skew adds
- * little.
+ * (a root, a leaf of a tree) cannot make a call look shorter than the work it started. The
+ * start barrier releases every rank at once, but ranks that share a core still start one
+ * after another; that skew is part of every algorithm's makespan and is reported apart.
  * t0[r * stride + i], t1[...]: rank r's entry and return of timed call i, in ns. Returns the
  * mean over the calls, in seconds. skew_s (may be NULL) gets the mean start skew: the last
  * rank's entry minus the first's. No algorithm finishes a call that needs every rank's data

@@ -298,7 +298,7 @@ static void print_line(const struct bench_opts *o, const struct cc_call *c, cons
 			printf(" %8.1f", r->skew_us);
 		else
 			printf(" %8s", "-");
-		if (o->link_bps > 0 && floor_us > 0 && r->time_us > 0)
+		if (floor_us > 0 && r->time_us > 0)
 			printf(" %7.1f%%", 100.0 * floor_us / r->time_us);
 		else if (o->link_bps > 0)
 			printf("        -");
