@@ -12,7 +12,7 @@ static volatile uint32_t sink;
 static void run(const char *name, uint16_t count, uint8_t bsl_code)
 {
 	static uint8_t data[4096], bits[512], buf[WIRE_MAX_UDP_PAYLOAD];
-	struct wire_ipinfo ip = { 0x7F00000Bu, 0x7F000001u, 4791, 4791, 0 };
+	struct wire_ipinfo ip = { 0x7F00000Bu, 0x7F000001u, 4791, 4791, 0, false };
 	struct wire_pkt p;
 	memset(&p, 0, sizeof(p));
 	for (size_t i = 0; i < sizeof(data); i++)

@@ -96,3 +96,53 @@ uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t 
 	crc = wire__crc32((uint32_t)crc, p + tail, len - WIRE_ICRC_LEN - tail);
 	return (uint32_t)crc;
 }
+
+/* Offset of the IPv4 ID in the ICRC input after it: the rest of the rebuilt IPv4/UDP/BTH header
+ * (ICRC_VAR_LEN - 4 bytes) and the payload after the BTH up to the ICRC. */
+static size_t id_tail_bytes(size_t len)
+{
+	return ICRC_VAR_LEN - 4 + len - WIRE_BTH_LEN - WIRE_ICRC_LEN;
+}
+
+/* CRC-32 is linear: two inputs of equal length that differ only in the ID field have CRCs that
+ * differ by D(id1 ^ id2), where D(x) is the register left by the two bytes of x followed by the
+ * n bytes after the ID, all else zero. D is linear in x, so D of the low 7 bits is the XOR of
+ * seven basis values D(1 << b), remembered per thread for the last length seen. */
+#define ID_BITS 7 /* WIRE_GSO_ID_SPAN == 1 << ID_BITS */
+
+static const uint32_t *id_basis(size_t len)
+{
+	static _Thread_local size_t memo_len = SIZE_MAX;
+	static _Thread_local uint32_t memo[ID_BITS];
+
+	if (memo_len != len) {
+		uLong op = crc32_combine_gen((z_off_t)id_tail_bytes(len));
+		/* Register after the ID bytes {0x00, 1 << b} from 0: the high byte leaves it 0. */
+		for (unsigned b = 0; b < ID_BITS; b++)
+			memo[b] = (uint32_t)crc32_combine_op(wire__crc32_byte_raw((uint8_t)(1u << b)),
+							     0, op);
+		memo_len = len;
+	}
+	return memo;
+}
+
+bool wire__icrc_ok(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, uint32_t icrc)
+{
+	_Static_assert(WIRE_GSO_ID_SPAN == 1 << ID_BITS, "ID basis covers the GSO ID span");
+	uint32_t delta = wire_icrc(ip, p, len) ^ icrc;
+
+	if (!delta)
+		return icrc_len_ok(ip, p, len);
+	if (!ip->id_unseen || !icrc_len_ok(ip, p, len) || ip->ip_id >= WIRE_GSO_ID_SPAN)
+		return false;
+	/* Walk every x in 1 .. SPAN-1 in Gray-code order (one XOR each): the ICRC holds for ID
+	 * ip_id ^ x if D(x) == delta. */
+	const uint32_t *basis = id_basis(len);
+	uint32_t d = 0;
+	for (unsigned i = 1; i < WIRE_GSO_ID_SPAN; i++) {
+		d ^= basis[__builtin_ctz(i)];
+		if (d == delta)
+			return true;
+	}
+	return false;
+}

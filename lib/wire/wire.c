@@ -285,7 +285,7 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 	const uint8_t *c = buf + len - WIRE_ICRC_LEN;
 	uint32_t icrc = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
 			(uint32_t)c[3] << 24;
-	if (ip && wire_icrc(ip, buf, len) != icrc)
+	if (ip && !wire__icrc_ok(ip, buf, len, icrc))
 		return WIRE_E_ICRC;
 
 	struct wire_bth *b = &out->bth;

@@ -139,12 +139,26 @@ struct wire_pkt {
 	uint32_t icrc; /* as carried (decode) */
 };
 
+/* Most segments an INCA sender puts in one UDP GSO send (the kernel allows 64 or more). */
+#define WIRE_GSO_MAX_SEGS 64
+/* IPv4 IDs a receiver that cannot see them accepts: 0 .. WIRE_GSO_ID_SPAN - 1, every ID a GSO
+ * send of up to 128 segments (the kernel's limit) can give a segment. */
+#define WIRE_GSO_ID_SPAN 128
+
 /* IPv4/UDP facts the ICRC covers but a UDP socket does not show. Addresses and ports in host
- * byte order. ip_id is 0 for unconnected sockets with IP_PMTUDISC_DO (docs/protocol.md). */
+ * byte order (docs/protocol.md §7). */
 struct wire_ipinfo {
 	uint32_t src_ip, dst_ip;
 	uint16_t src_port, dst_port;
+	/* The IPv4 Identification. An encoder gives the ID the kernel will write: 0 for a datagram
+	 * from an unconnected IP_PMTUDISC_DO socket, k for segment k of a UDP GSO send (the kernel
+	 * numbers a send's segments 0, 1, 2 ...). */
 	uint16_t ip_id;
+	/* Decode only. The receiver cannot see the ID (it reads a UDP socket): ip_id is the first
+	 * guess (a segment's index in a GRO buffer, else 0), and the ICRC also holds if it matches
+	 * for another ID below WIRE_GSO_ID_SPAN. Costs nothing when the guess is right; otherwise
+	 * about 150 XORs (plus 7 CRC shifts the first time a thread sees a length). */
+	bool id_unseen;
 };
 
 /* Bit-string length in bytes for a BSL code (8..512), 0 if invalid. */

@@ -68,5 +68,11 @@ uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t 
 
 /* zlib-compatible CRC-32 (crc32(crc, p, len)), PCLMULQDQ-accelerated where available. */
 uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len);
+/* The CRC register, started at 0 and not inverted, after the one byte b. */
+uint32_t wire__crc32_byte_raw(uint8_t b);
+
+/* True if icrc is the ICRC of the UDP payload p[0..len) for ip, or, with ip->id_unseen, for
+ * ip with any IPv4 ID below WIRE_GSO_ID_SPAN. */
+bool wire__icrc_ok(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, uint32_t icrc);
 
 #endif

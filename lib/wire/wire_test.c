@@ -215,6 +215,39 @@ static void test_ip_id(void)
 	CHECK_ERR(wire_decode_udp(frame + 42, (size_t)flen - 42, &d, &ip), WIRE_OK);
 }
 
+/* A UDP receiver cannot see the ID: with id_unseen it accepts the IDs a GSO send gives its
+ * segments (below WIRE_GSO_ID_SPAN), from any first guess, for every length; no other ID. */
+static void test_ip_id_unseen(void)
+{
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD];
+	struct wire_pkt d;
+
+	for (uint16_t count = 0; count <= 1000; count += 111) {
+		struct wire_pkt p = mkpkt(INCA_FP32, INCA_SUM, 1, count);
+		for (unsigned id = 0; id < WIRE_GSO_ID_SPAN + 3; id += (id < 20 ? 1 : 37)) {
+			struct wire_ipinfo tx = IP_A, rx = IP_A;
+			tx.ip_id = (uint16_t)id;
+			int n = wire_encode_udp(buf, sizeof buf, &p, &tx);
+			CHECK(n > 0);
+			rx.id_unseen = true;
+			for (uint16_t guess = 0; guess < 9; guess += 4) {
+				rx.ip_id = guess;
+				CHECK_ERR(wire_decode_udp(buf, (size_t)n, &d, &rx),
+					  id < WIRE_GSO_ID_SPAN ? WIRE_OK : WIRE_E_ICRC);
+			}
+			rx.id_unseen = false; /* exact: only the true ID */
+			rx.ip_id = (uint16_t)(id ^ 1);
+			CHECK_ERR(wire_decode_udp(buf, (size_t)n, &d, &rx), WIRE_E_ICRC);
+			rx.ip_id = (uint16_t)id;
+			CHECK_ERR(wire_decode_udp(buf, (size_t)n, &d, &rx), WIRE_OK);
+			/* a corrupted byte (the PSN's, or a data byte) is still caught */
+			rx.id_unseen = true;
+			buf[count ? (size_t)n - 6 : 11] ^= 0x10;
+			CHECK_ERR(wire_decode_udp(buf, (size_t)n, &d, &rx), WIRE_E_ICRC);
+		}
+	}
+}
+
 static void fix_ip_csum(uint8_t *frame)
 {
 	uint8_t *h = frame + O_IP;
@@ -548,7 +581,7 @@ static void test_icrc(void)
 
 	uint8_t frame[1024], ps[1100];
 	struct wire_pkt p = mkpkt(INCA_BF16, INCA_SUM, 2, 13);
-	struct wire_ipinfo ip = { 0xC6120001u, 0xC6120102u, 40000, 4791, 0x0BAD };
+	struct wire_ipinfo ip = { 0xC6120001u, 0xC6120102u, 40000, 4791, 0x0BAD, false };
 	int n = wire_encode_frame(frame, sizeof(frame), MAC_D, MAC_S, &p, &ip);
 	CHECK(n > 0);
 	memset(ps, 0xFF, 8);
@@ -579,7 +612,7 @@ static void test_icrc(void)
 		0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0, 0x6f, 0x12, 0x83, 0x3a,
 		0xe2, 0x1f, 0x4f, 0x16,
 	};
-	struct wire_ipinfo kip = { 0xC6120001u, 0xC6120002u, 49152, 4791, 0 };
+	struct wire_ipinfo kip = { 0xC6120001u, 0xC6120002u, 49152, 4791, 0, false };
 	struct wire_pkt d;
 	CHECK_ERR(wire_decode_udp(kat, sizeof(kat), &d, &kip), WIRE_OK);
 	CHECK_EQ(d.inca.dtype, INCA_FP32);
@@ -606,6 +639,7 @@ int main(void)
 	test_err_names();
 	test_roundtrip();
 	test_ip_id();
+	test_ip_id_unseen();
 	test_rejects();
 	test_encode_errors();
 	test_icrc();

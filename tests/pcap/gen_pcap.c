@@ -166,7 +166,7 @@ int main(int argc, char **argv)
 			p.inca.bits = bits;
 			p.data = data;
 			p.data_len = (uint32_t)(count * esize[dt]);
-			struct wire_ipinfo up = { 0x7F00000Au + k % 200, 0x7F000001u, 4791, 4791, 0 };
+			struct wire_ipinfo up = { 0x7F00000Au + k % 200, 0x7F000001u, 4791, 4791, 0, false };
 			if (bsl == 5)
 				up.ip_id = (uint16_t)(0x1000 + gseq); /* ICRC must cover a non-zero ID */
 			emit(&g, &p, &up);
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 			p.inca.flags = WIRE_F_RESULT | (bsl == 3 ? WIRE_F_RETX : 0);
 			p.inca.bfr_id = 0;
 			p.bth.dest_qp = 0x1000u + k;
-			struct wire_ipinfo down = { 0x7F000001u, up.src_ip, 4791, 4791, 0 };
+			struct wire_ipinfo down = { 0x7F000001u, up.src_ip, 4791, 4791, 0, false };
 			emit(&g, &p, &down);
 			gseq++;
 		}
@@ -198,7 +198,7 @@ int main(int argc, char **argv)
 	p.inca.bsl_code = 3;
 	memset(bits, 0xFF, 32);
 	p.inca.bits = bits;
-	struct wire_ipinfo ip = { 0xC6120001u, 0xC6120002u, 51000, 4791, 0 };
+	struct wire_ipinfo ip = { 0xC6120001u, 0xC6120002u, 51000, 4791, 0, false };
 	emit(&g, &p, &ip);
 
 	if (fclose(g.pcap) || fclose(g.tsv)) {

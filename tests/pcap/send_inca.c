@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 		return 77; /* address in use or not allowed here: skip */
 	}
 	struct wire_ipinfo ip = { ntohl(src.sin_addr.s_addr), ntohl(dst.sin_addr.s_addr),
-				  WIRE_ROCE_UDP_PORT, WIRE_ROCE_UDP_PORT, 0 };
+				  WIRE_ROCE_UDP_PORT, WIRE_ROCE_UDP_PORT, 0, false };
 	static uint8_t data[4096], buf[WIRE_MAX_UDP_PAYLOAD];
 	uint8_t bits[8] = { 0 };
 	wire_bier_set(bits, sizeof(bits), 1);
