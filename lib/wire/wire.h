@@ -141,6 +141,11 @@ struct wire_pkt {
 
 /* Most segments an INCA sender puts in one UDP GSO send (the kernel allows 64 or more). */
 #define WIRE_GSO_MAX_SEGS 64
+/* Slots are grouped in aligned blocks of this many (block = slot / WIRE_SLOT_BLOCK). A switch
+ * gives each of its worker threads whole blocks, and the kernel hands a GRO buffer to one
+ * worker: so a sender never puts packets of two blocks into one GSO send (the tag of
+ * util_udptx_add). */
+#define WIRE_SLOT_BLOCK 16
 /* IPv4 IDs a receiver that cannot see them accepts: 0 .. WIRE_GSO_ID_SPAN - 1, every ID a GSO
  * send of up to 128 segments (the kernel's limit) can give a segment. */
 #define WIRE_GSO_ID_SPAN 128
