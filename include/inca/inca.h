@@ -180,6 +180,25 @@ struct inca_comm_stats {
 /* Copy the counters. Cheap. */
 int inca_comm_get_stats(const struct inca_comm *comm, struct inca_comm_stats *out);
 
+/* How the INC data path talks to the kernel. UDP GSO: one send carries up to 15 packets that
+ * the kernel cuts into datagrams; UDP GRO: one receive returns several datagrams of a flow.
+ * Each is used where the kernel accepts it and can be turned off for a process with the
+ * environment variables INCA_UDP_GSO=0 / INCA_UDP_GRO=0. The struct may grow at its end. */
+struct inca_io_stats {
+	int gso;              /* 1: INC sends use UDP GSO now (0: off, refused, or no switch) */
+	int gro;              /* 1: the INC socket has UDP_GRO on */
+	uint64_t tx_syscalls; /* sendmmsg calls of the INC path */
+	uint64_t tx_msgs;     /* messages they carried: GSO sends and single packets */
+	uint64_t gso_sends;   /* messages carrying more than one packet */
+	uint64_t gso_failed;  /* GSO sends the kernel refused (then sent one by one, GSO off) */
+	uint64_t rx_syscalls; /* recvmmsg calls that returned data */
+	uint64_t rx_bufs;     /* buffers they returned */
+	uint64_t rx_gro_bufs; /* buffers holding more than one packet */
+};
+/* Copy the I/O counters: at most out_size bytes (sizeof *out; a smaller, older struct gets its
+ * prefix). 0 or -EINVAL. */
+int inca_comm_get_io_stats(const struct inca_comm *comm, struct inca_io_stats *out, size_t out_size);
+
 /* ---- Aggregation Manager (issue 3): additions ---------------------------------------- */
 
 /* The communicator's view of its AM group (only for communicators created with am_addr). */

@@ -30,6 +30,7 @@ struct client_cfg {
 	struct in_addr host_ip;
 
 	uint64_t busy_poll_ns; /* waits poll this long before sleeping (INCA_BUSY_POLL_US) */
+	bool udp_gso, udp_gro;  /* INC socket offloads wanted (INCA_UDP_GSO / INCA_UDP_GRO, default on) */
 
 	bool have_switch;
 	struct sockaddr_in switch_sa;
@@ -127,6 +128,8 @@ struct client_inc_coll {
 	const uint16_t *bfr_of_rank; /* rank -> BFR-id (collectives with an owner) */
 };
 int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a);
+/* The INC path's I/O counters (zeros without a switch). */
+void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out);
 
 /* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
  * stubs (client_am_start -> -ENOTSUP). */

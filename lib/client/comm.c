@@ -98,6 +98,13 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 			return -EINVAL;
 		cfg->busy_poll_ns = us * 1000ull;
 	}
+	{ /* environment too: "0" turns UDP GSO / GRO off on the INC socket (tests, comparisons) */
+		const char *g = getenv("INCA_UDP_GSO"), *r = getenv("INCA_UDP_GRO");
+		if ((g && *g && strcmp(g, "0") && strcmp(g, "1")) || (r && *r && strcmp(r, "0") && strcmp(r, "1")))
+			return -EINVAL;
+		cfg->udp_gso = !(g && !strcmp(g, "0"));
+		cfg->udp_gro = !(r && !strcmp(r, "0"));
+	}
 	if (cfg->mtu < WIRE_MTU_MIN || cfg->mtu > WIRE_MTU_MAX)
 		return -EINVAL;
 	/* Every data type must fit at least one element per packet. */
@@ -255,5 +262,16 @@ int inca_comm_get_stats(const struct inca_comm *c, struct inca_comm_stats *out)
 	if (!c || !out)
 		return -EINVAL;
 	*out = c->stats;
+	return 0;
+}
+
+int inca_comm_get_io_stats(const struct inca_comm *c, struct inca_io_stats *out, size_t out_size)
+{
+	struct inca_io_stats s;
+
+	if (!c || !out)
+		return -EINVAL;
+	client_inc_io_stats(c, &s);
+	memcpy(out, &s, out_size < sizeof s ? out_size : sizeof s);
 	return 0;
 }

@@ -2,8 +2,9 @@
  * Chunking into slots (docs/protocol.md "Chunking and slots"), an adaptive window of chunks in
  * flight (slow start, AIMD on delay and loss) inside the per-slot self-clocking rule, loss
  * recovery (time-ordered loss detection plus an RTO with exponential backoff, draft-liu §7),
- * batched sendmmsg/recvmmsg, strict verification of every result, a liveness probe that tells a
- * silent switch from late peers, test-only fault injection. */
+ * batched socket I/O through lib/util/udpio (UDP GSO sends and UDP_GRO receives where the
+ * kernel has them, plain sendmmsg/recvmmsg where not), strict verification of every result, a
+ * liveness probe that tells a silent switch from late peers, test-only fault injection. */
 #include "client/client.h"
 
 #include <errno.h>
@@ -14,9 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/udpio.h"
 #include "wire/wire.h"
 
-#define INC_BATCH 64
+/* Packets queued for one flush: several GSO sends of up to 15 full chunks each. */
+#define INC_TX_MAX 128
+/* Buffers per recvmmsg: without GRO one packet each; with GRO each holds up to a GSO send. */
+#define INC_RX_BATCH 64
+#define INC_RX_BATCH_GRO 32
 /* Larger than any valid packet so an oversized datagram is seen whole and rejected. */
 #define INC_PKT_CAP (WIRE_MAX_UDP_PAYLOAD + 64)
 #define INC_SOCKBUF_BYTES (8 << 20)
@@ -133,16 +139,12 @@ struct client_inc {
 	struct inc_job *probe_j;
 	uint8_t *probe_data;
 
-	/* Transmit queue: [tx_head, tx_tail) encoded and waiting for sendmmsg. */
-	unsigned tx_head, tx_tail;
-	uint8_t *txbuf;
-	struct mmsghdr txm[INC_BATCH];
-	struct iovec txv[INC_BATCH];
-
-	uint8_t *rxbuf;
-	struct mmsghdr rxm[INC_BATCH];
-	struct iovec rxv[INC_BATCH];
-	struct sockaddr_in rxsa[INC_BATCH];
+	/* Transmit queue: packets encoded and waiting for the next flush, packed into GSO sends
+	 * where the socket allows (each packet's ICRC covers the IPv4 ID the queue promised). */
+	struct util_udptx *txq;
+	struct util_udprx *rxb;
+	bool gro;
+	uint64_t rx_syscalls, rx_bufs, rx_gro_bufs;
 };
 
 /* One call's parameters. The aggregation space of total_bytes is cut into blocks of
@@ -166,6 +168,44 @@ static void sockbuf(int fd, int force_opt, int opt)
 		setsockopt(fd, SOL_SOCKET, opt, &v, sizeof v);
 }
 
+/* A packet the queue must send alone after the kernel refused its GSO send: it now gets
+ * IPv4 ID 0, so its ICRC is recomputed for that ID. */
+static void inc_reid(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_in *to,
+		     uint32_t src_ip_be)
+{
+	const struct client_inc *ic = arg;
+	struct wire_ipinfo ip = ic->tx_ip;
+	uint32_t icrc;
+
+	(void)to;
+	(void)src_ip_be;
+	if (len < WIRE_ICRC_LEN)
+		return;
+	ip.ip_id = 0;
+	icrc = wire_icrc(&ip, pkt, len);
+	for (unsigned b = 0; b < 4; b++) /* the ICRC is little-endian on the wire */
+		pkt[len - 4 + b] = (uint8_t)(icrc >> (8 * b));
+}
+
+void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out)
+{
+	const struct client_inc *ic = c->inc;
+
+	memset(out, 0, sizeof *out);
+	if (!ic || !ic->txq)
+		return;
+	const struct util_udptx_stats *t = util_udptx_stats(ic->txq);
+	out->gso = util_udptx_gso(ic->txq);
+	out->gro = ic->gro;
+	out->tx_syscalls = t->syscalls;
+	out->tx_msgs = t->msgs;
+	out->gso_sends = t->gso_sends;
+	out->gso_failed = t->gso_failed;
+	out->rx_syscalls = ic->rx_syscalls;
+	out->rx_bufs = ic->rx_bufs;
+	out->rx_gro_bufs = ic->rx_gro_bufs;
+}
+
 int client_inc_open(struct inca_comm *c)
 {
 	const struct client_cfg *cfg = &c->cfg;
@@ -181,11 +221,9 @@ int client_inc_open(struct inca_comm *c)
 	ic->fd = -1;
 	c->inc = ic;
 	ic->chunks = calloc(cfg->nslots, sizeof *ic->chunks);
-	ic->txbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
-	ic->rxbuf = malloc((size_t)INC_BATCH * INC_PKT_CAP);
 	ic->probe_data = malloc(INC_PKT_CAP);
 	ic->probe_j = calloc(1, sizeof *ic->probe_j);
-	if (!ic->chunks || !ic->txbuf || !ic->rxbuf || !ic->probe_data || !ic->probe_j)
+	if (!ic->chunks || !ic->probe_data || !ic->probe_j)
 		return -ENOMEM;
 
 	/* AM path: adopt the socket whose address the AM registered (already bound). */
@@ -207,6 +245,21 @@ int client_inc_open(struct inca_comm *c)
 	}
 	if (getsockname(ic->fd, (struct sockaddr *)&local, &sl) < 0)
 		return -errno;
+	/* GSO: segment k of a send gets IPv4 ID k (the queue says which), covered by its ICRC.
+	 * GRO: results arrive as buffers of several packets, each checked on its own. */
+	bool gso = false, gro = false;
+	util_udp_offloads(ic->fd, cfg->udp_gso, cfg->udp_gro, &gso, &gro);
+	struct util_udptx_opts to = { .max_pkts = INC_TX_MAX, .pkt_cap = WIRE_MAX_UDP_PAYLOAD,
+				      .gso = gso, .reid = inc_reid, .reid_arg = ic };
+	struct util_udprx_opts ro = { .batch = gro ? INC_RX_BATCH_GRO : INC_RX_BATCH,
+				      .pkt_cap = INC_PKT_CAP, .gro = gro };
+	rc = util_udptx_create(&to, &ic->txq);
+	if (rc == 0)
+		rc = util_udprx_create(&ro, &ic->rxb);
+	if (rc < 0)
+		return rc;
+	ic->gro = gro;
+	client_log(cfg, 2, "inc: UDP GSO %s, UDP GRO %s", gso ? "on" : "off", gro ? "on" : "off");
 
 	ic->tx_ip.src_ip = ntohl(local.sin_addr.s_addr);
 	ic->tx_ip.src_port = ntohs(local.sin_port);
@@ -227,18 +280,6 @@ int client_inc_open(struct inca_comm *c)
 	ic->cwnd = INC_WND_INIT < ic->wnd_cap ? INC_WND_INIT : ic->wnd_cap;
 	ic->slow_start = true;
 	ic->reo_mult = 1;
-
-	for (unsigned i = 0; i < INC_BATCH; i++) {
-		ic->txv[i].iov_base = ic->txbuf + (size_t)i * INC_PKT_CAP;
-		ic->txm[i].msg_hdr.msg_iov = &ic->txv[i];
-		ic->txm[i].msg_hdr.msg_iovlen = 1;
-		ic->txm[i].msg_hdr.msg_name = &c->cfg.switch_sa;
-		ic->txm[i].msg_hdr.msg_namelen = sizeof c->cfg.switch_sa;
-		ic->rxv[i].iov_base = ic->rxbuf + (size_t)i * INC_PKT_CAP;
-		ic->rxv[i].iov_len = INC_PKT_CAP;
-		ic->rxm[i].msg_hdr.msg_iov = &ic->rxv[i];
-		ic->rxm[i].msg_hdr.msg_iovlen = 1;
-	}
 	return 0;
 }
 
@@ -251,8 +292,8 @@ void client_inc_close(struct inca_comm *c)
 	if (ic->fd >= 0)
 		close(ic->fd);
 	free(ic->chunks);
-	free(ic->txbuf);
-	free(ic->rxbuf);
+	util_udptx_destroy(ic->txq);
+	util_udprx_destroy(ic->rxb);
 	free(ic->probe_data);
 	free(ic->probe_j);
 	free(ic);
@@ -311,12 +352,18 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	}
 	if (inject_drop(c))
 		return 0;
-	len = wire_encode_udp(ic->txv[ic->tx_tail].iov_base, INC_PKT_CAP, &pkt, &ic->tx_ip);
+	/* The queue packs packets of one slot block (docs/protocol.md §8) into a GSO send and
+	 * says which IPv4 ID the kernel will give this one: the ICRC covers it. */
+	struct wire_ipinfo ip = ic->tx_ip;
+	size_t want = wire_udp_payload_len(cfg->bsl_code, pkt.data_len);
+	uint8_t *buf = util_udptx_add(ic->txq, &cfg->switch_sa, 0, pkt.inca.slot / WIRE_SLOT_BLOCK,
+				      want, &ip.ip_id);
+	if (!buf)
+		return -ENOBUFS; /* callers check tx_full first */
+	len = wire_encode_udp(buf, want, &pkt, &ip);
 	if (len < 0)
 		return len;
-	ic->txv[ic->tx_tail].iov_len = (size_t)len;
-	ic->tx_tail++;
-	return 0;
+	return (size_t)len == want ? 0 : -EPROTO;
 }
 
 /* Send what the queue holds. Returns 0 (possibly with packets left on EAGAIN) or -errno for
@@ -324,36 +371,38 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 static int inc_flush(struct inca_comm *c)
 {
 	struct client_inc *ic = c->inc;
+	const struct util_udptx_stats *st = util_udptx_stats(ic->txq);
+	uint64_t pkts = st->pkts, bytes = st->bytes, errs = st->errors;
+	bool gso = util_udptx_gso(ic->txq);
 
-	while (ic->tx_head < ic->tx_tail) {
-		int n = sendmmsg(ic->fd, ic->txm + ic->tx_head, ic->tx_tail - ic->tx_head, MSG_DONTWAIT);
-		if (n > 0) {
-			for (int i = 0; i < n; i++)
-				c->stats.tx_bytes += ic->txv[ic->tx_head + (unsigned)i].iov_len;
-			c->stats.tx_pkts += (unsigned)n;
-			ic->tx_head += (unsigned)n;
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		if (errno == EMSGSIZE) {
-			client_log(&c->cfg, 0, "inc: packet exceeds the path MTU (mtu option %u)", c->cfg.mtu);
-			return -EMSGSIZE;
-		}
-		/* ENOBUFS, EPERM (firewall), unreachable...: the packet is lost; its timer
-		 * will resend it. */
-		client_log(&c->cfg, 3, "inc: send failed (%d), treated as loss", errno);
-		ic->tx_head++;
+	if (!util_udptx_queued(ic->txq))
+		return 0;
+	/* -EAGAIN: the socket is full, the rest stays queued for the next pass. Other send
+	 * errors (ENOBUFS, EPERM from a firewall, unreachable...) lose the packets concerned;
+	 * their timers resend them. */
+	int rc = util_udptx_flush(ic->txq, ic->fd, MSG_DONTWAIT);
+	c->stats.tx_pkts += st->pkts - pkts;
+	c->stats.tx_bytes += st->bytes - bytes;
+	if (st->errors != errs)
+		client_log(&c->cfg, 3, "inc: %llu packets not sent, treated as loss",
+			   (unsigned long long)(st->errors - errs));
+	if (gso && !util_udptx_gso(ic->txq))
+		client_log(&c->cfg, 1, "inc: the kernel refused a UDP GSO send; sending packets one by one");
+	if (rc == -EMSGSIZE) {
+		client_log(&c->cfg, 0, "inc: packet exceeds the path MTU (mtu option %u)", c->cfg.mtu);
+		return -EMSGSIZE;
 	}
-	ic->tx_head = ic->tx_tail = 0;
 	return 0;
 }
 
 static bool tx_full(const struct client_inc *ic)
 {
-	return ic->tx_tail >= INC_BATCH;
+	return util_udptx_queued(ic->txq) >= INC_TX_MAX;
+}
+
+static bool tx_pending(const struct client_inc *ic)
+{
+	return util_udptx_queued(ic->txq) > 0;
 }
 
 static void rtt_sample(struct client_inc *ic, uint64_t r_ns, uint64_t now_ns)
@@ -452,12 +501,13 @@ static uint64_t reo_wnd_ns(const struct client_inc *ic)
 
 /* Validate one received datagram against the in-flight table and place its data. Returns
  * 1 if it completed a chunk, 0 otherwise (counted as bad / duplicate). */
-static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, size_t len,
+static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct util_udp_dgram *d,
 		      uint64_t now_ns)
 {
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
-	const struct sockaddr_in *from = &ic->rxsa[i];
+	const struct sockaddr_in *from = &d->from;
+	size_t len = d->len;
 	struct wire_ipinfo ipinfo;
 	struct wire_pkt pkt;
 	enum wire_err err;
@@ -469,14 +519,17 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		return 0;
 	/* Only the switch's IP is required: a switch may answer from another UDP port than
 	 * the one it listens on, and the ICRC then covers that port, so take it from the
-	 * datagram. The destination is our bound concrete address; the IPv4 ID is 0. */
-	if ((ic->rxm[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-	    ic->rxm[i].msg_hdr.msg_namelen != sizeof *from ||
+	 * datagram. The destination is our bound concrete address. The IPv4 ID is unseen: 0 for
+	 * a packet sent alone, k for segment k of the switch's GSO send; the first guess is the
+	 * packet's index in its GRO buffer, and the ICRC is accepted for any ID 0..127. */
+	if (d->truncated || from->sin_family != AF_INET ||
 	    from->sin_addr.s_addr != cfg->switch_sa.sin_addr.s_addr)
 		goto bad;
 	ipinfo = ic->rx_ip;
 	ipinfo.src_port = ntohs(from->sin_port);
-	err = wire_decode_udp(ic->rxv[i].iov_base, len, &pkt, &ipinfo);
+	ipinfo.ip_id = d->seg;
+	ipinfo.id_unseen = true;
+	err = wire_decode_udp(d->data, len, &pkt, &ipinfo);
 	if (err != WIRE_OK) {
 		client_log(cfg, 3, "inc: rx rejected: %s", wire_err_name(err));
 		goto bad;
@@ -570,26 +623,24 @@ static long inc_receive(struct inca_comm *c, const struct inc_job *j)
 	long done = 0;
 
 	/* Bounded so timers and sends get their turn under a flood. */
+	const int batch = ic->gro ? INC_RX_BATCH_GRO : INC_RX_BATCH;
 	for (int round = 0; round < 16; round++) {
-		int n;
+		struct util_udp_dgram d;
+		int n = util_udprx_recv(ic->rxb, ic->fd, MSG_DONTWAIT);
 
-		for (unsigned i = 0; i < INC_BATCH; i++) {
-			ic->rxm[i].msg_hdr.msg_name = &ic->rxsa[i];
-			ic->rxm[i].msg_hdr.msg_namelen = sizeof ic->rxsa[i];
-			ic->rxm[i].msg_hdr.msg_flags = 0;
-		}
-		n = recvmmsg(ic->fd, ic->rxm, INC_BATCH, MSG_DONTWAIT, NULL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			return -errno;
-		}
+		if (n == -EAGAIN)
+			break;
+		if (n < 0)
+			return n;
+		ic->rx_syscalls++;
+		ic->rx_bufs += (unsigned)n;
 		uint64_t now = util_now_ns();
-		for (int i = 0; i < n; i++)
-			done += inc_rx_one(c, j, (unsigned)i, ic->rxm[i].msg_len, now);
-		if (n < INC_BATCH)
+		while (util_udprx_next(ic->rxb, &d)) {
+			if (d.seg == 1)
+				ic->rx_gro_bufs++;
+			done += inc_rx_one(c, j, &d, now);
+		}
+		if (n < batch)
 			break;
 	}
 	return done;
@@ -598,7 +649,7 @@ static long inc_receive(struct inca_comm *c, const struct inc_job *j)
 static int inc_fail(struct inca_comm *c, int rc)
 {
 	c->inc_broken = true;
-	c->inc->tx_head = c->inc->tx_tail = 0;
+	util_udptx_clear(c->inc->txq);
 	for (unsigned s = 0; s < c->cfg.nslots; s++)
 		c->inc->chunks[s].active = false;
 	c->inc->inflight = 0;
@@ -845,7 +896,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	 * from g, so all of them must advance it identically. */
 	j.base_g = ic->next_g;
 	ic->next_g += j.nchunks;
-	ic->tx_head = ic->tx_tail = 0;
+	util_udptx_clear(ic->txq);
 	ic->inflight = 0;
 	ic->backoff = 0;
 	ic->tlp_done = false;
@@ -904,16 +955,16 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 
 		/* 5. Wait for results, queue space or the RTO. */
 		struct pollfd pf = { .fd = ic->fd, .events = POLLIN };
-		if (ic->tx_head < ic->tx_tail)
+		if (tx_pending(ic))
 			pf.events |= POLLOUT;
 		now = util_now_ns();
 		uint64_t wait_ns = next_deadline > now ? next_deadline - now : 0;
-		if (wait_ns == 0 && ic->tx_head < ic->tx_tail)
+		if (wait_ns == 0 && tx_pending(ic))
 			wait_ns = INC_QUEUE_WAIT_NS; /* timers are due but the queue is full */
 		if (wait_ns > INC_MAX_WAIT_NS)
 			wait_ns = INC_MAX_WAIT_NS;
 		/* Work left that an empty queue allows: go round again at once instead. */
-		bool more = ic->tx_head == ic->tx_tail &&
+		bool more = !tx_pending(ic) &&
 			    (inc_can_start(ic, cfg, &j) ||
 			     ic->rack_seq > rack_scanned);
 		if (wait_ns && !more) {
@@ -929,7 +980,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		done += (uint64_t)got;
 		if (done == j.nchunks) {
 			/* Stale retransmissions still queued are pointless now. */
-			ic->tx_head = ic->tx_tail = 0;
+			util_udptx_clear(ic->txq);
 			/* The probe outlives the caller's buffers: keep its data. */
 			if (ic->probe_ok && ic->probe_ch.send_data && ic->probe_ch.src != ic->probe_data) {
 				memcpy(ic->probe_data, ic->probe_ch.src, ic->probe_ch.len_bytes);

@@ -2,7 +2,9 @@
  * an echo switch (one member: the result is the contribution) and the real lib/agg engine
  * (three members as threads). Faults on both sides: loss, duplicates, corruption, reordering,
  * a dead switch, a slow (paced) switch. The fake switch also checks the client's packets (ICRC,
- * fields, self-clocking rule) and counts the chunks a member has in flight (window). */
+ * fields, self-clocking rule) and counts the chunks a member has in flight (window).
+ * Socket offloads: the client with UDP GSO/GRO on and off (INCA_UDP_GSO / INCA_UDP_GRO), the
+ * fake switch receiving with or without UDP_GRO and answering with GSO sends or one by one. */
 #include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,6 +13,7 @@
 
 #include "agg/agg.h"
 #include "client/client_test_util.h"
+#include "util/udpio.h"
 #include "util/util.h"
 #include "wire/wire.h"
 
@@ -34,6 +37,8 @@ struct fsw_cfg {
 	bool reorder;            /* results are released in reverse order, HOLD at a time */
 	bool dead;               /* receive and check, never answer */
 	unsigned pace_us;        /* results leave one per pace_us (a slow link): a queue builds */
+	bool gro;                /* receive with UDP_GRO (client GSO sends arrive whole) */
+	bool gso;                /* results that go out at once are packed into GSO sends */
 };
 
 struct fsw {
@@ -62,9 +67,15 @@ struct fsw {
 	/* results, read after join */
 	unsigned long rx, bad, violations, tx;
 	unsigned outstanding, max_outstanding;
+	/* offloads: what the socket got, GRO buffers of several packets, packets whose ICRC did
+	 * not hold for their index in the GRO buffer as IPv4 ID (accepted for another ID) */
+	bool gso_on, gro_on;
+	unsigned long rx_gro_bufs, id_guess_miss;
+	struct util_udptx *txq;
+	struct util_udprx *rxb;
 };
 
-static void fsw_send_raw(struct fsw *s, int bfr, const uint8_t *buf, size_t len)
+static void fsw_note_sent(struct fsw *s, int bfr, const uint8_t *buf, size_t len)
 {
 	if (bfr == 1 && len >= 32) {
 		/* ImmDt sits after BTH (12) and RETH (16) in the UDP payload. */
@@ -74,6 +85,11 @@ static void fsw_send_raw(struct fsw *s, int bfr, const uint8_t *buf, size_t len)
 			s->outstanding--;
 		}
 	}
+}
+
+static void fsw_send_raw(struct fsw *s, int bfr, const uint8_t *buf, size_t len)
+{
+	fsw_note_sent(s, bfr, buf, len);
 	if (sendto(s->fd, buf, len, 0, (struct sockaddr *)&s->member[bfr], sizeof s->member[bfr]) > 0)
 		s->tx++;
 }
@@ -113,6 +129,24 @@ static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
 	p->bth.psn = s->psn++ & 0xFFFFFF;
 	if ((int64_t)p->inca.round > s->answered[bfr][p->inca.slot])
 		s->answered[bfr][p->inca.slot] = p->inca.round;
+	if (!s->cfg.pace_us && !s->cfg.reorder) {
+		/* At once, through the send queue (GSO sends if on): flushed after the batch. */
+		int copies = s->cfg.dup_every && (s->nresults + 1) % s->cfg.dup_every == 0 ? 2 : 1;
+		size_t want = wire_udp_payload_len(p->inca.bsl_code, p->data_len);
+		s->nresults++;
+		for (int k = 0; k < copies; k++) {
+			uint8_t *q = util_udptx_add(s->txq, &s->member[bfr], 0, p->inca.slot / WIRE_SLOT_BLOCK,
+						    want, &ip.ip_id);
+			if (!q || wire_encode_udp(q, want, p, &ip) != (int)want) {
+				s->bad++; /* the queue is flushed after each packet in: never full */
+				return;
+			}
+			if (s->cfg.corrupt_every && s->nresults % s->cfg.corrupt_every == 0)
+				q[want - 6] ^= 0x40;
+			fsw_note_sent(s, bfr, q, want);
+		}
+		return;
+	}
 	len = wire_encode_udp(buf, sizeof buf, p, &ip);
 	if (len < 0) {
 		s->bad++;
@@ -144,11 +178,13 @@ static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
 	}
 }
 
-static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struct sockaddr_in *from)
+static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struct sockaddr_in *from,
+		      uint16_t seg)
 {
 	struct wire_ipinfo ip = {
 		.src_ip = ntohl(from->sin_addr.s_addr), .src_port = ntohs(from->sin_port),
 		.dst_ip = ntohl(s->addr.sin_addr.s_addr), .dst_port = ntohs(s->addr.sin_port),
+		.ip_id = seg,
 	};
 	struct wire_pkt p;
 	uint8_t own[8] = { 0 };
@@ -157,9 +193,16 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 	s->rx++;
 	if (s->cfg.drop > 0 && util_rng_double(&s->rng) < s->cfg.drop)
 		return;
+	/* A UDP socket does not show the IPv4 ID. First strictly: the ID the packet's index in
+	 * its GRO buffer says (right for every segment of a GSO send that arrives whole), then
+	 * any ID a GSO send can give (the kernel cut the send into datagrams before us). */
 	if (wire_decode_udp(buf, len, &p, &ip) != WIRE_OK) {
-		s->bad++;
-		return;
+		ip.id_unseen = true;
+		if (wire_decode_udp(buf, len, &p, &ip) != WIRE_OK) {
+			s->bad++;
+			return;
+		}
+		s->id_guess_miss++;
 	}
 	bfr = p.inca.bfr_id;
 	if (bfr < 1 || bfr > s->cfg.nmembers) {
@@ -201,13 +244,11 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 static void *fsw_main(void *arg)
 {
 	struct fsw *s = arg;
-	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
 
 	while (!atomic_load(&s->stop)) {
 		struct pollfd pf = { .fd = s->fd, .events = POLLIN };
-		struct sockaddr_in from;
-		socklen_t fl = sizeof from;
 		struct timespec ts = { .tv_nsec = 5000000 };
+		struct util_udp_dgram d;
 
 		if (s->pq_n > 0) {
 			uint64_t now = util_now_ns();
@@ -221,9 +262,20 @@ static void *fsw_main(void *arg)
 			fsw_release(s); /* idle: let held results go */
 			continue;
 		}
-		ssize_t n = recvfrom(s->fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
-		if (n > 0)
-			fsw_input(s, buf, (size_t)n, &from);
+		if (util_udprx_recv(s->rxb, s->fd, MSG_DONTWAIT) <= 0)
+			continue;
+		while (util_udprx_next(s->rxb, &d)) {
+			if (d.seg == 1)
+				s->rx_gro_bufs++;
+			if (d.truncated)
+				s->bad++;
+			else
+				fsw_input(s, d.data, d.len, &d.from, d.seg);
+			/* One packet in makes at most MAXM + 1 results (the queue holds 64). */
+			if (util_udptx_queued(s->txq) > 64 - 2 * (MAXM + 1))
+				util_udptx_flush(s->txq, s->fd, 0);
+		}
+		util_udptx_flush(s->txq, s->fd, 0);
 	}
 	return NULL;
 }
@@ -245,6 +297,11 @@ static void fsw_start(struct fsw *s, const struct fsw_cfg *cfg, uint64_t seed)
 	s->fd = socket(AF_INET, SOCK_DGRAM, 0);
 	CHECK(s->fd >= 0);
 	setsockopt(s->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+	util_udp_offloads(s->fd, cfg->gso, cfg->gro, &s->gso_on, &s->gro_on);
+	struct util_udptx_opts to = { .max_pkts = 64, .pkt_cap = WIRE_MAX_UDP_PAYLOAD, .gso = s->gso_on };
+	struct util_udprx_opts ro = { .batch = 16, .pkt_cap = WIRE_MAX_UDP_PAYLOAD + 64, .gro = s->gro_on };
+	CHECK_EQ(util_udptx_create(&to, &s->txq), 0);
+	CHECK_EQ(util_udprx_create(&ro, &s->rxb), 0);
 	if (setsockopt(s->fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) < 0)
 		setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
 	s->addr.sin_family = AF_INET;
@@ -277,6 +334,8 @@ static void fsw_stop(struct fsw *s)
 	close(s->fd);
 	agg_tree_destroy(s->tree);
 	free(s->pq);
+	util_udptx_destroy(s->txq);
+	util_udprx_destroy(s->rxb);
 }
 
 static void opts_for(struct inca_comm_opts *o, const struct fsw *s, char *swaddr, size_t cap)
@@ -616,6 +675,12 @@ static int late_work(struct inca_comm *c, int rank, int n, unsigned late_ms)
 	return rc;
 }
 
+/* Errors only: why a member gave up, printed next to the failed check. */
+static void member_log(void *ctx, int level, const char *msg)
+{
+	fprintf(stderr, "member %d: [%d] %s\n", *(const int *)ctx, level, msg);
+}
+
 static void *member_main(void *arg)
 {
 	struct member *m = arg;
@@ -625,7 +690,7 @@ static void *member_main(void *arg)
 		.data_addr = data, .tree_id = m->s->cfg.tree_id, .key = m->s->cfg.key,
 		.switch_qpn = m->s->cfg.switch_qpn, .nslots = m->s->cfg.nslots, .timeout_ms = 10000,
 		.rto_us = 3000, .rto_max_us = 30000, .retx_limit = 200, .drop_rate = m->drop,
-		.seed = (uint64_t)m->rank + 1,
+		.seed = (uint64_t)m->rank + 1, .log_fn = member_log, .log_ctx = &m->rank, .log_level = 0,
 	};
 	struct inca_comm *c;
 

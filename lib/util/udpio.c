@@ -211,6 +211,11 @@ static void reset(struct util_udptx *q)
 	q->npkts = q->ngrp = q->gsent = 0;
 }
 
+void util_udptx_clear(struct util_udptx *q)
+{
+	reset(q);
+}
+
 /* The kernel refused group g as one GSO send: turn GSO off and split g into single datagrams,
  * each restamped for ID 0, placed where g was (the queue's later groups keep their order). */
 static int split_group(struct util_udptx *q, unsigned gi)

@@ -61,6 +61,8 @@ uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint
 			uint32_t tag, size_t len, uint16_t *ip_id);
 /* Datagrams queued and not yet sent. */
 size_t util_udptx_queued(const struct util_udptx *q);
+/* Drop every datagram queued and not yet sent. */
+void util_udptx_clear(struct util_udptx *q);
 /* Send what is queued on fd (flags for sendmmsg, e.g. MSG_DONTWAIT). Returns 0 when the queue
  * is empty, -EAGAIN when the socket is full (the rest stays queued, in order), -EMSGSIZE when a
  * datagram exceeds the path MTU (dropped from the queue). Other errors drop the datagrams
