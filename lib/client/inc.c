@@ -361,9 +361,11 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	if (!buf)
 		return -ENOBUFS; /* callers check tx_full first */
 	len = wire_encode_udp(buf, want, &pkt, &ip);
-	if (len < 0)
-		return len;
-	return (size_t)len == want ? 0 : -EPROTO;
+	if (len < 0 || (size_t)len != want) {
+		util_udptx_cancel_last(ic->txq);
+		return len < 0 ? len : -EPROTO;
+	}
+	return 0;
 }
 
 /* Send what the queue holds. Returns 0 (possibly with packets left on EAGAIN) or -errno for
