@@ -640,6 +640,15 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		       (unsigned long long)cs.retransmits, (unsigned long long)cs.timeouts,
 		       (unsigned long long)cs.rx_dup_results, (unsigned long long)cs.rx_bad,
 		       (unsigned long long)cs.injected_drops);
+	struct inca_io_stats io;
+	if (sweep_job_io_stats(&job, &io))
+		printf("# client I/O (all ranks): UDP GSO on %d of %d ranks, GRO on %d; tx %llu syscalls, "
+		       "%llu messages, %llu GSO sends (%llu refused); rx %llu syscalls, %llu buffers, "
+		       "%llu GRO buffers\n",
+		       io.gso, nstats, io.gro, (unsigned long long)io.tx_syscalls,
+		       (unsigned long long)io.tx_msgs, (unsigned long long)io.gso_sends,
+		       (unsigned long long)io.gso_failed, (unsigned long long)io.rx_syscalls,
+		       (unsigned long long)io.rx_bufs, (unsigned long long)io.rx_gro_bufs);
 	for (int r = 0; r < cfg.nranks; r++)
 		if (status[r] != 0)
 			printf("# ERROR: rank %d exited with status %d\n", r, status[r]);

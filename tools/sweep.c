@@ -33,6 +33,7 @@ struct sweep_shared {
 	int iters;
 	struct sweep_totals totals;
 	struct inca_comm_stats cstats[LAUNCH_MAX_RANKS];
+	struct inca_io_stats iostats[LAUNCH_MAX_RANKS];
 	int cstats_valid[LAUNCH_MAX_RANKS];
 };
 
@@ -72,6 +73,28 @@ int sweep_job_client_stats(const struct sweep_job *j, struct inca_comm_stats *su
 		sum->injected_drops += c->injected_drops;
 		sum->inc_calls += c->inc_calls;
 		sum->ring_calls += c->ring_calls;
+		got++;
+	}
+	return got;
+}
+
+int sweep_job_io_stats(const struct sweep_job *j, struct inca_io_stats *sum)
+{
+	memset(sum, 0, sizeof(*sum));
+	int got = 0;
+	for (int r = 0; r < LAUNCH_MAX_RANKS; r++) {
+		if (!j->sh->cstats_valid[r])
+			continue;
+		const struct inca_io_stats *c = &j->sh->iostats[r];
+		sum->gso += c->gso; /* ranks with GSO on */
+		sum->gro += c->gro;
+		sum->tx_syscalls += c->tx_syscalls;
+		sum->tx_msgs += c->tx_msgs;
+		sum->gso_sends += c->gso_sends;
+		sum->gso_failed += c->gso_failed;
+		sum->rx_syscalls += c->rx_syscalls;
+		sum->rx_bufs += c->rx_bufs;
+		sum->rx_gro_bufs += c->rx_gro_bufs;
 		got++;
 	}
 	return got;
@@ -376,7 +399,8 @@ int sweep_rank_main(struct inca_comm *comm, void *arg)
 	}
 	free(sbuf);
 	free(rbuf);
-	if (inca_comm_get_stats(comm, &j->sh->cstats[rank]) == 0)
+	if (inca_comm_get_stats(comm, &j->sh->cstats[rank]) == 0 &&
+	    inca_comm_get_io_stats(comm, &j->sh->iostats[rank], sizeof j->sh->iostats[rank]) == 0)
 		j->sh->cstats_valid[rank] = 1;
 	if (rc)
 		return rc;

@@ -62,6 +62,8 @@ void sweep_job_fini(struct sweep_job *j);
 const struct sweep_totals *sweep_job_totals(const struct sweep_job *j);
 /* Sum of the ranks' libinca counters at the end of the sweep; returns how many ranks reported. */
 int sweep_job_client_stats(const struct sweep_job *j, struct inca_comm_stats *sum);
+/* The same for the INC path's socket I/O counters; gso / gro count the ranks that had them. */
+int sweep_job_io_stats(const struct sweep_job *j, struct inca_io_stats *sum);
 
 /* launch_rank_fn: arg is a struct sweep_job *. Returns 0 when every result was right and
  * every call succeeded on this rank. */

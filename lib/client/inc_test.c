@@ -582,6 +582,191 @@ static void test_echo_paced(void)
 	free(y);
 }
 
+/* ---- socket offloads: UDP GSO sends and UDP_GRO receives on both sides ---- */
+
+static void set_offload_env(bool gso, bool gro)
+{
+	setenv("INCA_UDP_GSO", gso ? "1" : "0", 1);
+	setenv("INCA_UDP_GRO", gro ? "1" : "0", 1);
+}
+
+/* The client's data socket: the one bound to the address the fake switch saw it send from. */
+static int find_client_fd(const struct sockaddr_in *a)
+{
+	for (int fd = 3; fd < 1024; fd++) {
+		struct sockaddr_in b;
+		socklen_t bl = sizeof b;
+		if (getsockname(fd, (struct sockaddr *)&b, &bl) == 0 && bl == sizeof b &&
+		    b.sin_family == AF_INET && b.sin_addr.s_addr == a->sin_addr.s_addr &&
+		    b.sin_port == a->sin_port)
+			return fd;
+	}
+	return -1;
+}
+
+/* n chunks' worth of int32 plus `tail` elements (a short last chunk; 0: none), exact. */
+static void echo_chunks(struct inca_comm *c, size_t nchunks, size_t tail)
+{
+	size_t per = wire_max_data(4096, 4, 1) / 4, count = nchunks * per + tail;
+	int32_t *x = malloc(count * 4 + 4), *y = malloc(count * 4 + 4);
+
+	CHECK(x && y);
+	for (size_t i = 0; i < count; i++)
+		x[i] = (int32_t)(i * 2654435761u ^ nchunks);
+	memset(y, 0, count * 4);
+	CHECK_EQ(inca_allreduce_algo(c, x, y, count, INCA_INT32, INCA_BXOR, INCA_ALGO_INC), 0);
+	CHECK(memcmp(x, y, count * 4) == 0);
+	free(x);
+	free(y);
+}
+
+/* Every combination of the client's GSO / GRO with a fake switch that receives with or
+ * without GRO and answers with GSO sends or one by one: results exact, every packet valid
+ * for the IPv4 ID the kernel gave it, and the counters say which path ran. Then the client's
+ * fault-injected drop under GSO, and a kernel that refuses GSO sends (SO_NO_CHECK on the
+ * client's socket: GSO needs the UDP checksum): the queue falls back to single packets,
+ * restamped for ID 0, mid-call. */
+static void test_offloads(void)
+{
+	for (int mode = 0; mode < 8; mode++) {
+		bool cl_gso = mode & 1, cl_gro = mode & 2, sw_off = mode & 4;
+		struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 64, .tree_id = 12,
+				      .key = 0x0ff1, .switch_qpn = 0x10c, .gro = !sw_off, .gso = !sw_off };
+		struct fsw s;
+		struct inca_comm_opts o;
+		struct inca_comm *c;
+		struct inca_comm_stats st;
+		struct inca_io_stats io;
+		char sw[32];
+
+		set_offload_env(cl_gso, cl_gro);
+		fsw_start(&s, &fc, 30 + (uint64_t)mode);
+		opts_for(&o, &s, sw, sizeof sw);
+		o.rto_us = 200000;
+		CHECK_EQ(inca_comm_create(&o, &c), 0);
+		echo_chunks(c, 1, 0);
+		echo_chunks(c, 15, 3);   /* one full GSO send and a short last chunk */
+		echo_chunks(c, 16, 0);   /* 16 full chunks: a slot block of 16 does not fit one send */
+		echo_chunks(c, 200, 1);  /* many sends, every slot reused, one element at the end */
+		echo_chunks(c, 0, 5);    /* one short chunk alone */
+		echo_roundtrips(c, 30011);
+		CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+		CHECK_EQ(inca_comm_get_io_stats(c, &io, sizeof io), 0);
+		CHECK_EQ(st.rx_bad, 0);
+		CHECK_EQ(io.gso, cl_gso); /* this kernel has both (udpio_test) */
+		CHECK_EQ(io.gro, cl_gro);
+		CHECK_EQ(io.gso_failed, 0);
+		CHECK(io.tx_syscalls > 0 && io.tx_syscalls <= io.tx_msgs && io.tx_msgs <= st.tx_pkts);
+		if (io.gso)
+			CHECK(io.gso_sends > 0 && io.tx_msgs < st.tx_pkts);
+		else
+			CHECK(io.gso_sends == 0 && io.tx_msgs == st.tx_pkts);
+		/* Results in GSO sends arrive whole at a GRO socket, else one by one. */
+		if (io.gro && s.gso_on)
+			CHECK(io.rx_gro_bufs > 0 && io.rx_bufs < st.rx_pkts);
+		else
+			CHECK(io.rx_gro_bufs == 0 && io.rx_bufs == st.rx_pkts);
+		/* A GSO send reaching a GRO socket whole: segment k's ICRC holds for ID k exactly. */
+		if (io.gso && s.gro_on)
+			CHECK(s.rx_gro_bufs > 0);
+		if (s.gro_on)
+			CHECK_EQ(s.id_guess_miss, 0);
+		inca_comm_destroy(c);
+		fsw_stop(&s);
+		CHECK_EQ(s.bad, 0);
+		CHECK_EQ(s.violations, 0);
+	}
+
+	/* Fault injection under GSO: a dropped packet never takes a segment's place (the IDs of
+	 * the others stay right), the timers resend it. */
+	{
+		struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 64, .tree_id = 13, .key = 5,
+				      .switch_qpn = 0x10d, .gro = true, .gso = true, .drop = 0.02 };
+		struct fsw s;
+		struct inca_comm_opts o;
+		struct inca_comm *c;
+		struct inca_comm_stats st;
+		struct inca_io_stats io;
+		char sw[32];
+
+		set_offload_env(true, true);
+		fsw_start(&s, &fc, 40);
+		opts_for(&o, &s, sw, sizeof sw);
+		o.rto_us = 2000;
+		o.rto_max_us = 20000;
+		o.retx_limit = 200;
+		o.drop_rate = 0.05;
+		o.seed = 7;
+		CHECK_EQ(inca_comm_create(&o, &c), 0);
+		echo_chunks(c, 300, 7);
+		echo_roundtrips(c, 20011);
+		CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+		CHECK_EQ(inca_comm_get_io_stats(c, &io, sizeof io), 0);
+		CHECK(st.injected_drops > 0 && st.retransmits > 0);
+		CHECK_EQ(st.rx_bad, 0);
+		if (io.gso)
+			CHECK(io.gso_sends > 0);
+		inca_comm_destroy(c);
+		fsw_stop(&s);
+		CHECK_EQ(s.bad, 0);
+		CHECK_EQ(s.violations, 0);
+		if (s.gro_on)
+			CHECK_EQ(s.id_guess_miss, 0);
+	}
+
+	/* The kernel refuses GSO sends after the socket said yes. */
+	{
+		struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 64, .tree_id = 14, .key = 6,
+				      .switch_qpn = 0x10e, .gro = true, .gso = true };
+		struct fsw s;
+		struct inca_comm_opts o;
+		struct inca_comm *c;
+		struct inca_comm_stats st;
+		struct inca_io_stats io;
+		char sw[32];
+		int one = 1;
+
+		set_offload_env(true, true);
+		fsw_start(&s, &fc, 41);
+		opts_for(&o, &s, sw, sizeof sw);
+		o.rto_us = 200000;
+		CHECK_EQ(inca_comm_create(&o, &c), 0);
+		echo_chunks(c, 0, 1); /* one packet: the fake switch learns the client's address */
+		CHECK_EQ(inca_comm_get_io_stats(c, &io, sizeof io), 0);
+		if (!io.gso) {
+			printf("inc_test: no UDP GSO here, refusal case skipped\n");
+		} else {
+			int fd = find_client_fd(&s.member[1]);
+			CHECK(fd >= 0);
+			CHECK_EQ(setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one), 0);
+			echo_chunks(c, 40, 9);
+			echo_roundtrips(c, 20011);
+			CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+			CHECK_EQ(inca_comm_get_io_stats(c, &io, sizeof io), 0);
+			CHECK_EQ(io.gso, 0);
+			CHECK_EQ(io.gso_failed, 1);
+			CHECK_EQ(st.rx_bad, 0);
+		}
+		inca_comm_destroy(c);
+		fsw_stop(&s);
+		/* Every packet after the refusal arrived alone and valid for ID 0 (restamped),
+		 * none glued to another. */
+		CHECK_EQ(s.bad, 0);
+		CHECK_EQ(s.violations, 0);
+		CHECK_EQ(s.id_guess_miss, 0);
+	}
+	unsetenv("INCA_UDP_GSO");
+	unsetenv("INCA_UDP_GRO");
+	/* Bad values are refused, not guessed. */
+	{
+		struct inca_comm_opts o = { .size = 1, .switch_addr = "127.0.0.1:9", .data_addr = "127.0.0.10:0" };
+		struct inca_comm *c = NULL;
+		setenv("INCA_UDP_GSO", "yes", 1);
+		CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
+		unsetenv("INCA_UDP_GSO");
+	}
+}
+
 /* ---- three members through the real aggregation engine, ranks as threads ---- */
 
 struct member {
@@ -709,11 +894,13 @@ static void *member_main(void *arg)
 	return NULL;
 }
 
-static void test_engine(double sw_drop, double cl_drop, unsigned dup_every, bool reorder, uint64_t seed)
+static void test_engine(double sw_drop, double cl_drop, unsigned dup_every, bool reorder, uint64_t seed,
+			bool sw_offload)
 {
 	enum { N = 3 };
 	struct fsw_cfg fc = { .mode = FSW_ENGINE, .nmembers = N, .nslots = 32, .tree_id = 5, .key = 0x5eed,
-			      .switch_qpn = 0x105, .drop = sw_drop, .dup_every = dup_every, .reorder = reorder };
+			      .switch_qpn = 0x105, .drop = sw_drop, .dup_every = dup_every, .reorder = reorder,
+			      .gso = sw_offload, .gro = sw_offload };
 
 	for (int attempt = 0; attempt < 20; attempt++) {
 		struct fsw s;
@@ -798,8 +985,11 @@ int main(void)
 	test_echo_faults();
 	test_echo_dead();
 	test_echo_paced();
-	test_engine(0, 0, 0, false, 11);
-	test_engine(0.05, 0.05, 9, true, 12);
+	test_offloads();
+	test_engine(0, 0, 0, false, 11, false);
+	test_engine(0, 0, 0, false, 13, true);
+	test_engine(0.05, 0.05, 9, true, 12, false);
+	test_engine(0.05, 0.05, 9, false, 14, true);
 	test_engine_late_peer();
 	printf("inc_test: ok\n");
 	return 0;

@@ -243,15 +243,13 @@ void util_udptx_clear(struct util_udptx *q)
 	reset(q);
 }
 
-/* The kernel refused group g as one GSO send: turn GSO off and split g into single datagrams,
- * each restamped for ID 0, placed where g was (the queue's later groups keep their order). */
+/* Split group gi (GSO is off now) into single datagrams, each but the first restamped for ID
+ * 0, placed where the group was (the queue's later groups keep their order). */
 static int split_group(struct util_udptx *q, unsigned gi)
 {
 	struct tx_group g = q->grp[gi];
 	unsigned extra = g.count - 1;
 
-	q->o.gso = false;
-	q->st.gso_failed++;
 	if (q->ngrp + extra > q->o.max_pkts)
 		return -ENOBUFS; /* cannot happen: groups <= datagrams */
 	memmove(&q->grp[gi + g.count], &q->grp[gi + 1], (q->ngrp - gi - 1) * sizeof *q->grp);
@@ -279,8 +277,15 @@ int util_udptx_flush(struct util_udptx *q, int fd, int flags)
 	int ret = 0;
 
 	while (q->gsent < q->ngrp) {
-		unsigned nmsg = q->ngrp - q->gsent, niov = 0;
+		unsigned nmsg, niov = 0;
 		bool gso = q->o.gso;
+
+		/* Without GSO a group of several datagrams would leave as one datagram holding
+		 * them all: split every group still queued from before GSO was turned off. */
+		for (unsigned i = q->gsent; !gso && i < q->ngrp; i++)
+			if (q->grp[i].count > 1 && split_group(q, i) < 0)
+				return -ENOBUFS;
+		nmsg = q->ngrp - q->gsent;
 
 		for (unsigned i = 0; i < nmsg; i++) {
 			struct tx_group *g = &q->grp[q->gsent + i];
@@ -310,8 +315,9 @@ int util_udptx_flush(struct util_udptx *q, int fd, int flags)
 		 * kernel without it): the same datagrams go out one by one from now on. */
 		if (gso && g->count > 1 && (e == EIO || e == EINVAL || e == ENOPROTOOPT ||
 					    e == EOPNOTSUPP)) {
-			if (split_group(q, q->gsent) == 0)
-				continue;
+			q->o.gso = false;
+			q->st.gso_failed++;
+			continue; /* the next pass splits this group and every later one */
 		}
 		if (e == EMSGSIZE)
 			ret = -EMSGSIZE;

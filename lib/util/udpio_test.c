@@ -206,12 +206,74 @@ static void test_truncated(void)
 	close(fs);
 }
 
+static unsigned reids;
+
+static void count_reid(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_in *to,
+		       uint32_t src_ip_be)
+{
+	(void)arg; (void)pkt; (void)len; (void)to; (void)src_ip_be;
+	reids++;
+}
+
+/* The kernel refuses GSO sends after UDP_SEGMENT was accepted (SO_NO_CHECK: GSO needs the UDP
+ * checksum): every group queued, not only the refused one, goes out as single datagrams, in
+ * order, each but a group's first restamped; nothing is lost or glued together. */
+static void test_refused(void)
+{
+	struct sockaddr_in a, s;
+	int rx = udp_bound("127.0.0.1", &a), tx = udp_bound("127.0.0.1", &s), one = 1;
+	bool gso, gro;
+	struct util_udptx *q;
+	struct util_udprx *r;
+	struct got g[16];
+
+	util_udp_offloads(tx, true, false, &gso, &gro);
+	if (!gso) {
+		printf("udpio_test: no UDP GSO, refusal case skipped\n");
+		close(rx);
+		close(tx);
+		return;
+	}
+	CHECK(setsockopt(tx, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0);
+	struct util_udptx_opts to = { .max_pkts = 32, .pkt_cap = 1000, .gso = true, .reid = count_reid };
+	struct util_udprx_opts ro = { .batch = 16, .pkt_cap = 1000 };
+	CHECK(util_udptx_create(&to, &q) == 0);
+	CHECK(util_udprx_create(&ro, &r) == 0);
+	reids = 0;
+	for (uint32_t k = 0; k < 9; k++) /* three groups of three (tags differ) */
+		CHECK_EQ(put(q, &a, k / 3, 500, k), (int)(k % 3));
+	CHECK_EQ(util_udptx_flush(q, tx, 0), 0);
+	CHECK_EQ(util_udptx_stats(q)->gso_failed, 1);
+	CHECK(!util_udptx_gso(q));
+	CHECK_EQ(util_udptx_stats(q)->pkts, 9);
+	CHECK_EQ(util_udptx_stats(q)->msgs, 9);
+	CHECK_EQ(util_udptx_stats(q)->gso_sends, 0);
+	CHECK_EQ(reids, 6);
+	CHECK_EQ(drain(r, rx, g, 9), 9);
+	for (uint32_t k = 0; k < 9; k++) {
+		CHECK_EQ(g[k].seq, k);
+		CHECK_EQ(g[k].len, 500);
+	}
+	/* Later datagrams: one by one, IDs 0. */
+	CHECK_EQ(put(q, &a, 0, 500, 9), 0);
+	CHECK_EQ(put(q, &a, 0, 500, 10), 0);
+	CHECK_EQ(util_udptx_flush(q, tx, 0), 0);
+	CHECK_EQ(drain(r, rx, g, 2), 2);
+	CHECK_EQ(g[0].seq, 9);
+	CHECK_EQ(g[1].seq, 10);
+	util_udptx_destroy(q);
+	util_udprx_destroy(r);
+	close(rx);
+	close(tx);
+}
+
 int main(void)
 {
 	test_groups(true);
 	test_groups(false);
 	test_limits();
 	test_truncated();
+	test_refused();
 	if (failures) {
 		fprintf(stderr, "udpio_test: %d failure(s)\n", failures);
 		return 1;
