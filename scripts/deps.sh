@@ -8,7 +8,7 @@ PKGS=(
   clang libclang-rt-14-dev                           # libFuzzer + sanitizers for fuzz tests
   tshark python3-scapy                               # wire-format conformance tests
   python3-matplotlib                                 # plots
-  iproute2 nftables                                  # netns fabric tests
+  iproute2 nftables ethtool                          # netns fabric tests, GSO-on-veth capture
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler   # AM gRPC service
   python3-grpcio python3-grpc-tools                  # tests with a gRPC client we did not write
   libnetconf2-dev libyang2-dev libssh-dev libyang2-tools  # NETCONF between the AM and switches
