@@ -342,6 +342,16 @@ class Comm:
         _check(self._lib.inca_comm_get_stats(self._h(), ctypes.byref(st)), "inca_comm_get_stats")
         return {name: getattr(st, name) for name, _ in _lib.CommStats._fields_}
 
+    def io_stats(self):
+        """How the INC path uses the kernel (struct inca_io_stats) as a dict: gso / gro (1: on),
+        syscalls, messages, GSO sends, GRO buffers."""
+        if not self._lib.has("inca_comm_get_io_stats"):
+            raise NotImplementedError("this libinca has no inca_comm_get_io_stats")
+        st = _lib.IoStats()
+        _check(self._lib.inca_comm_get_io_stats(self._h(), ctypes.byref(st), ctypes.sizeof(st)),
+               "inca_comm_get_io_stats")
+        return {name: getattr(st, name) for name, _ in _lib.IoStats._fields_}
+
     def set_tuning(self, on):
         """AUTO tuner on/off for this communicator (inca_comm_set_tuning). Off: "auto" calls run
         on the switch whenever its tree is usable, with failover to the host path. Every rank

@@ -77,6 +77,13 @@ class CommStats(ctypes.Structure):
         "rx_dup_results", "rx_bad", "injected_drops", "inc_calls", "ring_calls")]
 
 
+class IoStats(ctypes.Structure):
+    """struct inca_io_stats."""
+    _fields_ = [("gso", ctypes.c_int), ("gro", ctypes.c_int)] + [(n, ctypes.c_uint64) for n in (
+        "tx_syscalls", "tx_msgs", "gso_sends", "gso_failed", "rx_syscalls", "rx_bufs",
+        "rx_gro_bufs")]
+
+
 class AmInfo(ctypes.Structure):
     """struct inca_am_info."""
     _fields_ = [
@@ -115,6 +122,7 @@ class CollArgs(ctypes.Structure):
 STRUCTS = {
     "inca_comm_opts": CommOpts,
     "inca_comm_stats": CommStats,
+    "inca_io_stats": IoStats,
     "inca_am_info": AmInfo,
     "inca_coll_counts": CollCounts,
     "inca_coll_args": CollArgs,
@@ -169,6 +177,7 @@ def _declare(lib):
         "inca_barrier": (c_int, [comm_p]),
         "inca_comm_get_stats": (c_int, [comm_p, ctypes.POINTER(CommStats)]),
         "inca_comm_am_info": (c_int, [comm_p, ctypes.POINTER(AmInfo)]),
+        "inca_comm_get_io_stats": (c_int, [comm_p, ctypes.POINTER(IoStats), c_size_t]),
         # issue 4 (may be missing from an older library: declared only when present)
         "inca_coll": (c_int, [comm_p, ctypes.POINTER(CollArgs)]),
         "inca_bcast": (c_int, [comm_p, c_void_p, c_size_t, c_int, c_int]),

@@ -45,6 +45,11 @@ int main(void)
 	F(inca_comm_stats, injected_drops); F(inca_comm_stats, inc_calls);
 	F(inca_comm_stats, ring_calls);
 	END();
+	BEGIN(inca_io_stats);
+	F(inca_io_stats, gso); F(inca_io_stats, gro); F(inca_io_stats, tx_syscalls);
+	F(inca_io_stats, tx_msgs); F(inca_io_stats, gso_sends); F(inca_io_stats, gso_failed);
+	F(inca_io_stats, rx_syscalls); F(inca_io_stats, rx_bufs); F(inca_io_stats, rx_gro_bufs);
+	END();
 	BEGIN(inca_am_info);
 	F(inca_am_info, group_id); F(inca_am_info, inc_enabled); F(inca_am_info, state);
 	F(inca_am_info, tree_id); F(inca_am_info, generation); F(inca_am_info, reconnects);
