@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,6 +79,7 @@ struct gen {
 	uint32_t sw_ip;
 	struct sockaddr_in sw_addr;
 	bool reflect;
+	const char *perf_out; /* perf record the daemon over the measured window into this file */
 	struct member *m;
 	uint8_t data[4096];
 	_Atomic int stop;
@@ -377,6 +380,22 @@ static void free_io(struct gen *g)
 	}
 }
 
+extern char **environ;
+
+/* `perf record -e cpu-clock -g` of the daemon for secs seconds, into g->perf_out. */
+static pid_t start_perf(const struct gen *g, pid_t daemon, double secs)
+{
+	char pid[32], dur[32];
+	snprintf(pid, sizeof(pid), "%d", (int)daemon);
+	snprintf(dur, sizeof(dur), "%.3f", secs);
+	char *argv[] = { "perf", "record", "-q", "-e", "cpu-clock", "-g", "-p", pid, "-o",
+			 (char *)g->perf_out, "--", "sleep", dur, NULL };
+	pid_t p;
+	if (posix_spawnp(&p, "perf", NULL, NULL, argv, environ))
+		return -1;
+	return p;
+}
+
 static int run_one(struct gen *g, double warm_s, double secs, pid_t daemon, struct run_res *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -422,6 +441,7 @@ static int run_one(struct gen *g, double warm_s, double secs, pid_t daemon, stru
 	struct snap a, b;
 	double cpu0 = launch_proc_cpu_s(daemon), gcpu0 = launch_proc_cpu_s(getpid());
 	double busy0 = machine_busy_s();
+	pid_t perf = g->perf_out ? start_perf(g, daemon, secs) : -1;
 	uint64_t ta = util_now_ns();
 	take(g, &a);
 	sleep_until(ta + (uint64_t)(secs * 1e9));
@@ -429,6 +449,8 @@ static int run_one(struct gen *g, double warm_s, double secs, pid_t daemon, stru
 	uint64_t tb = util_now_ns();
 	double cpu1 = launch_proc_cpu_s(daemon), gcpu1 = launch_proc_cpu_s(getpid());
 	double busy1 = machine_busy_s();
+	if (perf > 0)
+		waitpid(perf, NULL, 0); /* ends with its sleep: the window just measured */
 	atomic_store(&g->stop, 1);
 	for (int i = 0; i < g->nmem; i++)
 		pthread_join(g->m[i].thr, NULL);
@@ -550,6 +572,8 @@ static void usage(FILE *f)
 		"  --addr-index K   loopback block 127.1.K.x (default 40)\n"
 		"  --switch PATH    inca-switch binary\n"
 		"  --json FILE      append one JSON line per run, ratio and scaling row\n"
+		"  --perf PREFIX    perf record (cpu-clock, call graphs) each daemon over its measured\n"
+		"                   window into PREFIX-<switch|reflect>-<bytes>B-t<threads>-<trial>.data\n"
 		"  --trials N       alternating switch/reflector pairs per size and thread count,\n"
 		"                   medians (default 3)\n");
 }
@@ -613,13 +637,15 @@ int main(int argc, char **argv)
 		{ "no-icrc", no_argument, 0, 'I' },       { "addr-index", required_argument, 0, 'a' },
 		{ "switch", required_argument, 0, 'S' },  { "json", required_argument, 0, 'j' },
 		{ "trials", required_argument, 0, 'n' },  { "no-gso", no_argument, 0, 'G' },
-		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
+		{ "perf", required_argument, 0, 'P' },    { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	struct launch_cfg cfg;
 	launch_cfg_defaults(&cfg);
 	cfg.addr_index = 40;
 	cfg.stats_interval_ms = 0;
 	const char *bytes_list = "64,1024,max", *json_path = NULL, *threads_list = "1";
+	const char *perf_prefix = NULL;
 	unsigned batch = 32;
 	double secs = 2.0;
 	int trials = 3;
@@ -639,6 +665,7 @@ int main(int argc, char **argv)
 		case 'j': json_path = optarg; break;
 		case 'n': trials = atoi(optarg); break;
 		case 'G': gso = false; break;
+		case 'P': perf_prefix = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -740,6 +767,14 @@ int main(int argc, char **argv)
 					struct run_res *r = &res[mode][trial];
 					cfg.reflect = mode == 1;
 					g.reflect = cfg.reflect;
+					char perf_out[512];
+					if (perf_prefix) {
+						snprintf(perf_out, sizeof(perf_out),
+							 "%s-%s-%zuB-t%d-%d.data", perf_prefix,
+							 cfg.reflect ? "reflect" : "switch", db,
+							 thr[ti], trial);
+						g.perf_out = perf_out;
+					}
 					struct launch_switch sw;
 					if (launch_switch_start(&cfg, &a, NULL, &sw)) {
 						fails++;
