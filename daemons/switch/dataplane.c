@@ -46,72 +46,59 @@ const char *sw_drop_name(enum sw_drop d)
 
 /* ---------------------------------------------------------------- per-worker I/O buffers */
 
-#define SW_CMSG_BYTES CMSG_SPACE(sizeof(struct in_pktinfo))
+/* Receive buffers per recvmmsg: with GRO each holds up to 64 KiB of datagrams. */
+#define SW_RX_GRO_BATCH 16
 
 struct sw_io {
-	/* receive side: SW_BATCH datagrams */
-	struct mmsghdr rmsg[SW_BATCH];
-	struct iovec riov[SW_BATCH];
-	struct sockaddr_in rname[SW_BATCH];
-	union {
-		char buf[SW_CMSG_BYTES];
-		struct cmsghdr align;
-	} rctl[SW_BATCH];
-	uint8_t *rbuf; /* SW_BATCH * SW_RX_BUF_BYTES */
-
-	/* send side: tx_cap datagrams, flushed when the next packet might not fit */
-	size_t tx_cap, ntx;
-	struct mmsghdr *tmsg;
-	struct iovec *tiov;
-	struct sockaddr_in *tname;
-	union {
-		char buf[SW_CMSG_BYTES];
-		struct cmsghdr align;
-	} *tctl;
-	uint8_t *tbuf; /* tx_cap * WIRE_MAX_UDP_PAYLOAD */
+	struct util_udprx *rx;
+	struct util_udptx *tx; /* flushed when the next packet's sends might not fit */
+	size_t tx_cap;
 	struct agg_send *sends;
+	struct util_udptx_stats tx_seen; /* tx stats already added to the worker's counters */
 };
 
 static void io_free(struct sw_io *io)
 {
 	if (!io)
 		return;
-	free(io->rbuf);
-	free(io->tmsg);
-	free(io->tiov);
-	free(io->tname);
-	free(io->tctl);
-	free(io->tbuf);
+	util_udprx_destroy(io->rx);
+	util_udptx_destroy(io->tx);
 	free(io->sends);
 	free(io);
 }
 
-static struct sw_io *io_new(size_t max_sends)
+/* A datagram of a GSO send the kernel refused goes out alone, with IPv4 ID 0: recompute its
+ * ICRC for that ID so it stays a valid RoCEv2 packet on the wire. */
+static void restamp_id0(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_in *to,
+			uint32_t src_ip_be)
+{
+	const struct sw_switch *sw = arg;
+	struct wire_ipinfo ip = {
+		.src_ip = ntohl(src_ip_be ? src_ip_be : sw->cfg->listen.sin_addr.s_addr),
+		.dst_ip = ntohl(to->sin_addr.s_addr),
+		.src_port = ntohs(sw->cfg->listen.sin_port),
+		.dst_port = ntohs(to->sin_port),
+	};
+	wire_set_icrc(pkt, len, &ip);
+}
+
+static struct sw_io *io_new(const struct sw_switch *sw, size_t max_sends, bool gso, bool gro)
 {
 	struct sw_io *io = calloc(1, sizeof *io);
 
 	if (!io)
 		return NULL;
 	io->tx_cap = 4 * SW_BATCH + max_sends;
-	io->rbuf = malloc((size_t)SW_BATCH * SW_RX_BUF_BYTES);
-	io->tmsg = calloc(io->tx_cap, sizeof *io->tmsg);
-	io->tiov = calloc(io->tx_cap, sizeof *io->tiov);
-	io->tname = calloc(io->tx_cap, sizeof *io->tname);
-	io->tctl = calloc(io->tx_cap, sizeof *io->tctl);
-	io->tbuf = malloc(io->tx_cap * WIRE_MAX_UDP_PAYLOAD);
+	struct util_udptx_opts to = { .max_pkts = io->tx_cap, .pkt_cap = WIRE_MAX_UDP_PAYLOAD,
+				      .gso = gso, .pktinfo = sw->listen_any,
+				      .reid = restamp_id0, .reid_arg = (void *)sw };
+	struct util_udprx_opts ro = { .batch = gro ? SW_RX_GRO_BATCH : SW_BATCH,
+				      .pkt_cap = SW_RX_BUF_BYTES, .gro = gro, .pktinfo = true };
 	io->sends = calloc(max_sends ? max_sends : 1, sizeof *io->sends);
-	if (!io->rbuf || !io->tmsg || !io->tiov || !io->tname || !io->tctl || !io->tbuf ||
-	    !io->sends) {
+	if (!io->sends || util_udptx_create(&to, &io->tx) < 0 ||
+	    util_udprx_create(&ro, &io->rx) < 0) {
 		io_free(io);
 		return NULL;
-	}
-	for (size_t i = 0; i < SW_BATCH; i++) {
-		io->riov[i].iov_base = io->rbuf + i * SW_RX_BUF_BYTES;
-		io->riov[i].iov_len = SW_RX_BUF_BYTES;
-		io->rmsg[i].msg_hdr.msg_iov = &io->riov[i];
-		io->rmsg[i].msg_hdr.msg_iovlen = 1;
-		io->rmsg[i].msg_hdr.msg_name = &io->rname[i];
-		io->rmsg[i].msg_hdr.msg_control = io->rctl[i].buf;
 	}
 	return io;
 }
@@ -389,12 +376,16 @@ static int open_socket(const struct sw_config *cfg, bool reuseport, char *err, s
 	return fd;
 }
 
-/* Steer each datagram to the socket (= worker) owning its slot: index = slot % n. The kernel
- * runs this with the UDP payload at offset 0; a load past the end ends the program with 0. */
+/* Steer each datagram to the socket (= worker) owning its slot's block:
+ * index = (slot / WIRE_SLOT_BLOCK) % n, the engine's shard rule. A GRO buffer is steered by its
+ * first datagram; senders keep a GSO send inside one block. The kernel runs this with the UDP
+ * payload at offset 0; a load past the end ends the program with 0. */
 static int attach_steering(int fd, unsigned nthreads, char *err, size_t cap)
 {
+	_Static_assert(WIRE_SLOT_BLOCK == 1 << 4, "the shift below divides by WIRE_SLOT_BLOCK");
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SW_SLOT_OFFSET),
+		BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
 		BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, nthreads),
 		BPF_STMT(BPF_RET | BPF_A, 0),
 	};
@@ -456,17 +447,20 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		atomic_init(&w->qs_epoch, 0);
 		util_rng_seed(&w->rng, o->seed * 0x100000001b3ull + wi + 1);
 		w->max_sends = set->max_sends;
-		w->io = io_new(w->max_sends);
-		if (!w->io) {
-			snprintf(err, cap, "out of memory");
-			rc = -ENOMEM;
-			goto fail;
-		}
 		/* Bind order = index in the reuseport group = what the BPF program returns. */
 		rc = open_socket(cfg, sw->nworkers > 1, err, cap);
 		if (rc < 0)
 			goto fail;
 		w->fd = rc;
+		util_udp_offloads(w->fd, !o->no_gso, !o->no_gro, &w->gso, &w->gro);
+		w->cnt.gso_on = w->gso;
+		w->cnt.gro_on = w->gro;
+		w->io = io_new(sw, w->max_sends, w->gso, w->gro);
+		if (!w->io) {
+			snprintf(err, cap, "out of memory");
+			rc = -ENOMEM;
+			goto fail;
+		}
 		w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (w->wake_fd < 0) {
 			rc = -errno;
@@ -621,60 +615,39 @@ static bool inject_drop(struct sw_worker *w)
 static void flush_tx(struct sw_worker *w)
 {
 	struct sw_io *io = w->io;
-	size_t done = 0;
+	const struct util_udptx_stats *st = util_udptx_stats(io->tx);
 
-	while (done < io->ntx) {
-		int r = sendmmsg(w->fd, io->tmsg + done, (unsigned)(io->ntx - done), 0);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			/* The first datagram failed (e.g. ENETUNREACH): count it, go on. */
-			w->cnt.sw_drops[SW_DROP_TX_ERROR]++;
-			sw_log(3, "worker %u: sendmmsg: %s", w->idx, strerror(errno));
-			done++;
-			continue;
-		}
-		w->cnt.tx_batches++;
-		for (int i = 0; i < r; i++) {
-			w->cnt.tx_pkts++;
-			w->cnt.tx_bytes += io->tiov[done + (size_t)i].iov_len;
-		}
-		done += (size_t)r;
+	if (!util_udptx_queued(io->tx))
+		return;
+	int rc = util_udptx_flush(io->tx, w->fd, 0);
+	if (rc < 0)
+		sw_log(3, "worker %u: sendmmsg: %s", w->idx, strerror(-rc));
+	w->cnt.tx_pkts += st->pkts - io->tx_seen.pkts;
+	w->cnt.tx_bytes += st->bytes - io->tx_seen.bytes;
+	w->cnt.tx_batches += st->syscalls - io->tx_seen.syscalls;
+	w->cnt.tx_gso_sends += st->gso_sends - io->tx_seen.gso_sends;
+	w->cnt.sw_drops[SW_DROP_TX_ERROR] += st->errors - io->tx_seen.errors;
+	if (st->gso_failed != io->tx_seen.gso_failed) {
+		sw_log(1, "worker %u: the kernel refused a GSO send: sending one by one", w->idx);
+		w->gso = false;
+		w->cnt.gso_on = 0;
 	}
-	io->ntx = 0;
+	io->tx_seen = *st;
 }
 
-/* Queue one datagram. src_ip (network order) is only put in IP_PKTINFO when listening on the
- * wildcard address, so the kernel uses the address the ICRC was computed with. */
-static struct msghdr *queue_tx(struct sw_worker *w, const void *data, size_t len,
-			       const struct sockaddr_in *to, uint32_t src_ip_be)
+/* Room for a datagram of len bytes to `to` (flushing first if the queue is full): where to
+ * write it, and the IPv4 ID it will carry. src_ip (network order) is only used when listening
+ * on the wildcard address, so the kernel sends from the address the ICRC was computed with. */
+static uint8_t *reserve_tx(struct sw_worker *w, const struct sockaddr_in *to, uint32_t src_ip_be,
+			   uint32_t tag, size_t len, uint16_t *ip_id)
 {
-	struct sw_io *io = w->io;
-	size_t k = io->ntx++;
-	struct msghdr *m = &io->tmsg[k].msg_hdr;
+	uint8_t *buf = util_udptx_add(w->io->tx, to, src_ip_be, tag, len, ip_id);
 
-	io->tname[k] = *to;
-	io->tiov[k].iov_base = (void *)data;
-	io->tiov[k].iov_len = len;
-	memset(m, 0, sizeof *m);
-	m->msg_name = &io->tname[k];
-	m->msg_namelen = sizeof io->tname[k];
-	m->msg_iov = &io->tiov[k];
-	m->msg_iovlen = 1;
-	if (w->sw->listen_any) {
-		struct cmsghdr *c;
-		struct in_pktinfo pi = { 0 };
-
-		m->msg_control = io->tctl[k].buf;
-		m->msg_controllen = SW_CMSG_BYTES;
-		c = CMSG_FIRSTHDR(m);
-		c->cmsg_level = IPPROTO_IP;
-		c->cmsg_type = IP_PKTINFO;
-		c->cmsg_len = CMSG_LEN(sizeof pi);
-		pi.ipi_spec_dst.s_addr = src_ip_be;
-		memcpy(CMSG_DATA(c), &pi, sizeof pi);
+	if (!buf) {
+		flush_tx(w);
+		buf = util_udptx_add(w->io->tx, to, src_ip_be, tag, len, ip_id);
 	}
-	return m;
+	return buf;
 }
 
 static void drop_log(const struct sw_worker *w, const char *why, const struct sockaddr_in *from)
@@ -714,6 +687,7 @@ static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uin
 	const struct sw_nbr *nb;
 	struct wire_ipinfo ip;
 	uint8_t *buf;
+	size_t want;
 	int len;
 
 	if (s->nbr >= t->nnbr) {
@@ -731,25 +705,33 @@ static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uin
 		.dst_port = ntohs(nb->addr.sin_port),
 		.ip_id = 0,
 	};
-	buf = io->tbuf + io->ntx * WIRE_MAX_UDP_PAYLOAD;
-	len = dcrc ? wire_encode_udp_dcrc(buf, WIRE_MAX_UDP_PAYLOAD, &s->pkt, &ip, dcrc)
-		   : wire_encode_udp(buf, WIRE_MAX_UDP_PAYLOAD, &s->pkt, &ip);
-	if (len < 0) {
-		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
-		sw_log(2, "worker %u: tree %u: encode failed: %d", w->idx, t->conf.id, len);
-		return;
-	}
 	if (inject_drop(w)) {
 		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
 		return;
 	}
+	want = wire_udp_payload_len(s->pkt.inca.bsl_code, s->pkt.data_len);
+	buf = want <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, &nb->addr, src_ip_be,
+							  s->pkt.inca.slot / WIRE_SLOT_BLOCK, want,
+							  &ip.ip_id)
+					     : NULL;
+	len = !buf ? -ENOSPC
+	      : dcrc ? wire_encode_udp_dcrc(buf, want, &s->pkt, &ip, dcrc)
+		     : wire_encode_udp(buf, want, &s->pkt, &ip);
+	if (len != (int)want) {
+		if (buf)
+			util_udptx_cancel_last(io->tx);
+		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
+		sw_log(2, "worker %u: tree %u: encode failed: %d", w->idx, t->conf.id, len);
+		return;
+	}
 	t->w[w->idx].qp[s->nbr].tx_pkts++;
 	t->w[w->idx].qp[s->nbr].tx_bytes += (uint64_t)len;
-	queue_tx(w, buf, (size_t)len, &nb->addr, src_ip_be);
 }
 
+/* One received datagram: seg is its index in its GRO buffer, the first guess of the IPv4 ID the
+ * sender's kernel gave it (the ICRC covers the ID, which a UDP socket does not show). */
 static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8_t *buf,
-			size_t len, const struct sockaddr_in *from, uint32_t dst_ip_be)
+			size_t len, const struct sockaddr_in *from, uint32_t dst_ip_be, uint16_t seg)
 {
 	struct sw_switch *sw = w->sw;
 	struct wire_pkt pkt;
@@ -758,7 +740,8 @@ static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8
 		.dst_ip = ntohl(dst_ip_be),
 		.src_port = ntohs(from->sin_port),
 		.dst_port = ntohs(sw->cfg->listen.sin_port),
-		.ip_id = 0,
+		.ip_id = seg,
+		.id_unseen = true,
 	};
 	enum wire_err e = wire_decode_udp(buf, len, &pkt, sw->cfg->check_icrc ? &ip : NULL);
 	struct sw_tree *t;
@@ -791,7 +774,7 @@ static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8
 		return;
 	}
 	qp_rx(w, t, nbr, pkt.bth.psn, len);
-	if (w->io->ntx + w->max_sends > w->io->tx_cap)
+	if (util_udptx_queued(w->io->tx) + w->max_sends > w->io->tx_cap)
 		flush_tx(w);
 	v = agg_tree_input(t->w[w->idx].agg, &pkt, nbr, w->io->sends, w->max_sends, &nsent);
 	w->cnt.verdicts[(unsigned)v < AGG_VERDICT_COUNT ? v : AGG_DROP_FIRST]++;
@@ -828,10 +811,14 @@ static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8
 	}
 }
 
-/* The benchmark baseline: same sockets, steering and batching, no decode, no copy. */
+/* The benchmark baseline: same sockets, steering and batching (GSO/GRO included), no decode:
+ * each datagram is copied back to its sender as it came (its ICRC is not checked or redone). */
 static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
 			   const struct sockaddr_in *from, uint32_t dst_ip_be)
 {
+	uint16_t id;
+	uint8_t *out;
+
 	if (len < WIRE_ROCE_HDR_LEN + WIRE_INCA_FIXED_LEN + 8 + WIRE_ICRC_LEN ||
 	    buf[0] != WIRE_OPCODE_UC_WRITE_ONLY_IMM) {
 		w->cnt.sw_drops[SW_DROP_NOT_INCA]++;
@@ -841,21 +828,13 @@ static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
 		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
 		return;
 	}
-	if (w->io->ntx + 1 > w->io->tx_cap)
-		flush_tx(w);
+	out = len <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, from, dst_ip_be, 0, len, &id) : NULL;
+	if (!out) {
+		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
+		return;
+	}
+	memcpy(out, buf, len);
 	w->cnt.reflected++;
-	queue_tx(w, buf, len, from, dst_ip_be);
-}
-
-static uint32_t pktinfo_dst(struct msghdr *m)
-{
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-			struct in_pktinfo pi;
-			memcpy(&pi, CMSG_DATA(c), sizeof pi);
-			return pi.ipi_addr.s_addr;
-		}
-	return 0;
 }
 
 void sw_worker_take_snapshot(struct sw_worker *w, const struct sw_treeset *set)
@@ -888,7 +867,7 @@ static void io_reserve(struct sw_worker *w, size_t max_sends)
 
 	if (max_sends <= w->max_sends)
 		return;
-	nio = io_new(max_sends);
+	nio = io_new(w->sw, max_sends, w->gso, w->gro);
 	if (!nio) {
 		sw_log(0, "worker %u: out of memory growing buffers", w->idx);
 		return; /* keep the old ones; emit() clamps to w->max_sends */
@@ -938,18 +917,13 @@ static void *worker_main(void *arg)
 		io_reserve(w, set->max_sends);
 		io = w->io;
 
-		for (int i = 0; i < SW_BATCH; i++) {
-			io->rmsg[i].msg_hdr.msg_namelen = sizeof io->rname[i];
-			io->rmsg[i].msg_hdr.msg_controllen = SW_CMSG_BYTES;
-			io->rmsg[i].msg_hdr.msg_flags = 0;
-		}
 		/* Busy-poll shortly after traffic; otherwise block for the first datagram (up to
 		 * SW_RX_TIMEOUT_MS, or until woken). Either way take what is queued. */
 		uint64_t idle_ns = spin_ns ? util_now_ns() - last_rx_ns : 0;
 		if (spin_ns && idle_ns < spin_ns &&
 		    win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS &&
 		    (reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV || worker_pending(w, set))) {
-			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
+			n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
 			if (n <= 0) {
 				sched_yield();
 				continue;
@@ -957,8 +931,8 @@ static void *worker_main(void *arg)
 		} else {
 			/* Take what is queued; if nothing, sleep on the socket and the wake-up
 			 * eventfd (SW_RX_TIMEOUT_MS at most). */
-			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
+			if (n == -EAGAIN) {
 				struct pollfd pf[2] = { { .fd = w->fd, .events = POLLIN },
 							{ .fd = w->wake_fd, .events = POLLIN } };
 				int pr = poll(pf, 2, SW_RX_TIMEOUT_MS);
@@ -968,37 +942,34 @@ static void *worker_main(void *arg)
 				if (pr > 0 && (pf[1].revents & POLLIN))
 					(void)!read(w->wake_fd, &v, sizeof v);
 				if (pr > 0 && (pf[0].revents & POLLIN))
-					n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
+					n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
 			}
-		}
-		if (n > 0 && spin_ns) {
-			last_rx_ns = util_now_ns();
-			if (last_rx_ns - win_start_ns >= 1000000u) {
-				prev_win_bytes = last_rx_ns - win_start_ns < 2000000u ? win_bytes : 0;
-				win_start_ns = last_rx_ns;
-				win_bytes = 0;
-			}
-			for (int i = 0; i < n; i++)
-				win_bytes += io->rmsg[i].msg_len;
 		}
 		if (n <= 0) {
-			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-				sw_log(0, "worker %u: recvmmsg: %s", w->idx, strerror(errno));
+			if (n < 0 && n != -EAGAIN) {
+				sw_log(0, "worker %u: recvmmsg: %s", w->idx, strerror(-n));
 				struct timespec ts = { 0, 10 * 1000 * 1000 };
 				nanosleep(&ts, NULL); /* do not spin on a persistent error */
 			}
 			check_snapshot(w, set);
 			continue;
 		}
+		if (spin_ns) {
+			last_rx_ns = util_now_ns();
+			if (last_rx_ns - win_start_ns >= 1000000u) {
+				prev_win_bytes = last_rx_ns - win_start_ns < 2000000u ? win_bytes : 0;
+				win_start_ns = last_rx_ns;
+				win_bytes = 0;
+			}
+		}
 		w->cnt.rx_batches++;
-		for (int i = 0; i < n; i++) {
-			struct msghdr *m = &io->rmsg[i].msg_hdr;
-			uint8_t *buf = io->riov[i].iov_base;
-			size_t len = io->rmsg[i].msg_len;
-
+		struct util_udp_dgram d;
+		while (util_udprx_next(io->rx, &d)) {
 			w->cnt.rx_pkts++;
-			w->cnt.rx_bytes += len;
-			if (m->msg_flags & MSG_TRUNC) {
+			w->cnt.rx_bytes += d.len;
+			w->cnt.rx_coalesced += d.seg > 0;
+			win_bytes += d.len;
+			if (d.truncated) {
 				w->cnt.wire_drops[WIRE_E_TOO_BIG]++;
 				continue;
 			}
@@ -1007,11 +978,10 @@ static void *worker_main(void *arg)
 				continue;
 			}
 			if (reflect)
-				handle_reflect(w, buf, len, &io->rname[i], pktinfo_dst(m));
+				handle_reflect(w, d.data, d.len, &d.from, d.dst_ip_be);
 			else
-				handle_inca(w, set, buf, len, &io->rname[i], pktinfo_dst(m));
+				handle_inca(w, set, d.data, d.len, &d.from, d.dst_ip_be, d.seg);
 		}
-		/* Reflected datagrams point into the receive buffers: send before reusing them. */
 		flush_tx(w);
 		check_snapshot(w, set);
 	}

@@ -59,6 +59,9 @@ void util_udptx_destroy(struct util_udptx *q);
  * NULL if the queue is full: flush first. */
 uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint32_t src_ip_be,
 			uint32_t tag, size_t len, uint16_t *ip_id);
+/* Take back the datagram the last util_udptx_add returned (nothing was written into it that
+ * must go out: an encoder failed). Only right after that add. */
+void util_udptx_cancel_last(struct util_udptx *q);
 /* Datagrams queued and not yet sent. */
 size_t util_udptx_queued(const struct util_udptx *q);
 /* Send what is queued on fd (flags for sendmmsg, e.g. MSG_DONTWAIT). Returns 0 when the queue
