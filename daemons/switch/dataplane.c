@@ -828,7 +828,12 @@ static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
 		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
 		return;
 	}
-	out = len <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, from, dst_ip_be, 0, len, &id) : NULL;
+	/* Echoes leave in the shape of the aggregating path's results: GSO sends that never
+	 * straddle a slot block (tag = the packet's slot / WIRE_SLOT_BLOCK), so the baseline gets
+	 * no bigger sends than the switch can use. */
+	uint32_t tag = (((uint32_t)buf[SW_SLOT_OFFSET] << 8) | buf[SW_SLOT_OFFSET + 1]) /
+		       WIRE_SLOT_BLOCK;
+	out = len <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, from, dst_ip_be, tag, len, &id) : NULL;
 	if (!out) {
 		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
 		return;
