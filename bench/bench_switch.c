@@ -89,6 +89,7 @@ struct run_res {
 	double secs;
 	double in_pps, out_pps, goodput_gbps, daemon_cpu, pkts_per_cpu_s, gen_cpu, busy_cores;
 	double tx_per_msg, rx_per_buf;
+	double daemon_rx_per_call, daemon_tx_per_call; /* datagrams per recvmmsg / sendmmsg */
 	uint64_t tx, rx, retx, rx_other, wrong, send_err, daemon_rx, daemon_drops;
 	bool ok;
 };
@@ -618,13 +619,15 @@ static void print_run(FILE *jf, const struct gen *g, int threads, size_t db, boo
 			    "\"busy_cores\":%.3f,\"tx_dgrams_per_msg\":%.2f,"
 			    "\"rx_dgrams_per_buf\":%.2f,\"retx\":%llu,\"wrong\":%llu,"
 			    "\"stale\":%llu,\"send_errors\":%llu,\"daemon_rx_pkts\":%llu,"
-			    "\"daemon_drops\":%llu}\n",
+			    "\"daemon_drops\":%llu,\"daemon_rx_per_call\":%.2f,"
+			    "\"daemon_tx_per_call\":%.2f}\n",
 			mode, g->gso ? "gso" : "plain", threads, g->nmem, g->nslots, g->batch, db,
 			r->secs, r->in_pps, r->out_pps, r->goodput_gbps, r->daemon_cpu,
 			r->pkts_per_cpu_s, r->gen_cpu, r->busy_cores, r->tx_per_msg, r->rx_per_buf,
 			(unsigned long long)r->retx, (unsigned long long)r->wrong,
 			(unsigned long long)r->rx_other, (unsigned long long)r->send_err,
-			(unsigned long long)r->daemon_rx, (unsigned long long)r->daemon_drops);
+			(unsigned long long)r->daemon_rx, (unsigned long long)r->daemon_drops,
+			r->daemon_rx_per_call, r->daemon_tx_per_call);
 	fflush(stdout);
 }
 
@@ -789,6 +792,11 @@ int main(int argc, char **argv)
 					r->daemon_rx = (uint64_t)json_num(json_get(st, "rx_pkts"), 0);
 					r->daemon_drops =
 						(uint64_t)json_num(json_get(st, "drops_total"), 0);
+					double rxc = json_num(json_get(st, "rx_batches"), 0);
+					double txc = json_num(json_get(st, "tx_batches"), 0);
+					r->daemon_rx_per_call = rxc > 0 ? (double)r->daemon_rx / rxc : 0;
+					r->daemon_tx_per_call =
+						txc > 0 ? json_num(json_get(st, "tx_pkts"), 0) / txc : 0;
 					json_free(st);
 					if (r->wrong)
 						fails++;
