@@ -116,7 +116,6 @@ struct sw_xsk {
 	uint64_t *free;       /* chunks not lent to the kernel */
 	uint32_t nfree;
 	uint32_t outstanding; /* TX descriptors not completed yet */
-	uint16_t ip_id;       /* IPv4 ID of the next frame sent */
 	uint32_t gather_len;  /* a multi-buffer frame being collected */
 	bool gathering, gather_bad;
 	struct mac_entry *macs;
@@ -374,7 +373,9 @@ static int xsk_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct w
 			return -ENOBUFS;
 		}
 	}
-	ip->ip_id = xs->ip_id++;
+	/* DF is set (an atomic datagram, RFC 6864): ID 0, which is what a receiver reading a UDP
+	 * socket assumes first when it verifies the ICRC (it cannot see the ID). */
+	ip->ip_id = 0;
 	a[0] = xs->free[xs->nfree - 1];
 	out = nd == 1 ? xsk_umem__get_data(xs->area, a[0]) : xs->enc;
 	len = dcrc ? wire_encode_frame_dcrc(out, nd == 1 ? XSK_FRAME : sizeof xs->enc, dmac,
@@ -540,7 +541,6 @@ static int xsk_open(struct sw_xdp *x, struct sw_worker *w, uint32_t queue, int b
 	for (uint32_t i = 0; i < XSK_FILL_SIZE; i++)
 		*xsk_ring_prod__fill_addr(&xs->fq, idx + i) = xs->free[--xs->nfree];
 	xsk_ring_prod__submit(&xs->fq, XSK_FILL_SIZE);
-	xs->ip_id = (uint16_t)(util_now_ns() >> 10);
 	*out = xs;
 	return 0;
 fail:
