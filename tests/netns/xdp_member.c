@@ -4,10 +4,13 @@
  * element predictable, and checks every element exactly. Prints one line
  *   rank R: ok iters N elems E wrong W seconds S retransmits X
  * and exits 0 only if every call succeeded and nothing was wrong.
+ * With a last argument `bench` it is a load generator: ITERS fp32 sums from one constant
+ * input into another buffer, only the last result checked.
  *
- * usage: xdp_member RANK SIZE BOOTSTRAP_IP:PORT SWITCH_IP:PORT DATA_IP:PORT COUNT ITERS */
+ * usage: xdp_member RANK SIZE BOOTSTRAP_IP:PORT SWITCH_IP:PORT DATA_IP:PORT COUNT ITERS [bench] */
 #include <inca/inca.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +32,12 @@ static void log_to_stderr(void *ctx, int level, const char *msg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 8) {
-		fprintf(stderr, "usage: %s RANK SIZE BOOTSTRAP SWITCH DATA_ADDR COUNT ITERS\n",
+	if (argc != 8 && !(argc == 9 && !strcmp(argv[8], "bench"))) {
+		fprintf(stderr, "usage: %s RANK SIZE BOOTSTRAP SWITCH DATA_ADDR COUNT ITERS [bench]\n",
 			argv[0]);
 		return 2;
 	}
+	bool bench = argc == 9;
 	int rank = atoi(argv[1]), size = atoi(argv[2]);
 	size_t count = strtoul(argv[6], NULL, 10);
 	long iters = strtol(argv[7], NULL, 10);
@@ -66,6 +70,25 @@ int main(int argc, char **argv)
 		return 1;
 	long wrong = 0;
 	int32_t ranksum = size * (size + 1) / 2;
+	if (bench) {
+		float *in = malloc(count * sizeof *in);
+		if (!in)
+			return 1;
+		for (size_t i = 0; i < count; i++)
+			in[i] = (float)((rank + 1) * (int)(i % 512));
+		rc = inca_barrier(comm);
+		double tb = now_s();
+		for (long it = 0; rc == 0 && it < iters; it++)
+			rc = inca_allreduce_algo(comm, in, fb, count, INCA_FP32, INCA_SUM,
+						 INCA_ALGO_INC);
+		double secs = now_s() - tb;
+		for (size_t i = 0; rc == 0 && i < count; i++)
+			wrong += fb[i] != (float)(ranksum * (int)(i % 512));
+		printf("rank %d: %s iters %ld elems %zu wrong %ld seconds %.3f\n", rank,
+		       rc ? inca_strerror(rc) : "ok", iters, count, wrong, secs);
+		free(in);
+		iters = 0;
+	}
 	double t0 = now_s();
 	for (long it = 0; rc == 0 && it < iters; it++) {
 		/* int32 sum: rank r contributes (r+1) * (i % 1000 + it) */
@@ -94,7 +117,8 @@ int main(int argc, char **argv)
 	double secs = now_s() - t0;
 	struct inca_comm_stats st;
 	inca_comm_get_stats(comm, &st);
-	printf("rank %d: %s iters %ld elems %zu wrong %ld seconds %.3f retransmits %llu\n", rank,
+	if (!bench)
+		printf("rank %d: %s iters %ld elems %zu wrong %ld seconds %.3f retransmits %llu\n", rank,
 	       rc ? inca_strerror(rc) : "ok", iters, count, wrong, secs,
 	       (unsigned long long)st.retransmits);
 	free(ib);
