@@ -163,7 +163,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 		line[--n] = 0;
 	if (level == LIBBPF_WARN)
 		snprintf(libbpf_last, sizeof libbpf_last, "%s", line);
-	sw_log(2, "libbpf: %s", line);
+	sw_log(2, "%s", line); /* libbpf prefixes its own messages */
 	return 0;
 }
 
