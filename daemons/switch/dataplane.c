@@ -46,72 +46,59 @@ const char *sw_drop_name(enum sw_drop d)
 
 /* ---------------------------------------------------------------- per-worker I/O buffers */
 
-#define SW_CMSG_BYTES CMSG_SPACE(sizeof(struct in_pktinfo))
+/* Receive buffers per recvmmsg: with GRO each holds up to 64 KiB of datagrams. */
+#define SW_RX_GRO_BATCH 16
 
 struct sw_io {
-	/* receive side: SW_BATCH datagrams */
-	struct mmsghdr rmsg[SW_BATCH];
-	struct iovec riov[SW_BATCH];
-	struct sockaddr_in rname[SW_BATCH];
-	union {
-		char buf[SW_CMSG_BYTES];
-		struct cmsghdr align;
-	} rctl[SW_BATCH];
-	uint8_t *rbuf; /* SW_BATCH * SW_RX_BUF_BYTES */
-
-	/* send side: tx_cap datagrams, flushed when the next packet might not fit */
-	size_t tx_cap, ntx;
-	struct mmsghdr *tmsg;
-	struct iovec *tiov;
-	struct sockaddr_in *tname;
-	union {
-		char buf[SW_CMSG_BYTES];
-		struct cmsghdr align;
-	} *tctl;
-	uint8_t *tbuf; /* tx_cap * WIRE_MAX_UDP_PAYLOAD */
+	struct util_udprx *rx;
+	struct util_udptx *tx; /* flushed when the next packet's sends might not fit */
+	size_t tx_cap;
 	struct agg_send *sends;
+	struct util_udptx_stats tx_seen; /* tx stats already added to the worker's counters */
 };
 
 static void io_free(struct sw_io *io)
 {
 	if (!io)
 		return;
-	free(io->rbuf);
-	free(io->tmsg);
-	free(io->tiov);
-	free(io->tname);
-	free(io->tctl);
-	free(io->tbuf);
+	util_udprx_destroy(io->rx);
+	util_udptx_destroy(io->tx);
 	free(io->sends);
 	free(io);
 }
 
-static struct sw_io *io_new(size_t max_sends)
+/* A datagram of a GSO send the kernel refused goes out alone, with IPv4 ID 0: recompute its
+ * ICRC for that ID so it stays a valid RoCEv2 packet on the wire. */
+static void restamp_id0(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_in *to,
+			uint32_t src_ip_be)
+{
+	const struct sw_switch *sw = arg;
+	struct wire_ipinfo ip = {
+		.src_ip = ntohl(src_ip_be ? src_ip_be : sw->cfg->listen.sin_addr.s_addr),
+		.dst_ip = ntohl(to->sin_addr.s_addr),
+		.src_port = ntohs(sw->cfg->listen.sin_port),
+		.dst_port = ntohs(to->sin_port),
+	};
+	wire_set_icrc(pkt, len, &ip);
+}
+
+static struct sw_io *io_new(const struct sw_switch *sw, size_t max_sends, bool gso, bool gro)
 {
 	struct sw_io *io = calloc(1, sizeof *io);
 
 	if (!io)
 		return NULL;
 	io->tx_cap = 4 * SW_BATCH + max_sends;
-	io->rbuf = malloc((size_t)SW_BATCH * SW_RX_BUF_BYTES);
-	io->tmsg = calloc(io->tx_cap, sizeof *io->tmsg);
-	io->tiov = calloc(io->tx_cap, sizeof *io->tiov);
-	io->tname = calloc(io->tx_cap, sizeof *io->tname);
-	io->tctl = calloc(io->tx_cap, sizeof *io->tctl);
-	io->tbuf = malloc(io->tx_cap * WIRE_MAX_UDP_PAYLOAD);
+	struct util_udptx_opts to = { .max_pkts = io->tx_cap, .pkt_cap = WIRE_MAX_UDP_PAYLOAD,
+				      .gso = gso, .pktinfo = sw->listen_any,
+				      .reid = restamp_id0, .reid_arg = (void *)sw };
+	struct util_udprx_opts ro = { .batch = gro ? SW_RX_GRO_BATCH : SW_BATCH,
+				      .pkt_cap = SW_RX_BUF_BYTES, .gro = gro, .pktinfo = true };
 	io->sends = calloc(max_sends ? max_sends : 1, sizeof *io->sends);
-	if (!io->rbuf || !io->tmsg || !io->tiov || !io->tname || !io->tctl || !io->tbuf ||
-	    !io->sends) {
+	if (!io->sends || util_udptx_create(&to, &io->tx) < 0 ||
+	    util_udprx_create(&ro, &io->rx) < 0) {
 		io_free(io);
 		return NULL;
-	}
-	for (size_t i = 0; i < SW_BATCH; i++) {
-		io->riov[i].iov_base = io->rbuf + i * SW_RX_BUF_BYTES;
-		io->riov[i].iov_len = SW_RX_BUF_BYTES;
-		io->rmsg[i].msg_hdr.msg_iov = &io->riov[i];
-		io->rmsg[i].msg_hdr.msg_iovlen = 1;
-		io->rmsg[i].msg_hdr.msg_name = &io->rname[i];
-		io->rmsg[i].msg_hdr.msg_control = io->rctl[i].buf;
 	}
 	return io;
 }
@@ -389,12 +376,16 @@ static int open_socket(const struct sw_config *cfg, bool reuseport, char *err, s
 	return fd;
 }
 
-/* Steer each datagram to the socket (= worker) owning its slot: index = slot % n. The kernel
- * runs this with the UDP payload at offset 0; a load past the end ends the program with 0. */
+/* Steer each datagram to the socket (= worker) owning its slot's block:
+ * index = (slot / WIRE_SLOT_BLOCK) % n, the engine's shard rule. A GRO buffer is steered by its
+ * first datagram; senders keep a GSO send inside one block. The kernel runs this with the UDP
+ * payload at offset 0; a load past the end ends the program with 0. */
 static int attach_steering(int fd, unsigned nthreads, char *err, size_t cap)
 {
+	_Static_assert(WIRE_SLOT_BLOCK == 1 << 4, "the shift below divides by WIRE_SLOT_BLOCK");
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SW_SLOT_OFFSET),
+		BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
 		BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, nthreads),
 		BPF_STMT(BPF_RET | BPF_A, 0),
 	};
@@ -456,12 +447,6 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		atomic_init(&w->qs_epoch, 0);
 		util_rng_seed(&w->rng, o->seed * 0x100000001b3ull + wi + 1);
 		w->max_sends = set->max_sends;
-		w->io = io_new(w->max_sends);
-		if (!w->io) {
-			snprintf(err, cap, "out of memory");
-			rc = -ENOMEM;
-			goto fail;
-		}
 		w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (w->wake_fd < 0) {
 			rc = -errno;
@@ -471,6 +456,14 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 	}
 	/* AF_XDP (xdp.c) when asked and possible; otherwise the sockets. */
 	if (o->xdp_ifname) {
+		for (unsigned wi = 0; wi < sw->nworkers; wi++) {
+			sw->w[wi].io = io_new(sw, sw->w[wi].max_sends, false, false);
+			if (!sw->w[wi].io) {
+				snprintf(err, cap, "out of memory");
+				rc = -ENOMEM;
+				goto fail;
+			}
+		}
 		rc = sw_xdp_create(sw, err, cap);
 		if (rc == 0) {
 			*out = sw;
@@ -481,13 +474,28 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		snprintf(sw->xdp_fallback, sizeof sw->xdp_fallback, "%s", err);
 		sw_log(0, "--xdp %s unavailable (%s): using UDP sockets", o->xdp_ifname, err);
 		err[0] = 0;
+		for (unsigned wi = 0; wi < sw->nworkers; wi++) {
+			io_free(sw->w[wi].io);
+			sw->w[wi].io = NULL;
+		}
 	}
 	for (unsigned wi = 0; wi < sw->nworkers; wi++) {
+		struct sw_worker *w = &sw->w[wi];
+
 		/* Bind order = index in the reuseport group = what the BPF program returns. */
 		rc = open_socket(cfg, sw->nworkers > 1, err, cap);
 		if (rc < 0)
 			goto fail;
-		sw->w[wi].fd = rc;
+		w->fd = rc;
+		util_udp_offloads(w->fd, !o->no_gso, !o->no_gro, &w->gso, &w->gro);
+		w->cnt.gso_on = w->gso;
+		w->cnt.gro_on = w->gro;
+		w->io = io_new(sw, w->max_sends, w->gso, w->gro);
+		if (!w->io) {
+			snprintf(err, cap, "out of memory");
+			rc = -ENOMEM;
+			goto fail;
+		}
 	}
 	if (sw->nworkers > 1) {
 		rc = attach_steering(sw->w[0].fd, sw->nworkers, err, cap);
@@ -637,60 +645,39 @@ static bool inject_drop(struct sw_worker *w)
 static void flush_tx(struct sw_worker *w)
 {
 	struct sw_io *io = w->io;
-	size_t done = 0;
+	const struct util_udptx_stats *st = util_udptx_stats(io->tx);
 
-	while (done < io->ntx) {
-		int r = sendmmsg(w->fd, io->tmsg + done, (unsigned)(io->ntx - done), 0);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			/* The first datagram failed (e.g. ENETUNREACH): count it, go on. */
-			w->cnt.sw_drops[SW_DROP_TX_ERROR]++;
-			sw_log(3, "worker %u: sendmmsg: %s", w->idx, strerror(errno));
-			done++;
-			continue;
-		}
-		w->cnt.tx_batches++;
-		for (int i = 0; i < r; i++) {
-			w->cnt.tx_pkts++;
-			w->cnt.tx_bytes += io->tiov[done + (size_t)i].iov_len;
-		}
-		done += (size_t)r;
+	if (!util_udptx_queued(io->tx))
+		return;
+	int rc = util_udptx_flush(io->tx, w->fd, 0);
+	if (rc < 0)
+		sw_log(3, "worker %u: sendmmsg: %s", w->idx, strerror(-rc));
+	w->cnt.tx_pkts += st->pkts - io->tx_seen.pkts;
+	w->cnt.tx_bytes += st->bytes - io->tx_seen.bytes;
+	w->cnt.tx_batches += st->syscalls - io->tx_seen.syscalls;
+	w->cnt.tx_gso_sends += st->gso_sends - io->tx_seen.gso_sends;
+	w->cnt.sw_drops[SW_DROP_TX_ERROR] += st->errors - io->tx_seen.errors;
+	if (st->gso_failed != io->tx_seen.gso_failed) {
+		sw_log(1, "worker %u: the kernel refused a GSO send: sending one by one", w->idx);
+		w->gso = false;
+		w->cnt.gso_on = 0;
 	}
-	io->ntx = 0;
+	io->tx_seen = *st;
 }
 
-/* Queue one datagram. src_ip (network order) is only put in IP_PKTINFO when listening on the
- * wildcard address, so the kernel uses the address the ICRC was computed with. */
-static struct msghdr *queue_tx(struct sw_worker *w, const void *data, size_t len,
-			       const struct sockaddr_in *to, uint32_t src_ip_be)
+/* Room for a datagram of len bytes to `to` (flushing first if the queue is full): where to
+ * write it, and the IPv4 ID it will carry. src_ip (network order) is only used when listening
+ * on the wildcard address, so the kernel sends from the address the ICRC was computed with. */
+static uint8_t *reserve_tx(struct sw_worker *w, const struct sockaddr_in *to, uint32_t src_ip_be,
+			   uint32_t tag, size_t len, uint16_t *ip_id)
 {
-	struct sw_io *io = w->io;
-	size_t k = io->ntx++;
-	struct msghdr *m = &io->tmsg[k].msg_hdr;
+	uint8_t *buf = util_udptx_add(w->io->tx, to, src_ip_be, tag, len, ip_id);
 
-	io->tname[k] = *to;
-	io->tiov[k].iov_base = (void *)data;
-	io->tiov[k].iov_len = len;
-	memset(m, 0, sizeof *m);
-	m->msg_name = &io->tname[k];
-	m->msg_namelen = sizeof io->tname[k];
-	m->msg_iov = &io->tiov[k];
-	m->msg_iovlen = 1;
-	if (w->sw->listen_any) {
-		struct cmsghdr *c;
-		struct in_pktinfo pi = { 0 };
-
-		m->msg_control = io->tctl[k].buf;
-		m->msg_controllen = SW_CMSG_BYTES;
-		c = CMSG_FIRSTHDR(m);
-		c->cmsg_level = IPPROTO_IP;
-		c->cmsg_type = IP_PKTINFO;
-		c->cmsg_len = CMSG_LEN(sizeof pi);
-		pi.ipi_spec_dst.s_addr = src_ip_be;
-		memcpy(CMSG_DATA(c), &pi, sizeof pi);
+	if (!buf) {
+		flush_tx(w);
+		buf = util_udptx_add(w->io->tx, to, src_ip_be, tag, len, ip_id);
 	}
-	return m;
+	return buf;
 }
 
 static void drop_log(const struct sw_worker *w, const char *why, const struct sockaddr_in *from)
@@ -760,7 +747,8 @@ static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uin
 	t->w[w->idx].qp[s->nbr].tx_bytes += (uint64_t)len;
 }
 
-/* The socket path's output: wire_encode_udp into the send queue, flushed with sendmmsg. */
+/* The socket path's output: UDP payloads into the send queue (GSO batches per destination and
+ * slot block), flushed after each receive batch. */
 struct sock_tx {
 	struct sw_tx tx;
 	struct sw_worker *w;
@@ -770,7 +758,7 @@ static void sock_tx_reserve(struct sw_tx *tx, size_t n)
 {
 	struct sw_worker *w = ((struct sock_tx *)tx)->w;
 
-	if (w->io->ntx + n > w->io->tx_cap)
+	if (util_udptx_queued(w->io->tx) + n > w->io->tx_cap)
 		flush_tx(w);
 }
 
@@ -778,19 +766,26 @@ static int sock_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct 
 			struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
 {
 	struct sw_worker *w = ((struct sock_tx *)tx)->w;
-	struct sw_io *io = w->io;
-	uint8_t *buf = io->tbuf + io->ntx * WIRE_MAX_UDP_PAYLOAD;
-	int len;
+	size_t want = wire_udp_payload_len(pkt->inca.bsl_code, pkt->data_len);
+	uint8_t *buf = want <= WIRE_MAX_UDP_PAYLOAD
+			       ? reserve_tx(w, &nb->addr, htonl(ip->src_ip),
+					    pkt->inca.slot / WIRE_SLOT_BLOCK, want, &ip->ip_id)
+			       : NULL;
+	int len = !buf ? -ENOSPC
+		  : dcrc ? wire_encode_udp_dcrc(buf, want, pkt, ip, dcrc)
+			 : wire_encode_udp(buf, want, pkt, ip);
 
-	ip->ip_id = 0; /* an unconnected IP_PMTUDISC_DO socket sends ID 0 */
-	len = dcrc ? wire_encode_udp_dcrc(buf, WIRE_MAX_UDP_PAYLOAD, pkt, ip, dcrc)
-		   : wire_encode_udp(buf, WIRE_MAX_UDP_PAYLOAD, pkt, ip);
-	if (len < 0)
-		return len;
-	queue_tx(w, buf, (size_t)len, &nb->addr, htonl(ip->src_ip));
+	if (len != (int)want) {
+		if (buf)
+			util_udptx_cancel_last(w->io->tx);
+		return len < 0 ? len : -EINVAL;
+	}
 	return len;
 }
 
+/* A UDP datagram's seg (struct sw_rx) is its index in its GRO buffer, the first guess of the
+ * IPv4 ID the sender's kernel gave it (the ICRC covers the ID, which a UDP socket does not
+ * show). A frame carries its ID. */
 void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const struct sw_rx *rx,
 		    struct sw_tx *tx)
 {
@@ -805,7 +800,8 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 		.dst_ip = ntohl(dst_ip_be),
 		.src_port = ntohs(from->sin_port),
 		.dst_port = ntohs(sw->cfg->listen.sin_port),
-		.ip_id = 0,
+		.ip_id = rx->seg,
+		.id_unseen = true,
 	};
 	enum wire_err e;
 	struct sw_tree *t;
@@ -888,10 +884,14 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 	}
 }
 
-/* The benchmark baseline: same sockets, steering and batching, no decode, no copy. */
+/* The benchmark baseline: same sockets, steering and batching (GSO/GRO included), no decode:
+ * each datagram is copied back to its sender as it came (its ICRC is not checked or redone). */
 static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
 			   const struct sockaddr_in *from, uint32_t dst_ip_be)
 {
+	uint16_t id;
+	uint8_t *out;
+
 	if (len < WIRE_ROCE_HDR_LEN + WIRE_INCA_FIXED_LEN + 8 + WIRE_ICRC_LEN ||
 	    buf[0] != WIRE_OPCODE_UC_WRITE_ONLY_IMM) {
 		w->cnt.sw_drops[SW_DROP_NOT_INCA]++;
@@ -901,21 +901,13 @@ static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
 		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
 		return;
 	}
-	if (w->io->ntx + 1 > w->io->tx_cap)
-		flush_tx(w);
+	out = len <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, from, dst_ip_be, 0, len, &id) : NULL;
+	if (!out) {
+		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
+		return;
+	}
+	memcpy(out, buf, len);
 	w->cnt.reflected++;
-	queue_tx(w, buf, len, from, dst_ip_be);
-}
-
-static uint32_t pktinfo_dst(struct msghdr *m)
-{
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-			struct in_pktinfo pi;
-			memcpy(&pi, CMSG_DATA(c), sizeof pi);
-			return pi.ipi_addr.s_addr;
-		}
-	return 0;
 }
 
 void sw_worker_take_snapshot(struct sw_worker *w, const struct sw_treeset *set)
@@ -948,7 +940,7 @@ static void io_reserve(struct sw_worker *w, size_t max_sends)
 
 	if (max_sends <= w->max_sends)
 		return;
-	nio = io_new(max_sends);
+	nio = io_new(w->sw, max_sends, w->gso, w->gro);
 	if (!nio) {
 		sw_log(0, "worker %u: out of memory growing buffers", w->idx);
 		return; /* keep the old ones; emit() clamps to w->max_sends */
@@ -999,18 +991,13 @@ static void *worker_main(void *arg)
 		io_reserve(w, set->max_sends);
 		io = w->io;
 
-		for (int i = 0; i < SW_BATCH; i++) {
-			io->rmsg[i].msg_hdr.msg_namelen = sizeof io->rname[i];
-			io->rmsg[i].msg_hdr.msg_controllen = SW_CMSG_BYTES;
-			io->rmsg[i].msg_hdr.msg_flags = 0;
-		}
 		/* Busy-poll shortly after traffic; otherwise block for the first datagram (up to
 		 * SW_RX_TIMEOUT_MS, or until woken). Either way take what is queued. */
 		uint64_t idle_ns = spin_ns ? util_now_ns() - last_rx_ns : 0;
 		if (spin_ns && idle_ns < spin_ns &&
 		    win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS &&
 		    (reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV || worker_pending(w, set))) {
-			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
+			n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
 			if (n <= 0) {
 				sched_yield();
 				continue;
@@ -1018,8 +1005,8 @@ static void *worker_main(void *arg)
 		} else {
 			/* Take what is queued; if nothing, sleep on the socket and the wake-up
 			 * eventfd (SW_RX_TIMEOUT_MS at most). */
-			n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
+			if (n == -EAGAIN) {
 				struct pollfd pf[2] = { { .fd = w->fd, .events = POLLIN },
 							{ .fd = w->wake_fd, .events = POLLIN } };
 				int pr = poll(pf, 2, SW_RX_TIMEOUT_MS);
@@ -1029,37 +1016,34 @@ static void *worker_main(void *arg)
 				if (pr > 0 && (pf[1].revents & POLLIN))
 					(void)!read(w->wake_fd, &v, sizeof v);
 				if (pr > 0 && (pf[0].revents & POLLIN))
-					n = recvmmsg(w->fd, io->rmsg, SW_BATCH, MSG_DONTWAIT, NULL);
+					n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
 			}
-		}
-		if (n > 0 && spin_ns) {
-			last_rx_ns = util_now_ns();
-			if (last_rx_ns - win_start_ns >= 1000000u) {
-				prev_win_bytes = last_rx_ns - win_start_ns < 2000000u ? win_bytes : 0;
-				win_start_ns = last_rx_ns;
-				win_bytes = 0;
-			}
-			for (int i = 0; i < n; i++)
-				win_bytes += io->rmsg[i].msg_len;
 		}
 		if (n <= 0) {
-			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-				sw_log(0, "worker %u: recvmmsg: %s", w->idx, strerror(errno));
+			if (n < 0 && n != -EAGAIN) {
+				sw_log(0, "worker %u: recvmmsg: %s", w->idx, strerror(-n));
 				struct timespec ts = { 0, 10 * 1000 * 1000 };
 				nanosleep(&ts, NULL); /* do not spin on a persistent error */
 			}
 			check_snapshot(w, set);
 			continue;
 		}
+		if (spin_ns) {
+			last_rx_ns = util_now_ns();
+			if (last_rx_ns - win_start_ns >= 1000000u) {
+				prev_win_bytes = last_rx_ns - win_start_ns < 2000000u ? win_bytes : 0;
+				win_start_ns = last_rx_ns;
+				win_bytes = 0;
+			}
+		}
 		w->cnt.rx_batches++;
-		for (int i = 0; i < n; i++) {
-			struct msghdr *m = &io->rmsg[i].msg_hdr;
-			uint8_t *buf = io->riov[i].iov_base;
-			size_t len = io->rmsg[i].msg_len;
-
+		struct util_udp_dgram d;
+		while (util_udprx_next(io->rx, &d)) {
 			w->cnt.rx_pkts++;
-			w->cnt.rx_bytes += len;
-			if (m->msg_flags & MSG_TRUNC) {
+			w->cnt.rx_bytes += d.len;
+			w->cnt.rx_coalesced += d.seg > 0;
+			win_bytes += d.len;
+			if (d.truncated) {
 				w->cnt.wire_drops[WIRE_E_TOO_BIG]++;
 				continue;
 			}
@@ -1068,15 +1052,15 @@ static void *worker_main(void *arg)
 				continue;
 			}
 			if (reflect)
-				handle_reflect(w, buf, len, &io->rname[i], pktinfo_dst(m));
+				handle_reflect(w, d.data, d.len, &d.from, d.dst_ip_be);
 			else
 				sw_handle_inca(w, set,
-					       &(struct sw_rx){ .buf = buf, .len = len,
-								.from = io->rname[i],
-								.dst_ip_be = pktinfo_dst(m) },
+					       &(struct sw_rx){ .buf = d.data, .len = d.len,
+								.from = d.from,
+								.dst_ip_be = d.dst_ip_be,
+								.seg = d.seg },
 					       &stx.tx);
 		}
-		/* Reflected datagrams point into the receive buffers: send before reusing them. */
 		flush_tx(w);
 		check_snapshot(w, set);
 	}

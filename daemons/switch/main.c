@@ -32,6 +32,8 @@ static void usage(FILE *f)
 		"      --stats-interval-ms N  period of --stats-file (1000; 0: SIGUSR1/exit only)\n"
 		"      --stats-stdout         print the JSON statistics on stdout at exit\n"
 		"      --reflect              echo valid-looking packets back (I/O baseline)\n"
+		"      --no-gso               send datagram by datagram (default: UDP GSO batches)\n"
+		"      --no-gro               receive datagram by datagram (default: UDP GRO)\n"
 		"      --drop-rate P          drop this fraction of packets on rx and on tx\n"
 		"      --seed S               seed of the fault injection generator (1)\n"
 		"      --busy-poll-us N       after a packet, poll (yielding the CPU) this long before\n"
@@ -61,6 +63,8 @@ enum {
 	OPT_STATS_INTERVAL,
 	OPT_STATS_STDOUT,
 	OPT_REFLECT,
+	OPT_NO_GSO,
+	OPT_NO_GRO,
 	OPT_DROP_RATE,
 	OPT_SEED,
 	OPT_BUSY_POLL,
@@ -88,6 +92,8 @@ static const struct option long_opts[] = {
 	{ "stats-interval-ms", required_argument, NULL, OPT_STATS_INTERVAL },
 	{ "stats-stdout", no_argument, NULL, OPT_STATS_STDOUT },
 	{ "reflect", no_argument, NULL, OPT_REFLECT },
+	{ "no-gso", no_argument, NULL, OPT_NO_GSO },
+	{ "no-gro", no_argument, NULL, OPT_NO_GRO },
 	{ "drop-rate", required_argument, NULL, OPT_DROP_RATE },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "xdp", required_argument, NULL, OPT_XDP },
@@ -206,6 +212,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_REFLECT:
 			opts.reflect = true;
+			break;
+		case OPT_NO_GSO:
+			opts.no_gso = true;
+			break;
+		case OPT_NO_GRO:
+			opts.no_gro = true;
 			break;
 		case OPT_BUSY_POLL: {
 			errno = 0;
@@ -406,11 +418,11 @@ int main(int argc, char **argv)
 #endif
 	{
 		char a[32];
-		sw_log(1, "%s on %s: %zu tree(s), %u thread(s), ICRC %s%s",
+		sw_log(1, "%s on %s: %zu tree(s), %u thread(s), ICRC %s, UDP GSO %s, GRO %s%s",
 		       opts.reflect ? "reflecting" : "aggregating",
 		       util_format_addr(&cfg.listen, a, sizeof a), cfg.ntrees, cfg.threads,
-		       cfg.check_icrc ? "checked" : "not checked",
-		       opts.drop_rate > 0 ? ", fault injection on" : "");
+		       cfg.check_icrc ? "checked" : "not checked", sw->w[0].gso ? "on" : "off",
+		       sw->w[0].gro ? "on" : "off", opts.drop_rate > 0 ? ", fault injection on" : "");
 	}
 	if (ready_file) {
 		rc = write_ready_file(ready_file);

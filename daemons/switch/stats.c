@@ -21,6 +21,10 @@ void sw_stats_sum_counters(const struct sw_switch *sw, struct sw_counters *out)
 		out->reflected += c->reflected;
 		out->rx_batches += c->rx_batches;
 		out->tx_batches += c->tx_batches;
+		out->rx_coalesced += c->rx_coalesced;
+		out->tx_gso_sends += c->tx_gso_sends;
+		out->gso_on += c->gso_on;
+		out->gro_on += c->gro_on;
 		for (int i = 0; i < WIRE_E_COUNT_MAX_; i++)
 			out->wire_drops[i] += c->wire_drops[i];
 		for (int i = 0; i < SW_DROP_COUNT; i++)
@@ -141,6 +145,12 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 	fprintf(f, "  \"reflected\": %llu,\n", (unsigned long long)c.reflected);
 	fprintf(f, "  \"rx_batches\": %llu,\n", (unsigned long long)c.rx_batches);
 	fprintf(f, "  \"tx_batches\": %llu,\n", (unsigned long long)c.tx_batches);
+	/* Kernel batching: how many workers send with UDP GSO / receive with UDP GRO (fewer than
+	 * threads: the kernel refused it, or --no-gso / --no-gro), and what it did. */
+	fprintf(f, "  \"gso_workers\": %llu,\n", (unsigned long long)c.gso_on);
+	fprintf(f, "  \"gro_workers\": %llu,\n", (unsigned long long)c.gro_on);
+	fprintf(f, "  \"tx_gso_sends\": %llu,\n", (unsigned long long)c.tx_gso_sends);
+	fprintf(f, "  \"rx_coalesced\": %llu,\n", (unsigned long long)c.rx_coalesced);
 
 	fprintf(f, "  \"drops\": {");
 	for (int e = 1; e < WIRE_E_COUNT_MAX_; e++) {

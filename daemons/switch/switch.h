@@ -13,6 +13,7 @@
 
 #include "agg/agg.h"
 #include "config.h"
+#include "util/udpio.h"
 #include "util/util.h"
 #include "wire/wire.h"
 
@@ -55,6 +56,10 @@ struct sw_counters {
 	uint64_t tx_pkts, tx_bytes; /* datagrams handed to the kernel */
 	uint64_t reflected;         /* reflect mode: datagrams echoed */
 	uint64_t rx_batches, tx_batches; /* recvmmsg / sendmmsg calls that moved data */
+	uint64_t rx_coalesced;      /* datagrams that came in a GRO buffer after its first */
+	uint64_t tx_gso_sends;      /* GSO sends (one datagram for the kernel, several on the wire) */
+	uint64_t gso_on, gro_on;    /* 1 while this worker sends with GSO / receives with GRO (sum:
+				     * how many workers do) */
 	uint64_t wire_drops[WIRE_E_COUNT_MAX_];
 	uint64_t sw_drops[SW_DROP_COUNT];
 	uint64_t verdicts[AGG_VERDICT_COUNT]; /* every agg_tree_input result */
@@ -131,6 +136,7 @@ struct sw_worker {
 	_Atomic bool exited;       /* the loop has ended: no more quiescent points needed */
 	_Atomic uint64_t qs_epoch; /* last tree-set epoch seen at a quiescent point */
 	size_t max_sends;          /* capacity of io->sends */
+	bool gso, gro;             /* UDP GSO sends / GRO receives in use on fd (cnt.*_on too) */
 	struct util_rng rng;       /* fault injection */
 
 	/* Live counters: written only by this worker. */
@@ -163,6 +169,7 @@ struct sw_opts {
 	uint32_t busy_poll_us;
 	double drop_rate; /* fault injection on rx and tx, 0 = off */
 	uint64_t seed;
+	bool no_gso, no_gro; /* plain sendmmsg / recvmmsg even where the kernel has GSO / GRO */
 	/* AF_XDP data path (xdp.c): NULL = sockets. */
 	const char *xdp_ifname;
 	uint32_t xdp_queue;     /* first queue id; worker i binds queue xdp_queue + i */
@@ -227,6 +234,7 @@ struct sw_rx {
 	 * address the datagram was sent to (network order). */
 	struct sockaddr_in from;
 	uint32_t dst_ip_be;
+	uint16_t seg; /* index in its GRO buffer: first guess of the unseen IPv4 ID */
 };
 
 /* Where encoded packets go. Each data path embeds this in its own queue state. */

@@ -56,9 +56,9 @@ struct agg_tree_cfg {
 	uint32_t dtype_mask; /* 1u << dtype allowed; 0 = all */
 	uint32_t op_mask;    /* 1u << op allowed; 0 = all */
 	bool check_sender;   /* drop a packet whose ingress nbr is not the sender's BIFT nbr */
-	/* Slot sharding for run-to-completion threads: this instance owns the slots with
-	 * slot % nshards == shard and allocates only those (others: AGG_DROP_SLOT).
-	 * nshards 0 or 1: all slots. */
+	/* Slot sharding for run-to-completion threads: this instance owns the slots of the
+	 * blocks (slot / WIRE_SLOT_BLOCK) with block % nshards == shard and allocates only those
+	 * (others: AGG_DROP_SLOT). nshards 0 or 1: all slots. */
 	uint16_t shard, nshards;
 };
 

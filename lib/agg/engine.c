@@ -83,7 +83,7 @@ struct agg_tree {
 	size_t ngroups;
 	size_t max_sends;
 
-	/* Slot pool: only the slots of this shard. Local index li = slot / nshards. */
+	/* Slot pool: only the slots of this shard (agg__check_payload maps slot -> local index). */
 	uint32_t nlocal;
 	uint16_t nshards; /* >= 1 */
 	struct agg__ver *vers; /* [nlocal * 2] */
@@ -360,10 +360,17 @@ int agg_tree_create(const struct agg_tree_cfg *cfg, struct agg_tree **out)
 	t->cfg.nshards = t->nshards;
 	if (t->nshards == 1)
 		t->cfg.shard = 0;
-	/* slots s < nslots with s % nshards == shard */
-	t->nlocal = cfg->nslots > t->cfg.shard
-			    ? (cfg->nslots - t->cfg.shard + t->nshards - 1) / t->nshards
-			    : 0;
+	/* Blocks of WIRE_SLOT_BLOCK slots go round-robin to the shards (block % nshards ==
+	 * shard); a shard's k-th block holds local slots k * WIRE_SLOT_BLOCK onward. */
+	if (t->nshards == 1) {
+		t->nlocal = cfg->nslots;
+	} else {
+		uint32_t nblocks = ((uint32_t)cfg->nslots + WIRE_SLOT_BLOCK - 1) / WIRE_SLOT_BLOCK;
+		uint32_t own = nblocks > t->cfg.shard
+				       ? (nblocks - t->cfg.shard + t->nshards - 1) / t->nshards
+				       : 0;
+		t->nlocal = own * WIRE_SLOT_BLOCK;
+	}
 
 	/* Memory: nlocal * 2 versions * (1 + members if deterministic) * slot_bytes (rounded to
 	 * 64) of data, plus 2 bit-strings per version. Example: 256 slots, 4 KiB, 64 members:
@@ -577,9 +584,16 @@ static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struc
 					   uint32_t *li)
 {
 	uint16_t slot = p->inca.slot;
-	if (slot >= t->cfg.nslots || slot % t->nshards != t->cfg.shard)
+	if (slot >= t->cfg.nslots)
 		return AGG_DROP_SLOT;
-	*li = slot / t->nshards;
+	if (t->nshards == 1) {
+		*li = slot;
+	} else {
+		unsigned block = slot / WIRE_SLOT_BLOCK;
+		if (block % t->nshards != t->cfg.shard)
+			return AGG_DROP_SLOT;
+		*li = (block / t->nshards) * WIRE_SLOT_BLOCK + slot % WIRE_SLOT_BLOCK;
+	}
 	unsigned dt = p->inca.dtype, op = p->inca.op;
 	if (!agg__pair_valid(dt, op))
 		return AGG_DROP_UNSUPPORTED;

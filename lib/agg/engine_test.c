@@ -700,27 +700,34 @@ static void test_drops(void)
 #undef DROP
 }
 
-/* Slot sharding: this instance owns slot % nshards == shard only. */
+/* Slot sharding: this instance owns the slots of blocks (slot / WIRE_SLOT_BLOCK) with
+ * block % nshards == shard only: with 3 shards and 80 slots, shard 1 has blocks 1 and 4
+ * (slots 16-31 and 64-79). */
+static bool shard1_owns(uint16_t s)
+{
+	return s < 80 && (s / WIRE_SLOT_BLOCK) % 3 == 1;
+}
+
 static void test_sharding(void)
 {
 	struct ttree *t = calloc(1, sizeof *t);
-	ttree_init(t, 64, 0, 3, 1, 10, 64, true);
+	ttree_init(t, 64, 0, 3, 1, 80, 64, true);
 	t->cfg.nshards = 3;
 	t->cfg.shard = 1;
 	struct agg_tree *e = ttree_create(t);
 	size_t cap = agg_tree_max_sends(e);
 	struct agg_send out[8];
 	struct tu_pkt *p = malloc(sizeof *p);
-	for (uint16_t s = 0; s < 12; s++) {
+	for (uint16_t s = 0; s < 90; s++) {
 		for (unsigned m = 0; m < 3; m++) {
 			fill_up(t, p, m, s, 0, 2);
-			if (s >= 10 || s % 3 != 1) {
+			if (!shard1_owns(s)) {
 				FEED(e, p, t->nbr[m], AGG_DROP_SLOT, 0);
 				continue;
 			}
 			FEED(e, p, t->nbr[m], m < 2 ? AGG_ABSORBED : AGG_COMPLETED, m < 2 ? 0 : 3);
 		}
-		if (s < 10 && s % 3 == 1) {
+		if (shard1_owns(s)) {
 			int64_t x;
 			memcpy(&x, out[2].pkt.data + 8, 8);
 			CHECK_EQ(x, (int64_t)((uint64_t)val64(0, s, 1) + (uint64_t)val64(1, s, 1) +
@@ -729,8 +736,8 @@ static void test_sharding(void)
 	}
 	struct agg_tree_stats st;
 	agg_tree_get_stats(e, &st);
-	CHECK_EQ(st.aggregations, 3); /* slots 1, 4, 7 */
-	CHECK_EQ(st.drops[AGG_DROP_SLOT], 3 * 9);
+	CHECK_EQ(st.aggregations, 2 * WIRE_SLOT_BLOCK);
+	CHECK_EQ(st.drops[AGG_DROP_SLOT], 3 * (90 - 2 * WIRE_SLOT_BLOCK));
 	agg_tree_destroy(e);
 	free(p);
 	free(t);

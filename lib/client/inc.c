@@ -476,6 +476,7 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		goto bad;
 	ipinfo = ic->rx_ip;
 	ipinfo.src_port = ntohs(from->sin_port);
+	ipinfo.id_unseen = true; /* the switch sends GSO batches: segment k has IPv4 ID k */
 	err = wire_decode_udp(ic->rxv[i].iov_base, len, &pkt, &ipinfo);
 	if (err != WIRE_OK) {
 		client_log(cfg, 3, "inc: rx rejected: %s", wire_err_name(err));

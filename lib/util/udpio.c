@@ -60,6 +60,9 @@ struct util_udptx {
 		struct cmsghdr align;
 	} *ctl;
 	struct util_udptx_stats st;
+	/* how to take back the last add */
+	unsigned undo_grp, undo_prev_last;
+	bool undo_new, undo_prev_open, undo_ok;
 };
 
 int util_udptx_create(const struct util_udptx_opts *o, struct util_udptx **out)
@@ -134,7 +137,12 @@ uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint
 	k = q->npkts++;
 	q->len[k] = len;
 	q->next[k] = UINT32_MAX;
+	q->undo_ok = true;
+	q->undo_new = !g;
 	if (g) {
+		q->undo_grp = (unsigned)(g - q->grp);
+		q->undo_prev_last = g->last;
+		q->undo_prev_open = g->open;
 		q->next[g->last] = k;
 		g->last = k;
 		*ip_id = (uint16_t)g->count++;
@@ -148,6 +156,24 @@ uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint
 		*ip_id = 0;
 	}
 	return q->slab + (size_t)k * q->o.pkt_cap;
+}
+
+void util_udptx_cancel_last(struct util_udptx *q)
+{
+	if (!q->undo_ok || !q->npkts)
+		return;
+	q->undo_ok = false;
+	size_t len = q->len[--q->npkts];
+	if (q->undo_new) {
+		q->ngrp--;
+		return;
+	}
+	struct tx_group *g = &q->grp[q->undo_grp];
+	g->count--;
+	g->bytes -= len;
+	g->last = q->undo_prev_last;
+	g->open = q->undo_prev_open;
+	q->next[g->last] = UINT32_MAX;
 }
 
 size_t util_udptx_queued(const struct util_udptx *q)
@@ -209,6 +235,7 @@ static void build_msg(struct util_udptx *q, unsigned i, struct tx_group *g, stru
 static void reset(struct util_udptx *q)
 {
 	q->npkts = q->ngrp = q->gsent = 0;
+	q->undo_ok = false;
 }
 
 /* The kernel refused group g as one GSO send: turn GSO off and split g into single datagrams,
@@ -402,30 +429,37 @@ static void read_ctl(struct util_udprx *r, unsigned i)
 			r->dst_ip_be = pi.ipi_addr.s_addr;
 		}
 	}
-	if (!r->gso_size)
-		r->gso_size = 1; /* an empty datagram: reported once below */
+}
+
+bool util_gro_next(size_t total, size_t gso_size, size_t *off, size_t *len)
+{
+	if (*off >= total)
+		return false;
+	size_t left = total - *off;
+	*len = gso_size && gso_size < left ? gso_size : left;
+	*off += *len;
+	return true;
 }
 
 bool util_udprx_next(struct util_udprx *r, struct util_udp_dgram *d)
 {
 	while (r->cur < r->n) {
 		struct mmsghdr *mm = &r->msg[r->cur];
-		size_t total = mm->msg_len;
+		size_t total = mm->msg_len, start = r->off, len = 0;
+		bool more;
 
 		if (r->off == 0 && r->seg == 0)
 			read_ctl(r, r->cur);
-		if (r->off < total || (total == 0 && r->seg == 0)) {
-			size_t len = total - r->off < r->gso_size ? total - r->off : r->gso_size;
-			d->data = (uint8_t *)r->iov[r->cur].iov_base + r->off;
+		more = util_gro_next(total, r->gso_size, &r->off, &len);
+		if (!more && total == 0 && r->seg == 0)
+			more = true; /* an empty datagram is still one */
+		if (more) {
+			d->data = (uint8_t *)r->iov[r->cur].iov_base + start;
 			d->len = len;
 			d->from = r->name[r->cur];
 			d->dst_ip_be = r->dst_ip_be;
-			d->seg = r->seg;
+			d->seg = r->seg++;
 			d->truncated = (mm->msg_hdr.msg_flags & MSG_TRUNC) != 0;
-			r->off += len;
-			r->seg++;
-			if (total == 0)
-				r->off = 1; /* the empty datagram is done */
 			return true;
 		}
 		r->cur++;

@@ -59,6 +59,9 @@ void util_udptx_destroy(struct util_udptx *q);
  * NULL if the queue is full: flush first. */
 uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint32_t src_ip_be,
 			uint32_t tag, size_t len, uint16_t *ip_id);
+/* Take back the datagram the last util_udptx_add returned (nothing was written into it that
+ * must go out: an encoder failed). Only right after that add. */
+void util_udptx_cancel_last(struct util_udptx *q);
 /* Datagrams queued and not yet sent. */
 size_t util_udptx_queued(const struct util_udptx *q);
 /* Send what is queued on fd (flags for sendmmsg, e.g. MSG_DONTWAIT). Returns 0 when the queue
@@ -87,6 +90,11 @@ struct util_udp_dgram {
 	uint16_t seg;        /* index in its GRO buffer (0 when it came alone) */
 	bool truncated;      /* longer than the buffer: len is what fitted */
 };
+
+/* Split a GRO buffer of total bytes into its datagrams of gso_size bytes (the last may be
+ * shorter; gso_size 0: one datagram): the datagram at *off is *len bytes, *off moves past it.
+ * False once *off reached total. Pure arithmetic (fuzzed with the decoder: tests/fuzz). */
+bool util_gro_next(size_t total, size_t gso_size, size_t *off, size_t *len);
 
 int util_udprx_create(const struct util_udprx_opts *o, struct util_udprx **out);
 void util_udprx_destroy(struct util_udprx *r);

@@ -174,6 +174,10 @@ static void test_limits(void)
 		CHECK_EQ(id, i % (UTIL_UDP_MAX_PAYLOAD / 4132)); /* 15 per send */
 	}
 	CHECK(util_udptx_add(q, &a, 0, 0, 4132, &id) == NULL); /* full */
+	util_udptx_cancel_last(q); /* takes back the 40th: the next add gets its ID again */
+	CHECK(util_udptx_add(q, &a, 0, 0, 4132, &id) != NULL);
+	CHECK_EQ(id, 39 % 15);
+	CHECK_EQ(util_udptx_queued(q), 40);
 	CHECK(util_udptx_add(q, &a, 0, 0, 0, &id) == NULL);
 	util_udptx_destroy(q);
 	CHECK(util_udptx_create(&(struct util_udptx_opts){ .max_pkts = 4, .pkt_cap = 64 }, &q) == 0);

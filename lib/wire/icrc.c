@@ -63,6 +63,19 @@ uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
 	return (uint32_t)crc;
 }
 
+int wire_set_icrc(uint8_t *p, size_t len, const struct wire_ipinfo *ip)
+{
+	if (!icrc_len_ok(ip, p, len))
+		return -EINVAL;
+	uint32_t c = wire_icrc(ip, p, len);
+	uint8_t *o = p + len - WIRE_ICRC_LEN;
+	o[0] = (uint8_t)c;
+	o[1] = (uint8_t)(c >> 8);
+	o[2] = (uint8_t)(c >> 16);
+	o[3] = (uint8_t)(c >> 24);
+	return 0;
+}
+
 int wire_data_crc(struct wire_dcrc *out, const uint8_t *data, size_t len)
 {
 	if (!out || (!data && len) || len > 0xFFFF)

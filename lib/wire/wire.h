@@ -202,6 +202,9 @@ enum wire_err wire_decode_frame(const uint8_t *buf, size_t len, struct wire_pkt 
 /* RoCEv2 ICRC of a UDP payload whose last 4 bytes are the ICRC field (not covered).
  * Cost: one CRC-32 pass over the payload. */
 uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *udp_payload, size_t len);
+/* Recompute the ICRC of an encoded UDP payload for ip (e.g. another IPv4 ID) in place.
+ * Returns 0 or -EINVAL. */
+int wire_set_icrc(uint8_t *udp_payload, size_t len, const struct wire_ipinfo *ip);
 
 /* --- BIER bit-strings in wire order (RFC 8279 numbering). len is in bytes. --- */
 /* Bit position (1..len*8) of BFR-id k in set si: returns 0 if k is not in that set. */

@@ -14,6 +14,11 @@ header of Linux loopback captures, Linux cooked (-i any) or raw IP):
   5. tshark with tools/inca.lua shows INCA fields, the set BFR-ids and the data elements equal to
      the Python decode, with no INCA expert info above "note".
   6. With --expect (written by gen_pcap), every packet equals what the encoder was asked to write.
+A loopback capture shows a UDP GSO send as one datagram carrying several INCA packets back to
+back (the kernel never segments it there). Such datagrams are first cut into the packets the
+kernel puts on a real link (each one's length from its own BTH PadCnt and RETH DMA length;
+segment k gets IPv4 ID k after the send's, its own lengths and a zero UDP checksum) and every
+check runs on those; frame numbers then count the cut packets.
 Exit 0 on success, 1 on any failure, 77 when tshark or scapy is missing (test SKIP).
 """
 import argparse
@@ -23,6 +28,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 ESIZE = [1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8]
 DNAME = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -166,6 +172,54 @@ def check_scapy(path, min_count, max_frames):
     return out, n
 
 
+MAX_INCA_UDP = 12 + 16 + 4 + 4096 + 3 + 4  # BTH RETH ImmDt, IB payload, pad, ICRC
+
+
+def gso_split(path, outdir):
+    """Cut GSO sends (datagrams longer than one INCA packet) into their segments, as the
+    kernel does on a real link. Returns (path to check, sends cut, packets they made)."""
+    try:
+        from scapy.all import PcapReader, PcapWriter, IP, UDP, Raw, raw
+    except ImportError:
+        return path, 0, 0
+    out = os.path.join(outdir, "segmented.pcap")
+    sends = segs = 0
+    writer = None
+    for pkt in PcapReader(path):
+        ip = pkt.getlayer(IP)
+        frames = [pkt]
+        if ip is not None and ip.proto == 17 and UDP in ip and ip[UDP].dport == PORT:
+            wire = raw(ip)[:ip.len] if ip.len else raw(ip)
+            pay = wire[28:]
+            if len(pay) > MAX_INCA_UDP and len(pay) >= 32:
+                seg = 32 + struct.unpack(">I", pay[24:28])[0] + ((pay[1] >> 4) & 3) + 4
+                if 36 <= seg < len(pay):
+                    frames = []
+                    sends += 1
+                    for k, off in enumerate(range(0, len(pay), seg)):
+                        chunk = pay[off:off + seg]
+                        hdr = IP(wire[:20])
+                        hdr.id = (ip.id + k) & 0xFFFF
+                        hdr.len = 28 + len(chunk)
+                        hdr.chksum = None
+                        new = hdr / UDP(sport=ip[UDP].sport, dport=PORT, len=8 + len(chunk),
+                                        chksum=0) / Raw(chunk)
+                        if ip.underlayer is not None:
+                            l2 = pkt.copy()
+                            l2.getlayer(IP).underlayer.remove_payload()
+                            new = l2 / new
+                        new.time = pkt.time
+                        frames.append(new)
+                        segs += 1
+        for f in frames:
+            if writer is None:
+                writer = PcapWriter(out, sync=False)
+            writer.write(f)
+    if writer is not None:
+        writer.close()
+    return (out, sends, segs) if sends else (path, 0, 0)
+
+
 def tshark_fields(tshark, path, fields, extra=(), max_frames=0):
     if max_frames:
         extra = list(extra) + ["-c", str(max_frames)]
@@ -304,10 +358,15 @@ def main():
     if not a.tshark:
         print("check_pcap: SKIP: tshark not found")
         return 77
-    dec, n = check_scapy(a.capture, a.min_packets, a.max_frames)
-    check_tshark(a.tshark, a.capture, dec, a.max_frames)
+    tmp = tempfile.TemporaryDirectory(prefix="check_pcap.")
+    capture, sends, segs = gso_split(a.capture, tmp.name)
+    if sends:
+        print("check_pcap: %d GSO send(s) in the capture, checked as the %d packets the kernel "
+              "sends for them on a link" % (sends, segs))
+    dec, n = check_scapy(capture, a.min_packets, a.max_frames)
+    check_tshark(a.tshark, capture, dec, a.max_frames)
     if os.path.exists(a.lua):
-        check_lua(a.tshark, a.capture, a.lua, dec, a.max_frames)
+        check_lua(a.tshark, capture, a.lua, dec, a.max_frames)
     else:
         errors.append("dissector %s not found" % a.lua)
     if a.expect:
