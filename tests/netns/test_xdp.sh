@@ -4,9 +4,10 @@
 # the members' end (198.18.0.10.. on one veth). The members are libinca ranks (xdp_member):
 # every AllReduce result is checked element by element. Then the switch's statistics must show
 # that the packets went through the XDP program and the AF_XDP socket, and that the kernel
-# still got the rest (ARP, and TCP through the same interface). Second part: --xdp on an interface
-# that does not exist falls back to UDP sockets (and says why), with the same exact results;
-# --xdp-required makes that an error instead.
+# still got the rest (ARP, and TCP through the same interface). Second part: the same switch as
+# a leaf under a root switch (sockets) on the members' side: the parent's MAC is resolved through
+# the kernel. Third part: --xdp on an interface that does not exist falls back to UDP sockets (and
+# says why), with the same exact results; --xdp-required makes that an error instead.
 # usage: test_xdp.sh BUILD_DIR [MEMBERS] [COUNT] [ITERS]
 # Exit 77 (skip) without root, without netns/veth, or when XDP cannot be used here.
 set -u
@@ -139,7 +140,39 @@ t = s["trees"][0]
 assert t["aggregations"] > 0 and all(q["rx_pkts"] > 0 and q["tx_pkts"] > 0 for q in t["qps"]), t
 EOF
 
-# ---- 2. no such interface: falls back to sockets and says why; --xdp-required refuses
+# ---- 2. a leaf on AF_XDP under a root on sockets (198.18.0.2 in the members' namespace): the
+# parent only answers, so its MAC comes from the kernel (resolved on request), not from learning.
+ip -n "$NS_M" addr add 198.18.0.2/24 dev xmb0
+ip netns exec "$NS_M" "$SW" --listen 198.18.0.2:4791 \
+	--tree "id=1,key=0x5eed0001,slots=256,child=198.18.0.1:4791/0x101/1-$NM" \
+	--stats-file "$TMP/root.json" --stats-interval-ms 0 --ready-file "$TMP/root.ready" \
+	2>"$TMP/root.log" &
+ROOTPID=$!
+for ((i = 0; i < 100; i++)); do [ -e "$TMP/root.ready" ] && break; sleep 0.05; done
+TREE_ROOT=$TREE
+TREE="id=1,key=0x5eed0001,slots=256,role=leaf,parent=198.18.0.2:4791,members=$MEMBERS"
+start_switch leaf --xdp xsw0 --xdp-required || { cat "$TMP/leaf.log"; fail "leaf switch"; }
+run_members leaf || { cat "$TMP/leaf.log" "$TMP/root.log"; fail "AllReduce through leaf (AF_XDP) and root"; }
+stop_switch
+kill -TERM $ROOTPID
+wait $ROOTPID || fail "root switch exited with status $?"
+TREE=$TREE_ROOT
+$PY - "$TMP/leaf.json" "$TMP/root.json" <<'EOF2' || fail "statistics of the two-level run"
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[2]))
+x = s["xdp"]
+print("leaf: io %s, rx_pkts %d, tx_pkts %d; root rx_pkts %d; xdp %s" %
+      (s["io"], s["rx_pkts"], s["tx_pkts"], r["rx_pkts"], json.dumps(x)))
+assert s["io"] == "xdp" and x["rx_frames"] == s["rx_pkts"] > 0
+# the parent's MAC came from the kernel's neighbour table, after a resolution request
+assert x["mac_from_kernel"] >= 1 and x["resolve_requests"] >= 1, x
+parent = [q for q in s["trees"][0]["qps"] if q["kind"] == "parent"][0]
+assert parent["tx_pkts"] > 0 and parent["rx_pkts"] > 0, parent
+assert r["rx_pkts"] > 0 and r["trees"][0]["aggregations"] > 0
+EOF2
+
+# ---- 3. no such interface: falls back to sockets and says why; --xdp-required refuses
 start_switch fb --xdp incaxdp-none0 || { cat "$TMP/fb.log"; fail "fallback switch did not start"; }
 grep -q "using UDP sockets" "$TMP/fb.log" || { cat "$TMP/fb.log"; fail "no fallback message"; }
 run_members fb || { cat "$TMP/fb.log"; fail "AllReduce through the fallback switch"; }
