@@ -129,7 +129,7 @@ struct sw_xdp {
 	int ifindex;
 	uint32_t queue;
 	uint32_t attach_flags; /* XDP_FLAGS_DRV_MODE or XDP_FLAGS_SKB_MODE */
-	bool attached;
+	int link_fd;           /* the attachment: closing it (or exiting) detaches the program */
 	uint8_t mac[6];
 	uint32_t ip_be;
 	struct bpf_object *obj;
@@ -518,6 +518,7 @@ static int xsk_open(struct sw_xdp *x, struct sw_worker *w, uint32_t queue, int b
 				 queue, bind_mode == 1 ? "copy" : bind_mode == 2 ? "zero-copy" : "any",
 				 strerror(-rc),
 				 rc == -EPERM ? " (needs root: CAP_NET_ADMIN and CAP_NET_RAW)"
+				 : rc == -EBUSY ? " (another AF_XDP socket is bound to that queue)"
 				 : rc == -EOPNOTSUPP && bind_mode == 2
 				     ? " (the driver has no zero-copy support: --xdp-bind copy)"
 				 : rc == -EINVAL ? " (no such queue?)"
@@ -562,7 +563,7 @@ int sw_xdp_create(struct sw_switch *sw, char *err, size_t cap)
 		snprintf(err, cap, "out of memory");
 		return -ENOMEM;
 	}
-	x->prog_fd = x->xsks_fd = x->cfg_fd = x->cnt_fd = x->nl_fd = -1;
+	x->prog_fd = x->xsks_fd = x->cfg_fd = x->cnt_fd = x->nl_fd = x->link_fd = -1;
 	sw->xdp = x;
 	libbpf_set_print(libbpf_print);
 	libbpf_last[0] = 0;
@@ -632,10 +633,17 @@ int sw_xdp_create(struct sw_switch *sw, char *err, size_t cap)
 			goto fail;
 		}
 	}
-	/* Attach last: the sockets are in the map when the first frame is redirected. Never
-	 * replace a program someone else attached. */
-	rc = bpf_xdp_attach(x->ifindex, x->prog_fd, x->attach_flags | XDP_FLAGS_UPDATE_IF_NOEXIST,
-			    NULL);
+	/* Attach last: the sockets are in the map when the first frame is redirected. A BPF link:
+	 * the kernel detaches the program when the link's last descriptor closes, also when the
+	 * process dies; it never replaces a program someone else attached (EBUSY). */
+	LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = x->attach_flags);
+	rc = bpf_link_create(x->prog_fd, x->ifindex, BPF_XDP, &lo);
+	if (rc >= 0) {
+		x->link_fd = rc;
+		rc = 0;
+	} else {
+		rc = -errno;
+	}
 	if (rc < 0) {
 		snprintf(err, cap, "attach XDP (%s mode) to %s: %s%s%s%s",
 			 o->xdp_skb_mode ? "skb" : "native", x->ifname, strerror(-rc),
@@ -647,7 +655,6 @@ int sw_xdp_create(struct sw_switch *sw, char *err, size_t cap)
 			 libbpf_last[0] ? ": " : "", libbpf_last);
 		goto fail;
 	}
-	x->attached = true;
 	x->nl_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	for (unsigned i = 0; i < x->nxsk; i++)
 		sw_log(1, "xdp: %s queue %u: %s XDP, AF_XDP %s%s, switch %s", x->ifname,
@@ -666,12 +673,8 @@ void sw_xdp_destroy(struct sw_switch *sw)
 
 	if (!x)
 		return;
-	if (x->attached) {
-		LIBBPF_OPTS(bpf_xdp_attach_opts, ao, .old_prog_fd = x->prog_fd);
-		/* Only our program: fails harmlessly if someone replaced it meanwhile. */
-		if (bpf_xdp_detach(x->ifindex, x->attach_flags | XDP_FLAGS_REPLACE, &ao) < 0)
-			(void)bpf_xdp_detach(x->ifindex, x->attach_flags, NULL);
-	}
+	if (x->link_fd >= 0)
+		close(x->link_fd); /* detaches the program */
 	for (unsigned i = 0; x->xsk && i < x->nxsk; i++)
 		xsk_free(x->xsk[i]);
 	free(x->xsk);
