@@ -4,7 +4,8 @@
 # veth pair, 198.18.0.1/24, MTU 9000; incaxdpb-m-PID: the members' end, 198.18.0.10..), the
 # members are libinca ranks (tests/netns/xdp_member ... bench) running back-to-back INC fp32
 # AllReduces of COUNT elements (4068 B of data per packet at libinca's default RoCE MTU 4096).
-# Modes alternate (socket, xdp, socket, xdp ...) TRIALS times. Per run it prints the packets the
+# Modes alternate (sockets, xdp = native XDP, xdp-skb = generic XDP; AF_XDP copy mode, as veth
+# has no zero-copy) TRIALS times. Per run it prints the packets the
 # daemon received per second of the ranks' timed loop, the daemon's CPU seconds (user+system of
 # the process, from /proc/PID/stat) and packets per daemon CPU-second, and the whole machine's
 # busy CPU-seconds over the run (/proc/stat: the kernel's veth, XDP and socket work is not
@@ -52,11 +53,12 @@ HZ=$(getconf CLK_TCK)
 
 echo "# bench_switch_xdp: $NM members, INC fp32 AllReduce of $COUNT elements x $ITERS, veth MTU 9000,"
 echo "# $(nproc) CPUs, switch 1 worker, ICRC checked; pps = daemon rx_pkts / ranks' timed loop"
-printf "#%7s %10s %9s %12s %9s %15s %10s\n" mode rx_pkts secs pps cpu_s pkts/cpu-s host_cpu_s
+printf "#%8s %10s %9s %12s %9s %15s %10s\n" mode rx_pkts secs pps cpu_s pkts/cpu-s host_cpu_s
 for ((t = 0; t < TRIALS; t++)); do
-	for mode in sockets xdp; do
+	for mode in sockets xdp xdp-skb; do
 		extra=()
 		[ $mode = xdp ] && extra=(--xdp xsw0 --xdp-required)
+		[ $mode = xdp-skb ] && extra=(--xdp xsw0 --xdp-required --xdp-mode skb)
 		rm -f "$TMP/ready"
 		ip netns exec "$NS_S" "$SW" --listen 198.18.0.1:4791 --tree "$TREE" \
 			--stats-file "$TMP/$mode.json" --stats-interval-ms 0 \
@@ -94,10 +96,11 @@ for ((t = 0; t < TRIALS; t++)); do
 import json, sys
 s = json.load(open(sys.argv[1]))
 mode, secs, ct, ht, hz = sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-assert s["io"] == mode, (s["io"], mode)
+assert s["io"] == mode.split("-")[0], (s["io"], mode)
+assert mode == "sockets" or s["xdp"]["attach"] == ("skb" if mode == "xdp-skb" else "native")
 rx = s["rx_pkts"]
 cpu = ct / hz
-print(" %7s %10d %9.3f %12.0f %9.2f %15.0f %10.2f" % (mode, rx, secs, rx / secs, cpu,
+print(" %8s %10d %9.3f %12.0f %9.2f %15.0f %10.2f" % (mode, rx, secs, rx / secs, cpu,
       rx / cpu if cpu else float("nan"), ht / hz))
 if s["drops_total"]:
     print("#   note: %d drops" % s["drops_total"])
