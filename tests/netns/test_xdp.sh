@@ -8,6 +8,9 @@
 # a leaf under a root switch (sockets) on the members' side: the parent's MAC is resolved through
 # the kernel. Third part: --xdp on an interface that does not exist falls back to UDP sockets (and
 # says why), with the same exact results; --xdp-required makes that an error instead.
+# The frames the AF_XDP path builds are captured on the members' side and checked by
+# tests/pcap/check_pcap.py (IPv4 shape and header checksum, ICRC recomputed by scapy, strict
+# decode, tshark dissection) when tshark and scapy are installed.
 # usage: test_xdp.sh BUILD_DIR [MEMBERS] [COUNT] [ITERS]
 # Exit 77 (skip) without root, without netns/veth, or when XDP cannot be used here.
 set -u
@@ -15,6 +18,7 @@ BUILD=${1:?build dir}
 NM=${2:-3}
 COUNT=${3:-50000}
 ITERS=${4:-4}
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SW=$BUILD/daemons/switch/inca-switch
 MEMBER=$BUILD/tests/netns/xdp_member
 PY=/usr/bin/python3
@@ -22,11 +26,13 @@ NS_S=incaxdp-s-$$
 NS_M=incaxdp-m-$$
 TMP=$(mktemp -d /tmp/incaxdp.XXXXXX)
 SWPID=
+CAPPID=
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
 cleanup() {
+	[ -n "$CAPPID" ] && kill "$CAPPID" 2>/dev/null
 	[ -n "$SWPID" ] && kill "$SWPID" 2>/dev/null && wait "$SWPID" 2>/dev/null
 	ip netns del "$NS_S" 2>/dev/null
 	ip netns del "$NS_M" 2>/dev/null
@@ -113,8 +119,29 @@ except ConnectionRefusedError:
 except OSError as e:
     print("tcp:", e); sys.exit(1)
 sys.exit(1)' || fail "TCP through the XDP interface did not reach the kernel"
+# Capture the first frames the switch sends (results built by the AF_XDP path).
+NCAP=60
+if command -v tshark >/dev/null && $PY -c 'import scapy.contrib.roce' 2>/dev/null; then
+	HOME=$TMP ip netns exec "$NS_M" tshark -i xmb0 -f "udp and src host 198.18.0.1" \
+		-c $NCAP -a duration:60 -w "$TMP/xdp.pcap" >"$TMP/tshark.log" 2>&1 &
+	CAPPID=$!
+	for ((i = 0; i < 100; i++)); do
+		grep -q "Capturing on" "$TMP/tshark.log" 2>/dev/null && break
+		sleep 0.1
+	done
+	grep -q "Capturing on" "$TMP/tshark.log" || { cat "$TMP/tshark.log"; fail "tshark"; }
+	sleep 0.3
+fi
 run_members xdp || { cat "$TMP/xdp.log"; fail "AllReduce through the AF_XDP switch"; }
 stop_switch
+if [ -n "$CAPPID" ]; then
+	wait "$CAPPID"
+	CAPPID=
+	HOME=$TMP $PY "$SRC/tests/pcap/check_pcap.py" "$TMP/xdp.pcap" $NCAP \
+		--lua "$SRC/tools/inca.lua" || fail "frames sent by the AF_XDP path are not conformant"
+else
+	echo "note: tshark or python3-scapy missing: frames not checked by check_pcap.py"
+fi
 $PY - "$TMP/xdp.json" "$NM" <<'EOF' || fail "statistics of the AF_XDP run"
 import json, sys
 s = json.load(open(sys.argv[1]))
