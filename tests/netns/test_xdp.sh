@@ -179,7 +179,8 @@ for ((i = 0; i < 100; i++)); do [ -e "$TMP/root.ready" ] && break; sleep 0.05; d
 TREE_ROOT=$TREE
 TREE="id=1,key=0x5eed0001,slots=256,role=leaf,parent=198.18.0.2:4791,members=$MEMBERS"
 start_switch leaf --xdp xsw0 --xdp-required || { cat "$TMP/leaf.log"; fail "leaf switch"; }
-run_members leaf || { cat "$TMP/leaf.log" "$TMP/root.log"; fail "AllReduce through leaf (AF_XDP) and root"; }
+run_members leaf ||
+	{ cat "$TMP/leaf.log" "$TMP/root.log"; fail "AllReduce through leaf (AF_XDP) and root"; }
 stop_switch
 kill -TERM $ROOTPID
 wait $ROOTPID || fail "root switch exited with status $?"
@@ -214,5 +215,6 @@ if start_switch req --xdp incaxdp-none0 --xdp-required; then
 	stop_switch
 	fail "--xdp-required started without XDP"
 fi
-grep -q "no interface incaxdp-none0" "$TMP/req.log" || { cat "$TMP/req.log"; fail "no reason given"; }
+grep -q "no interface incaxdp-none0" "$TMP/req.log" ||
+	{ cat "$TMP/req.log"; fail "no reason given"; }
 echo "PASS"
