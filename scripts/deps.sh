@@ -9,6 +9,7 @@ PKGS=(
   tshark python3-scapy                               # wire-format conformance tests
   python3-matplotlib                                 # plots
   iproute2 nftables ethtool                          # netns fabric tests, GSO-on-veth capture
+  libxdp-dev libbpf-dev                              # inca-switch --xdp (AF_XDP; clang builds the XDP program)
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler   # AM gRPC service
   python3-grpcio python3-grpc-tools                  # tests with a gRPC client we did not write
   libnetconf2-dev libyang2-dev libssh-dev libyang2-tools  # NETCONF between the AM and switches

@@ -447,6 +447,41 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		atomic_init(&w->qs_epoch, 0);
 		util_rng_seed(&w->rng, o->seed * 0x100000001b3ull + wi + 1);
 		w->max_sends = set->max_sends;
+		w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (w->wake_fd < 0) {
+			rc = -errno;
+			snprintf(err, cap, "eventfd: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	/* AF_XDP (xdp.c) when asked and possible; otherwise the sockets. */
+	if (o->xdp_ifname) {
+		for (unsigned wi = 0; wi < sw->nworkers; wi++) {
+			sw->w[wi].io = io_new(sw, sw->w[wi].max_sends, false, false);
+			if (!sw->w[wi].io) {
+				snprintf(err, cap, "out of memory");
+				rc = -ENOMEM;
+				goto fail;
+			}
+		}
+		rc = sw_xdp_create(sw, err, cap);
+		if (rc == 0) {
+			*out = sw;
+			return 0;
+		}
+		if (o->xdp_required)
+			goto fail;
+		snprintf(sw->xdp_fallback, sizeof sw->xdp_fallback, "%s", err);
+		sw_log(0, "--xdp %s unavailable (%s): using UDP sockets", o->xdp_ifname, err);
+		err[0] = 0;
+		for (unsigned wi = 0; wi < sw->nworkers; wi++) {
+			io_free(sw->w[wi].io);
+			sw->w[wi].io = NULL;
+		}
+	}
+	for (unsigned wi = 0; wi < sw->nworkers; wi++) {
+		struct sw_worker *w = &sw->w[wi];
+
 		/* Bind order = index in the reuseport group = what the BPF program returns. */
 		rc = open_socket(cfg, sw->nworkers > 1, err, cap);
 		if (rc < 0)
@@ -459,12 +494,6 @@ int sw_switch_create(const struct sw_config *cfg, const struct sw_opts *o, struc
 		if (!w->io) {
 			snprintf(err, cap, "out of memory");
 			rc = -ENOMEM;
-			goto fail;
-		}
-		w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (w->wake_fd < 0) {
-			rc = -errno;
-			snprintf(err, cap, "eventfd: %s", strerror(errno));
 			goto fail;
 		}
 	}
@@ -484,6 +513,7 @@ void sw_switch_destroy(struct sw_switch *sw)
 {
 	if (!sw)
 		return;
+	sw_xdp_destroy(sw);
 	for (unsigned wi = 0; sw->w && wi < sw->nworkers; wi++) {
 		struct sw_worker *w = &sw->w[wi];
 		if (w->fd >= 0)
@@ -681,13 +711,10 @@ static void qp_rx(struct sw_worker *w, struct sw_tree *t, uint32_t nbr, uint32_t
 
 /* dcrc: CRC of the data shared by every copy of a replicated result (NULL: compute per copy). */
 static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uint32_t src_ip_be,
-		 const struct wire_dcrc *dcrc)
+		 const struct wire_dcrc *dcrc, struct sw_tx *tx)
 {
-	struct sw_io *io = w->io;
 	const struct sw_nbr *nb;
 	struct wire_ipinfo ip;
-	uint8_t *buf;
-	size_t want;
 	int len;
 
 	if (s->nbr >= t->nnbr) {
@@ -709,47 +736,92 @@ static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uin
 		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
 		return;
 	}
-	want = wire_udp_payload_len(s->pkt.inca.bsl_code, s->pkt.data_len);
-	buf = want <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, &nb->addr, src_ip_be,
-							  s->pkt.inca.slot / WIRE_SLOT_BLOCK, want,
-							  &ip.ip_id)
-					     : NULL;
-	len = !buf ? -ENOSPC
-	      : dcrc ? wire_encode_udp_dcrc(buf, want, &s->pkt, &ip, dcrc)
-		     : wire_encode_udp(buf, want, &s->pkt, &ip);
-	if (len != (int)want) {
-		if (buf)
-			util_udptx_cancel_last(io->tx);
-		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
-		sw_log(2, "worker %u: tree %u: encode failed: %d", w->idx, t->conf.id, len);
+	len = tx->send(tx, nb, &s->pkt, &ip, dcrc);
+	if (len < 0) {
+		w->cnt.sw_drops[len == -EINVAL || len == -ENOSPC ? SW_DROP_TX_ENCODE
+								 : SW_DROP_TX_ERROR]++;
+		sw_log(2, "worker %u: tree %u: encode/queue failed: %d", w->idx, t->conf.id, len);
 		return;
 	}
 	t->w[w->idx].qp[s->nbr].tx_pkts++;
 	t->w[w->idx].qp[s->nbr].tx_bytes += (uint64_t)len;
 }
 
-/* One received datagram: seg is its index in its GRO buffer, the first guess of the IPv4 ID the
- * sender's kernel gave it (the ICRC covers the ID, which a UDP socket does not show). */
-static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8_t *buf,
-			size_t len, const struct sockaddr_in *from, uint32_t dst_ip_be, uint16_t seg)
+/* The socket path's output: UDP payloads into the send queue (GSO batches per destination and
+ * slot block), flushed after each receive batch. */
+struct sock_tx {
+	struct sw_tx tx;
+	struct sw_worker *w;
+};
+
+static void sock_tx_reserve(struct sw_tx *tx, size_t n)
+{
+	struct sw_worker *w = ((struct sock_tx *)tx)->w;
+
+	if (util_udptx_queued(w->io->tx) + n > w->io->tx_cap)
+		flush_tx(w);
+}
+
+static int sock_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct wire_pkt *pkt,
+			struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
+{
+	struct sw_worker *w = ((struct sock_tx *)tx)->w;
+	size_t want = wire_udp_payload_len(pkt->inca.bsl_code, pkt->data_len);
+	uint8_t *buf = want <= WIRE_MAX_UDP_PAYLOAD
+			       ? reserve_tx(w, &nb->addr, htonl(ip->src_ip),
+					    pkt->inca.slot / WIRE_SLOT_BLOCK, want, &ip->ip_id)
+			       : NULL;
+	int len = !buf ? -ENOSPC
+		  : dcrc ? wire_encode_udp_dcrc(buf, want, pkt, ip, dcrc)
+			 : wire_encode_udp(buf, want, pkt, ip);
+
+	if (len != (int)want) {
+		if (buf)
+			util_udptx_cancel_last(w->io->tx);
+		return len < 0 ? len : -EINVAL;
+	}
+	return len;
+}
+
+/* A UDP datagram's seg (struct sw_rx) is its index in its GRO buffer, the first guess of the
+ * IPv4 ID the sender's kernel gave it (the ICRC covers the ID, which a UDP socket does not
+ * show). A frame carries its ID. */
+void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const struct sw_rx *rx,
+		    struct sw_tx *tx)
 {
 	struct sw_switch *sw = w->sw;
 	struct wire_pkt pkt;
+	struct sockaddr_in fromf;
+	const struct sockaddr_in *from = &rx->from;
+	uint32_t dst_ip_be = rx->dst_ip_be;
+	size_t len = rx->len;
 	struct wire_ipinfo ip = {
 		.src_ip = ntohl(from->sin_addr.s_addr),
 		.dst_ip = ntohl(dst_ip_be),
 		.src_port = ntohs(from->sin_port),
 		.dst_port = ntohs(sw->cfg->listen.sin_port),
-		.ip_id = seg,
+		.ip_id = rx->seg,
 		.id_unseen = true,
 	};
-	enum wire_err e = wire_decode_udp(buf, len, &pkt, sw->cfg->check_icrc ? &ip : NULL);
+	enum wire_err e;
 	struct sw_tree *t;
 	uint16_t ti;
 	uint32_t nbr, src_ip_be;
 	size_t nsent = 0;
 	enum agg_verdict v;
 
+	if (rx->frame) {
+		/* Every layer checked, the ICRC always (over the IPv4 ID the frame carries). */
+		e = wire_decode_frame(rx->buf, rx->len, &pkt, &ip);
+		fromf = (struct sockaddr_in){ .sin_family = AF_INET,
+					      .sin_port = htons(ip.src_port),
+					      .sin_addr.s_addr = htonl(ip.src_ip) };
+		from = &fromf;
+		dst_ip_be = htonl(ip.dst_ip);
+		len = e == WIRE_OK ? wire_udp_payload_len(pkt.inca.bsl_code, pkt.data_len) : 0;
+	} else {
+		e = wire_decode_udp(rx->buf, rx->len, &pkt, sw->cfg->check_icrc ? &ip : NULL);
+	}
 	if (e != WIRE_OK) {
 		w->cnt.wire_drops[(unsigned)e < WIRE_E_COUNT_MAX_ ? e : WIRE_E_TRUNCATED]++;
 		drop_log(w, wire_err_name(e), from);
@@ -774,8 +846,9 @@ static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8
 		return;
 	}
 	qp_rx(w, t, nbr, pkt.bth.psn, len);
-	if (util_udptx_queued(w->io->tx) + w->max_sends > w->io->tx_cap)
-		flush_tx(w);
+	if (tx->accepted)
+		tx->accepted(tx, t, nbr, rx);
+	tx->reserve(tx, w->max_sends);
 	v = agg_tree_input(t->w[w->idx].agg, &pkt, nbr, w->io->sends, w->max_sends, &nsent);
 	w->cnt.verdicts[(unsigned)v < AGG_VERDICT_COUNT ? v : AGG_DROP_FIRST]++;
 	if (v >= AGG_DROP_FIRST)
@@ -807,7 +880,7 @@ static void handle_inca(struct sw_worker *w, const struct sw_treeset *set, uint8
 	for (size_t i = 0; i < nsent; i++) {
 		const struct wire_pkt *p = &w->io->sends[i].pkt;
 		emit(w, t, &w->io->sends[i], src_ip_be,
-		     shared && p->data_len == dcrc.len && p->data == p0->data ? shared : NULL);
+		     shared && p->data_len == dcrc.len && p->data == p0->data ? shared : NULL, tx);
 	}
 }
 
@@ -828,7 +901,12 @@ static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
 		w->cnt.sw_drops[SW_DROP_INJECTED_TX]++;
 		return;
 	}
-	out = len <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, from, dst_ip_be, 0, len, &id) : NULL;
+	/* Echoes leave in the shape of the aggregating path's results: GSO sends that never
+	 * straddle a slot block (tag = the packet's slot / WIRE_SLOT_BLOCK), so the baseline gets
+	 * no bigger sends than the switch can use. */
+	uint32_t tag = (((uint32_t)buf[SW_SLOT_OFFSET] << 8) | buf[SW_SLOT_OFFSET + 1]) /
+		       WIRE_SLOT_BLOCK;
+	out = len <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, from, dst_ip_be, tag, len, &id) : NULL;
 	if (!out) {
 		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
 		return;
@@ -902,6 +980,7 @@ static void *worker_main(void *arg)
 	 * forwarding on a shared machine. Light: at most SW_BUSY_POLL_MAX_BYTES_PER_MS received
 	 * in the current and the previous millisecond. */
 	uint64_t last_rx_ns = 0, win_start_ns = 0, win_bytes = 0, prev_win_bytes = 0;
+	struct sock_tx stx = { { sock_tx_reserve, sock_tx_send, NULL }, w };
 
 	sw_log(2, "worker %u: running on fd %d", w->idx, w->fd);
 	while (!atomic_load_explicit(&sw->stop, memory_order_relaxed)) {
@@ -980,7 +1059,12 @@ static void *worker_main(void *arg)
 			if (reflect)
 				handle_reflect(w, d.data, d.len, &d.from, d.dst_ip_be);
 			else
-				handle_inca(w, set, d.data, d.len, &d.from, d.dst_ip_be, d.seg);
+				sw_handle_inca(w, set,
+					       &(struct sw_rx){ .buf = d.data, .len = d.len,
+								.from = d.from,
+								.dst_ip_be = d.dst_ip_be,
+								.seg = d.seg },
+					       &stx.tx);
 		}
 		flush_tx(w);
 		check_snapshot(w, set);
@@ -994,7 +1078,8 @@ static void *worker_main(void *arg)
 int sw_switch_start(struct sw_switch *sw)
 {
 	for (unsigned i = 0; i < sw->nworkers; i++) {
-		int rc = pthread_create(&sw->w[i].thread, NULL, worker_main, &sw->w[i]);
+		int rc = pthread_create(&sw->w[i].thread, NULL,
+					sw->xdp ? sw_xdp_worker_main : worker_main, &sw->w[i]);
 		if (rc) {
 			sw_log(0, "pthread_create: %s", strerror(rc));
 			sw_switch_stop(sw);
@@ -1034,6 +1119,33 @@ void sw_switch_snapshot(struct sw_switch *sw, unsigned timeout_ms)
 			nanosleep(&ts, NULL);
 		}
 	}
+}
+
+/* ---------------------------------------------------------------- hooks for xdp.c */
+
+const struct sw_treeset *sw_worker_quiescent(struct sw_worker *w)
+{
+	const struct sw_treeset *set;
+
+	atomic_store(&w->qs_epoch, atomic_load(&w->sw->epoch));
+	set = atomic_load(&w->sw->set);
+	io_reserve(w, set->max_sends);
+	return set;
+}
+
+void sw_worker_poll_snapshot(struct sw_worker *w, const struct sw_treeset *set)
+{
+	check_snapshot(w, set);
+}
+
+bool sw_worker_busy(const struct sw_worker *w, const struct sw_treeset *set)
+{
+	return worker_pending(w, set);
+}
+
+bool sw_worker_inject_drop(struct sw_worker *w)
+{
+	return inject_drop(w);
 }
 
 /* ---------------------------------------------------------------- logging */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include "config.h"
 #include "switch.h"
@@ -37,6 +38,12 @@ static void usage(FILE *f)
 		"      --seed S               seed of the fault injection generator (1)\n"
 		"      --busy-poll-us N       after a packet, poll (yielding the CPU) this long before\n"
 		"                             sleeping in the kernel again (200; 0: always sleep)\n"
+		"      --xdp IFACE            data plane on an AF_XDP socket of IFACE (docs/switch.md);\n"
+		"                             falls back to UDP sockets if XDP is unavailable\n"
+		"      --xdp-queue Q          queue of IFACE to bind (0)\n"
+		"      --xdp-mode native|skb  XDP attach mode (native)\n"
+		"      --xdp-bind auto|copy|zerocopy  AF_XDP bind mode (auto: zero-copy if possible)\n"
+		"      --xdp-required         exit with an error instead of falling back to sockets\n"
 		"      --ready-file PATH      create PATH once sockets are bound and trees built\n"
 		"      --check-config         print the effective configuration and exit\n"
 		"      --netconf-unix PATH    NETCONF server on a UNIX socket (docs/netconf.md)\n"
@@ -62,6 +69,11 @@ enum {
 	OPT_SEED,
 	OPT_BUSY_POLL,
 	OPT_READY_FILE,
+	OPT_XDP,
+	OPT_XDP_QUEUE,
+	OPT_XDP_MODE,
+	OPT_XDP_BIND,
+	OPT_XDP_REQUIRED,
 	OPT_CHECK_CONFIG,
 	OPT_NC_UNIX,
 	OPT_NC_SSH,
@@ -84,6 +96,11 @@ static const struct option long_opts[] = {
 	{ "no-gro", no_argument, NULL, OPT_NO_GRO },
 	{ "drop-rate", required_argument, NULL, OPT_DROP_RATE },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "xdp", required_argument, NULL, OPT_XDP },
+	{ "xdp-queue", required_argument, NULL, OPT_XDP_QUEUE },
+	{ "xdp-mode", required_argument, NULL, OPT_XDP_MODE },
+	{ "xdp-bind", required_argument, NULL, OPT_XDP_BIND },
+	{ "xdp-required", no_argument, NULL, OPT_XDP_REQUIRED },
 	{ "busy-poll-us", required_argument, NULL, OPT_BUSY_POLL },
 	{ "ready-file", required_argument, NULL, OPT_READY_FILE },
 	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
@@ -234,6 +251,44 @@ int main(int argc, char **argv)
 		case OPT_READY_FILE:
 			ready_file = optarg;
 			break;
+		case OPT_XDP:
+			opts.xdp_ifname = optarg;
+			break;
+		case OPT_XDP_QUEUE: {
+			errno = 0;
+			unsigned long v = strtoul(optarg, &end, 0);
+			if (errno || *end || end == optarg || optarg[0] == '-' || v > 63) {
+				fprintf(stderr, "inca-switch: --xdp-queue: bad value '%s' (0..63)\n",
+					optarg);
+				return 2;
+			}
+			opts.xdp_queue = (uint32_t)v;
+			break;
+		}
+		case OPT_XDP_MODE:
+			if (strcmp(optarg, "native") && strcmp(optarg, "skb")) {
+				fprintf(stderr, "inca-switch: --xdp-mode: native or skb, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			opts.xdp_skb_mode = !strcmp(optarg, "skb");
+			break;
+		case OPT_XDP_BIND:
+			if (!strcmp(optarg, "auto"))
+				opts.xdp_bind = 0;
+			else if (!strcmp(optarg, "copy"))
+				opts.xdp_bind = 1;
+			else if (!strcmp(optarg, "zerocopy"))
+				opts.xdp_bind = 2;
+			else {
+				fprintf(stderr, "inca-switch: --xdp-bind: auto, copy or zerocopy, "
+						"not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_XDP_REQUIRED:
+			opts.xdp_required = true;
+			break;
 		case OPT_CHECK_CONFIG:
 			check_config = true;
 			break;
@@ -298,6 +353,22 @@ int main(int argc, char **argv)
 			goto config_error;
 	if (sw_config_validate(&cfg, err, sizeof err) < 0)
 		goto config_error;
+	if (!opts.xdp_ifname && (opts.xdp_required || opts.xdp_queue || opts.xdp_skb_mode ||
+				 opts.xdp_bind)) {
+		fprintf(stderr, "inca-switch: --xdp-queue/--xdp-mode/--xdp-bind/--xdp-required "
+				"need --xdp IFACE\n");
+		sw_config_free(&cfg);
+		return 2;
+	}
+	if (opts.xdp_ifname && (opts.reflect || cfg.threads != 1 ||
+				ntohs(cfg.listen.sin_port) != WIRE_ROCE_UDP_PORT)) {
+		/* One AF_XDP socket on one queue: the NIC's RSS cannot steer by slot, and the frame
+		 * decoder accepts RoCEv2's port only. */
+		fprintf(stderr, "inca-switch: --xdp needs --threads 1, the listen port %d and no "
+				"--reflect\n", WIRE_ROCE_UDP_PORT);
+		sw_config_free(&cfg);
+		return 2;
+	}
 	if (check_config) {
 		sw_config_dump(&cfg, stdout);
 		sw_config_free(&cfg);

@@ -93,6 +93,22 @@ const char *sw_nbr_kind_name(enum sw_nbr_kind k)
 	return k == SW_NBR_MEMBER ? "member" : k == SW_NBR_CHILD ? "child" : "parent";
 }
 
+/* A JSON string literal (quotes, backslashes and control characters escaped). */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
 void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 {
 	const struct sw_treeset *set = atomic_load(&((struct sw_switch *)sw)->set);
@@ -112,6 +128,13 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 		(unsigned long long)((util_now_ns() - sw->start_ns) / 1000000ull));
 	fprintf(f, "  \"pid\": %d,\n", (int)getpid());
 	fprintf(f, "  \"mode\": \"%s\",\n", sw->opts.reflect ? "reflect" : "aggregate");
+	fprintf(f, "  \"io\": \"%s\",\n", sw->xdp ? "xdp" : "sockets");
+	if (sw->xdp_fallback[0]) {
+		fprintf(f, "  \"xdp_fallback\": ");
+		json_str(f, sw->xdp_fallback);
+		fprintf(f, ",\n");
+	}
+	sw_xdp_stats_json(sw, f);
 	fprintf(f, "  \"listen\": \"%s\",\n", util_format_addr(&sw->cfg->listen, a, sizeof a));
 	fprintf(f, "  \"threads\": %u,\n", sw->nworkers);
 	fprintf(f, "  \"check_icrc\": %s,\n", sw->cfg->check_icrc ? "true" : "false");

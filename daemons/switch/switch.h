@@ -170,6 +170,12 @@ struct sw_opts {
 	double drop_rate; /* fault injection on rx and tx, 0 = off */
 	uint64_t seed;
 	bool no_gso, no_gro; /* plain sendmmsg / recvmmsg even where the kernel has GSO / GRO */
+	/* AF_XDP data path (xdp.c): NULL = sockets. */
+	const char *xdp_ifname;
+	uint32_t xdp_queue;     /* first queue id; worker i binds queue xdp_queue + i */
+	int xdp_bind;           /* 0 = kernel's choice (zero-copy if possible), 1 = copy, 2 = zero-copy */
+	bool xdp_skb_mode;      /* attach in generic (skb) mode instead of native */
+	bool xdp_required;      /* exit instead of falling back to sockets */
 };
 
 struct sw_switch {
@@ -184,6 +190,8 @@ struct sw_switch {
 	_Atomic bool stop;
 	_Atomic uint64_t snap_req;
 	uint64_t start_ns;
+	struct sw_xdp *xdp;   /* AF_XDP data path in use (xdp.c), NULL = sockets */
+	char xdp_fallback[160]; /* --xdp asked but sockets used: why ("" otherwise) */
 };
 
 /* Build trees, neighbour tables, engine shards and bound sockets (nothing runs yet).
@@ -212,6 +220,53 @@ const struct sw_treeset *sw_switch_trees(struct sw_switch *sw);
  * Takes the lock itself; returns after the old set was reclaimed (a few ms). */
 int sw_switch_set_trees(struct sw_switch *sw, const struct sw_conf_tree *trees, size_t n,
 			char *err, size_t cap);
+
+/* ---------------------------------------------------------------- per-packet step
+ * One definition of the INCA packet handling (decode -> tree -> QPN -> sender -> engine ->
+ * encode every send), shared by the socket workers (dataplane.c) and the AF_XDP worker
+ * (xdp.c). Input is a UDP payload or a whole Ethernet frame; output goes to a struct sw_tx. */
+
+struct sw_rx {
+	uint8_t *buf; /* UDP payload, or the Ethernet frame when frame is set */
+	size_t len;
+	bool frame;
+	/* UDP payload only (a frame carries its own): the source ip:port and the destination
+	 * address the datagram was sent to (network order). */
+	struct sockaddr_in from;
+	uint32_t dst_ip_be;
+	uint16_t seg; /* index in its GRO buffer: first guess of the unseen IPv4 ID */
+};
+
+/* Where encoded packets go. Each data path embeds this in its own queue state. */
+struct sw_tx {
+	/* Make room for n more packets (flush what is queued if needed). */
+	void (*reserve)(struct sw_tx *tx, size_t n);
+	/* Encode pkt for neighbour nb with the ICRC over *ip (the encoder may set ip->ip_id; dcrc:
+	 * CRC of data shared by several copies, or NULL) and queue it. Returns the bytes counted
+	 * for the neighbour (UDP payload length) or -errno. */
+	int (*send)(struct sw_tx *tx, const struct sw_nbr *nb, const struct wire_pkt *pkt,
+		    struct wire_ipinfo *ip, const struct wire_dcrc *dcrc);
+	/* Optional: a packet from neighbour nbr of t passed every check (frames: MAC learning). */
+	void (*accepted)(struct sw_tx *tx, const struct sw_tree *t, uint32_t nbr,
+			 const struct sw_rx *rx);
+};
+
+void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const struct sw_rx *rx,
+		    struct sw_tx *tx);
+/* Worker loop helpers for other data paths: the quiescent point at the top of a loop
+ * (returns the tree set to use until the next call), statistics requests between batches,
+ * and whether a round is under way on this worker's slots. */
+const struct sw_treeset *sw_worker_quiescent(struct sw_worker *w);
+void sw_worker_poll_snapshot(struct sw_worker *w, const struct sw_treeset *set);
+bool sw_worker_busy(const struct sw_worker *w, const struct sw_treeset *set);
+bool sw_worker_inject_drop(struct sw_worker *w);
+
+/* xdp.c: the AF_XDP data path. sw_xdp_create returns 0, or -errno with the reason in err
+ * (-EOPNOTSUPP when built without libxdp). */
+int sw_xdp_create(struct sw_switch *sw, char *err, size_t cap);
+void sw_xdp_destroy(struct sw_switch *sw);
+void *sw_xdp_worker_main(void *arg);
+void sw_xdp_stats_json(const struct sw_switch *sw, FILE *f);
 
 /* stats.c: JSON of the current snapshots (docs/switch.md has the schema). */
 void sw_stats_write_json(const struct sw_switch *sw, FILE *f);

@@ -44,11 +44,22 @@ struct tune_entry {
 
 struct nb_req;
 
-/* A call's arguments and a copy of its input (failover redo). */
+/* INC calls with at least this many input bytes end with an agreement that every rank completed
+ * them (one 8-byte ring AllReduce, ~0.1 ms against the tens of ms such a call takes): no rank
+ * can then need the call redone and its input is not kept past it. Smaller calls keep a copy of
+ * their input until the next INC call completes. Extra memory for failover, at most:
+ * S (in-place call of S bytes, copied when it starts; a call with separate buffers reads its
+ * input from the caller's buffer while it runs) + min(S_prev, FO_SYNC_BYTES) (the previous call,
+ * if it was smaller than this). docs/collectives.md "Failover". */
+#define FO_SYNC_BYTES ((size_t)64 << 20)
+
+/* A call's arguments and its input for a redo on the host path: src is either the caller's
+ * buffer (borrowed while the call runs and its input cannot change) or `in`, a copy. */
 struct saved_call {
 	bool valid;
 	uint64_t seq;
 	struct inca_coll_args a;
+	const uint8_t *src;
 	uint8_t *in;
 	size_t len, cap;
 };
@@ -548,21 +559,59 @@ static int inc_exec(struct inca_comm *c, const struct inca_coll_args *a)
 	return client_inc_coll(c, &x);
 }
 
-/* Copy of a call's input, kept so the call can be redone on the host path. */
+/* Keep call a's input so it can be redone on the host path: borrowed from the caller while
+ * the call runs if the call does not write over it, else copied. */
 static int save_input(struct inca_comm *c, const struct inca_coll_args *a, struct saved_call *sc,
 		      uint64_t seq)
 {
-	size_t len = in_bytes(c, a);
-	int rc = grow(&sc->in, &sc->cap, len ? len : 1, false);
-	if (rc < 0)
-		return rc;
-	if (len)
-		memcpy(sc->in, in_ptr(c, a), len);
+	size_t len = in_bytes(c, a), ob = out_bytes(c, a);
+	const uint8_t *in = in_ptr(c, a), *out = a->recvbuf;
+
 	sc->a = *a;
 	sc->len = len;
 	sc->seq = seq;
 	sc->valid = true;
+	if (!len || !out || !ob || in + len <= out || out + ob <= in) {
+		sc->src = in; /* the call writes only recvbuf, which does not overlap */
+		return 0;
+	}
+	int rc = grow(&sc->in, &sc->cap, len, false);
+	if (rc < 0) {
+		sc->valid = false;
+		return rc;
+	}
+	memcpy(sc->in, in, len);
+	sc->src = sc->in;
 	return 0;
+}
+
+/* The call of sc completed: its input must outlive the call (the caller may change the buffer
+ * now), so a borrowed input is copied. */
+static int own_input(struct saved_call *sc)
+{
+	if (!sc->valid || sc->src == sc->in || !sc->len)
+		return 0;
+	int rc = grow(&sc->in, &sc->cap, sc->len, false);
+	if (rc < 0) {
+		sc->valid = false;
+		return rc;
+	}
+	memcpy(sc->in, sc->src, sc->len);
+	sc->src = sc->in;
+	return 0;
+}
+
+/* Drop a saved input; a copy larger than FO_SYNC_BYTES goes back to the system (a communicator
+ * that made one large in-place call does not keep its size for good). */
+static void drop_input(struct saved_call *sc)
+{
+	sc->valid = false;
+	sc->src = NULL;
+	if (sc->cap > FO_SYNC_BYTES) {
+		free(sc->in);
+		sc->in = NULL;
+		sc->cap = 0;
+	}
 }
 
 /* Run call `a` on the host path with its saved input (sc) into its own buffers (mine) or into
@@ -581,14 +630,14 @@ static int host_redo(struct inca_comm *c, struct saved_call *sc, bool mine)
 	}
 	if (h.coll == INCA_COLL_BCAST) {
 		if (h.root == c->cfg.rank)
-			memcpy(h.recvbuf, sc->in, sc->len);
+			memcpy(h.recvbuf, sc->src, sc->len);
 	} else if (h.coll == INCA_COLL_ALLGATHER) {
 		/* input travels as the own block of recvbuf (the in-place form) */
 		size_t b = h.count * inca_dtype_size(h.dt);
-		memcpy((uint8_t *)h.recvbuf + (size_t)c->cfg.rank * b, sc->in, sc->len);
+		memcpy((uint8_t *)h.recvbuf + (size_t)c->cfg.rank * b, sc->src, sc->len);
 		h.sendbuf = h.recvbuf;
 	} else if (h.coll != INCA_COLL_BARRIER) {
-		h.sendbuf = sc->in;
+		h.sendbuf = sc->src;
 		if (!h.recvbuf && h.coll == INCA_COLL_REDUCE && h.root == c->cfg.rank)
 			return -EINVAL;
 	}
@@ -606,11 +655,9 @@ static int host_redo(struct inca_comm *c, struct saved_call *sc, bool mine)
  * with its saved input of m (a rank whose own failed call is later supplies the input it kept
  * of m and throws the output away); then the ranks that were further redo their own call on
  * the host path, where the others meet them with INC off. */
-static int inc_failover(struct inca_comm *c, const struct inca_coll_args *a, uint64_t seq, int why)
+static void inc_off(struct inca_comm *c, uint64_t seq, int why)
 {
 	struct client_coll *k = c->coll;
-	uint64_t m = seq;
-	int rc;
 
 	k->inc_on = false;
 	k->host_calls_off = 0;
@@ -618,6 +665,15 @@ static int inc_failover(struct inca_comm *c, const struct inca_coll_args *a, uin
 	client_log(&c->cfg, 1, "inc: call %llu failed (%s); completing on the host path",
 		   (unsigned long long)seq, inca_strerror(why));
 	client_am_report_failure(c, inca_strerror(why));
+}
+
+static int inc_failover(struct inca_comm *c, uint64_t seq, int why)
+{
+	struct client_coll *k = c->coll;
+	uint64_t m = seq;
+	int rc;
+
+	inc_off(c, seq, why);
 	if ((rc = agree(c, SEQ_FO_MIN, &m, 1, INCA_MIN)) < 0)
 		return rc;
 	if (m < seq) {
@@ -626,8 +682,23 @@ static int inc_failover(struct inca_comm *c, const struct inca_coll_args *a, uin
 		if ((rc = host_redo(c, &k->prev, false)) < 0)
 			return rc;
 	}
-	(void)a;
 	return host_redo(c, &k->cur, true);
+}
+
+/* After a large INC call completed here: the ranks that failed it (if any) agree on it in
+ * inc_failover; the others say "completed" (UINT64_MAX). If some rank failed it, it is redone
+ * on the host path for their sake (this rank's output is already right). */
+static int inc_end_agreement(struct inca_comm *c, uint64_t seq)
+{
+	struct client_coll *k = c->coll;
+	uint64_t m = UINT64_MAX;
+	int rc = agree(c, SEQ_FO_MIN, &m, 1, INCA_MIN);
+
+	if (rc < 0 || m == UINT64_MAX)
+		return rc;
+	/* Some rank failed this very call (an earlier one would have failed this one here). */
+	inc_off(c, m, -ETIMEDOUT);
+	return m == seq ? host_redo(c, &k->cur, false) : -EIO;
 }
 
 static int run_inc(struct inca_comm *c, const struct inca_coll_args *a, bool allow_failover)
@@ -636,24 +707,35 @@ static int run_inc(struct inca_comm *c, const struct inca_coll_args *a, bool all
 	uint64_t seq = c->coll_seq;
 	int rc;
 
-	/* Keep the input until this call completes and the next INC call completes too: a rank
-	 * that missed the end of this call needs everyone to redo it (inc_failover). */
+	/* Keep the input until this call completes and the next INC call completes too (a rank
+	 * that missed the end of this call needs everyone to redo it: inc_failover), or, for a
+	 * large call, until all ranks agreed that they completed it. */
 	if (allow_failover && (rc = save_input(c, a, &k->cur, seq)) < 0)
 		return rc;
 	rc = inc_exec(c, a);
 	if (rc == 0) {
 		k->counts.calls[a->coll][INCA_ALGO_INC]++;
-		if (allow_failover) {
-			struct saved_call t = k->prev;
-			k->prev = k->cur;
-			k->cur = t;
-			k->cur.valid = false;
+		if (!allow_failover)
+			return 0;
+		if (k->cur.len >= FO_SYNC_BYTES) {
+			rc = inc_end_agreement(c, seq);
+			drop_input(&k->cur);
+			drop_input(&k->prev);
+			return rc;
 		}
+		if ((rc = own_input(&k->cur)) < 0)
+			return rc;
+		struct saved_call t = k->prev;
+		k->prev = k->cur;
+		k->cur = t;
+		drop_input(&k->cur);
 		return 0;
 	}
 	if (!allow_failover || rc == -EINVAL || rc == -ENOMEM || rc == -ENOTSUP)
 		return rc;
-	return inc_failover(c, a, seq, rc);
+	rc = inc_failover(c, seq, rc);
+	drop_input(&k->cur);
+	return rc;
 }
 
 /* While INC is off after a failover (AM mode), check every REENABLE_EVERY-th call whether all
@@ -677,7 +759,8 @@ static int maybe_reenable(struct inca_comm *c)
 		if ((rc = exchange_bfr_ids(c)) < 0)
 			return rc;
 		k->inc_on = true;
-		k->prev.valid = k->cur.valid = false;
+		drop_input(&k->prev);
+		drop_input(&k->cur);
 		memset(k->tune, 0, sizeof k->tune);
 		client_log(&c->cfg, 2, "inc: back on the rebuilt tree %u", (unsigned)c->cfg.tree_id);
 	}

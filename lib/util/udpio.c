@@ -440,30 +440,37 @@ static void read_ctl(struct util_udprx *r, unsigned i)
 			r->dst_ip_be = pi.ipi_addr.s_addr;
 		}
 	}
-	if (!r->gso_size)
-		r->gso_size = 1; /* an empty datagram: reported once below */
+}
+
+bool util_gro_next(size_t total, size_t gso_size, size_t *off, size_t *len)
+{
+	if (*off >= total)
+		return false;
+	size_t left = total - *off;
+	*len = gso_size && gso_size < left ? gso_size : left;
+	*off += *len;
+	return true;
 }
 
 bool util_udprx_next(struct util_udprx *r, struct util_udp_dgram *d)
 {
 	while (r->cur < r->n) {
 		struct mmsghdr *mm = &r->msg[r->cur];
-		size_t total = mm->msg_len;
+		size_t total = mm->msg_len, start = r->off, len = 0;
+		bool more;
 
 		if (r->off == 0 && r->seg == 0)
 			read_ctl(r, r->cur);
-		if (r->off < total || (total == 0 && r->seg == 0)) {
-			size_t len = total - r->off < r->gso_size ? total - r->off : r->gso_size;
-			d->data = (uint8_t *)r->iov[r->cur].iov_base + r->off;
+		more = util_gro_next(total, r->gso_size, &r->off, &len);
+		if (!more && total == 0 && r->seg == 0)
+			more = true; /* an empty datagram is still one */
+		if (more) {
+			d->data = (uint8_t *)r->iov[r->cur].iov_base + start;
 			d->len = len;
 			d->from = r->name[r->cur];
 			d->dst_ip_be = r->dst_ip_be;
-			d->seg = r->seg;
+			d->seg = r->seg++;
 			d->truncated = (mm->msg_hdr.msg_flags & MSG_TRUNC) != 0;
-			r->off += len;
-			r->seg++;
-			if (total == 0)
-				r->off = 1; /* the empty datagram is done */
 			return true;
 		}
 		r->cur++;

@@ -93,6 +93,11 @@ struct util_udp_dgram {
 	bool truncated;      /* longer than the buffer: len is what fitted */
 };
 
+/* Split a GRO buffer of total bytes into its datagrams of gso_size bytes (the last may be
+ * shorter; gso_size 0: one datagram): the datagram at *off is *len bytes, *off moves past it.
+ * False once *off reached total. Pure arithmetic (fuzzed with the decoder: tests/fuzz). */
+bool util_gro_next(size_t total, size_t gso_size, size_t *off, size_t *len);
+
 int util_udprx_create(const struct util_udprx_opts *o, struct util_udprx **out);
 void util_udprx_destroy(struct util_udprx *r);
 /* Read what fd holds: up to batch buffers (flags for recvmmsg, e.g. MSG_DONTWAIT). Returns the

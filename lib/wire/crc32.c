@@ -3,6 +3,7 @@
  * Same value as zlib's crc32(crc, p, len) for every input; crc32_test checks it against zlib. */
 #include "wire/wire_internal.h"
 
+#include <string.h>
 #include <zlib.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -62,10 +63,36 @@ uint32_t wire__crc32_byte_raw(uint8_t b)
 	return crc_table[b];
 }
 
-/* Short inputs (pseudo-headers, tails): a plain table loop beats a library call. */
+/* Slicing-by-8 tables: slice[k][n] is the CRC register after byte n followed by k zero bytes
+ * (slice[0] = crc_table). Filled once before main. */
+static uint32_t slice[8][256];
+
+__attribute__((constructor)) static void slice_init(void)
+{
+	for (unsigned n = 0; n < 256; n++)
+		slice[0][n] = crc_table[n];
+	for (unsigned k = 1; k < 8; k++)
+		for (unsigned n = 0; n < 256; n++)
+			slice[k][n] = (slice[k - 1][n] >> 8) ^ crc_table[slice[k - 1][n] & 0xFF];
+}
+
+/* Short inputs (pseudo-headers, tails): eight bytes per step through the slicing tables (one
+ * dependent load chain per 8 bytes instead of per byte), then a byte loop for the rest. */
 static uint32_t crc_bytes(uint32_t crc, const uint8_t *p, size_t len)
 {
 	crc = ~crc;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (len >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		v ^= crc;
+		crc = slice[7][v & 0xFF] ^ slice[6][(v >> 8) & 0xFF] ^ slice[5][(v >> 16) & 0xFF] ^
+		      slice[4][(v >> 24) & 0xFF] ^ slice[3][(v >> 32) & 0xFF] ^
+		      slice[2][(v >> 40) & 0xFF] ^ slice[1][(v >> 48) & 0xFF] ^ slice[0][v >> 56];
+		p += 8;
+		len -= 8;
+	}
+#endif
 	while (len--)
 		crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
 	return ~crc;
@@ -89,6 +116,39 @@ static inline __attribute__((target("pclmul,sse4.1"))) __m128i fold(__m128i x, _
 	__m128i lo = _mm_clmulepi64_si128(x, k, 0x00);
 	__m128i hi = _mm_clmulepi64_si128(x, k, 0x11);
 	return _mm_xor_si128(_mm_xor_si128(lo, hi), next);
+}
+
+/* From one 128-bit remainder x0 with p[0..len) still to come (len a multiple of 16): fold the
+ * rest in 16 bytes at a time, then reduce to the 32-bit raw CRC register. */
+static inline __attribute__((target("pclmul,sse4.1"))) uint32_t crc_finish(__m128i x0,
+									    const uint8_t *p,
+									    size_t len)
+{
+	const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
+	while (len >= 16) {
+		x0 = fold(x0, k34, _mm_loadu_si128((const __m128i *)(const void *)p));
+		p += 16;
+		len -= 16;
+	}
+
+	/* 128 -> 64 bits: multiply the low half by K4 and add the high half. */
+	__m128i t = _mm_clmulepi64_si128(k34, x0, 0x01);
+	x0 = _mm_xor_si128(_mm_srli_si128(x0, 8), t);
+
+	/* 64 -> 32 bits. */
+	const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+	const __m128i k5 = _mm_set_epi64x(0, (long long)K5);
+	t = _mm_srli_si128(x0, 4);
+	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), k5, 0x00);
+	x0 = _mm_xor_si128(x0, t);
+
+	/* Barrett reduction 64 -> 32 (bit-reflected). */
+	const __m128i kpu = _mm_set_epi64x((long long)KMU, (long long)KP);
+	t = x0;
+	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), kpu, 0x10);
+	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), kpu, 0x00);
+	x0 = _mm_xor_si128(x0, t);
+	return (uint32_t)_mm_extract_epi32(x0, 1);
 }
 
 /* Raw (not pre/post-inverted) CRC register over len bytes, len >= 64 and a multiple of 16. */
@@ -117,30 +177,78 @@ static __attribute__((target("pclmul,sse4.1"))) uint32_t crc_clmul(uint32_t c, c
 	x0 = fold(x0, k34, x1);
 	x0 = fold(x0, k34, x2);
 	x0 = fold(x0, k34, x3);
-	while (len >= 16) {
-		x0 = fold(x0, k34, _mm_loadu_si128((const __m128i *)(const void *)p));
-		p += 16;
-		len -= 16;
+	return crc_finish(x0, p, len);
+}
+
+/* The same with 512-bit carry-less multiplies (VPCLMULQDQ): four registers of four 128-bit
+ * lanes fold 256 bytes per step, four times the work per instruction of crc_clmul.
+ * len >= 256 and a multiple of 16. */
+#define K2048_LO 0x11542778aull /* fold by 2048 bits: x^(2048+32), x^(2048-32) */
+#define K2048_HI 0x1322d1430ull
+
+#define VCLMUL_TARGET "avx512f,avx512vl,vpclmulqdq,pclmul,sse4.1"
+
+static inline __attribute__((target(VCLMUL_TARGET))) __m512i fold512(__m512i x, __m512i k,
+								      __m512i next)
+{
+	__m512i lo = _mm512_clmulepi64_epi128(x, k, 0x00);
+	__m512i hi = _mm512_clmulepi64_epi128(x, k, 0x11);
+	return _mm512_ternarylogic_epi64(lo, hi, next, 0x96); /* lo ^ hi ^ next */
+}
+
+static __attribute__((target(VCLMUL_TARGET))) uint32_t crc_vclmul(uint32_t c, const uint8_t *p,
+								  size_t len)
+{
+	__m512i z0 = _mm512_loadu_si512((const void *)p);
+	__m512i z1 = _mm512_loadu_si512((const void *)(p + 64));
+	__m512i z2 = _mm512_loadu_si512((const void *)(p + 128));
+	__m512i z3 = _mm512_loadu_si512((const void *)(p + 192));
+	z0 = _mm512_xor_si512(z0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)c)));
+	p += 256;
+	len -= 256;
+
+	const __m512i k2048 = _mm512_broadcast_i32x4(
+		_mm_set_epi64x((long long)K2048_HI, (long long)K2048_LO));
+	while (len >= 256) {
+		z0 = fold512(z0, k2048, _mm512_loadu_si512((const void *)p));
+		z1 = fold512(z1, k2048, _mm512_loadu_si512((const void *)(p + 64)));
+		z2 = fold512(z2, k2048, _mm512_loadu_si512((const void *)(p + 128)));
+		z3 = fold512(z3, k2048, _mm512_loadu_si512((const void *)(p + 192)));
+		p += 256;
+		len -= 256;
 	}
 
-	/* 128 -> 64 bits: multiply the low half by K4 and add the high half. */
-	__m128i t = _mm_clmulepi64_si128(k34, x0, 0x01);
-	x0 = _mm_xor_si128(_mm_srli_si128(x0, 8), t);
+	/* Four registers into one (fold by 512 bits), then whole 64-byte blocks. */
+	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)K2, (long long)K1));
+	z0 = fold512(z0, k512, z1);
+	z0 = fold512(z0, k512, z2);
+	z0 = fold512(z0, k512, z3);
+	while (len >= 64) {
+		z0 = fold512(z0, k512, _mm512_loadu_si512((const void *)p));
+		p += 64;
+		len -= 64;
+	}
 
-	/* 64 -> 32 bits. */
-	const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
-	const __m128i k5 = _mm_set_epi64x(0, (long long)K5);
-	t = _mm_srli_si128(x0, 4);
-	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), k5, 0x00);
-	x0 = _mm_xor_si128(x0, t);
+	/* Four lanes into one (fold by 128 bits each), then the 16-byte tail. */
+	const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
+	__m128i x0 = _mm512_extracti32x4_epi32(z0, 0);
+	x0 = fold(x0, k34, _mm512_extracti32x4_epi32(z0, 1));
+	x0 = fold(x0, k34, _mm512_extracti32x4_epi32(z0, 2));
+	x0 = fold(x0, k34, _mm512_extracti32x4_epi32(z0, 3));
+	return crc_finish(x0, p, len);
+}
 
-	/* Barrett reduction 64 -> 32 (bit-reflected). */
-	const __m128i kpu = _mm_set_epi64x((long long)KMU, (long long)KP);
-	t = x0;
-	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), kpu, 0x10);
-	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), kpu, 0x00);
-	x0 = _mm_xor_si128(x0, t);
-	return (uint32_t)_mm_extract_epi32(x0, 1);
+static int have_vclmul(void)
+{
+	static int cached; /* 0 unknown, 1 yes, -1 no (a benign race, as in have_clmul) */
+	if (!cached) {
+		__builtin_cpu_init();
+		cached = (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+			  __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul"))
+				 ? 1
+				 : -1;
+	}
+	return cached > 0;
 }
 
 static int have_clmul(void)
@@ -161,7 +269,8 @@ uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len)
 	/* Below 64 bytes the fold has nothing to chew on; the table loop is as quick. */
 	if (len >= 64 && have_clmul()) {
 		size_t body = len & ~(size_t)15;
-		crc = ~crc_clmul(~crc, p, body);
+		crc = ~(body >= 256 && have_vclmul() ? crc_vclmul(~crc, p, body)
+						     : crc_clmul(~crc, p, body));
 		p += body;
 		len -= body;
 	}

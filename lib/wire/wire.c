@@ -339,6 +339,10 @@ static uint16_t ip_csum(const uint8_t *h)
 	return (uint16_t)~s;
 }
 
+/* Eth | IPv4 | UDP headers in front of an encoded UDP payload of n bytes at buf + 42. */
+static int frame_headers(uint8_t *buf, const uint8_t dst_mac[6], const uint8_t src_mac[6],
+			 const struct wire_ipinfo *ip, int n);
+
 int wire_encode_frame(uint8_t *buf, size_t cap, const uint8_t dst_mac[6], const uint8_t src_mac[6],
 		      const struct wire_pkt *pkt, const struct wire_ipinfo *ip)
 {
@@ -350,6 +354,28 @@ int wire_encode_frame(uint8_t *buf, size_t cap, const uint8_t dst_mac[6], const 
 	int n = wire_encode_udp(buf + l2l3, cap - l2l3, pkt, ip);
 	if (n < 0)
 		return n;
+	return frame_headers(buf, dst_mac, src_mac, ip, n);
+}
+
+int wire_encode_frame_dcrc(uint8_t *buf, size_t cap, const uint8_t dst_mac[6],
+			   const uint8_t src_mac[6], const struct wire_pkt *pkt,
+			   const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
+{
+	const size_t l2l3 = WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN;
+	if (!buf || !dst_mac || !src_mac || !pkt || !ip || !dcrc)
+		return -EINVAL;
+	if (cap < l2l3)
+		return -ENOSPC;
+	int n = wire_encode_udp_dcrc(buf + l2l3, cap - l2l3, pkt, ip, dcrc);
+	if (n < 0)
+		return n;
+	return frame_headers(buf, dst_mac, src_mac, ip, n);
+}
+
+static int frame_headers(uint8_t *buf, const uint8_t dst_mac[6], const uint8_t src_mac[6],
+			 const struct wire_ipinfo *ip, int n)
+{
+	const size_t l2l3 = WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN;
 
 	memcpy(buf, dst_mac, 6);
 	memcpy(buf + 6, src_mac, 6);

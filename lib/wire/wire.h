@@ -235,5 +235,9 @@ int wire_data_crc(struct wire_dcrc *out, const uint8_t *data, size_t len);
  * pkt->data_len); -EINVAL if dcrc->len != pkt->data_len. */
 int wire_encode_udp_dcrc(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 			 const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc);
+/* Exactly wire_encode_frame, with the shared data CRC of wire_encode_udp_dcrc. */
+int wire_encode_frame_dcrc(uint8_t *buf, size_t cap, const uint8_t dst_mac[6],
+			   const uint8_t src_mac[6], const struct wire_pkt *pkt,
+			   const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc);
 
 #endif

@@ -213,6 +213,12 @@ static void test_ip_id(void)
 	CHECK_EQ(got.ip_id, 0x1234);
 	CHECK_ERR(wire_decode_udp(frame + 42, (size_t)flen - 42, &d, &IP_A), WIRE_E_ICRC);
 	CHECK_ERR(wire_decode_udp(frame + 42, (size_t)flen - 42, &d, &ip), WIRE_OK);
+	/* The shared-data-CRC variant writes the same bytes. */
+	uint8_t frame2[2048];
+	struct wire_dcrc dc;
+	CHECK_EQ(wire_data_crc(&dc, p.data, p.data_len), 0);
+	CHECK_EQ(wire_encode_frame_dcrc(frame2, sizeof(frame2), MAC_D, MAC_S, &p, &ip, &dc), flen);
+	CHECK(memcmp(frame, frame2, (size_t)flen) == 0);
 }
 
 /* A UDP receiver cannot see the ID: with id_unseen it accepts the IDs a GSO send gives its

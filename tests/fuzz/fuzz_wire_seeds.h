@@ -11,7 +11,7 @@
 #include "wire/wire.h"
 
 /* The addresses every UDP-payload seed's ICRC is computed for. */
-static const struct wire_ipinfo fuzz_ip = { 0x7F00000Au, 0x7F000001u, 4791, 4791, 0 };
+static const struct wire_ipinfo fuzz_ip = { 0x7F00000Au, 0x7F000001u, 4791, 4791, 0, false };
 
 /* Abort on a broken property: libFuzzer reports it as a crash with the input. */
 #define FUZZ_ASSERT(c)                                                                    \
@@ -22,8 +22,11 @@ static const struct wire_ipinfo fuzz_ip = { 0x7F00000Au, 0x7F000001u, 4791, 4791
 		}                                                                         \
 	} while (0)
 
-static void fuzz_write_seeds(int frames)
+/* mode 0: UDP payloads; 1: Ethernet frames; 2: UDP payloads after the 3-byte prefix of
+ * fuzz_gro.c (segment size = the packet's length, 3 copies). */
+static void fuzz_write_seeds(int mode)
 {
+	int frames = mode == 1;
 	static const size_t esize[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
 	static const uint8_t mac[6] = { 2, 0, 0, 0, 0, 1 };
 	const char *dir = getenv("INCA_FUZZ_SEED_DIR");
@@ -75,7 +78,7 @@ static void fuzz_write_seeds(int frames)
 				continue;
 			/* plus a copy one 4-byte element too big (IB payload 4100), count and DMA
 			 * length kept consistent: only the size limit rejects it */
-			if (!frames && dt == INCA_FP32 && (size_t)len + 4 <= sizeof(out) &&
+			if (mode == 0 && dt == INCA_FP32 && (size_t)len + 4 <= sizeof(out) &&
 			    wire_inca_hdr_len(bsl) + p.data_len == 4096) {
 				static uint8_t big[8192];
 				memcpy(big, out, (size_t)len - 4);
@@ -94,6 +97,9 @@ static void fuzz_write_seeds(int frames)
 			snprintf(path, sizeof(path), "%s/seed-%03u", dir, n++);
 			FILE *f = fopen(path, "wb");
 			if (f) {
+				if (mode == 2)
+					fwrite((uint8_t[3]){ (uint8_t)len, (uint8_t)(len >> 8), 3 }, 1, 3,
+					       f);
 				fwrite(out, 1, (size_t)len, f);
 				fclose(f);
 			}
