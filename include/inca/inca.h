@@ -197,7 +197,8 @@ struct inca_io_stats {
 };
 /* Copy the I/O counters: at most out_size bytes (sizeof *out; a smaller, older struct gets its
  * prefix). 0 or -EINVAL. */
-int inca_comm_get_io_stats(const struct inca_comm *comm, struct inca_io_stats *out, size_t out_size);
+int inca_comm_get_io_stats(const struct inca_comm *comm, struct inca_io_stats *out,
+			   size_t out_size);
 
 /* ---- Aggregation Manager (issue 3): additions ---------------------------------------- */
 

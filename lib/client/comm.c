@@ -100,7 +100,8 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	}
 	{ /* environment too: "0" turns UDP GSO / GRO off on the INC socket (tests, comparisons) */
 		const char *g = getenv("INCA_UDP_GSO"), *r = getenv("INCA_UDP_GRO");
-		if ((g && *g && strcmp(g, "0") && strcmp(g, "1")) || (r && *r && strcmp(r, "0") && strcmp(r, "1")))
+		if ((g && *g && strcmp(g, "0") && strcmp(g, "1")) ||
+		    (r && *r && strcmp(r, "0") && strcmp(r, "1")))
 			return -EINVAL;
 		cfg->udp_gso = !(g && !strcmp(g, "0"));
 		cfg->udp_gro = !(r && !strcmp(r, "0"));

@@ -299,7 +299,8 @@ static void fsw_start(struct fsw *s, const struct fsw_cfg *cfg, uint64_t seed)
 	setsockopt(s->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
 	util_udp_offloads(s->fd, cfg->gso, cfg->gro, &s->gso_on, &s->gro_on);
 	struct util_udptx_opts to = { .max_pkts = 64, .pkt_cap = WIRE_MAX_UDP_PAYLOAD, .gso = s->gso_on };
-	struct util_udprx_opts ro = { .batch = 16, .pkt_cap = WIRE_MAX_UDP_PAYLOAD + 64, .gro = s->gro_on };
+	struct util_udprx_opts ro = { .batch = 16, .pkt_cap = WIRE_MAX_UDP_PAYLOAD + 64,
+				      .gro = s->gro_on };
 	CHECK_EQ(util_udptx_create(&to, &s->txq), 0);
 	CHECK_EQ(util_udprx_create(&ro, &s->rxb), 0);
 	if (setsockopt(s->fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) < 0)
@@ -759,7 +760,8 @@ static void test_offloads(void)
 	unsetenv("INCA_UDP_GRO");
 	/* Bad values are refused, not guessed. */
 	{
-		struct inca_comm_opts o = { .size = 1, .switch_addr = "127.0.0.1:9", .data_addr = "127.0.0.10:0" };
+		struct inca_comm_opts o = { .size = 1, .switch_addr = "127.0.0.1:9",
+					    .data_addr = "127.0.0.10:0" };
 		struct inca_comm *c = NULL;
 		setenv("INCA_UDP_GSO", "yes", 1);
 		CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
@@ -894,8 +896,8 @@ static void *member_main(void *arg)
 	return NULL;
 }
 
-static void test_engine(double sw_drop, double cl_drop, unsigned dup_every, bool reorder, uint64_t seed,
-			bool sw_offload)
+static void test_engine(double sw_drop, double cl_drop, unsigned dup_every, bool reorder,
+			uint64_t seed, bool sw_offload)
 {
 	enum { N = 3 };
 	struct fsw_cfg fc = { .mode = FSW_ENGINE, .nmembers = N, .nslots = 32, .tree_id = 5, .key = 0x5eed,
