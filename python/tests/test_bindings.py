@@ -269,6 +269,9 @@ def test_errors(sw):
                    "torch complex")
         check(c.am_info() is None, "am_info without an AM is None")
         check(c.stats()["inc_calls"] == 0, "no INC calls without a switch")
+        io = c.io_stats()
+        check(io["gso"] == 0 and io["gro"] == 0 and io["tx_syscalls"] == 0,
+              "no INC socket I/O without a switch")
     expect(ValueError, lambda: c.allreduce(a), "closed communicator")
     # A peer that never comes: -ETIMEDOUT from the bootstrap, bounded by timeout_ms.
     boot = f"127.0.0.1:{free_port(socket.SOCK_STREAM)}"
