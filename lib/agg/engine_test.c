@@ -149,7 +149,7 @@ static void test_create_validation(void)
 	struct ttree *t = calloc(1, sizeof *t);
 	ttree_init(t, 64, 0, 4, 1, 8, 256, false);
 	struct agg_tree *e = ttree_create(t);
-	CHECK_EQ(agg_tree_max_sends(e), 5);
+	CHECK_EQ(agg_tree_max_sends(e), 10); /* 4 results + 4 notices + 2 */
 	const struct agg_tree_cfg *c = agg_tree_cfg(e);
 	CHECK(c && c->abm != t->abm && memcmp(c->abm, t->abm, 8) == 0); /* copied */
 	CHECK(c->bift != t->bift && c->bift[2].bp == t->bp[2]);
@@ -209,7 +209,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	struct ttree *t = calloc(1, sizeof *t);
 	ttree_init(t, bsl, si, n, groupsize, nslots, 8u * count, true);
 	struct agg_tree *e = ttree_create(t);
-	CHECK_EQ(agg_tree_max_sends(e), t->ngroups + 1);
+	CHECK_EQ(agg_tree_max_sends(e), 2 * t->ngroups + 2);
 	struct tu_rng rng = { seed };
 	size_t cap = agg_tree_max_sends(e);
 	struct agg_send *out = calloc(cap, sizeof *out);
@@ -219,6 +219,8 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	struct tu_pkt *p = malloc(sizeof *p);
 	unsigned seen_groups[T_MAX_MEMBERS];
 	size_t partial = 0;
+	uint8_t *arrived = calloc((size_t)nslots * n, 1); /* [window chunk][member] */
+	uint64_t nnotices = 0;
 
 	for (unsigned base = 0; base < nchunks; base += nslots) {
 		unsigned w = nchunks - base < nslots ? nchunks - base : nslots;
@@ -228,6 +230,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 				order[k++] = (size_t)c * n + m;
 		tu_shuffle(&rng, order, k);
 		memset(got, 0, nslots * sizeof *got);
+		memset(arrived, 0, (size_t)nslots * n);
 		for (size_t i = 0; i < k; i++) {
 			unsigned c = (unsigned)(order[i] / n), m = (unsigned)(order[i] % n);
 			uint64_t g = base + c;
@@ -237,6 +240,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 			size_t ns = 99;
 			enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
 			got[c]++;
+			arrived[(size_t)c * n + m] = 1;
 			partial += got[c] == 1;
 			partial -= got[c] == n;
 			CHECK_EQ(agg_tree_pending(e), partial); /* rounds begun and not complete */
@@ -247,7 +251,30 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 			}
 			CHECK_VERDICT(v, AGG_COMPLETED);
 			completed[g]++;
-			CHECK_EQ(ns, t->ngroups);
+			/* Arrival is shuffled here, so a completion finds earlier chunks still
+			 * collecting (in a FIFO network their missing contributions would be lost):
+			 * after the results it notices exactly the members still missing there. */
+			CHECK(ns >= t->ngroups);
+			for (size_t s = t->ngroups; s < ns; s++) {
+				const struct wire_pkt *r = &out[s].pkt;
+				CHECK_EQ(r->inca.flags, WIRE_F_NACK);
+				CHECK_EQ(r->inca.count, 0);
+				CHECK_EQ(r->data_len, 0);
+				uint64_t g2 = r->imm;
+				CHECK(g2 >= base && g2 < g); /* an earlier chunk of this window */
+				CHECK_EQ(r->inca.slot, g2 % nslots);
+				CHECK_EQ(r->inca.round, g2 / nslots);
+				unsigned c2 = (unsigned)(g2 - base);
+				CHECK(got[c2] < n);
+				CHECK(out[s].nbr >= NBR_BASE && out[s].nbr < NBR_BASE + t->ngroups);
+				uint8_t want_bits[WIRE_BSL_MAX / 8] = { 0 };
+				for (unsigned mm = 0; mm < n; mm++)
+					if (!arrived[(size_t)c2 * n + mm] && t->nbr[mm] == out[s].nbr)
+						tu_set(want_bits, t->len, t->bp[mm]);
+				CHECK(memcmp(r->inca.bits, want_bits, t->len) == 0);
+				nnotices++;
+			}
+			ns = t->ngroups;
 			memset(seen_groups, 0, sizeof seen_groups);
 			for (size_t s = 0; s < ns; s++) {
 				const struct wire_pkt *r = &out[s].pkt;
@@ -278,7 +305,9 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	CHECK_EQ(st.rx_bytes, (uint64_t)nchunks * n * count * 8);
 	CHECK_EQ(st.contributions, (uint64_t)nchunks * n);
 	CHECK_EQ(st.aggregations, nchunks);
-	CHECK_EQ(st.tx_pkts, (uint64_t)nchunks * t->ngroups);
+	CHECK_EQ(st.tx_pkts, (uint64_t)nchunks * t->ngroups + nnotices);
+	CHECK_EQ(st.notices, nnotices);
+	CHECK(st.notices <= st.contributions); /* paid for by progress */
 	CHECK_EQ(st.tx_bytes, (uint64_t)nchunks * t->ngroups * count * 8);
 	CHECK_EQ(st.duplicates, 0);
 	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
@@ -289,6 +318,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	free(order);
 	free(got);
 	free(completed);
+	free(arrived);
 	free(p);
 	free(t);
 }
@@ -342,13 +372,28 @@ static void test_root_duplicates(void)
 	}
 	struct agg_tree *e = ttree_create(t);
 	size_t cap = agg_tree_max_sends(e);
-	CHECK_EQ(cap, 4);
-	struct agg_send out[4];
+	CHECK_EQ(cap, 8); /* 3 neighbours: results + notices + 2 */
+	struct agg_send out[8];
 	struct tu_pkt *p = malloc(sizeof *p), *q = malloc(sizeof *q);
 
 	fill_up(t, p, 0, 0, 0, 4);
 	FEED(e, p, 10, AGG_ABSORBED, 0);
-	FEED(e, p, 10, AGG_DUP_IGNORED, 0);
+	/* A duplicate while collecting: the members still missing are noticed, but one absorbed
+	 * contribution pays for one notice only (the lowest missing bit's neighbour: member 1,
+	 * through nbr 10, alone in the bit-string) */
+	FEED(e, p, 10, AGG_DUP_IGNORED, 1);
+	CHECK_EQ(out[0].nbr, 10);
+	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_NACK);
+	CHECK_EQ(out[0].pkt.inca.count, 0);
+	{
+		uint8_t want[8] = { 0 };
+		tu_set(want, 8, t->bp[1]);
+		CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
+	}
+	struct agg_tree_stats st0;
+	agg_tree_get_stats(e, &st0);
+	CHECK_EQ(st0.notices, 1);
+	CHECK_EQ(st0.notices_limited, 2);
 	fill_up(t, p, 1, 0, 0, 4);
 	FEED(e, p, 10, AGG_ABSORBED, 0);
 	fill_up(t, p, 2, 0, 0, 4);
@@ -397,6 +442,21 @@ static void test_root_duplicates(void)
 	tu_set(p->bits, 8, t->bp[2]);
 	FEED(e, p, 10, AGG_DROP_BITMAP, 0);
 	fill_up(t, p, 1, 1, 0, 4);
+	FEED(e, p, 10, AGG_DUP_IGNORED, 2); /* notices to members 2 and 3, one each */
+	CHECK_EQ(out[0].nbr, 11);
+	CHECK_EQ(out[1].nbr, 12);
+	CHECK(out[0].pkt.inca.flags == WIRE_F_NACK && out[1].pkt.inca.flags == WIRE_F_NACK);
+	memset(want, 0, 8);
+	tu_set(want, 8, t->bp[2]);
+	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
+	/* the same member asking again at once starts a new wave: noticed again (credit
+	 * permitting: 5 contributions earned 5, 3 are spent) ... */
+	FEED(e, p, 10, AGG_DUP_IGNORED, 2);
+	/* ... but another member's duplicate joins the wave: nothing sent */
+	fill_up(t, q, 0, 1, 0, 4);
+	tu_set(q->bits, 8, t->bp[1]);
+	FEED(e, q, 10, AGG_DUP_IGNORED, 0);
+	/* credit exhausted: a new wave sends nothing */
 	FEED(e, p, 10, AGG_DUP_IGNORED, 0);
 
 	/* cap smaller than needed behaves like loss: only cap copies, state still advances */
@@ -410,12 +470,14 @@ static void test_root_duplicates(void)
 
 	struct agg_tree_stats st;
 	agg_tree_get_stats(e, &st);
-	CHECK_EQ(st.duplicates, 6);
+	CHECK_EQ(st.duplicates, 9);
 	CHECK_EQ(st.results_resent, 4);
 	CHECK_EQ(st.aggregations, 2);
 	CHECK_EQ(st.contributions, 7);
 	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 1);
-	CHECK_EQ(st.tx_pkts, 3 + 1 + 2 + 1 + 1);
+	CHECK_EQ(st.notices, 5);
+	CHECK(st.notices <= st.contributions);
+	CHECK_EQ(st.tx_pkts, 3 + 1 + 2 + 1 + 1 + st.notices);
 	agg_tree_destroy(e);
 	free(p);
 	free(q);
