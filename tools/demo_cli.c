@@ -635,11 +635,11 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	if (nstats)
 		printf("# client stats (all ranks): tx %llu pkts, rx %llu pkts, retransmits %llu, "
 		       "timeouts %llu, duplicate results %llu, bad packets %llu, injected drops "
-		       "%llu\n",
+		       "%llu, repair notices %llu\n",
 		       (unsigned long long)cs.tx_pkts, (unsigned long long)cs.rx_pkts,
 		       (unsigned long long)cs.retransmits, (unsigned long long)cs.timeouts,
 		       (unsigned long long)cs.rx_dup_results, (unsigned long long)cs.rx_bad,
-		       (unsigned long long)cs.injected_drops);
+		       (unsigned long long)cs.injected_drops, (unsigned long long)cs.rx_nacks);
 	for (int r = 0; r < cfg.nranks; r++)
 		if (status[r] != 0)
 			printf("# ERROR: rank %d exited with status %d\n", r, status[r]);

@@ -176,6 +176,7 @@ struct inca_comm_stats {
 	uint64_t rx_bad;                /* packets that failed decoding or did not match */
 	uint64_t injected_drops;        /* fault injection */
 	uint64_t inc_calls, ring_calls; /* collectives by path */
+	uint64_t rx_nacks;              /* switch repair notices received (docs/protocol.md) */
 };
 /* Copy the counters. Cheap. */
 int inca_comm_get_stats(const struct inca_comm *comm, struct inca_comm_stats *out);

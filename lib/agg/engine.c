@@ -68,6 +68,8 @@ struct agg__ver {
 	uint64_t va;
 	uint32_t lprev, lnext; /* repair list links (version indices) */
 	uint8_t list;          /* enum agg__list */
+	uint8_t repaired;      /* a retransmission went into this round: its result and
+				* aggregate carry WIRE_F_RETX, so members take no RTT sample */
 };
 
 /* A distinct BIFT neighbour: one copy of a replicated packet goes to each. fbm is the union of
@@ -569,8 +571,8 @@ static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struc
 			}
 			with_data = agg__to_owner(v->coll) ? has_owner : has_other;
 		}
-		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, WIRE_F_RESULT, 0,
-					       with_data);
+		uint8_t fl = WIRE_F_RESULT | (v->repaired ? WIRE_F_RETX : 0);
+		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, fl, 0, with_data);
 		if (!s)
 			break; /* caller's cap too small: behaves like loss */
 		uint8_t *bits = (uint8_t *)s->pkt.inca.bits;
@@ -588,7 +590,8 @@ static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struc
 static bool agg__send_up(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
 			 uint16_t slot)
 {
-	struct agg_send *s = agg__emit(t, o, v, slot, t->cfg.parent_nbr, 0, t->cfg.own_bfr_id, true);
+	struct agg_send *s = agg__emit(t, o, v, slot, t->cfg.parent_nbr,
+				       v->repaired ? WIRE_F_RETX : 0, t->cfg.own_bfr_id, true);
 	if (!s)
 		return false;
 	memcpy((uint8_t *)s->pkt.inca.bits, t->abm, t->bsl_bytes);
@@ -797,6 +800,7 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->va = p->reth.va;
 	v->data_len = p->data_len;
 	v->nseen = 0;
+	v->repaired = 0;
 	agg__enlist(t, v, AGG__L_COL);
 	memset(agg__seen(t, v), 0, t->bsl_bytes);
 	memset(agg__req(t, v), 0, t->bsl_bytes);
@@ -1007,6 +1011,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				 (enum inca_op)v->op); /* pair checked above */
 	}
 	v->nseen = (uint16_t)(v->nseen + added);
+	v->repaired |= (p->inca.flags & WIRE_F_RETX) != 0;
 	t->st.contributions++;
 	agg__earn(t);
 	if (v->nseen < t->nmembers)
@@ -1075,6 +1080,7 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 			memcpy(agg__buf(t, v, 0), p->data, p->data_len);
 		memcpy(agg__seen(t, v), t->abm, t->bsl_bytes);
 		v->nseen = (uint16_t)t->nmembers;
+		v->repaired = (p->inca.flags & WIRE_F_RETX) != 0;
 		t->npending -= agg__is_pending(v->state);
 		v->state = AGG__COMPLETE;
 		agg__unlist(t, v);

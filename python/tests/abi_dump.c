@@ -43,7 +43,7 @@ int main(void)
 	F(inca_comm_stats, rx_bytes); F(inca_comm_stats, retransmits); F(inca_comm_stats, timeouts);
 	F(inca_comm_stats, rx_dup_results); F(inca_comm_stats, rx_bad);
 	F(inca_comm_stats, injected_drops); F(inca_comm_stats, inc_calls);
-	F(inca_comm_stats, ring_calls);
+	F(inca_comm_stats, ring_calls); F(inca_comm_stats, rx_nacks);
 	END();
 	BEGIN(inca_am_info);
 	F(inca_am_info, group_id); F(inca_am_info, inc_enabled); F(inca_am_info, state);
