@@ -108,7 +108,6 @@ struct agg_tree_stats {
 	uint64_t results_down;        /* results received from the parent */
 	uint64_t notices;             /* repair notices (WIRE_F_NACK packets) sent */
 	uint64_t notices_limited;     /* repair notices not sent for lack of credit */
-	uint64_t gap_resent;          /* aggregates re-sent up because a later result came down */
 	uint64_t drops[AGG_VERDICT_COUNT]; /* indexed by drop verdict */
 };
 

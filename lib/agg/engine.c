@@ -42,12 +42,12 @@ static bool agg__is_pending(uint8_t state)
 #define AGG__NO_GROUP UINT16_MAX
 #define AGG__NOLINK UINT32_MAX
 
-/* Repair lists (docs/protocol.md "Repair notices"): versions that may need a repair, each in
- * arrival order, which is the order of the chunk sequence g (ImmDt) up to losses. */
+/* Repair list (docs/protocol.md "Repair notices"): versions collecting that no notice went
+ * out for yet, in arrival order, which is the order of the chunk sequence g (ImmDt) up to
+ * losses. */
 enum agg__list {
 	AGG__L_NONE = 0,
-	AGG__L_COL, /* collecting, no notice sent yet */
-	AGG__L_UP,  /* non-root: aggregate sent up, result not back, not re-sent by a gap yet */
+	AGG__L_COL,
 	AGG__L_COUNT
 };
 #define AGG__ALIGN 64
@@ -70,6 +70,8 @@ struct agg__ver {
 	uint8_t list;          /* enum agg__list */
 	uint8_t repaired;      /* a retransmission went into this round: its result and
 				* aggregate carry WIRE_F_RETX, so members take no RTT sample */
+	uint8_t wave;          /* non-root: the aggregate was re-sent up for a parent's notice;
+				* duplicates from below join that wave (see `req`) */
 };
 
 /* A distinct BIFT neighbour: one copy of a replicated packet goes to each. fbm is the union of
@@ -119,7 +121,8 @@ struct agg_tree {
 	/* Repair notices. Each list holds version indices, head = oldest. A notice costs one
 	 * credit and every absorbed contribution or result from the parent earns one (at most
 	 * max_sends banked), so the notices a tree sends never outnumber the packets that made
-	 * progress in it: no input, hostile or not, is amplified into notices. */
+	 * progress in it: no input, hostile or not, is amplified into notices. A version leaves
+	 * the list when noticed or no longer collecting. */
 	uint32_t lhead[AGG__L_COUNT], ltail[AGG__L_COUNT];
 	uint32_t credit;
 };
@@ -703,22 +706,13 @@ static void agg__notice_older(struct agg_tree *t, struct agg__out *o, uint32_t i
 	}
 }
 
-/* Non-root: the result of chunk imm came down. Results leave the parent in g order over a
- * FIFO link, so an earlier chunk whose aggregate went up but whose result is not back lost
- * its result (or its aggregate): re-send the aggregate once; the parent answers with the
- * result or absorbs it. */
-static void agg__gap_resend(struct agg_tree *t, struct agg__out *o, uint32_t imm)
+/* The aggregate just went up again for a parent's notice: the duplicates members send for
+ * the same loss join this wave instead of sending it up once more (each copy up brings the
+ * whole sub-tree's result down again). */
+static void agg__open_wave(struct agg_tree *t, struct agg__ver *v)
 {
-	while (t->lhead[AGG__L_UP] != AGG__NOLINK && t->credit) {
-		struct agg__ver *e = &t->vers[t->lhead[AGG__L_UP]];
-		if (!agg__before(e->imm, imm))
-			break;
-		agg__unlist(t, e);
-		if (!agg__send_up(t, o, e, agg__slot_of(t, e)))
-			break;
-		t->credit--;
-		t->st.gap_resent++;
-	}
+	memset(agg__req(t, v), 0, t->bsl_bytes);
+	v->wave = 1;
 }
 
 /* Checks shared by both directions after the bitmap tests: slot ownership, type/op, sizes.
@@ -801,6 +795,7 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->data_len = p->data_len;
 	v->nseen = 0;
 	v->repaired = 0;
+	v->wave = 0;
 	agg__enlist(t, v, AGG__L_COL);
 	memset(agg__seen(t, v), 0, t->bsl_bytes);
 	memset(agg__req(t, v), 0, t->bsl_bytes);
@@ -936,7 +931,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				 * the whole sub-tree's result back down. Another member's duplicate
 				 * only joins the wave; a member asking again starts a new one. */
 				uint8_t *req = agg__req(t, v);
-				uint64_t again = 0, any = 0;
+				uint64_t again = 0, any = v->wave;
 				for (size_t w = 0; w < nw; w++) {
 					uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
 					again |= x & r0;
@@ -948,6 +943,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 					return AGG_DUP_IGNORED;
 				}
 				memcpy(req, pbm, len);
+				v->wave = 0;
 				if (agg__send_up(t, o, v, p->inca.slot))
 					t->st.results_resent++;
 				return AGG_DUP_UP_RESENT;
@@ -1030,7 +1026,6 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		agg__replicate(t, o, v, p->inca.slot);
 	} else {
 		v->state = AGG__UP_SENT;
-		agg__enlist(t, v, AGG__L_UP);
 		agg__send_up(t, o, v, p->inca.slot);
 	}
 	agg__notice_older(t, o, v->imm);
@@ -1088,7 +1083,6 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 	}
 	t->st.results_down++;
 	agg__replicate(t, o, v, p->inca.slot);
-	agg__gap_resend(t, o, v->imm);
 	return AGG_RESULT_DOWN;
 }
 
@@ -1119,6 +1113,7 @@ static enum agg_verdict agg__input_nack(struct agg_tree *t, const struct wire_pk
 		agg__unlist(t, v);
 		if (agg__send_up(t, o, v, p->inca.slot))
 			t->st.results_resent++;
+		agg__open_wave(t, v);
 	} else if (v->state == AGG__COLLECTING && v->list == AGG__L_COL) {
 		agg__unlist(t, v);
 		agg__notice(t, o, v, p->inca.bits);

@@ -461,10 +461,11 @@ static uint64_t reo_wnd_ns(const struct client_inc *ic)
 	return w;
 }
 
-/* A repair notice (docs/protocol.md "Repair notices"): the switch holds a later chunk's
- * completion but not our contribution to this one, so it was lost: mark the chunk for an
- * immediate resend, unless it was (re)sent within the reordering window (the notice crossed
- * that send). Any notice shows the switch alive. Returns 0 (never completes a chunk). */
+/* A repair notice (docs/protocol.md "Repair notices"): the switch misses our contribution to
+ * this chunk although a later one of ours arrived (or a peer asks for it), so it was lost: mark
+ * the chunk for an immediate resend, unless it was resent within the reordering window (the
+ * notice crossed that resend). Any notice shows the switch alive. Returns 0 (never completes
+ * a chunk). */
 static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struct wire_pkt *pkt,
 		       uint64_t now_ns)
 {
@@ -482,7 +483,7 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	ic->silent_rtos = 0;
 	struct inc_chunk *ch = &ic->chunks[pkt->inca.slot];
 	if (!ch->active || ch->nacked || pkt->inca.round != (uint32_t)(ch->g / cfg->nslots) ||
-	    pkt->imm != (uint32_t)ch->g || now_ns - ch->xmit_ns < reo_wnd_ns(ic))
+	    pkt->imm != (uint32_t)ch->g || (ch->retx && now_ns - ch->xmit_ns < reo_wnd_ns(ic)))
 		return 0;
 	ch->nacked = true;
 	ic->nacked++;
