@@ -597,6 +597,187 @@ static void test_nonroot(void)
 }
 
 /* P-BM AND A-BM empty: forwarded unchanged (a copy) to the parent; at the root: no route. */
+/* out[i] must be a header-only repair notice for chunk (slot, rnd) naming exactly member m. */
+static void check_notice(const struct ttree *t, const struct agg_send *s, uint16_t slot,
+			 uint32_t rnd, unsigned m, uint16_t bfr)
+{
+	uint8_t want[8] = { 0 };
+	tu_set(want, 8, t->bp[m]);
+	CHECK_EQ(s->nbr, t->nbr[m]);
+	check_hdr(t, &s->pkt, slot, rnd, WIRE_F_NACK, bfr, INCA_INT64, INCA_SUM, 0);
+	CHECK(memcmp(s->pkt.inca.bits, want, 8) == 0);
+}
+
+/* Root repair notices: a completing chunk notices exactly the members still missing from an
+ * older collecting chunk, once; a duplicate while collecting notices them again, once per
+ * wave; complete rounds and duplicates of complete rounds never cause a notice; a flood of
+ * duplicates gets at most the credit that absorbed contributions earned. */
+static void test_notices_root(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 8, 64, true);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p);
+	struct agg_tree_stats st;
+
+	/* chunk 0 (slot 0): member 3's contribution is lost */
+	for (unsigned m = 0; m < 3; m++) {
+		fill_up(t, p, m, 0, 0, 2);
+		FEED(e, p, t->nbr[m], AGG_ABSORBED, 0);
+	}
+	/* chunk 1 completes: 4 results, then one notice for chunk 0 to member 3 only */
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 1, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 5);
+	}
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(out[i].pkt.inca.flags, WIRE_F_RESULT);
+	check_notice(t, &out[4], 0, 0, 3, 0);
+	/* chunk 2 completes: chunk 0 was noticed already, nothing more */
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 2, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
+	}
+	/* member 0 waits and resends chunk 0: member 3 is noticed again; member 1 joins */
+	fill_up(t, p, 0, 0, 0, 2);
+	FEED(e, p, t->nbr[0], AGG_DUP_IGNORED, 1);
+	check_notice(t, &out[0], 0, 0, 3, 0);
+	fill_up(t, p, 1, 0, 0, 2);
+	FEED(e, p, t->nbr[1], AGG_DUP_IGNORED, 0);
+	/* member 3 resends: chunk 0 completes, no notice (nothing older is collecting) */
+	fill_up(t, p, 3, 0, 0, 2);
+	p->pkt.inca.flags = WIRE_F_RETX;
+	FEED(e, p, t->nbr[3], AGG_COMPLETED, 4);
+	for (int i = 0; i < 4; i++) /* repaired: results say so (no RTT sample) */
+		CHECK_EQ(out[i].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
+	/* duplicates of complete rounds: the stored result only */
+	fill_up(t, p, 2, 0, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_RESENT, 1);
+	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
+	fill_up(t, p, 2, 1, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_RESENT, 1);
+	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_RESULT);
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.notices, 2);
+	CHECK_EQ(st.notices_limited, 0);
+
+	/* Hostile member 0: chunk 3 has only its contribution, then 1000 duplicates, each one a
+	 * "new wave" (the same member asking again). Every duplicate could notice 3 members;
+	 * the credit (one per absorbed contribution, at most max_sends banked) allows far
+	 * fewer, and never more than the contributions absorbed. */
+	fill_up(t, p, 0, 3, 0, 2);
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	uint64_t sent = 0;
+	for (int i = 0; i < 1000; i++) {
+		size_t ns = 0;
+		CHECK_VERDICT(agg_tree_input(e, &p->pkt, t->nbr[0], out, cap, &ns), AGG_DUP_IGNORED);
+		for (size_t k = 0; k < ns; k++)
+			CHECK_EQ(out[k].pkt.inca.flags, WIRE_F_NACK);
+		sent += ns;
+	}
+	agg_tree_get_stats(e, &st);
+	CHECK(sent <= cap);
+	CHECK_EQ(st.notices, 2 + sent);
+	CHECK(st.notices <= st.contributions);
+	CHECK(st.notices_limited >= 3 * 1000 - sent);
+	/* progress earns credit again: a contribution pays for one more notice */
+	fill_up(t, p, 1, 3, 0, 2);
+	FEED(e, p, t->nbr[1], AGG_ABSORBED, 0);
+	fill_up(t, p, 0, 3, 0, 2);
+	FEED(e, p, t->nbr[0], AGG_DUP_IGNORED, 1);
+	CHECK(out[0].nbr == t->nbr[2] && out[0].pkt.inca.flags == WIRE_F_NACK);
+
+	/* a notice arriving at the root (it has no parent) is dropped */
+	fill_up(t, p, 0, 4, 0, 0);
+	p->pkt.inca.flags = WIRE_F_NACK;
+	FEED(e, p, t->nbr[0], AGG_DROP_NO_ROUTE, 0);
+
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
+/* Non-root: a notice from the parent re-sends an aggregate that went up (once per wave:
+ * member duplicates join it), notices the members a collecting version still misses (once),
+ * and is dropped from anywhere but the parent. */
+static void test_notices_nonroot(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 8, 64, false);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p), *n = malloc(sizeof *n);
+
+	/* chunk 0 goes up */
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 0, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 1);
+	}
+	/* the parent misses it: its notice names all our bits */
+	fill_up(t, n, 0, 0, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	n->pkt.inca.bfr_id = 0;
+	memcpy(n->bits, t->abm, 8);
+	FEED(e, n, 55, AGG_DROP_SENDER, 0); /* not from the parent */
+	FEED(e, n, 77, AGG_NACK_DOWN, 1);
+	CHECK_EQ(out[0].nbr, 77);
+	check_hdr(t, &out[0].pkt, 0, 0, 0, 900, INCA_INT64, INCA_SUM, 2);
+	CHECK(memcmp(out[0].pkt.inca.bits, t->abm, 8) == 0);
+	/* members' duplicates for the same loss join that wave */
+	fill_up(t, p, 2, 0, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_IGNORED, 0);
+	fill_up(t, p, 2, 0, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_UP_RESENT, 1); /* asking again: a new wave */
+
+	/* chunk 1: member 1 missing; chunk 2 completes here and notices it (sender: our id) */
+	for (unsigned m = 0; m < 4; m++) {
+		if (m != 1) {
+			fill_up(t, p, m, 1, 0, 2);
+			FEED(e, p, t->nbr[m], AGG_ABSORBED, 0);
+		}
+	}
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 2, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 2);
+	}
+	CHECK_EQ(out[0].nbr, 77); /* the aggregate up */
+	check_notice(t, &out[1], 1, 0, 1, 900);
+	/* the parent's notice for chunk 1: already noticed here, nothing */
+	fill_up(t, n, 0, 1, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	n->pkt.inca.bfr_id = 0;
+	memcpy(n->bits, t->abm, 8);
+	FEED(e, n, 77, AGG_NACK_DOWN, 0);
+	/* chunk 3: member 0 missing, no later completion here; the parent's notice naming
+	 * members 0 and 2 notices member 0 only (2 is in) */
+	for (unsigned m = 1; m < 4; m++) {
+		fill_up(t, p, m, 3, 0, 2);
+		FEED(e, p, t->nbr[m], AGG_ABSORBED, 0);
+	}
+	fill_up(t, n, 0, 3, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	n->pkt.inca.bfr_id = 0;
+	memset(n->bits, 0, 8);
+	tu_set(n->bits, 8, t->bp[0]);
+	tu_set(n->bits, 8, t->bp[2]);
+	FEED(e, n, 77, AGG_NACK_DOWN, 1);
+	check_notice(t, &out[0], 3, 0, 0, 900);
+	FEED(e, n, 77, AGG_NACK_DOWN, 0); /* once */
+	/* a notice for a round this switch never saw: nothing to repair */
+	fill_up(t, n, 0, 5, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	memcpy(n->bits, t->abm, 8);
+	FEED(e, n, 77, AGG_NACK_DOWN, 0);
+
+	agg_tree_destroy(e);
+	free(p);
+	free(n);
+	free(t);
+}
+
 static void test_forwarding(void)
 {
 	struct ttree *t = calloc(1, sizeof *t);
@@ -1073,6 +1254,8 @@ static void test_owner(void)
 
 int main(void)
 {
+	test_notices_root();
+	test_notices_nonroot();
 	test_verdict_names();
 	test_create_validation();
 	test_single_level();
