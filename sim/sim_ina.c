@@ -14,8 +14,11 @@
  *   + chunk) but carries only `ina.elems` real elements, which the engine reduces; members
  *   check every result against a reference sum computed at creation.
  * - Window: job_slots chunks per member (chunk g uses slot g mod W, round g div W; g + W is
- *   sent when g's result arrived). Retransmission after rto_us (doubling, at most 8x) with the
- *   RETX flag; the engine's seen-bitmaps make duplicates harmless.
+ *   sent when g's result arrived), started strictly in g order. Loss recovery as libinca and
+ *   inca-switch do it (docs/protocol.md "Repair notices"): resend on a switch's notice, pull a
+ *   chunk's timer in when a later chunk's result arrives, retransmission after rto_us
+ *   (doubling, at most 8x) as the last resort, all with the RETX flag; the engine's
+ *   seen-bitmaps make duplicates harmless.
  * - Ring jobs: 2(n-1) steps of S/n; each rank owns two flow objects (even / odd steps) that
  *   are reset and reused, so a 1024-rank ring needs 2048 flows, not 2 million.
  */
