@@ -277,7 +277,14 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 	 * timers avoids a storm of duplicate results. */
 	sim_time_ps rto = rto_of(s, m->srtt, w->tries);
 	w->dep = dep;
-	sim_schedule(s, &w->ev, dep + rto + (sim_time_ps)(util_rng_double(&a->jrng) * (double)rto));
+	sim_time_ps at = dep + rto + (sim_time_ps)(util_rng_double(&a->jrng) * (double)rto);
+	/* Tail probe: no chunk follows the last one, so no later result can reveal that its
+	 * result was lost; resend it after two SRTTs instead of a whole RTO. */
+	if (!retx && g + 1 == j->nchunks && m->srtt && dep + 2 * m->srtt < at) {
+		at = dep + 2 * m->srtt;
+		w->gap = true;
+	}
+	sim_schedule(s, &w->ev, at);
 }
 
 /* Start chunks in g order while the next one's window position is free (chunk g - W was

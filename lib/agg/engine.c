@@ -547,7 +547,7 @@ static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const 
  * neighbour gets at most one copy. Cost O(copies * bsl/8 + data pointer setup). Returns the
  * number of copies. */
 static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
-			     uint16_t slot)
+			     uint16_t slot, bool resend)
 {
 	uint8_t *rem = t->rem_bits;
 	size_t len = t->bsl_bytes, sent = 0;
@@ -574,7 +574,7 @@ static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struc
 			}
 			with_data = agg__to_owner(v->coll) ? has_owner : has_other;
 		}
-		uint8_t fl = WIRE_F_RESULT | (v->repaired ? WIRE_F_RETX : 0);
+		uint8_t fl = WIRE_F_RESULT | (v->repaired || resend ? WIRE_F_RETX : 0);
 		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, fl, 0, with_data);
 		if (!s)
 			break; /* caller's cap too small: behaves like loss */
@@ -923,7 +923,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 			switch (v->state) {
 			case AGG__COMPLETE:
 				memcpy(t->rem_bits, pbm, len);
-				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot);
+				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot, true);
 				return AGG_DUP_RESENT;
 			case AGG__UP_SENT: {
 				/* One re-send up per wave of retransmissions: the members below all
@@ -1023,7 +1023,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		t->npending--; /* was COLLECTING */
 		agg__unlist(t, v);
 		memcpy(t->rem_bits, t->abm, len);
-		agg__replicate(t, o, v, p->inca.slot);
+		agg__replicate(t, o, v, p->inca.slot, false);
 	} else {
 		v->state = AGG__UP_SENT;
 		agg__send_up(t, o, v, p->inca.slot);
@@ -1082,7 +1082,7 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 		agg__earn(t);
 	}
 	t->st.results_down++;
-	agg__replicate(t, o, v, p->inca.slot);
+	agg__replicate(t, o, v, p->inca.slot, (p->inca.flags & WIRE_F_RETX) != 0);
 	return AGG_RESULT_DOWN;
 }
 

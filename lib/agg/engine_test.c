@@ -409,11 +409,11 @@ static void test_root_duplicates(void)
 	CHECK_EQ(sum0, (int64_t)((uint64_t)val64(0, 0, 0) + (uint64_t)val64(1, 0, 0) +
 				 (uint64_t)val64(2, 0, 0) + (uint64_t)val64(3, 0, 0)));
 
-	/* duplicate of member 1 (shares nbr 10 with member 0): only its own bit */
+	/* duplicate of member 1 (shares nbr 10 with member 0): only its own bit, marked re-sent */
 	fill_up(t, p, 1, 0, 0, 4);
 	FEED(e, p, 10, AGG_DUP_RESENT, 1);
 	CHECK_EQ(out[0].nbr, 10);
-	check_hdr(t, &out[0].pkt, 0, 0, WIRE_F_RESULT, 0, INCA_INT64, INCA_SUM, 4);
+	check_hdr(t, &out[0].pkt, 0, 0, WIRE_F_RESULT | WIRE_F_RETX, 0, INCA_INT64, INCA_SUM, 4);
 	uint8_t want[8] = { 0 };
 	tu_set(want, 8, t->bp[1]);
 	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
@@ -652,13 +652,13 @@ static void test_notices_root(void)
 	FEED(e, p, t->nbr[3], AGG_COMPLETED, 4);
 	for (int i = 0; i < 4; i++) /* repaired: results say so (no RTT sample) */
 		CHECK_EQ(out[i].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
-	/* duplicates of complete rounds: the stored result only */
+	/* duplicates of complete rounds: the stored result only, marked as a re-send (RETX) */
 	fill_up(t, p, 2, 0, 0, 2);
 	FEED(e, p, t->nbr[2], AGG_DUP_RESENT, 1);
 	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
 	fill_up(t, p, 2, 1, 0, 2);
 	FEED(e, p, t->nbr[2], AGG_DUP_RESENT, 1);
-	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_RESULT);
+	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
 	agg_tree_get_stats(e, &st);
 	CHECK_EQ(st.notices, 2);
 	CHECK_EQ(st.notices_limited, 0);

@@ -605,9 +605,11 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, unsigned i, 
 		ic->rack_rrtt_ns = now_ns - ch->xmit_ns;
 	}
 	if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
-	    ic->reo_mult < INC_REO_MULT_MAX) {
+	    !(pkt.inca.flags & WIRE_F_RETX) && ic->reo_mult < INC_REO_MULT_MAX) {
 		/* Answered faster than any round trip: the original was answered, the fast
-		 * resend was spurious (results were reordered): widen the reordering window. */
+		 * resend was spurious (results were reordered): widen the reordering window.
+		 * Not if the result carries RETX: a result re-sent for our resend, or a round a
+		 * peer's resend completed just after ours left, says nothing about reordering. */
 		ic->reo_mult++;
 		ic->reo_good = 0;
 	}
