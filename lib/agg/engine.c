@@ -1,6 +1,6 @@
 /* lib/agg/engine.c: the pure per-tree aggregation engine: slot pools with two versions per slot,
- * contributor bitmaps, dedup, BIER replication of results (docs/protocol.md "Switch slot
- * semantics"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
+ * contributor bitmaps, dedup, BIER replication of results, repair notices to the members a
+ * round misses (docs/protocol.md "Switch slot semantics", "Repair notices"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
 /*
  * Layout and costs.
  * - Each owned slot has two versions (round & 1). A version holds its round, state, the meta
@@ -118,7 +118,7 @@ struct agg_tree {
 	struct agg_tree_stats st;
 	uint32_t npending; /* versions COLLECTING or UP_SENT (agg_tree_pending) */
 
-	/* Repair notices. Each list holds version indices, head = oldest. A notice costs one
+	/* Repair notices. The list holds version indices, head = oldest. A notice costs one
 	 * credit and every absorbed contribution or result from the parent earns one (at most
 	 * max_sends banked), so the notices a tree sends never outnumber the packets that made
 	 * progress in it: no input, hostile or not, is amplified into notices. A version leaves
@@ -335,8 +335,8 @@ static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
 		agg__set(gf, len, e->bp);
 		t->bp_group[e->bp] = (uint16_t)g;
 	}
-	/* One input emits: a result to every group or one aggregate up, plus repair notices
-	 * (at most one per group) or one aggregate re-sent up. */
+	/* One input emits a result to every group (or one aggregate up), then repair notices
+	 * as far as room and credit allow: a notice never takes a result's place. */
 	t->max_sends = 2 * t->ngroups + 2;
 	return 0;
 }

@@ -1,7 +1,8 @@
 /* libinca INC data path: AllReduce through the aggregation switch over RoCEv2-in-UDP.
  * Chunking into slots (docs/protocol.md "Chunking and slots"), an adaptive window of chunks in
  * flight (slow start, AIMD on delay and loss) inside the per-slot self-clocking rule, loss
- * recovery (time-ordered loss detection plus an RTO with exponential backoff, draft-liu §7),
+ * recovery (the switch's repair notices, time-ordered loss detection, a stall probe and an
+ * RTO that follows the measured RTT with exponential backoff, draft-liu §7),
  * batched sendmmsg/recvmmsg, strict verification of every result, a liveness probe that tells a
  * silent switch from late peers, test-only fault injection. */
 #include "client/client.h"
@@ -106,8 +107,9 @@ struct client_inc {
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
 	unsigned nacked;        /* chunks with `nacked` set (repair notices to act on) */
 	unsigned reo_mult, reo_good;
-	/* Tail loss probe (RFC 8985 §7): after ~2 SRTT without any answer, resend the newest
-	 * chunk once, so a loss at the end of a window is found by RACK, not by the RTO. */
+	/* Stall probe (after RFC 8985 §7's tail loss probe): after ~2 SRTT without any answer,
+	 * resend the oldest chunks in flight once (inc_probe), so a stall is repaired in about a
+	 * round trip, not by the RTO. */
 	bool tlp_done;
 
 	/* RTO: one timer for the whole window, restarted by every result. While results

@@ -39,8 +39,8 @@
 #define WIRE_F_RETX 0x2   /* the sender retransmitted this packet after a timeout */
 /* downward, header-only: a repair notice. The switch names in the bit-string the members (or
  * child switches) whose contribution to this slot round it still misses although a later
- * chunk completed; they resend it at once (docs/protocol.md "Repair notices"). Never
- * together with RESULT or RETX. */
+ * chunk completed or a waiting member asked; they resend it at once (docs/protocol.md
+ * "Repair notices"). Never together with RESULT or RETX, Count 0. */
 #define WIRE_F_NACK 0x4
 #define WIRE_F_MASK 0x7
 
