@@ -988,7 +988,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 				rack_scanned = ic->rack_seq, rack_rscanned = ic->rack_rseq;
 		}
 
-		/* 2. Silence: first a tail loss probe, then the RTO. A full queue postpones
+		/* 2. Silence: first the stall probe, then the RTO. A full queue postpones
 		 * either to the next pass. */
 		uint64_t probe_at = ic->rto_start_ns + pto_ns(ic, cfg);
 		bool probe = tlp_ok && !ic->tlp_done && ic->inflight > 0;
