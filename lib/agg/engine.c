@@ -1110,10 +1110,15 @@ static enum agg_verdict agg__input_nack(struct agg_tree *t, const struct wire_pk
 	if (v->state == AGG__EMPTY || v->rnd != p->inca.round || !agg__meta_eq_nocount(v, p))
 		return AGG_NACK_DOWN;
 	if (v->state == AGG__UP_SENT) {
+		/* Paid with a credit like a notice: the parent answers a re-sent aggregate with
+		 * its result for the whole sub-tree, so notices (from a parent, or from anyone
+		 * where check_sender is off) must not turn into more traffic than progress made. */
 		agg__unlist(t, v);
-		if (agg__send_up(t, o, v, p->inca.slot))
+		if (t->credit && agg__send_up(t, o, v, p->inca.slot)) {
+			t->credit--;
 			t->st.results_resent++;
-		agg__open_wave(t, v);
+			agg__open_wave(t, v);
+		}
 	} else if (v->state == AGG__COLLECTING && v->list == AGG__L_COL) {
 		agg__unlist(t, v);
 		agg__notice(t, o, v, p->inca.bits);

@@ -731,6 +731,17 @@ static void test_notices_nonroot(void)
 	FEED(e, p, t->nbr[2], AGG_DUP_IGNORED, 0);
 	fill_up(t, p, 2, 0, 0, 2);
 	FEED(e, p, t->nbr[2], AGG_DUP_UP_RESENT, 1); /* asking again: a new wave */
+	/* a flood of notices re-sends the aggregate only as often as credit allows (4
+	 * contributions earned 4, one is spent) */
+	{
+		unsigned up = 0;
+		for (int i = 0; i < 1000; i++) {
+			size_t ns = 0;
+			CHECK_VERDICT(agg_tree_input(e, &n->pkt, 77, out, cap, &ns), AGG_NACK_DOWN);
+			up += (unsigned)ns;
+		}
+		CHECK_EQ(up, 3);
+	}
 
 	/* chunk 1: member 1 missing; chunk 2 completes here and notices it (sender: our id) */
 	for (unsigned m = 0; m < 4; m++) {
