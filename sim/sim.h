@@ -279,6 +279,8 @@ struct sim_ina_job_result {
 struct sim_ina_stats {
 	uint64_t verdicts[SIM_INA_VERDICTS]; /* by enum agg_verdict */
 	uint64_t lost_pkts, drops_queue, pkts;
+	uint64_t notices;      /* repair notices the engines sent (WIRE_F_NACK) */
+	uint64_t nack_resends; /* contributions members resent on a notice */
 	uint32_t jobs_done;
 };
 uint32_t sim_ina_job_count(const struct sim *s);

@@ -14,8 +14,11 @@
  *   + chunk) but carries only `ina.elems` real elements, which the engine reduces; members
  *   check every result against a reference sum computed at creation.
  * - Window: job_slots chunks per member (chunk g uses slot g mod W, round g div W; g + W is
- *   sent when g's result arrived). Retransmission after rto_us (doubling, at most 8x) with the
- *   RETX flag; the engine's seen-bitmaps make duplicates harmless.
+ *   sent when g's result arrived), started strictly in g order. Loss recovery as libinca and
+ *   inca-switch do it (docs/protocol.md "Repair notices"): resend on a switch's notice, pull a
+ *   chunk's timer in when a later chunk's result arrives, retransmission after rto_us
+ *   (doubling, at most 8x) as the last resort, all with the RETX flag; the engine's
+ *   seen-bitmaps make duplicates harmless.
  * - Ring jobs: 2(n-1) steps of S/n; each rank owns two flow objects (even / odd steps) that
  *   are reset and reused, so a 1024-rank ring needs 2048 flows, not 2 million.
  */
@@ -46,12 +49,14 @@ struct ina_wslot {           /* one outstanding chunk of a member (window positi
 	struct sim_event ev;     /* retransmission timer */
 	uint32_t member, g, tries;
 	bool busy;
+	bool gap;                /* the timer is a loss-detection deadline, not the RTO */
 	sim_time_ps dep;         /* estimated departure of the last transmission */
 };
 
 struct ina_member {
 	uint32_t job, rank, host, edge_node;
 	uint32_t ndone;
+	uint32_t next;           /* next chunk to start: chunks start strictly in g order */
 	uint8_t *got;            /* bitmap over chunks */
 	struct ina_wslot *w;     /* job_slots entries */
 	sim_time_ps srtt;        /* smoothed round trip of chunks sent once (0 = no sample yet) */
@@ -107,6 +112,7 @@ struct sim_ina {
 	uint64_t ring_completions;
 	uint64_t verdicts[AGG_VERDICT_COUNT];
 	uint64_t lost_pkts, drops_queue, pkts;
+	uint64_t nack_resends;
 };
 
 /* ---- payload pool ----------------------------------------------------------------------- */
@@ -177,9 +183,18 @@ static uint32_t wire_size(const struct sim *s, const struct ina_job *j, uint32_t
 }
 
 /* ---- sending --------------------------------------------------------------------------- */
-static void host_send(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+/* A resend (front) goes out next, ahead of the chunks queued behind the window: a repair
+ * that waited for the whole queue would stall every member's window for that long. */
+static void host_send(struct sim *s, struct sim_host *h, struct sim_pkt *p, bool front)
 {
-	sim_pktq_push(&h->port.cq, p);
+	struct sim_pktq *q = &h->port.cq;
+	if (front && q->head) {
+		p->next = q->head;
+		q->head = p;
+		q->n++;
+	} else {
+		sim_pktq_push(q, p);
+	}
 	sim_port_kick(s, &h->port);
 }
 
@@ -223,7 +238,8 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 	 * the NIC ahead of this one, which would otherwise need an RTO larger than the window. */
 	struct sim_port *nic = &s->hosts[m->host].port;
 	sim_time_ps dep = (nic->busy_until > s->now ? nic->busy_until : s->now) +
-			  (sim_time_ps)nic->cq.n * sim_time_serialize(wire_size(s, j, g, true), nic->rate_bps);
+			  (retx ? 0 : (sim_time_ps)nic->cq.n *
+					      sim_time_serialize(wire_size(s, j, g, true), nic->rate_bps));
 	if (p) {
 		struct ina_buf *ib = buf_at(a, b);
 		ib->job = m->job;
@@ -242,7 +258,7 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 		p->dst = m->edge_node;
 		p->size_bytes = wire_size(s, j, g, true);
 		a->pkts++;
-		host_send(s, &s->hosts[m->host], p);
+		host_send(s, &s->hosts[m->host], p, retx);
 	} else {
 		buf_free(a, b); /* out of memory: behaves like a loss, the timer resends */
 	}
@@ -252,6 +268,7 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 	}
 	w->g = g;
 	w->busy = true;
+	w->gap = false;
 	if (sim_ev_pending(&w->ev))
 		sim_cancel(s, &w->ev);
 	/* Jitter (up to one more RTO): after a loss above a leaf every member below it times
@@ -260,7 +277,64 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 	 * timers avoids a storm of duplicate results. */
 	sim_time_ps rto = rto_of(s, m->srtt, w->tries);
 	w->dep = dep;
-	sim_schedule(s, &w->ev, dep + rto + (sim_time_ps)(util_rng_double(&a->jrng) * (double)rto));
+	sim_time_ps at = dep + rto + (sim_time_ps)(util_rng_double(&a->jrng) * (double)rto);
+	/* Tail probe: no chunk follows the last one, so no later result can reveal that its
+	 * result was lost; resend it after two SRTTs instead of a whole RTO. */
+	if (!retx && g + 1 == j->nchunks && m->srtt && dep + 2 * m->srtt < at) {
+		at = dep + 2 * m->srtt;
+		w->gap = true;
+	}
+	sim_schedule(s, &w->ev, at);
+}
+
+/* Start chunks in g order while the next one's window position is free (chunk g - W was
+ * answered), as libinca does: every member then sends every switch its chunks in g order, so
+ * a switch that completes a chunk knows any earlier chunk's missing contributions are lost. */
+static void member_start(struct sim *s, struct ina_member *m)
+{
+	const struct ina_job *j = &s->ina->jobs[m->job];
+	uint32_t W = s->cfg.ina_job_slots;
+	while (m->next < j->nchunks && !m->w[m->next % W].busy)
+		member_send(s, m, m->next++, false);
+}
+
+/* Repair notice for chunk g: the switch misses our contribution. Resend it at once, unless it
+ * was resent within the last half round trip (the notice crossed that resend; a chunk sent
+ * once is certainly lost: the switch saw a later chunk of ours first). If our window
+ * position of g still holds an older chunk, we never sent g because that chunk's result did
+ * not reach us: resend the older chunk (the switch answers a duplicate of a complete round
+ * with its result). */
+static void member_nack(struct sim *s, struct ina_member *m, uint32_t g)
+{
+	struct ina_wslot *w = &m->w[g % s->cfg.ina_job_slots];
+	if (!w->busy || w->g > g)
+		return;
+	if (w->g == g && w->tries && s->now < w->dep + m->srtt / 2)
+		return;
+	s->ina->nack_resends++;
+	w->tries++;
+	member_send(s, m, w->g, true);
+}
+
+/* Loss detection on results (RACK-like): results leave the tree in completion order over
+ * FIFO links, so when a chunk sent once at `dep` is answered, a chunk whose last send left
+ * before it and is still unanswered lost its contribution or its result, or waits for a
+ * repair elsewhere, which the switches' notices bring within about a round trip. So its timer
+ * is pulled in to one smoothed RTT from now: if the result is still missing then, our result
+ * was lost on the last hop (which no switch can see) and the resend gets it re-sent. */
+static void member_gaps(struct sim *s, struct ina_member *m, sim_time_ps dep)
+{
+	uint32_t W = s->cfg.ina_job_slots;
+	sim_time_ps at = s->now + (m->srtt ? m->srtt : sim_time_from_us_f(s->cfg.ina_rto_us));
+	for (uint32_t k = 0; k < W; k++) {
+		struct ina_wslot *x = &m->w[k];
+		if (!x->busy || x->gap || x->dep >= dep || (sim_ev_pending(&x->ev) && x->ev.t <= at))
+			continue;
+		if (sim_ev_pending(&x->ev))
+			sim_cancel(s, &x->ev);
+		x->gap = true;
+		sim_schedule(s, &x->ev, at);
+	}
 }
 
 static void wslot_timeout(struct sim *s, struct sim_event *ev)
@@ -269,6 +343,11 @@ static void wslot_timeout(struct sim *s, struct sim_event *ev)
 	struct ina_member *m = &s->ina->mem[w->member];
 	if (!w->busy)
 		return;
+	if (w->gap) {
+		w->gap = false;
+		member_send(s, m, w->g, true);
+		return;
+	}
 	s->ina->jobs[m->job].timeouts++;
 	s->timeouts++;
 	w->tries++;
@@ -369,10 +448,8 @@ static void job_start(struct sim *s, struct sim_event *ev)
 			ring_try_start(s, j, i);
 		return;
 	}
-	uint32_t W = s->cfg.ina_job_slots;
 	for (uint32_t r = 0; r < j->n; r++)
-		for (uint32_t g = 0; g < W && g < j->nchunks; g++)
-			member_send(s, &s->ina->mem[j->member0 + r], g, false);
+		member_start(s, &s->ina->mem[j->member0 + r]);
 }
 
 /* ---- receive paths --------------------------------------------------------------------- */
@@ -399,6 +476,10 @@ void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 	uint32_t g = ib->g, W = s->cfg.ina_job_slots;
 	if (ib->job != m->job || g >= j->nchunks)
 		goto out;
+	if (ib->flags & WIRE_F_NACK) {
+		member_nack(s, m, g);
+		goto out;
+	}
 	if (m->got[g >> 3] & (1u << (g & 7))) {
 		j->dups++;
 		goto out;
@@ -424,20 +505,24 @@ void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 	m->ndone++;
 	struct ina_wslot *w = &m->w[g % W];
 	if (w->busy && w->g == g) {
-		/* Karn: only chunks sent once give RTT samples; the RTO follows queueing delay */
+		/* Karn: only chunks sent once, and completed without anyone's resend (no RETX on
+		 * the result), give RTT samples; the RTO follows queueing delay */
 		if (!w->tries && s->now > w->dep) {
-			sim_time_ps rtt = s->now - w->dep;
-			m->srtt = m->srtt ? m->srtt - m->srtt / 8 + rtt / 8 : rtt;
+			if (!(ib->flags & WIRE_F_RETX)) {
+				sim_time_ps rtt = s->now - w->dep;
+				m->srtt = m->srtt ? m->srtt - m->srtt / 8 + rtt / 8 : rtt;
+			}
+			member_gaps(s, m, w->dep);
 		}
 		w->busy = false;
+		w->gap = false;
 		w->tries = 0;
 		if (sim_ev_pending(&w->ev))
 			sim_cancel(s, &w->ev);
 	}
 	buf_free(a, b);
 	b = 0;
-	if (g + W < j->nchunks)
-		member_send(s, m, g + W, false);
+	member_start(s, m);
 	if (m->ndone == j->nchunks) {
 		m->done_ps = s->now;
 		if (++j->members_done == j->n)
@@ -517,7 +602,9 @@ void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		if (sd->pkt.data_len)
 			memcpy(buf_data(a, nb), sd->pkt.data, sd->pkt.data_len);
 		struct sim_port *out = &sw->n.ports[sd->nbr];
-		q->type = (ob->flags & WIRE_F_RESULT) ? SIM_PKT_INA_RESULT : SIM_PKT_INA_DATA;
+		/* downward: results and repair notices */
+		q->type = (ob->flags & (WIRE_F_RESULT | WIRE_F_NACK)) ? SIM_PKT_INA_RESULT
+								       : SIM_PKT_INA_DATA;
 		q->flow = j->id;
 		q->psn = nb;
 		q->src = sw->n.id;
@@ -990,6 +1077,19 @@ int sim_ina_job_result(const struct sim *s, uint32_t x, struct sim_ina_job_resul
 	return 0;
 }
 
+static uint64_t ina_notices(const struct sim_ina *a)
+{
+	uint64_t n = 0;
+	for (uint32_t t = 0; t < a->ntn; t++) {
+		struct agg_tree_stats st;
+		if (!a->tn[t].tree)
+			continue;
+		agg_tree_get_stats(a->tn[t].tree, &st);
+		n += st.notices;
+	}
+	return n;
+}
+
 int sim_ina_get_stats(const struct sim *s, struct sim_ina_stats *st)
 {
 	const struct sim_ina *a = s->ina;
@@ -1001,6 +1101,8 @@ int sim_ina_get_stats(const struct sim *s, struct sim_ina_stats *st)
 	st->lost_pkts = a->lost_pkts;
 	st->drops_queue = a->drops_queue;
 	st->pkts = a->pkts;
+	st->notices = ina_notices(a);
+	st->nack_resends = a->nack_resends;
 	st->jobs_done = a->jobs_done;
 	return 0;
 }
@@ -1035,8 +1137,9 @@ int sim_ina_write_outputs(struct sim *s, const char *dir)
 	for (int v = 0; v < AGG_VERDICT_COUNT; v++)
 		fprintf(f, "%s,%llu\n", agg_verdict_name((enum agg_verdict)v),
 			(unsigned long long)s->ina->verdicts[v]);
-	fprintf(f, "lost_pkts,%llu\nqueue_drops,%llu\nina_pkts,%llu\n",
+	fprintf(f, "lost_pkts,%llu\nqueue_drops,%llu\nina_pkts,%llu\nnotices,%llu\nnack_resends,%llu\n",
 		(unsigned long long)s->ina->lost_pkts, (unsigned long long)s->ina->drops_queue,
-		(unsigned long long)s->ina->pkts);
+		(unsigned long long)s->ina->pkts, (unsigned long long)ina_notices(s->ina),
+		(unsigned long long)s->ina->nack_resends);
 	return fclose(f) ? -errno : 0;
 }

@@ -137,6 +137,15 @@ static void test_loss_and_determinism(void)
 	CHECK_EQ_U(a.events, b.events);
 	CHECK(a.st.verdicts[AGG_DUP_RESENT] + a.st.verdicts[AGG_DUP_UP_RESENT] +
 	      a.st.verdicts[AGG_DUP_IGNORED] > 0); /* the engines' dedup at work */
+	/* Repair notices: switches noticed missing contributions, members resent on them, and a
+	 * parent's notice reached a child switch (multi-level trees); never more notices than
+	 * contributions absorbed. Deterministic too. */
+	CHECK(a.st.notices > 0 && a.st.nack_resends > 0);
+	CHECK(a.st.verdicts[AGG_NACK_DOWN] > 0);
+	CHECK(a.st.notices <= a.st.verdicts[AGG_ABSORBED] + a.st.verdicts[AGG_COMPLETED] +
+				  a.st.verdicts[AGG_RESULT_DOWN]);
+	CHECK_EQ_U(a.st.notices, b.st.notices);
+	CHECK_EQ_U(a.st.nack_resends, b.st.nack_resends);
 	const char *kv2[] = { BASE, "ina.mode=inc", "ina.jobs=2", "ina.job_hosts=128", "ina.loss=0.01",
 			      "ina.size_bytes=262144", "ina.dtype=fp32", "sim.seed=7", NULL };
 	run(kv2, &c);

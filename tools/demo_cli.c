@@ -38,8 +38,8 @@ static void usage(FILE *f, const struct demo_defaults *d)
 	fprintf(f,
 		"      --mtu N            RoCE MTU of the clients (default 4096)\n"
 		"      --slots N          switch slots per tree = client window (default 256)\n"
-		"      --rto-us N         clients' minimum retransmission timeout (libinca default\n"
-		"                         20000; raise it where queues and scheduling delay results)\n"
+		"      --rto-us N         clients' initial and minimum retransmission timeout (libinca\n"
+		"                         default: 20000 initially, then SRTT + 4 RTTVAR, at least 2000)\n"
 		"      --drop-rate P      clients drop P of data packets on send and on receive\n"
 		"      --switch-drop-rate P  the switch drops P of its input (inca-switch --drop-rate)\n"
 		"      --deterministic    deterministic switch; INC results compared bitwise with a\n"
@@ -635,11 +635,11 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	if (nstats)
 		printf("# client stats (all ranks): tx %llu pkts, rx %llu pkts, retransmits %llu, "
 		       "timeouts %llu, duplicate results %llu, bad packets %llu, injected drops "
-		       "%llu\n",
+		       "%llu, repair notices %llu\n",
 		       (unsigned long long)cs.tx_pkts, (unsigned long long)cs.rx_pkts,
 		       (unsigned long long)cs.retransmits, (unsigned long long)cs.timeouts,
 		       (unsigned long long)cs.rx_dup_results, (unsigned long long)cs.rx_bad,
-		       (unsigned long long)cs.injected_drops);
+		       (unsigned long long)cs.injected_drops, (unsigned long long)cs.rx_nacks);
 	struct inca_io_stats io;
 	if (sweep_job_io_stats(&job, &io))
 		printf("# client I/O (all ranks): UDP GSO on %d of %d ranks, GRO on %d; tx %llu syscalls, "

@@ -4,7 +4,8 @@
 --
 -- Use:  tshark -X lua_script:tools/inca.lua -r capture.pcap -Y inca
 --       wireshark -X lua_script:tools/inca.lua   (or copy into ~/.local/lib/wireshark/plugins/)
--- Fields: inca.version inca.flags inca.flags.result inca.flags.retx inca.coll inca.dtype
+-- Fields: inca.version inca.flags inca.flags.result inca.flags.retx inca.flags.nack inca.coll
+--   inca.dtype
 --   inca.op inca.tree inca.slot inca.round inca.bfr_id inca.bsl inca.bsl_bits inca.si
 --   inca.count inca.owner inca.bitstring inca.set_bfr_ids (e.g. "1,3,64") inca.set_bfr_id
 --   (one per set bit) inca.data inca.elem.<dtype> (one per element) inca.pad
@@ -28,7 +29,9 @@ local F = {
 	flags = ProtoField.uint8("inca.flags", "Flags", base.HEX, nil, 0x0F),
 	f_result = ProtoField.bool("inca.flags.result", "RESULT (downward)", 8, nil, 0x01),
 	f_retx = ProtoField.bool("inca.flags.retx", "RETX (retransmission)", 8, nil, 0x02),
-	f_unknown = ProtoField.uint8("inca.flags.unknown", "Unknown flags", base.HEX, nil, 0x0C),
+	f_nack = ProtoField.bool("inca.flags.nack", "NACK (repair notice: resend the contribution)",
+		8, nil, 0x04),
+	f_unknown = ProtoField.uint8("inca.flags.unknown", "Unknown flags", base.HEX, nil, 0x08),
 	coll = ProtoField.uint8("inca.coll", "Collective", base.DEC, COLL),
 	dtype = ProtoField.uint8("inca.dtype", "Data type", base.DEC, DTYPE),
 	op = ProtoField.uint8("inca.op", "Operation", base.DEC, OP),
@@ -115,9 +118,14 @@ local function dissect(tvb, pinfo, root)
 	local ft = t:add(F.flags, tvb(0, 1))
 	ft:add(F.f_result, tvb(0, 1))
 	ft:add(F.f_retx, tvb(0, 1))
-	if flags >= 4 then
+	ft:add(F.f_nack, tvb(0, 1))
+	if flags >= 8 then
 		ft:add(F.f_unknown, tvb(0, 1))
 		ft:add_proto_expert_info(E.bad, "unknown flag bits")
+	end
+	local nack = math.floor(flags / 4) % 2 == 1
+	if nack and (flags % 4 ~= 0 or tvb(16, 2):uint() ~= 0) then
+		ft:add_proto_expert_info(E.bad, "NACK with RESULT/RETX or with data")
 	end
 	local coll, dtype, opc = tvb(1, 1):uint(), tvb(2, 1):uint(), tvb(3, 1):uint()
 	local ct = t:add(F.coll, tvb(1, 1))
@@ -150,6 +158,7 @@ local function dissect(tvb, pinfo, root)
 		COLL[coll] or "?", DTYPE[dtype] or "?", OP[opc] or "?",
 		tvb(4, 2):uint(), tvb(6, 2):uint(), tvb(8, 4):uint())
 	if flags % 2 == 1 then info = info .. " RESULT" end
+	if nack then info = info .. " NACK" end
 	if math.floor(flags / 2) % 2 == 1 then
 		info = info .. " RETX"
 		t:add_proto_expert_info(E.retx)

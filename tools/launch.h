@@ -136,6 +136,7 @@ int launch_job(const struct launch_cfg *c, launch_rank_fn fn, void *arg, struct 
 struct launch_sw_summary {
 	double rx_pkts, tx_pkts; /* per-tree engine counters, summed over trees */
 	double contributions, aggregations, duplicates, results_resent;
+	double notices; /* repair notices sent (WIRE_F_NACK) */
 	double drops;                /* switch-wide drops_total (every reason) */
 	double sw_rx_pkts, sw_tx_pkts; /* switch-wide socket counters */
 };

@@ -73,6 +73,7 @@ int sweep_job_client_stats(const struct sweep_job *j, struct inca_comm_stats *su
 		sum->injected_drops += c->injected_drops;
 		sum->inc_calls += c->inc_calls;
 		sum->ring_calls += c->ring_calls;
+		sum->rx_nacks += c->rx_nacks;
 		got++;
 	}
 	return got;

@@ -49,6 +49,8 @@ void sw_stats_sum_tree(const struct sw_tree *t, struct agg_tree_stats *out)
 		out->results_resent += s->results_resent;
 		out->forwarded += s->forwarded;
 		out->results_down += s->results_down;
+		out->notices += s->notices;
+		out->notices_limited += s->notices_limited;
 		for (int i = 0; i < AGG_VERDICT_COUNT; i++)
 			out->drops[i] += s->drops[i];
 	}
@@ -214,6 +216,8 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 		fprintf(f, "      \"results_resent\": %llu,\n", (unsigned long long)s.results_resent);
 		fprintf(f, "      \"forwarded\": %llu,\n", (unsigned long long)s.forwarded);
 		fprintf(f, "      \"results_down\": %llu,\n", (unsigned long long)s.results_down);
+		fprintf(f, "      \"notices\": %llu,\n", (unsigned long long)s.notices);
+		fprintf(f, "      \"notices_limited\": %llu,\n", (unsigned long long)s.notices_limited);
 		fprintf(f, "      \"drops\": {");
 		for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
 			fprintf(f, "%s\"%s\": %llu", v == AGG_DROP_FIRST ? "" : ", ",

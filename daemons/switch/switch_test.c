@@ -652,6 +652,13 @@ static void collect_lossy(struct member *m, struct member *const *all, int nall,
 		e = wire_decode_udp(buf, (size_t)n, &p, &ip);
 		if (e != WIRE_OK)
 			die("member %u: result rejected: %s", m->bfr, wire_err_name(e));
+		if (p.inca.flags & WIRE_F_NACK) {
+			/* a repair notice for a lost contribution: header-only, naming us; the
+			 * loop resends everything unanswered anyway */
+			CHECK(p.inca.count == 0 && p.data_len == 0);
+			CHECK(wire_bier_test(p.inca.bits, 8, wire_bier_bp(m->bfr, 64, 0)));
+			continue;
+		}
 		CHECK(p.inca.flags & WIRE_F_RESULT);
 		for (int i = 0; i < COUNT; i++) {
 			int32_t want = 0, v;

@@ -99,9 +99,10 @@ struct inca_comm_opts {
 	uint16_t bsl_bits;   /* BIER bit-string length, 64..4096, power of two; 0: 64 */
 	uint16_t nslots;     /* switch slot pool size for the tree = largest window; 0: 256 */
 	uint16_t mtu;        /* RoCE MTU, 256..4096 bytes of IB payload; 0: 4096 */
-	uint32_t rto_us;     /* minimum / initial retransmission timeout; adapts upward to the
-			      * measured round trip (RFC 6298 style) and runs only while no
-			      * result arrives (restarted on every result); 0: 20000 */
+	uint32_t rto_us;     /* initial retransmission timeout, then SRTT + 4 RTTVAR of the
+			      * measured round trip (RFC 6298 style), never below rto_us if set
+			      * (else 2 ms); runs only while no result arrives (restarted on
+			      * every result); 0: 20000 initially */
 	uint32_t rto_max_us; /* backoff cap; 0: 200000 (with retx_limit 20: ~3.5 s before giving up) */
 	uint32_t retx_limit; /* N consecutive timeouts with the switch silent before failing
 			      * (while it answers, late peers are waited for up to timeout_ms
@@ -176,6 +177,7 @@ struct inca_comm_stats {
 	uint64_t rx_bad;                /* packets that failed decoding or did not match */
 	uint64_t injected_drops;        /* fault injection */
 	uint64_t inc_calls, ring_calls; /* collectives by path */
+	uint64_t rx_nacks;              /* switch repair notices received (docs/protocol.md) */
 };
 /* Copy the counters. Cheap. */
 int inca_comm_get_stats(const struct inca_comm *comm, struct inca_comm_stats *out);

@@ -71,6 +71,8 @@ enum agg_verdict {
 	AGG_DUP_IGNORED,   /* duplicate of a round still collecting: nothing to do */
 	AGG_FORWARDED,     /* P-BM AND A-BM empty: forwarded unchanged toward the root */
 	AGG_RESULT_DOWN,   /* result from the parent stored and replicated down */
+	AGG_NACK_DOWN,     /* repair notice from the parent: aggregate re-sent up, or the
+			    * members still missing noticed, or nothing left to repair */
 	AGG_DROP_FIRST,
 	AGG_DROP_KEY = AGG_DROP_FIRST, /* wrong R_Key */
 	AGG_DROP_TREE,        /* tree id does not match */
@@ -104,6 +106,8 @@ struct agg_tree_stats {
 	uint64_t results_resent;      /* stored results / aggregates re-sent for duplicates */
 	uint64_t forwarded;           /* packets forwarded toward the root */
 	uint64_t results_down;        /* results received from the parent */
+	uint64_t notices;             /* repair notices (WIRE_F_NACK packets) sent */
+	uint64_t notices_limited;     /* repair notices not sent for lack of credit */
 	uint64_t drops[AGG_VERDICT_COUNT]; /* indexed by drop verdict */
 };
 

@@ -1,6 +1,6 @@
 /* lib/agg/engine.c: the pure per-tree aggregation engine: slot pools with two versions per slot,
- * contributor bitmaps, dedup, BIER replication of results (docs/protocol.md "Switch slot
- * semantics"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
+ * contributor bitmaps, dedup, BIER replication of results, repair notices to the members a
+ * round misses (docs/protocol.md "Switch slot semantics", "Repair notices"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
 /*
  * Layout and costs.
  * - Each owned slot has two versions (round & 1). A version holds its round, state, the meta
@@ -40,6 +40,16 @@ static bool agg__is_pending(uint8_t state)
 }
 
 #define AGG__NO_GROUP UINT16_MAX
+#define AGG__NOLINK UINT32_MAX
+
+/* Repair list (docs/protocol.md "Repair notices"): versions collecting that no notice went
+ * out for yet, in arrival order, which is the order of the chunk sequence g (ImmDt) up to
+ * losses. */
+enum agg__list {
+	AGG__L_NONE = 0,
+	AGG__L_COL,
+	AGG__L_COUNT
+};
 #define AGG__ALIGN 64
 #define AGG__FWD_DATA_MAX 4096 /* IB payload limit: nothing forwarded can carry more */
 
@@ -56,6 +66,12 @@ struct agg__ver {
 	uint32_t imm;
 	uint32_t data_len;
 	uint64_t va;
+	uint32_t lprev, lnext; /* repair list links (version indices) */
+	uint8_t list;          /* enum agg__list */
+	uint8_t repaired;      /* a retransmission went into this round: its result and
+				* aggregate carry WIRE_F_RETX, so members take no RTT sample */
+	uint8_t wave;          /* non-root: the aggregate was re-sent up for a parent's notice;
+				* duplicates from below join that wave (see `req`) */
 };
 
 /* A distinct BIFT neighbour: one copy of a replicated packet goes to each. fbm is the union of
@@ -101,6 +117,14 @@ struct agg_tree {
 
 	struct agg_tree_stats st;
 	uint32_t npending; /* versions COLLECTING or UP_SENT (agg_tree_pending) */
+
+	/* Repair notices. The list holds version indices, head = oldest. A notice costs one
+	 * credit and every absorbed contribution or result from the parent earns one (at most
+	 * max_sends banked), so the notices a tree sends never outnumber the packets that made
+	 * progress in it: no input, hostile or not, is amplified into notices. A version leaves
+	 * the list when noticed or no longer collecting. */
+	uint32_t lhead[AGG__L_COUNT], ltail[AGG__L_COUNT];
+	uint32_t credit;
 };
 
 /* ---------------------------------------------------------------- small helpers */
@@ -195,6 +219,7 @@ const char *agg_verdict_name(enum agg_verdict v)
 		[AGG_ABSORBED] = "absorbed",
 		[AGG_COMPLETED] = "completed",
 		[AGG_DUP_RESENT] = "dup_resent",
+		[AGG_NACK_DOWN] = "nack_down",
 		[AGG_DUP_UP_RESENT] = "dup_up_resent",
 		[AGG_DUP_IGNORED] = "dup_ignored",
 		[AGG_FORWARDED] = "forwarded",
@@ -310,7 +335,9 @@ static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
 		agg__set(gf, len, e->bp);
 		t->bp_group[e->bp] = (uint16_t)g;
 	}
-	t->max_sends = t->ngroups + 1;
+	/* One input emits a result to every group (or one aggregate up), then repair notices
+	 * as far as room and credit allow: a notice never takes a result's place. */
+	t->max_sends = 2 * t->ngroups + 2;
 	return 0;
 }
 
@@ -383,6 +410,8 @@ int agg_tree_create(const struct agg_tree_cfg *cfg, struct agg_tree **out)
 	    __builtin_mul_overflow(nver, len, &bits_bytes))
 		goto fail;
 	t->vers = calloc(nver, sizeof *t->vers);
+	for (size_t l = 0; l < AGG__L_COUNT; l++)
+		t->lhead[l] = t->ltail[l] = AGG__NOLINK;
 	t->seen = calloc(1, bits_bytes);
 	t->req = calloc(1, bits_bytes);
 	if (!t->vers || !t->seen || !t->req)
@@ -525,7 +554,7 @@ static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const 
  * neighbour gets at most one copy. Cost O(copies * bsl/8 + data pointer setup). Returns the
  * number of copies. */
 static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
-			     uint16_t slot)
+			     uint16_t slot, bool resend)
 {
 	uint8_t *rem = t->rem_bits;
 	size_t len = t->bsl_bytes, sent = 0;
@@ -552,8 +581,8 @@ static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struc
 			}
 			with_data = agg__to_owner(v->coll) ? has_owner : has_other;
 		}
-		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, WIRE_F_RESULT, 0,
-					       with_data);
+		uint8_t fl = WIRE_F_RESULT | (v->repaired || resend ? WIRE_F_RETX : 0);
+		struct agg_send *s = agg__emit(t, o, v, slot, t->groups[g].nbr, fl, 0, with_data);
 		if (!s)
 			break; /* caller's cap too small: behaves like loss */
 		uint8_t *bits = (uint8_t *)s->pkt.inca.bits;
@@ -571,11 +600,126 @@ static size_t agg__replicate(struct agg_tree *t, struct agg__out *o, const struc
 static bool agg__send_up(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
 			 uint16_t slot)
 {
-	struct agg_send *s = agg__emit(t, o, v, slot, t->cfg.parent_nbr, 0, t->cfg.own_bfr_id, true);
+	struct agg_send *s = agg__emit(t, o, v, slot, t->cfg.parent_nbr,
+				       v->repaired ? WIRE_F_RETX : 0, t->cfg.own_bfr_id, true);
 	if (!s)
 		return false;
 	memcpy((uint8_t *)s->pkt.inca.bits, t->abm, t->bsl_bytes);
 	return true;
+}
+
+/* ---------------------------------------------------------------- repair lists, notices */
+
+static void agg__unlist(struct agg_tree *t, struct agg__ver *v)
+{
+	if (v->list == AGG__L_NONE)
+		return;
+	unsigned l = v->list;
+	if (v->lprev != AGG__NOLINK)
+		t->vers[v->lprev].lnext = v->lnext;
+	else
+		t->lhead[l] = v->lnext;
+	if (v->lnext != AGG__NOLINK)
+		t->vers[v->lnext].lprev = v->lprev;
+	else
+		t->ltail[l] = v->lprev;
+	v->list = AGG__L_NONE;
+	v->lprev = v->lnext = AGG__NOLINK;
+}
+
+static void agg__enlist(struct agg_tree *t, struct agg__ver *v, unsigned l)
+{
+	agg__unlist(t, v);
+	uint32_t i = (uint32_t)agg__vidx(t, v);
+	v->list = (uint8_t)l;
+	v->lnext = AGG__NOLINK;
+	v->lprev = t->ltail[l];
+	if (t->ltail[l] != AGG__NOLINK)
+		t->vers[t->ltail[l]].lnext = i;
+	else
+		t->lhead[l] = i;
+	t->ltail[l] = i;
+}
+
+static void agg__earn(struct agg_tree *t)
+{
+	if (t->credit < t->max_sends)
+		t->credit++;
+}
+
+/* Chunk a was sent before chunk b (ImmDt = g mod 2^32, compared with wrap-around). */
+static inline bool agg__before(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+
+static inline uint16_t agg__slot_of(const struct agg_tree *t, const struct agg__ver *v)
+{
+	return (uint16_t)(agg__vidx(t, v) / 2 * t->nshards + t->cfg.shard);
+}
+
+/* Repair notice for version v (collecting) to the members in `want` AND A-BM AND NOT seen:
+ * one header-only WIRE_F_NACK copy per neighbour, bit-string = the missing bits it reaches,
+ * each paid with a credit. Returns the copies sent. */
+static size_t agg__notice(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
+			  const uint8_t *want)
+{
+	uint8_t *rem = t->rem_bits;
+	const uint8_t *seen = agg__seen(t, v);
+	size_t len = t->bsl_bytes, sent = 0;
+	uint16_t slot = agg__slot_of(t, v);
+	uint16_t me = t->cfg.root ? 0 : t->cfg.own_bfr_id;
+
+	for (size_t w = 0; w < t->nwords; w++)
+		agg__st(rem, w, agg__ld(want, w) & agg__ld(t->abm, w) & ~agg__ld(seen, w));
+	for (unsigned bp = agg__next(rem, len, 1); bp; bp = agg__next(rem, len, bp + 1)) {
+		uint16_t g = t->bp_group[bp];
+		if (g == AGG__NO_GROUP)
+			continue;
+		struct agg_send *s = NULL;
+		if (t->credit)
+			s = agg__emit(t, o, v, slot, t->groups[g].nbr, WIRE_F_NACK, me, false);
+		const uint8_t *f = t->groups[g].fbm;
+		uint8_t *bits = s ? (uint8_t *)s->pkt.inca.bits : NULL;
+		for (size_t w = 0; w < t->nwords; w++) {
+			uint64_t r = agg__ld(rem, w), m = agg__ld(f, w);
+			if (bits)
+				agg__st(bits, w, r & m);
+			agg__st(rem, w, r & ~m);
+		}
+		if (!s) {
+			t->st.notices_limited++;
+			continue;
+		}
+		t->credit--;
+		t->st.notices++;
+		sent++;
+	}
+	return sent;
+}
+
+/* Chunk imm completed here (root: result sent; non-root: aggregate sent up). Every member
+ * sends chunks in g order over a FIFO path, so a version of an earlier chunk still collecting
+ * now lost the contributions it misses: notice those members, once per version (a lost notice
+ * or resend is repaired by the waiting members' duplicates, agg__input_up, or by timers). */
+static void agg__notice_older(struct agg_tree *t, struct agg__out *o, uint32_t imm)
+{
+	while (t->lhead[AGG__L_COL] != AGG__NOLINK && t->credit && o->n < o->cap) {
+		struct agg__ver *e = &t->vers[t->lhead[AGG__L_COL]];
+		if (!agg__before(e->imm, imm))
+			break;
+		agg__unlist(t, e);
+		agg__notice(t, o, e, t->abm);
+	}
+}
+
+/* The aggregate just went up again for a parent's notice: the duplicates members send for
+ * the same loss join this wave instead of sending it up once more (each copy up brings the
+ * whole sub-tree's result down again). */
+static void agg__open_wave(struct agg_tree *t, struct agg__ver *v)
+{
+	memset(agg__req(t, v), 0, t->bsl_bytes);
+	v->wave = 1;
 }
 
 /* Checks shared by both directions after the bitmap tests: slot ownership, type/op, sizes.
@@ -664,6 +808,9 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->va = p->reth.va;
 	v->data_len = p->data_len;
 	v->nseen = 0;
+	v->repaired = 0;
+	v->wave = 0;
+	agg__enlist(t, v, AGG__L_COL);
 	memset(agg__seen(t, v), 0, t->bsl_bytes);
 	memset(agg__req(t, v), 0, t->bsl_bytes);
 	if (t->heads)
@@ -790,13 +937,35 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 			switch (v->state) {
 			case AGG__COMPLETE:
 				memcpy(t->rem_bits, pbm, len);
-				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot);
+				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot, true);
 				return AGG_DUP_RESENT;
 			case AGG__UP_SENT: {
 				/* One re-send up per wave of retransmissions: the members below all
 				 * time out at about the same moment, and each copy sent up would bring
 				 * the whole sub-tree's result back down. Another member's duplicate
 				 * only joins the wave; a member asking again starts a new one. */
+				uint8_t *req = agg__req(t, v);
+				uint64_t again = 0, any = v->wave;
+				for (size_t w = 0; w < nw; w++) {
+					uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
+					again |= x & r0;
+					any |= r0;
+				}
+				if (any && !again) {
+					for (size_t w = 0; w < nw; w++)
+						agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+					return AGG_DUP_IGNORED;
+				}
+				memcpy(req, pbm, len);
+				v->wave = 0;
+				if (agg__send_up(t, o, v, p->inca.slot))
+					t->st.results_resent++;
+				return AGG_DUP_UP_RESENT;
+			}
+			default: {
+				/* Collecting: the sender waits for members whose contribution is
+				 * missing. Notice them once per wave of duplicates (a member asking
+				 * again starts a new wave), as for UP_SENT above. */
 				uint8_t *req = agg__req(t, v);
 				uint64_t again = 0, any = 0;
 				for (size_t w = 0; w < nw; w++) {
@@ -810,12 +979,10 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 					return AGG_DUP_IGNORED;
 				}
 				memcpy(req, pbm, len);
-				if (agg__send_up(t, o, v, p->inca.slot))
-					t->st.results_resent++;
-				return AGG_DUP_UP_RESENT;
-			}
-			default:
+				agg__unlist(t, v);
+				agg__notice(t, o, v, t->abm);
 				return AGG_DUP_IGNORED;
+			}
 			}
 		}
 		/* seen == A-BM once up-sent/complete, so a fresh P-BM within A-BM means the
@@ -854,7 +1021,9 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				 (enum inca_op)v->op); /* pair checked above */
 	}
 	v->nseen = (uint16_t)(v->nseen + added);
+	v->repaired |= (p->inca.flags & WIRE_F_RETX) != 0;
 	t->st.contributions++;
+	agg__earn(t);
 	if (v->nseen < t->nmembers)
 		return AGG_ABSORBED;
 
@@ -862,15 +1031,18 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 	if (t->heads && !prov)
 		agg__det_reduce(t, v);
 	t->st.aggregations++;
+	memset(agg__req(t, v), 0, len); /* duplicate waves start afresh in the next state */
 	if (t->cfg.root) {
 		v->state = AGG__COMPLETE;
 		t->npending--; /* was COLLECTING */
+		agg__unlist(t, v);
 		memcpy(t->rem_bits, t->abm, len);
-		agg__replicate(t, o, v, p->inca.slot);
+		agg__replicate(t, o, v, p->inca.slot, false);
 	} else {
 		v->state = AGG__UP_SENT;
 		agg__send_up(t, o, v, p->inca.slot);
 	}
+	agg__notice_older(t, o, v->imm);
 	return AGG_COMPLETED;
 }
 
@@ -917,12 +1089,55 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 			memcpy(agg__buf(t, v, 0), p->data, p->data_len);
 		memcpy(agg__seen(t, v), t->abm, t->bsl_bytes);
 		v->nseen = (uint16_t)t->nmembers;
+		v->repaired = (p->inca.flags & WIRE_F_RETX) != 0;
 		t->npending -= agg__is_pending(v->state);
 		v->state = AGG__COMPLETE;
+		agg__unlist(t, v);
+		agg__earn(t);
 	}
 	t->st.results_down++;
-	agg__replicate(t, o, v, p->inca.slot);
+	agg__replicate(t, o, v, p->inca.slot, (p->inca.flags & WIRE_F_RETX) != 0);
 	return AGG_RESULT_DOWN;
+}
+
+/* Non-root: a repair notice from the parent names bits below us. Aggregate already up: re-send
+ * it. Still collecting: notice our own missing members among those bits, unless a notice for
+ * this version went out already (the members' timers and duplicates take it from there).
+ * Anything else (another round, complete): nothing to repair. */
+static enum agg_verdict agg__input_nack(struct agg_tree *t, const struct wire_pkt *p,
+					uint32_t ingress, struct agg__out *o)
+{
+	if (t->cfg.root)
+		return AGG_DROP_NO_ROUTE;
+	if (t->cfg.check_sender && ingress != t->cfg.parent_nbr)
+		return AGG_DROP_SENDER;
+	uint64_t any = 0;
+	for (size_t w = 0; w < t->nwords; w++)
+		any |= agg__ld(p->inca.bits, w) & agg__ld(t->abm, w);
+	if (!any)
+		return AGG_DROP_BITMAP;
+	uint32_t li;
+	enum agg_verdict r = agg__check_payload(t, p, &li);
+	if (r != AGG_ABSORBED)
+		return r;
+	struct agg__ver *v = agg__ver_of(t, li, p->inca.round);
+	if (v->state == AGG__EMPTY || v->rnd != p->inca.round || !agg__meta_eq_nocount(v, p))
+		return AGG_NACK_DOWN;
+	if (v->state == AGG__UP_SENT) {
+		/* Paid with a credit like a notice: the parent answers a re-sent aggregate with
+		 * its result for the whole sub-tree, so notices (from a parent, or from anyone
+		 * where check_sender is off) must not turn into more traffic than progress made. */
+		agg__unlist(t, v);
+		if (t->credit && agg__send_up(t, o, v, p->inca.slot)) {
+			t->credit--;
+			t->st.results_resent++;
+			agg__open_wave(t, v);
+		}
+	} else if (v->state == AGG__COLLECTING && v->list == AGG__L_COL) {
+		agg__unlist(t, v);
+		agg__notice(t, o, v, p->inca.bits);
+	}
+	return AGG_NACK_DOWN;
 }
 
 enum agg_verdict agg_tree_input(struct agg_tree *t, const struct wire_pkt *pkt, uint32_t ingress_nbr,
@@ -950,6 +1165,8 @@ enum agg_verdict agg_tree_input(struct agg_tree *t, const struct wire_pkt *pkt, 
 		r = AGG_DROP_BITMAP;
 	else if (pkt->inca.flags & WIRE_F_RESULT)
 		r = agg__input_down(t, pkt, ingress_nbr, &o);
+	else if (pkt->inca.flags & WIRE_F_NACK)
+		r = agg__input_nack(t, pkt, ingress_nbr, &o);
 	else
 		r = agg__input_up(t, pkt, ingress_nbr, &o);
 

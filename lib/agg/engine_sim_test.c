@@ -118,6 +118,7 @@ struct client {
 	uint64_t *sent_at;
 	uint32_t *rto, *tries;
 	uint64_t retx, dup_results;
+	uint64_t nacks, nack_resends; /* repair notices received / answered by a resend */
 };
 
 struct sw {
@@ -238,9 +239,38 @@ static void client_tick(struct sim *s, struct client *c, uint64_t now)
 	}
 }
 
+/* Repair notice: the switch misses our contribution to chunk g. Resend at once unless the
+ * chunk is answered already or was (re)sent within the last network delay (a notice that
+ * crossed our resend). */
+static void client_nack(struct sim *s, struct client *c, const struct wire_pkt *p)
+{
+	size_t len = s->bsl / 8;
+	CHECK(!(p->inca.flags & (WIRE_F_RESULT | WIRE_F_RETX)));
+	CHECK_EQ(p->inca.count, 0);
+	CHECK_EQ(p->data_len, 0);
+	CHECK(tu_test(p->inca.bits, len, c->bfr));
+	uint64_t g = p->imm;
+	CHECK(g < s->nchunks);
+	CHECK_EQ(p->inca.slot, g % s->nslots);
+	CHECK_EQ(p->inca.round, g / s->nslots);
+	c->nacks++;
+	/* Not sent yet (a peer's duplicate asked while our window waits for an older result),
+	 * answered already, or sent within the last network delay: nothing to do. */
+	if (g >= c->next || c->done[g] || s->net.now - c->sent_at[g] < s->net.delay_max)
+		return;
+	c->nack_resends++;
+	c->retx++;
+	c->sent_at[g] = s->net.now;
+	client_send(s, c, g, true);
+}
+
 static void client_rx(struct sim *s, struct client *c, const struct wire_pkt *p)
 {
 	size_t len = s->bsl / 8;
+	if (p->inca.flags & WIRE_F_NACK) {
+		client_nack(s, c, p);
+		return;
+	}
 	CHECK(p->inca.flags & WIRE_F_RESULT);
 	CHECK_EQ(p->inca.bfr_id, 0);
 	CHECK(tu_test(p->inca.bits, len, c->bfr)); /* addressed to us */
@@ -374,13 +404,18 @@ static void sim_free(struct sim *s)
  * and duplicates really happened, and no engine saw anything but stale leftovers. */
 static void check_common(struct sim *s, const char *name)
 {
-	uint64_t retx = 0, dups = 0;
+	uint64_t retx = 0, dups = 0, nacks = 0, nack_resends = 0, notices = 0, earned = 0;
 	for (unsigned i = 0; i < s->n; i++) {
 		CHECK_EQ(s->cl[i].ndone, s->nchunks);
 		retx += s->cl[i].retx;
 		dups += s->cl[i].dup_results;
+		nacks += s->cl[i].nacks;
+		nack_resends += s->cl[i].nack_resends;
 	}
 	CHECK(retx > 0 && dups > 0);
+	/* repair notices happened, were acted on, and never outnumbered the progress paying for
+	 * them (absorbed contributions + results from the parent) */
+	CHECK(nacks > 0 && nack_resends > 0);
 	CHECK(s->net.dropped > 0 && s->net.duplicated > 0);
 	for (unsigned k = 0; k < s->nsw; k++) {
 		struct agg_tree_stats st;
@@ -398,6 +433,9 @@ static void check_common(struct sim *s, const char *name)
 		CHECK_EQ(st.aggregations, s->nchunks);
 		CHECK_EQ(s->sws[k].verdicts[AGG_COMPLETED], s->nchunks);
 		CHECK(st.duplicates > 0);
+		notices += st.notices;
+		earned += st.contributions + st.results_down;
+		CHECK(st.notices <= st.contributions + st.results_down);
 		printf("%s sw%u: rx %llu contrib %llu dup %llu resent %llu fwd %llu down %llu "
 		       "stale %llu\n",
 		       name, k, (unsigned long long)st.rx_pkts, (unsigned long long)st.contributions,
@@ -405,12 +443,14 @@ static void check_common(struct sim *s, const char *name)
 		       (unsigned long long)st.forwarded, (unsigned long long)st.results_down,
 		       (unsigned long long)st.drops[AGG_DROP_STALE]);
 	}
+	CHECK(notices > 0 && notices <= earned);
 	printf("%s: %llu chunks x %u members in %llu steps, net sent %llu dropped %llu "
-	       "duplicated %llu, client retx %llu dup results %llu\n",
+	       "duplicated %llu, client retx %llu (%llu on notices) dup results %llu\n",
 	       name, (unsigned long long)s->nchunks, s->n, (unsigned long long)s->steps,
 	       (unsigned long long)s->net.sent,
 	       (unsigned long long)s->net.dropped, (unsigned long long)s->net.duplicated,
-	       (unsigned long long)retx, (unsigned long long)dups);
+	       (unsigned long long)retx, (unsigned long long)nack_resends,
+	       (unsigned long long)dups);
 }
 
 /* ---------------------------------------------------------------- single level */

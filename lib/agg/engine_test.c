@@ -149,7 +149,7 @@ static void test_create_validation(void)
 	struct ttree *t = calloc(1, sizeof *t);
 	ttree_init(t, 64, 0, 4, 1, 8, 256, false);
 	struct agg_tree *e = ttree_create(t);
-	CHECK_EQ(agg_tree_max_sends(e), 5);
+	CHECK_EQ(agg_tree_max_sends(e), 10); /* 4 results + 4 notices + 2 */
 	const struct agg_tree_cfg *c = agg_tree_cfg(e);
 	CHECK(c && c->abm != t->abm && memcmp(c->abm, t->abm, 8) == 0); /* copied */
 	CHECK(c->bift != t->bift && c->bift[2].bp == t->bp[2]);
@@ -209,7 +209,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	struct ttree *t = calloc(1, sizeof *t);
 	ttree_init(t, bsl, si, n, groupsize, nslots, 8u * count, true);
 	struct agg_tree *e = ttree_create(t);
-	CHECK_EQ(agg_tree_max_sends(e), t->ngroups + 1);
+	CHECK_EQ(agg_tree_max_sends(e), 2 * t->ngroups + 2);
 	struct tu_rng rng = { seed };
 	size_t cap = agg_tree_max_sends(e);
 	struct agg_send *out = calloc(cap, sizeof *out);
@@ -219,6 +219,8 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	struct tu_pkt *p = malloc(sizeof *p);
 	unsigned seen_groups[T_MAX_MEMBERS];
 	size_t partial = 0;
+	uint8_t *arrived = calloc((size_t)nslots * n, 1); /* [window chunk][member] */
+	uint64_t nnotices = 0;
 
 	for (unsigned base = 0; base < nchunks; base += nslots) {
 		unsigned w = nchunks - base < nslots ? nchunks - base : nslots;
@@ -228,6 +230,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 				order[k++] = (size_t)c * n + m;
 		tu_shuffle(&rng, order, k);
 		memset(got, 0, nslots * sizeof *got);
+		memset(arrived, 0, (size_t)nslots * n);
 		for (size_t i = 0; i < k; i++) {
 			unsigned c = (unsigned)(order[i] / n), m = (unsigned)(order[i] % n);
 			uint64_t g = base + c;
@@ -237,6 +240,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 			size_t ns = 99;
 			enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
 			got[c]++;
+			arrived[(size_t)c * n + m] = 1;
 			partial += got[c] == 1;
 			partial -= got[c] == n;
 			CHECK_EQ(agg_tree_pending(e), partial); /* rounds begun and not complete */
@@ -247,7 +251,30 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 			}
 			CHECK_VERDICT(v, AGG_COMPLETED);
 			completed[g]++;
-			CHECK_EQ(ns, t->ngroups);
+			/* Arrival is shuffled here, so a completion finds earlier chunks still
+			 * collecting (in a FIFO network their missing contributions would be lost):
+			 * after the results it notices exactly the members still missing there. */
+			CHECK(ns >= t->ngroups);
+			for (size_t s = t->ngroups; s < ns; s++) {
+				const struct wire_pkt *r = &out[s].pkt;
+				CHECK_EQ(r->inca.flags, WIRE_F_NACK);
+				CHECK_EQ(r->inca.count, 0);
+				CHECK_EQ(r->data_len, 0);
+				uint64_t g2 = r->imm;
+				CHECK(g2 >= base && g2 < g); /* an earlier chunk of this window */
+				CHECK_EQ(r->inca.slot, g2 % nslots);
+				CHECK_EQ(r->inca.round, g2 / nslots);
+				unsigned c2 = (unsigned)(g2 - base);
+				CHECK(got[c2] < n);
+				CHECK(out[s].nbr >= NBR_BASE && out[s].nbr < NBR_BASE + t->ngroups);
+				uint8_t want_bits[WIRE_BSL_MAX / 8] = { 0 };
+				for (unsigned mm = 0; mm < n; mm++)
+					if (!arrived[(size_t)c2 * n + mm] && t->nbr[mm] == out[s].nbr)
+						tu_set(want_bits, t->len, t->bp[mm]);
+				CHECK(memcmp(r->inca.bits, want_bits, t->len) == 0);
+				nnotices++;
+			}
+			ns = t->ngroups;
 			memset(seen_groups, 0, sizeof seen_groups);
 			for (size_t s = 0; s < ns; s++) {
 				const struct wire_pkt *r = &out[s].pkt;
@@ -278,7 +305,9 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	CHECK_EQ(st.rx_bytes, (uint64_t)nchunks * n * count * 8);
 	CHECK_EQ(st.contributions, (uint64_t)nchunks * n);
 	CHECK_EQ(st.aggregations, nchunks);
-	CHECK_EQ(st.tx_pkts, (uint64_t)nchunks * t->ngroups);
+	CHECK_EQ(st.tx_pkts, (uint64_t)nchunks * t->ngroups + nnotices);
+	CHECK_EQ(st.notices, nnotices);
+	CHECK(st.notices <= st.contributions); /* paid for by progress */
 	CHECK_EQ(st.tx_bytes, (uint64_t)nchunks * t->ngroups * count * 8);
 	CHECK_EQ(st.duplicates, 0);
 	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
@@ -289,6 +318,7 @@ static void run_single_level(unsigned bsl, uint8_t si, unsigned n, unsigned grou
 	free(order);
 	free(got);
 	free(completed);
+	free(arrived);
 	free(p);
 	free(t);
 }
@@ -342,13 +372,28 @@ static void test_root_duplicates(void)
 	}
 	struct agg_tree *e = ttree_create(t);
 	size_t cap = agg_tree_max_sends(e);
-	CHECK_EQ(cap, 4);
-	struct agg_send out[4];
+	CHECK_EQ(cap, 8); /* 3 neighbours: results + notices + 2 */
+	struct agg_send out[8];
 	struct tu_pkt *p = malloc(sizeof *p), *q = malloc(sizeof *q);
 
 	fill_up(t, p, 0, 0, 0, 4);
 	FEED(e, p, 10, AGG_ABSORBED, 0);
-	FEED(e, p, 10, AGG_DUP_IGNORED, 0);
+	/* A duplicate while collecting: the members still missing are noticed, but one absorbed
+	 * contribution pays for one notice only (the lowest missing bit's neighbour: member 1,
+	 * through nbr 10, alone in the bit-string) */
+	FEED(e, p, 10, AGG_DUP_IGNORED, 1);
+	CHECK_EQ(out[0].nbr, 10);
+	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_NACK);
+	CHECK_EQ(out[0].pkt.inca.count, 0);
+	{
+		uint8_t want[8] = { 0 };
+		tu_set(want, 8, t->bp[1]);
+		CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
+	}
+	struct agg_tree_stats st0;
+	agg_tree_get_stats(e, &st0);
+	CHECK_EQ(st0.notices, 1);
+	CHECK_EQ(st0.notices_limited, 2);
 	fill_up(t, p, 1, 0, 0, 4);
 	FEED(e, p, 10, AGG_ABSORBED, 0);
 	fill_up(t, p, 2, 0, 0, 4);
@@ -364,11 +409,11 @@ static void test_root_duplicates(void)
 	CHECK_EQ(sum0, (int64_t)((uint64_t)val64(0, 0, 0) + (uint64_t)val64(1, 0, 0) +
 				 (uint64_t)val64(2, 0, 0) + (uint64_t)val64(3, 0, 0)));
 
-	/* duplicate of member 1 (shares nbr 10 with member 0): only its own bit */
+	/* duplicate of member 1 (shares nbr 10 with member 0): only its own bit, marked re-sent */
 	fill_up(t, p, 1, 0, 0, 4);
 	FEED(e, p, 10, AGG_DUP_RESENT, 1);
 	CHECK_EQ(out[0].nbr, 10);
-	check_hdr(t, &out[0].pkt, 0, 0, WIRE_F_RESULT, 0, INCA_INT64, INCA_SUM, 4);
+	check_hdr(t, &out[0].pkt, 0, 0, WIRE_F_RESULT | WIRE_F_RETX, 0, INCA_INT64, INCA_SUM, 4);
 	uint8_t want[8] = { 0 };
 	tu_set(want, 8, t->bp[1]);
 	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
@@ -397,6 +442,21 @@ static void test_root_duplicates(void)
 	tu_set(p->bits, 8, t->bp[2]);
 	FEED(e, p, 10, AGG_DROP_BITMAP, 0);
 	fill_up(t, p, 1, 1, 0, 4);
+	FEED(e, p, 10, AGG_DUP_IGNORED, 2); /* notices to members 2 and 3, one each */
+	CHECK_EQ(out[0].nbr, 11);
+	CHECK_EQ(out[1].nbr, 12);
+	CHECK(out[0].pkt.inca.flags == WIRE_F_NACK && out[1].pkt.inca.flags == WIRE_F_NACK);
+	memset(want, 0, 8);
+	tu_set(want, 8, t->bp[2]);
+	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
+	/* the same member asking again at once starts a new wave: noticed again (credit
+	 * permitting: 5 contributions earned 5, 3 are spent) ... */
+	FEED(e, p, 10, AGG_DUP_IGNORED, 2);
+	/* ... but another member's duplicate joins the wave: nothing sent */
+	fill_up(t, q, 0, 1, 0, 4);
+	tu_set(q->bits, 8, t->bp[1]);
+	FEED(e, q, 10, AGG_DUP_IGNORED, 0);
+	/* credit exhausted: a new wave sends nothing */
 	FEED(e, p, 10, AGG_DUP_IGNORED, 0);
 
 	/* cap smaller than needed behaves like loss: only cap copies, state still advances */
@@ -410,12 +470,14 @@ static void test_root_duplicates(void)
 
 	struct agg_tree_stats st;
 	agg_tree_get_stats(e, &st);
-	CHECK_EQ(st.duplicates, 6);
+	CHECK_EQ(st.duplicates, 9);
 	CHECK_EQ(st.results_resent, 4);
 	CHECK_EQ(st.aggregations, 2);
 	CHECK_EQ(st.contributions, 7);
 	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 1);
-	CHECK_EQ(st.tx_pkts, 3 + 1 + 2 + 1 + 1);
+	CHECK_EQ(st.notices, 5);
+	CHECK(st.notices <= st.contributions);
+	CHECK_EQ(st.tx_pkts, 3 + 1 + 2 + 1 + 1 + st.notices);
 	agg_tree_destroy(e);
 	free(p);
 	free(q);
@@ -535,6 +597,198 @@ static void test_nonroot(void)
 }
 
 /* P-BM AND A-BM empty: forwarded unchanged (a copy) to the parent; at the root: no route. */
+/* out[i] must be a header-only repair notice for chunk (slot, rnd) naming exactly member m. */
+static void check_notice(const struct ttree *t, const struct agg_send *s, uint16_t slot,
+			 uint32_t rnd, unsigned m, uint16_t bfr)
+{
+	uint8_t want[8] = { 0 };
+	tu_set(want, 8, t->bp[m]);
+	CHECK_EQ(s->nbr, t->nbr[m]);
+	check_hdr(t, &s->pkt, slot, rnd, WIRE_F_NACK, bfr, INCA_INT64, INCA_SUM, 0);
+	CHECK(memcmp(s->pkt.inca.bits, want, 8) == 0);
+}
+
+/* Root repair notices: a completing chunk notices exactly the members still missing from an
+ * older collecting chunk, once; a duplicate while collecting notices them again, once per
+ * wave; complete rounds and duplicates of complete rounds never cause a notice; a flood of
+ * duplicates gets at most the credit that absorbed contributions earned. */
+static void test_notices_root(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 8, 64, true);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p);
+	struct agg_tree_stats st;
+
+	/* chunk 0 (slot 0): member 3's contribution is lost */
+	for (unsigned m = 0; m < 3; m++) {
+		fill_up(t, p, m, 0, 0, 2);
+		FEED(e, p, t->nbr[m], AGG_ABSORBED, 0);
+	}
+	/* chunk 1 completes: 4 results, then one notice for chunk 0 to member 3 only */
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 1, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 5);
+	}
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(out[i].pkt.inca.flags, WIRE_F_RESULT);
+	check_notice(t, &out[4], 0, 0, 3, 0);
+	/* chunk 2 completes: chunk 0 was noticed already, nothing more */
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 2, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
+	}
+	/* member 0 waits and resends chunk 0: member 3 is noticed again; member 1 joins */
+	fill_up(t, p, 0, 0, 0, 2);
+	FEED(e, p, t->nbr[0], AGG_DUP_IGNORED, 1);
+	check_notice(t, &out[0], 0, 0, 3, 0);
+	fill_up(t, p, 1, 0, 0, 2);
+	FEED(e, p, t->nbr[1], AGG_DUP_IGNORED, 0);
+	/* member 3 resends: chunk 0 completes, no notice (nothing older is collecting) */
+	fill_up(t, p, 3, 0, 0, 2);
+	p->pkt.inca.flags = WIRE_F_RETX;
+	FEED(e, p, t->nbr[3], AGG_COMPLETED, 4);
+	for (int i = 0; i < 4; i++) /* repaired: results say so (no RTT sample) */
+		CHECK_EQ(out[i].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
+	/* duplicates of complete rounds: the stored result only, marked as a re-send (RETX) */
+	fill_up(t, p, 2, 0, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_RESENT, 1);
+	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
+	fill_up(t, p, 2, 1, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_RESENT, 1);
+	CHECK_EQ(out[0].pkt.inca.flags, WIRE_F_RESULT | WIRE_F_RETX);
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.notices, 2);
+	CHECK_EQ(st.notices_limited, 0);
+
+	/* Hostile member 0: chunk 3 has only its contribution, then 1000 duplicates, each one a
+	 * "new wave" (the same member asking again). Every duplicate could notice 3 members;
+	 * the credit (one per absorbed contribution, at most max_sends banked) allows far
+	 * fewer, and never more than the contributions absorbed. */
+	fill_up(t, p, 0, 3, 0, 2);
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	uint64_t sent = 0;
+	for (int i = 0; i < 1000; i++) {
+		size_t ns = 0;
+		CHECK_VERDICT(agg_tree_input(e, &p->pkt, t->nbr[0], out, cap, &ns), AGG_DUP_IGNORED);
+		for (size_t k = 0; k < ns; k++)
+			CHECK_EQ(out[k].pkt.inca.flags, WIRE_F_NACK);
+		sent += ns;
+	}
+	agg_tree_get_stats(e, &st);
+	CHECK(sent <= cap);
+	CHECK_EQ(st.notices, 2 + sent);
+	CHECK(st.notices <= st.contributions);
+	CHECK(st.notices_limited >= 3 * 1000 - sent);
+	/* progress earns credit again: a contribution pays for one more notice */
+	fill_up(t, p, 1, 3, 0, 2);
+	FEED(e, p, t->nbr[1], AGG_ABSORBED, 0);
+	fill_up(t, p, 0, 3, 0, 2);
+	FEED(e, p, t->nbr[0], AGG_DUP_IGNORED, 1);
+	CHECK(out[0].nbr == t->nbr[2] && out[0].pkt.inca.flags == WIRE_F_NACK);
+
+	/* a notice arriving at the root (it has no parent) is dropped */
+	fill_up(t, p, 0, 4, 0, 0);
+	p->pkt.inca.flags = WIRE_F_NACK;
+	FEED(e, p, t->nbr[0], AGG_DROP_NO_ROUTE, 0);
+
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
+/* Non-root: a notice from the parent re-sends an aggregate that went up (once per wave:
+ * member duplicates join it), notices the members a collecting version still misses (once),
+ * and is dropped from anywhere but the parent. */
+static void test_notices_nonroot(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 8, 64, false);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p), *n = malloc(sizeof *n);
+
+	/* chunk 0 goes up */
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 0, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 1);
+	}
+	/* the parent misses it: its notice names all our bits */
+	fill_up(t, n, 0, 0, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	n->pkt.inca.bfr_id = 0;
+	memcpy(n->bits, t->abm, 8);
+	FEED(e, n, 55, AGG_DROP_SENDER, 0); /* not from the parent */
+	FEED(e, n, 77, AGG_NACK_DOWN, 1);
+	CHECK_EQ(out[0].nbr, 77);
+	check_hdr(t, &out[0].pkt, 0, 0, 0, 900, INCA_INT64, INCA_SUM, 2);
+	CHECK(memcmp(out[0].pkt.inca.bits, t->abm, 8) == 0);
+	/* members' duplicates for the same loss join that wave */
+	fill_up(t, p, 2, 0, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_IGNORED, 0);
+	fill_up(t, p, 2, 0, 0, 2);
+	FEED(e, p, t->nbr[2], AGG_DUP_UP_RESENT, 1); /* asking again: a new wave */
+	/* a flood of notices re-sends the aggregate only as often as credit allows (4
+	 * contributions earned 4, one is spent) */
+	{
+		unsigned up = 0;
+		for (int i = 0; i < 1000; i++) {
+			size_t ns = 0;
+			CHECK_VERDICT(agg_tree_input(e, &n->pkt, 77, out, cap, &ns), AGG_NACK_DOWN);
+			up += (unsigned)ns;
+		}
+		CHECK_EQ(up, 3);
+	}
+
+	/* chunk 1: member 1 missing; chunk 2 completes here and notices it (sender: our id) */
+	for (unsigned m = 0; m < 4; m++) {
+		if (m != 1) {
+			fill_up(t, p, m, 1, 0, 2);
+			FEED(e, p, t->nbr[m], AGG_ABSORBED, 0);
+		}
+	}
+	for (unsigned m = 0; m < 4; m++) {
+		fill_up(t, p, m, 2, 0, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 2);
+	}
+	CHECK_EQ(out[0].nbr, 77); /* the aggregate up */
+	check_notice(t, &out[1], 1, 0, 1, 900);
+	/* the parent's notice for chunk 1: already noticed here, nothing */
+	fill_up(t, n, 0, 1, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	n->pkt.inca.bfr_id = 0;
+	memcpy(n->bits, t->abm, 8);
+	FEED(e, n, 77, AGG_NACK_DOWN, 0);
+	/* chunk 3: member 0 missing, no later completion here; the parent's notice naming
+	 * members 0 and 2 notices member 0 only (2 is in) */
+	for (unsigned m = 1; m < 4; m++) {
+		fill_up(t, p, m, 3, 0, 2);
+		FEED(e, p, t->nbr[m], AGG_ABSORBED, 0);
+	}
+	fill_up(t, n, 0, 3, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	n->pkt.inca.bfr_id = 0;
+	memset(n->bits, 0, 8);
+	tu_set(n->bits, 8, t->bp[0]);
+	tu_set(n->bits, 8, t->bp[2]);
+	FEED(e, n, 77, AGG_NACK_DOWN, 1);
+	check_notice(t, &out[0], 3, 0, 0, 900);
+	FEED(e, n, 77, AGG_NACK_DOWN, 0); /* once */
+	/* a notice for a round this switch never saw: nothing to repair */
+	fill_up(t, n, 0, 5, 0, 0);
+	n->pkt.inca.flags = WIRE_F_NACK;
+	memcpy(n->bits, t->abm, 8);
+	FEED(e, n, 77, AGG_NACK_DOWN, 0);
+
+	agg_tree_destroy(e);
+	free(p);
+	free(n);
+	free(t);
+}
+
 static void test_forwarding(void)
 {
 	struct ttree *t = calloc(1, sizeof *t);
@@ -1018,6 +1272,8 @@ static void test_owner(void)
 
 int main(void)
 {
+	test_notices_root();
+	test_notices_nonroot();
 	test_verdict_names();
 	test_create_validation();
 	test_single_level();

@@ -44,6 +44,7 @@ struct client_cfg {
 	uint16_t nslots, mtu;
 	uint16_t window; /* inca_comm_opts.window: cap on chunks in flight, 0 = nslots */
 	uint32_t rto_us, rto_max_us, retx_limit, timeout_ms;
+	uint32_t rto_min_us; /* floor once RTT samples exist: rto_us if the caller set it */
 	double drop_rate;
 	uint64_t seed;
 

@@ -111,7 +111,10 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	/* Every data type must fit at least one element per packet. */
 	if (wire_max_data(cfg->mtu, 8, cfg->bsl_code) == 0)
 		return -EINVAL;
+	/* Default: 20 ms until the first RTT sample, then SRTT + 4 RTTVAR down to 2 ms. A value
+	 * the caller sets is also the floor. */
 	cfg->rto_us = o->rto_us ? o->rto_us : 20000;
+	cfg->rto_min_us = o->rto_us ? o->rto_us : 2000;
 	if (o->rto_max_us) {
 		if (o->rto_max_us < cfg->rto_us)
 			return -EINVAL;

@@ -1,10 +1,11 @@
 /* libinca INC data path: AllReduce through the aggregation switch over RoCEv2-in-UDP.
  * Chunking into slots (docs/protocol.md "Chunking and slots"), an adaptive window of chunks in
  * flight (slow start, AIMD on delay and loss) inside the per-slot self-clocking rule, loss
- * recovery (time-ordered loss detection plus an RTO with exponential backoff, draft-liu §7),
- * batched socket I/O through lib/util/udpio (UDP GSO sends and UDP_GRO receives where the
- * kernel has them, plain sendmmsg/recvmmsg where not), strict verification of every result, a
- * liveness probe that tells a silent switch from late peers, test-only fault injection. */
+ * recovery (the switch's repair notices, time-ordered loss detection, a stall probe and an
+ * RTO that follows the measured RTT with exponential backoff, draft-liu §7), batched socket I/O
+ * through lib/util/udpio (UDP GSO sends and UDP_GRO receives where the kernel has them, plain
+ * sendmmsg/recvmmsg where not), strict verification of every result, a liveness probe that
+ * tells a silent switch from late peers, test-only fault injection. */
 #include "client/client.h"
 
 #include <errno.h>
@@ -52,6 +53,7 @@
 #define INC_REO_MIN_NS (100ull * 1000)
 #define INC_REO_MULT_MAX 16
 #define INC_PTO_MIN_NS (500ull * 1000)
+#define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
 
 /* One in-flight chunk; the table is indexed by slot (g % nslots), so a slot is busy exactly
  * while its chunk waits for a result: that is the self-clocking rule. */
@@ -68,6 +70,7 @@ struct inc_chunk {
 	bool active;
 	bool retx;          /* sent more than once: no RTT sample (Karn) */
 	bool retx_fast;     /* last resend came from loss detection, not the RTO */
+	bool nacked;        /* the switch noticed it misses our contribution: resend now */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
 	uint32_t nfast;     /* resends by loss detection: each one doubles the next wait */
 	uint64_t sent_ns;   /* first transmission, for RTT samples */
@@ -105,10 +108,14 @@ struct client_inc {
 	 * the same order), so the window is small, widened when a resend turns out spurious. */
 	uint64_t rack_seq;    /* first_seq of the latest-sent answered chunk */
 	uint64_t rack_rtt_ns; /* its round trip from that first send */
+	uint64_t rack_rseq;     /* tx_seq of the latest-sent resend answered (resends only) */
+	uint64_t rack_rrtt_ns;  /* its round trip from that resend */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
+	unsigned nacked;        /* chunks with `nacked` set (repair notices to act on) */
 	unsigned reo_mult, reo_good;
-	/* Tail loss probe (RFC 8985 §7): after ~2 SRTT without any answer, resend the newest
-	 * chunk once, so a loss at the end of a window is found by RACK, not by the RTO. */
+	/* Stall probe (after RFC 8985 §7's tail loss probe): after ~2 SRTT without any answer,
+	 * resend the oldest chunks in flight once (inc_probe), so a stall is repaired in about a
+	 * round trip, not by the RTO. */
 	bool tlp_done;
 
 	/* RTO: one timer for the whole window, restarted by every result. While results
@@ -424,16 +431,22 @@ static void rtt_sample(struct client_inc *ic, uint64_t r_ns, uint64_t now_ns)
 	ic->srtt_ns = (7 * ic->srtt_ns + r_ns) / 8;
 }
 
-/* Base RTO: rto_us, raised to SRTT + 4 RTTVAR when the path is slower (a busy software
- * switch), never above rto_max_us. Spurious retransmissions cost every member and the switch,
- * so never below rto_us. The timer is restarted by every result, so the RTO has to cover the
- * gap between two results of a working path, not a chunk's wait behind the whole window. */
+/* Base RTO: rto_us before the first RTT sample; then SRTT + 4 RTTVAR (RFC 6298) over the
+ * samples Karn's rule admits, at least rto_min_us (the caller's rto_us if set, else 2 ms), at
+ * most rto_max_us. The timer is restarted by every result, so the RTO has to cover the gap
+ * between two results of a working path, not a chunk's wait behind the whole window; samples
+ * include queueing, so a queued path gets a long RTO. A stall costs about one RTO of the path,
+ * not a fixed 20 ms. */
 static uint64_t rto_base_ns(const struct client_inc *ic, const struct client_cfg *cfg)
 {
 	uint64_t rto = (uint64_t)cfg->rto_us * 1000, max = (uint64_t)cfg->rto_max_us * 1000;
 
-	if (ic->have_rtt && ic->srtt_ns + 4 * ic->rttvar_ns > rto)
+	if (ic->have_rtt) {
+		uint64_t min = (uint64_t)cfg->rto_min_us * 1000;
 		rto = ic->srtt_ns + 4 * ic->rttvar_ns;
+		if (rto < min)
+			rto = min;
+	}
 	return rto < max ? rto : max;
 }
 
@@ -501,6 +514,35 @@ static uint64_t reo_wnd_ns(const struct client_inc *ic)
 	return w;
 }
 
+/* A repair notice (docs/protocol.md "Repair notices"): the switch misses our contribution to
+ * this chunk although a later one of ours arrived (or a peer asks for it), so it was lost: mark
+ * the chunk for an immediate resend, unless it was resent within the reordering window (the
+ * notice crossed that resend). Any notice shows the switch alive. Returns 0 (never completes
+ * a chunk). */
+static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struct wire_pkt *pkt,
+		       uint64_t now_ns)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	struct client_inc *ic = c->inc;
+
+	if (pkt->bth.dest_qp != cfg->qpn || pkt->inca.coll != j->a->coll ||
+	    pkt->inca.tree_id != cfg->tree_id || pkt->reth.rkey != cfg->key ||
+	    pkt->inca.bsl_code != cfg->bsl_code || pkt->inca.si != cfg->si ||
+	    !wire_bier_test(pkt->inca.bits, ic->bits_len, ic->own_bp) || pkt->inca.slot >= cfg->nslots) {
+		c->stats.rx_bad++;
+		return 0;
+	}
+	c->stats.rx_nacks++;
+	ic->silent_rtos = 0;
+	struct inc_chunk *ch = &ic->chunks[pkt->inca.slot];
+	if (!ch->active || ch->nacked || pkt->inca.round != (uint32_t)(ch->g / cfg->nslots) ||
+	    pkt->imm != (uint32_t)ch->g || (ch->retx && now_ns - ch->xmit_ns < reo_wnd_ns(ic)))
+		return 0;
+	ch->nacked = true;
+	ic->nacked++;
+	return 0;
+}
+
 /* Validate one received datagram against the in-flight table and place its data. Returns
  * 1 if it completed a chunk, 0 otherwise (counted as bad / duplicate). */
 static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct util_udp_dgram *d,
@@ -536,6 +578,8 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		client_log(cfg, 3, "inc: rx rejected: %s", wire_err_name(err));
 		goto bad;
 	}
+	if (pkt.inca.flags & WIRE_F_NACK)
+		return inc_rx_nack(c, j, &pkt, now_ns);
 	if (pkt.bth.dest_qp != cfg->qpn || !(pkt.inca.flags & WIRE_F_RESULT) ||
 	    pkt.inca.coll != j->a->coll || pkt.inca.tree_id != cfg->tree_id ||
 	    pkt.reth.rkey != cfg->key || pkt.inca.bsl_code != cfg->bsl_code || pkt.inca.si != cfg->si ||
@@ -583,13 +627,21 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		memcpy(ch->dst, pkt.data, ch->len_bytes);
 	ch->active = false;
 	ic->inflight--;
+	if (ch->nacked) {
+		ch->nacked = false;
+		ic->nacked--;
+	}
 	/* Any answer proves the path alive: restart the RTO and forget its backoff. */
 	ic->rto_start_ns = now_ns;
 	ic->backoff = 0;
 	ic->tlp_done = false;
 	ic->silent_rtos = 0;
 	ic->progress_ns = now_ns;
-	if (!ch->retx) {
+	/* Karn's rule, for the whole tree: no sample from a chunk we resent, nor from a result
+	 * the switch marks repaired (WIRE_F_RETX: some member's resend completed it). Such a
+	 * result's wait includes another member's loss recovery, not the path's round trip;
+	 * counting it would inflate the RTO and read as congestion. */
+	if (!ch->retx && !(pkt.inca.flags & WIRE_F_RETX)) {
 		rtt_sample(ic, now_ns - ch->sent_ns, now_ns);
 		wnd_on_result(ic, now_ns - ch->sent_ns, ch->tx_seq);
 	}
@@ -601,10 +653,20 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		ic->rack_seq = ch->first_seq;
 		ic->rack_rtt_ns = now_ns - ch->sent_ns;
 	}
+	/* A resend answered at least a minimum RTT after it left was most likely answered
+	 * because of it (RFC 8985 §6.2). It vouches for the resends sent before it, which are
+	 * repair requests too (a lost resend is then found a round trip later, not by the RTO),
+	 * but not for first sends: those may wait for a slower peer, a repair does not. */
+	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns && ch->tx_seq > ic->rack_rseq) {
+		ic->rack_rseq = ch->tx_seq;
+		ic->rack_rrtt_ns = now_ns - ch->xmit_ns;
+	}
 	if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
-	    ic->reo_mult < INC_REO_MULT_MAX) {
+	    !(pkt.inca.flags & WIRE_F_RETX) && ic->reo_mult < INC_REO_MULT_MAX) {
 		/* Answered faster than any round trip: the original was answered, the fast
-		 * resend was spurious (results were reordered): widen the reordering window. */
+		 * resend was spurious (results were reordered): widen the reordering window.
+		 * Not if the result carries RETX: a result re-sent for our resend, or a round a
+		 * peer's resend completed just after ours left, says nothing about reordering. */
 		ic->reo_mult++;
 		ic->reo_good = 0;
 	}
@@ -655,6 +717,7 @@ static int inc_fail(struct inca_comm *c, int rc)
 	for (unsigned s = 0; s < c->cfg.nslots; s++)
 		c->inc->chunks[s].active = false;
 	c->inc->inflight = 0;
+	c->inc->nacked = 0;
 	c->inc->probe_ok = false; /* the switch's state is unknown now */
 	client_log(&c->cfg, 0, "inc: %s; INC path disabled for this communicator", inca_strerror(rc));
 	return rc;
@@ -717,7 +780,7 @@ static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 	if ((ch->send_data && !ch->src) || (ch->recv_data && !ch->dst))
 		return -EINVAL;
 	ch->ntimeouts = ch->nfast = 0;
-	ch->retx = ch->retx_fast = false;
+	ch->retx = ch->retx_fast = ch->nacked = false;
 	ch->sent_ns = now_ns;
 	ch->active = true;
 	c->inc->inflight++;
@@ -733,7 +796,7 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 {
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
-	uint64_t wait = ic->rack_rtt_ns + reo_wnd_ns(ic);
+	uint64_t reo = reo_wnd_ns(ic);
 	int rc;
 
 	*done = false;
@@ -741,7 +804,14 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 	for (unsigned s = 0; s < cfg->nslots; s++) {
 		struct inc_chunk *ch = &ic->chunks[s];
 
-		if (!ch->active || ch->tx_seq >= ic->rack_seq)
+		uint64_t wait;
+		if (!ch->active)
+			continue;
+		if (ch->tx_seq < ic->rack_seq)
+			wait = ic->rack_rtt_ns + reo;
+		else if (ch->retx && ch->tx_seq < ic->rack_rseq)
+			wait = ic->rack_rrtt_ns + reo;
+		else
 			continue;
 		/* A chunk still unanswered after a resend usually waits for another member's
 		 * lost contribution (in a tree: for another leaf's repair), which this member's
@@ -768,6 +838,31 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 	return 0;
 }
 
+/* Resend the chunks repair notices marked, as far as the transmit queue allows (the rest on
+ * the next pass). 0 or -errno. */
+static int inc_resend_nacked(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
+{
+	struct client_inc *ic = c->inc;
+
+	for (unsigned s = 0; s < c->cfg.nslots && ic->nacked; s++) {
+		struct inc_chunk *ch = &ic->chunks[s];
+
+		if (!ch->nacked)
+			continue;
+		if (tx_full(ic))
+			return 0;
+		ch->nacked = false;
+		ic->nacked--;
+		if (!ch->active)
+			continue;
+		ch->retx_fast = false; /* certain loss: says nothing about reordering */
+		int rc = inc_enqueue(c, j, ch, true, now_ns);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Probe timeout: twice the smoothed RTT (at least INC_PTO_MIN_NS), never beyond the RTO. */
 static uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg)
 {
@@ -778,22 +873,35 @@ static uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg
 	return pto < rto ? pto : rto;
 }
 
-/* Tail loss probe: resend the newest chunk in flight, once per silence. */
+/* Stall probe, once per silence: resend the INC_PROBE_MAX oldest chunks in flight. Nothing
+ * answered for two round trips means every chunk in flight waits for some repair, and loss
+ * detection has nothing left to go on: our contribution or our result may be lost (the resend
+ * repairs it), or another member's (our duplicate makes the switch notice that member). One
+ * round of resends instead of one RTO per stuck chunk; the switch deduplicates. */
 static int inc_probe(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
 {
+	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
-	struct inc_chunk *last = NULL;
+	uint64_t lo = UINT64_MAX, end = j->base_g + j->next_i;
+	unsigned sent = 0;
 
 	ic->tlp_done = true;
-	for (unsigned s = 0; s < c->cfg.nslots; s++) {
-		struct inc_chunk *ch = &ic->chunks[s];
-		if (ch->active && (!last || ch->g > last->g))
-			last = ch;
+	for (unsigned s = 0; s < cfg->nslots; s++) {
+		const struct inc_chunk *ch = &ic->chunks[s];
+		if (ch->active && ch->g < lo)
+			lo = ch->g;
 	}
-	if (!last)
-		return 0;
-	last->retx_fast = false; /* an early answer means a stall, not reordering */
-	return inc_enqueue(c, j, last, true, now_ns);
+	for (uint64_t g = lo; g < end && sent < INC_PROBE_MAX && !tx_full(ic); g++) {
+		struct inc_chunk *ch = &ic->chunks[g % cfg->nslots];
+		if (!ch->active || ch->g != g)
+			continue;
+		ch->retx_fast = false; /* an early answer means a stall, not reordering */
+		int rc = inc_enqueue(c, j, ch, true, now_ns);
+		if (rc < 0)
+			return rc;
+		sent++;
+	}
+	return 0;
 }
 
 /* RTO expiry: nothing was answered for a whole RTO. Resend only the oldest chunk (lowest g),
@@ -850,7 +958,11 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	ic->backoff++;
 	ic->rto_start_ns = now_ns;
 	ic->tlp_done = true; /* after an RTO, the backoff rules until something is answered */
-	wnd_cut(ic, old->tx_seq, 0.5);
+	/* Random loss leaves the RTT alone and is no reason to slow down (as in loss
+	 * detection); only a timeout with a grown queue is congestion. A small window would
+	 * also starve loss detection and the switch's notices of the later answers they need. */
+	if (ic->srtt_ns > delay_target_ns(ic))
+		wnd_cut(ic, old->tx_seq, 0.5);
 	old->retx_fast = false;
 	int rc = inc_enqueue(c, j, old, true, now_ns);
 	if (rc < 0 || !ic->probe_ok || tx_full(ic))
@@ -875,7 +987,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	struct inc_job j = { .a = a, .dt = a->dt, .op = a->op, .elem = inca_dtype_size(a->dt) };
-	uint64_t done = 0, rack_scanned = 0;
+	uint64_t done = 0, rack_scanned = 0, rack_rscanned = 0;
 	const bool tlp_ok = ic->have_rtt;
 	int rc;
 
@@ -903,6 +1015,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	ic->backoff = 0;
 	ic->tlp_done = false;
 	ic->rack_timer_ns = 0;
+	ic->nacked = 0;
 	ic->rto_start_ns = util_now_ns();
 	ic->progress_ns = ic->rto_start_ns;
 	ic->silent_rtos = 0;
@@ -912,16 +1025,23 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		bool scanned;
 		long got;
 
-		/* 1. Loss detection, when an answer moved the send time it vouches for. */
-		if (ic->rack_seq > rack_scanned || (ic->rack_timer_ns && now >= ic->rack_timer_ns)) {
+		/* 1. Repair notices from the switch, then loss detection when an answer moved
+		 * the send time it vouches for. */
+		if (ic->nacked) {
+			rc = inc_resend_nacked(c, &j, now);
+			if (rc < 0)
+				return inc_fail(c, rc);
+		}
+		if (ic->rack_seq > rack_scanned || ic->rack_rseq > rack_rscanned ||
+		    (ic->rack_timer_ns && now >= ic->rack_timer_ns)) {
 			rc = inc_detect_losses(c, &j, now, &scanned);
 			if (rc < 0)
 				return inc_fail(c, rc);
 			if (scanned)
-				rack_scanned = ic->rack_seq;
+				rack_scanned = ic->rack_seq, rack_rscanned = ic->rack_rseq;
 		}
 
-		/* 2. Silence: first a tail loss probe, then the RTO. A full queue postpones
+		/* 2. Silence: first the stall probe, then the RTO. A full queue postpones
 		 * either to the next pass. */
 		uint64_t probe_at = ic->rto_start_ns + pto_ns(ic, cfg);
 		bool probe = tlp_ok && !ic->tlp_done && ic->inflight > 0;
@@ -967,8 +1087,8 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			wait_ns = INC_MAX_WAIT_NS;
 		/* Work left that an empty queue allows: go round again at once instead. */
 		bool more = !tx_pending(ic) &&
-			    (inc_can_start(ic, cfg, &j) ||
-			     ic->rack_seq > rack_scanned);
+			    (inc_can_start(ic, cfg, &j) || ic->nacked ||
+			     ic->rack_seq > rack_scanned || ic->rack_rseq > rack_rscanned);
 		if (wait_ns && !more) {
 			rc = client_wait(&pf, 1, wait_ns, c->wait_spin_ns);
 			if (rc < 0)

@@ -39,6 +39,7 @@ struct fsw_cfg {
 	unsigned pace_us;        /* results leave one per pace_us (a slow link): a queue builds */
 	bool gro;                /* receive with UDP_GRO (client GSO sends arrive whole) */
 	bool gso;                /* results that go out at once are packed into GSO sends */
+	bool nack;               /* echo: lose chunk 0's first copy and notice it (see below) */
 };
 
 struct fsw {
@@ -73,6 +74,13 @@ struct fsw {
 	unsigned long rx_gro_bufs, id_guess_miss;
 	struct util_udptx *txq;
 	struct util_udprx *rxb;
+	/* nack mode: chunk 0 lost once, chunk 1's result held until chunk 0 is repaired */
+	struct wire_pkt lost0;
+	uint8_t lost0_bits[8];
+	bool have_lost0, repaired0;
+	struct wire_pkt held1;
+	uint8_t held1_bits[8], held1_data[4096];
+	bool have_held1;
 };
 
 static void fsw_note_sent(struct fsw *s, int bfr, const uint8_t *buf, size_t len)
@@ -178,6 +186,65 @@ static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
 	}
 }
 
+/* A header-only repair notice for chunk `hdr` to member bfr, naming the bit `bp`. */
+static void fsw_send_nack(struct fsw *s, const struct wire_pkt *hdr, int bfr, unsigned bp)
+{
+	struct wire_pkt n = *hdr;
+	uint8_t bits[8] = { 0 };
+
+	wire_bier_set(bits, sizeof bits, bp);
+	n.inca.flags = WIRE_F_NACK;
+	n.inca.bfr_id = 0;
+	n.inca.count = 0;
+	n.inca.bits = bits;
+	n.data = NULL;
+	n.data_len = 0;
+	fsw_emit(s, &n, bfr);
+}
+
+/* Nack mode (one member, echo): the first copy of chunk 0 is lost. Chunk 1 arriving proves it
+ * (a member sends in g order), so the switch sends a notice for chunk 0, first one naming
+ * another member (must be ignored), then the right one, and holds chunk 1's result until
+ * chunk 0 is repaired: no result comes back before the repair, so the member has nothing
+ * but the notice to go on (no loss detection, no tail probe on a first call, a long RTO).
+ * After the repair, a late duplicate notice for the answered chunk 0. Returns true if the
+ * packet was consumed here. */
+static bool fsw_nack_input(struct fsw *s, struct wire_pkt *p, int bfr)
+{
+	if (p->imm == 0 && !s->have_lost0) {
+		s->lost0 = *p;
+		memcpy(s->lost0_bits, p->inca.bits, 8);
+		s->lost0.inca.bits = s->lost0_bits;
+		s->have_lost0 = true;
+		return true;
+	}
+	if (p->imm == 1 && s->have_lost0 && !s->repaired0) {
+		if (!s->have_held1) {
+			s->held1 = *p;
+			memcpy(s->held1_bits, p->inca.bits, 8);
+			memcpy(s->held1_data, p->data, p->data_len);
+			s->held1.inca.bits = s->held1_bits;
+			s->held1.data = s->held1_data;
+			s->held1.inca.flags = WIRE_F_RESULT;
+			s->held1.inca.bfr_id = 0;
+			s->have_held1 = true;
+			fsw_send_nack(s, &s->lost0, bfr, wire_bier_bp(2, 64, 0)); /* not for us */
+			fsw_send_nack(s, &s->lost0, bfr, wire_bier_bp((uint16_t)bfr, 64, 0));
+		}
+		return true;
+	}
+	if (p->imm == 0 && s->have_held1 && !s->repaired0) {
+		s->repaired0 = true;
+		p->inca.flags = WIRE_F_RESULT;
+		p->inca.bfr_id = 0;
+		fsw_emit(s, p, bfr);
+		fsw_emit(s, &s->held1, bfr);
+		fsw_send_nack(s, &s->lost0, bfr, wire_bier_bp((uint16_t)bfr, 64, 0)); /* stale */
+		return true;
+	}
+	return false;
+}
+
 static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struct sockaddr_in *from,
 		      uint16_t seg)
 {
@@ -227,6 +294,8 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 	if ((int64_t)p.inca.round > s->answered[bfr][p.inca.slot] + 1)
 		s->violations++;
 	if (s->cfg.dead)
+		return;
+	if (s->cfg.nack && fsw_nack_input(s, &p, bfr))
 		return;
 	if (s->cfg.mode == FSW_ECHO) {
 		p.inca.flags = WIRE_F_RESULT;
@@ -469,6 +538,47 @@ static void test_echo_faults(void)
 	CHECK(st.injected_drops > 0);
 	CHECK(st.rx_dup_results > 0);
 	CHECK(st.rx_bad > 0); /* the corrupted copies */
+	inca_comm_destroy(c);
+	fsw_stop(&s);
+	CHECK_EQ(s.bad, 0);
+	CHECK_EQ(s.violations, 0);
+}
+
+/* A repair notice makes the member resend the noticed chunk at once: the call completes
+ * without any timeout although the RTO is 10 s, with exactly one retransmission; a notice
+ * naming another member counts as bad, a notice for a chunk already answered changes
+ * nothing. */
+static void test_echo_nack(void)
+{
+	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 10, .key = 0xacc,
+			      .switch_qpn = 0x10a, .nack = true };
+	struct fsw s;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_comm_stats st;
+	char sw[32];
+	int64_t in[1000], out[1000]; /* 8000 bytes: two chunks */
+
+	fsw_start(&s, &fc, 5);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.rto_us = 10000000;
+	o.rto_max_us = 10000000;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	for (int i = 0; i < 1000; i++)
+		in[i] = 3 * i - 7;
+	memset(out, 0, sizeof out);
+	CHECK_EQ(inca_allreduce_algo(c, in, out, 1000, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
+	CHECK(memcmp(in, out, sizeof in) == 0);
+	/* The stale notice is sent right after the last result: make sure it has arrived and been
+	 * read (the next call drains it). */
+	usleep(20000);
+	CHECK_EQ(inca_allreduce_algo(c, in, out, 1, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK(s.repaired0);
+	CHECK_EQ(st.timeouts, 0);
+	CHECK_EQ(st.retransmits, 1);
+	CHECK_EQ(st.rx_nacks, 2);   /* ours: the repair and the stale one */
+	CHECK_EQ(st.rx_bad, 1);     /* the notice for member 2 */
 	inca_comm_destroy(c);
 	fsw_stop(&s);
 	CHECK_EQ(s.bad, 0);
@@ -985,6 +1095,7 @@ int main(void)
 {
 	test_echo_clean();
 	test_echo_faults();
+	test_echo_nack();
 	test_echo_dead();
 	test_echo_paced();
 	test_offloads();

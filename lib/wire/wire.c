@@ -122,6 +122,12 @@ size_t wire_udp_payload_len(uint8_t bsl_code, size_t data_len)
 	return WIRE_ROCE_HDR_LEN + ib + pad_for(ib) + WIRE_ICRC_LEN;
 }
 
+/* A repair notice (WIRE_F_NACK) is a header-only downward packet of its own kind. */
+static bool wire__nack_ok(unsigned flags, uint16_t count)
+{
+	return !(flags & WIRE_F_NACK) || (!(flags & (WIRE_F_RESULT | WIRE_F_RETX)) && count == 0);
+}
+
 /* Everything the decoder would reject is refused here too, so a packet this encoder produced
  * always decodes. */
 static int check_pkt(const struct wire_pkt *p)
@@ -133,7 +139,8 @@ static int check_pkt(const struct wire_pkt *p)
 	    b->migreq > 1 || b->fecn > 1 || b->becn > 1 || b->ack_req > 1 ||
 	    b->dest_qp > 0xFFFFFF || b->psn > 0xFFFFFF)
 		return -EINVAL;
-	if ((h->flags & ~WIRE_F_MASK) || h->coll < 1 || h->coll > WIRE_COLL_MAX ||
+	if ((h->flags & ~WIRE_F_MASK) || !wire__nack_ok(h->flags, h->count) || h->coll < 1 ||
+	    h->coll > WIRE_COLL_MAX ||
 	    !wire__op_valid(h->dtype, h->op) || !wire_bsl_bytes(h->bsl_code))
 		return -EINVAL;
 	if (h->owner && !wire_coll_has_owner(h->coll))
@@ -245,7 +252,7 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 	const uint8_t *inca = buf + OFF_INCA;
 	if (inca[0] >> 4 != WIRE_INCA_VERSION)
 		return WIRE_E_VERSION;
-	if (inca[0] & 0x0F & ~WIRE_F_MASK)
+	if ((inca[0] & 0x0F & ~WIRE_F_MASK) || !wire__nack_ok(inca[0] & 0x0F, wire__ld16(inca + 16)))
 		return WIRE_E_FLAGS;
 	if (inca[1] < 1 || inca[1] > WIRE_COLL_MAX)
 		return WIRE_E_COLL;

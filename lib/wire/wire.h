@@ -37,7 +37,12 @@
 /* INCA header flags (low nibble of byte 0). */
 #define WIRE_F_RESULT 0x1 /* downward: an aggregation result (root -> members) */
 #define WIRE_F_RETX 0x2   /* the sender retransmitted this packet after a timeout */
-#define WIRE_F_MASK 0x3
+/* downward, header-only: a repair notice. The switch names in the bit-string the members (or
+ * child switches) whose contribution to this slot round it still misses although a later
+ * chunk completed or a waiting member asked; they resend it at once (docs/protocol.md
+ * "Repair notices"). Never together with RESULT or RETX, Count 0. */
+#define WIRE_F_NACK 0x4
+#define WIRE_F_MASK 0x7
 
 /* Collective codes (wire values). */
 enum wire_coll {

@@ -74,7 +74,7 @@ class CommStats(ctypes.Structure):
     """struct inca_comm_stats."""
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "tx_pkts", "tx_bytes", "rx_pkts", "rx_bytes", "retransmits", "timeouts",
-        "rx_dup_results", "rx_bad", "injected_drops", "inc_calls", "ring_calls")]
+        "rx_dup_results", "rx_bad", "injected_drops", "inc_calls", "ring_calls", "rx_nacks")]
 
 
 class IoStats(ctypes.Structure):

@@ -43,7 +43,7 @@ int main(void)
 	F(inca_comm_stats, rx_bytes); F(inca_comm_stats, retransmits); F(inca_comm_stats, timeouts);
 	F(inca_comm_stats, rx_dup_results); F(inca_comm_stats, rx_bad);
 	F(inca_comm_stats, injected_drops); F(inca_comm_stats, inc_calls);
-	F(inca_comm_stats, ring_calls);
+	F(inca_comm_stats, ring_calls); F(inca_comm_stats, rx_nacks);
 	END();
 	BEGIN(inca_io_stats);
 	F(inca_io_stats, gso); F(inca_io_stats, gro); F(inca_io_stats, tx_syscalls);

@@ -119,6 +119,7 @@ void itest_sum(const struct itest_shared *sh, int nranks, struct inca_comm_stats
 		cs->injected_drops += c->injected_drops;
 		cs->inc_calls += c->inc_calls;
 		cs->ring_calls += c->ring_calls;
+		cs->rx_nacks += c->rx_nacks;
 		*wrong += sh->wrong[r];
 		*errors += sh->errors[r];
 	}

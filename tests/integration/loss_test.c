@@ -2,8 +2,9 @@
  * receive and the switch drops 2% of its input and output; 4 ranks run 2000 AllReduces of
  * random counts (0, 1, one chunk, multi-chunk) — int64 sum with distinct random per-rank values
  * (a contribution added twice or lost shows), every 8th call fp32 sum — and every result must
- * be exact. Then: the clients retransmitted, the switch saw duplicates and re-sent results,
- * and it completed exactly one aggregation per chunk round (nothing counted twice). */
+ * be exact. Then: the clients retransmitted, the switch saw duplicates, re-sent results and
+ * sent repair notices that reached the clients, and it completed exactly one aggregation per
+ * chunk round (nothing counted twice). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,13 +91,13 @@ int main(int argc, char **argv)
 	struct launch_sw_summary s;
 	launch_sw_summarize(st, &s);
 	printf("# %.1f s; clients: tx %llu rx %llu retransmits %llu timeouts %llu dup results %llu "
-	       "injected drops %llu; switch: contributions %.0f aggregations %.0f duplicates %.0f "
-	       "results re-sent %.0f drops %.0f\n",
+	       "injected drops %llu repair notices %llu; switch: contributions %.0f aggregations "
+	       "%.0f duplicates %.0f results re-sent %.0f notices %.0f drops %.0f\n",
 	       (double)(util_now_ns() - t0) * 1e-9, (unsigned long long)cs.tx_pkts,
 	       (unsigned long long)cs.rx_pkts, (unsigned long long)cs.retransmits,
 	       (unsigned long long)cs.timeouts, (unsigned long long)cs.rx_dup_results,
-	       (unsigned long long)cs.injected_drops, s.contributions, s.aggregations,
-	       s.duplicates, s.results_resent, s.drops);
+	       (unsigned long long)cs.injected_drops, (unsigned long long)cs.rx_nacks,
+	       s.contributions, s.aggregations, s.duplicates, s.results_resent, s.notices, s.drops);
 	ITEST_EXPECT(fails, rc == 0, "switch and %d ranks exited cleanly (%d)", j.cfg.nranks, rc);
 	ITEST_EXPECT(fails, j.sh->calls[0] == NCALLS, "%llu of %d AllReduces ran",
 		     (unsigned long long)j.sh->calls[0], NCALLS);
@@ -110,6 +111,13 @@ int main(int argc, char **argv)
 	ITEST_EXPECT(fails, s.duplicates > 0 && s.results_resent > 0,
 		     "switch saw duplicates (%.0f) and re-sent results (%.0f)", s.duplicates,
 		     s.results_resent);
+	/* Lost contributions were noticed by the switch and the notices reached the clients
+	 * (some are lost on the way: the clients drop 5% on receive, the switch 2% on send), and
+	 * never outnumbered the contributions that paid for them. */
+	ITEST_EXPECT(fails, s.notices > 0 && cs.rx_nacks > 0 && (double)cs.rx_nacks <= s.notices &&
+			     s.notices <= s.contributions,
+		     "repair notices: switch sent %.0f, clients got %llu", s.notices,
+		     (unsigned long long)cs.rx_nacks);
 	ITEST_EXPECT(fails, s.aggregations == (double)j.sh->inc_chunks,
 		     "switch aggregations %.0f == chunk rounds %llu (no contribution counted twice)",
 		     s.aggregations, (unsigned long long)j.sh->inc_chunks);

@@ -80,8 +80,10 @@ def decode_inca(frame, udp_payload):
              dmalen=dmalen, pkey=pkey)
     if b0 >> 4 != 1:
         return fail(frame, "INCA version %d != 1" % (b0 >> 4))
-    if b0 & 0xC:
+    if b0 & 0x8:
         return fail(frame, "unknown INCA flags 0x%x" % (b0 & 0xF))
+    if b0 & 0x4 and (b0 & 0x3 or count):  # NACK: a header-only repair notice of its own kind
+        return fail(frame, "NACK with RESULT/RETX or data (flags 0x%x count %d)" % (b0 & 0xF, count))
     if not 1 <= coll <= 9:
         return fail(frame, "unknown collective %d" % coll)
     if dtype >= 12:

@@ -1,6 +1,7 @@
 /* tests/pcap helper: writes a pcap of INCA frames made by the real encoder (wire_encode_frame)
  * and a TSV of what was encoded, for check_pcap.py to compare against scapy and tshark.
- * Covers every dtype and BSL, contributions and results, RETX, pad 0..3, SI > 0, count 0. */
+ * Covers every dtype and BSL, contributions and results, RETX, repair notices (NACK), pad
+ * 0..3, SI > 0, count 0. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,20 @@ int main(int argc, char **argv)
 			p.bth.dest_qp = 0x1000u + k;
 			struct wire_ipinfo down = { 0x7F000001u, up.src_ip, 4791, 4791, 0, false };
 			emit(&g, &p, &down);
+
+			/* repair notice (header-only NACK) naming two members, from the root (BFR-id
+			 * 0) or, every other BSL, from a non-root switch */
+			if (dt % 4 == 1) {
+				memset(bits, 0, bl);
+				wire_bier_set(bits, bl, 1 + (bsl * 5) % bsl_bits);
+				wire_bier_set(bits, bl, 1 + (bsl * 5 + 3) % bsl_bits);
+				p.inca.flags = WIRE_F_NACK;
+				p.inca.bfr_id = bsl % 2 ? 0 : (uint16_t)(900 + bsl);
+				p.inca.count = 0;
+				p.data = NULL;
+				p.data_len = 0;
+				emit(&g, &p, &down);
+			}
 			gseq++;
 		}
 	}

@@ -13,5 +13,5 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/inca-pcap.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 "$gen" "$dir/inca.pcap" "$dir/inca.tsv"
 # tshark's HOME-based config must not leak into the test
-HOME=$dir "$PY" "$src/check_pcap.py" "$dir/inca.pcap" 169 --expect "$dir/inca.tsv" \
+HOME=$dir "$PY" "$src/check_pcap.py" "$dir/inca.pcap" 190 --expect "$dir/inca.tsv" \
 	--lua "$src/../../tools/inca.lua" -v
