@@ -149,8 +149,9 @@ struct wire_pkt {
 /* Slots are grouped in aligned blocks of this many (block = slot / WIRE_SLOT_BLOCK). A switch
  * gives each of its worker threads whole blocks, and the kernel hands a GRO buffer to one
  * worker: so a sender never puts packets of two blocks into one GSO send (the tag of
- * util_udptx_add). */
-#define WIRE_SLOT_BLOCK 16
+ * util_udptx_add). 15: a block of full-size packets (15 x 4132 bytes) fits one send, whose UDP
+ * payload is at most 65507 bytes; 16 would leave as 15 + 1. */
+#define WIRE_SLOT_BLOCK 15
 /* IPv4 IDs a receiver that cannot see them accepts: 0 .. WIRE_GSO_ID_SPAN - 1, every ID a GSO
  * send of up to 128 segments (the kernel's limit) can give a segment. */
 #define WIRE_GSO_ID_SPAN 128
