@@ -120,8 +120,14 @@ static struct nc_server_reply *reply_ly_err(const char *what)
 	const struct ly_err_item *ei = ly_err_last(g_nc->ly);
 	struct nc_server_reply *r;
 
-	r = reply_err(NC_ERR_INVALID_VALUE, ei ? ei->path : NULL, "%s: %s", what,
-		      ei && ei->msg ? ei->msg : "invalid data");
+	/* libyang quotes the refused value: never echo (a mistyped) group key */
+	if (ei && ((ei->path && strstr(ei->path, "auth-key") && !strstr(ei->path, "auth-key-id")) ||
+		   (ei->msg && strstr(ei->msg, "[0-9a-fA-F]{64}"))))
+		r = reply_err(NC_ERR_INVALID_VALUE, ei->path, "%s: auth-key: expected %d hex digits",
+			      what, 2 * WIRE_AUTH_KEY_LEN);
+	else
+		r = reply_err(NC_ERR_INVALID_VALUE, ei ? ei->path : NULL, "%s: %s", what,
+			      ei && ei->msg ? ei->msg : "invalid data");
 	ly_err_clean(g_nc->ly, NULL);
 	return r;
 }
