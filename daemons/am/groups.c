@@ -1276,12 +1276,15 @@ static void replay_journal(struct am *am)
 			char *hx = strtok_r(NULL, " \n", &save);
 			uint64_t id = ids ? strtoull(ids, NULL, 10) : 0;
 			unsigned long kv = kid ? strtoul(kid, NULL, 10) : 0;
+			uint8_t key[WIRE_AUTH_KEY_LEN];
 			size_t i;
 			for (i = 0; i < nrg && rg[i].g->id != id; i++)
 				;
 			if (i == nrg || !hx || kv == 0 || kv > UINT32_MAX ||
-			    parse_hex_key(hx, rg[i].r->auth_key) < 0)
-				continue;
+			    parse_hex_key(hx, key) < 0)
+				continue; /* a bad record leaves the group's key as it was */
+			memcpy(rg[i].r->auth_key, key, sizeof key);
+			explicit_bzero(key, sizeof key);
 			rg[i].r->auth = true;
 			rg[i].r->auth_key_id = (uint32_t)kv;
 		} else if (strcmp(t, "D") == 0) {
