@@ -21,6 +21,9 @@
 #define WIRE_ICRC_LEN 4
 #define WIRE_OPCODE_UC_WRITE_ONLY_IMM 0x2B
 #define WIRE_PKEY_DEFAULT 0xFFFF
+/* Length in bytes of the group key of data-plane authentication (docs/protocol.md): every tree
+ * generation has its own random key, named by a nonzero 32-bit key id. */
+#define WIRE_AUTH_KEY_LEN 32
 
 #define WIRE_INCA_VERSION 1
 #define WIRE_INCA_FIXED_LEN 20 /* INCA header without the bit-string */
