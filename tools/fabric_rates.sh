@@ -1,6 +1,7 @@
 #!/bin/sh
 # tools/fabric_rates.sh: what `make fabric-rates` runs. The example fabric (tools/fabric_demo.sh,
 # tools/fabric-example.ini) at several host-link rates, uplinks non-blocking (4 x the host rate),
+# switch slots (the clients' window) scaled with the rate,
 # one AllReduce size per rate (fp32 sum, INC next to the host ring): how much of the link INC
 # reaches and how it compares with the ring as the links get faster and the 11 processes of the
 # fabric compete for the machine's cores. Prints one line per rate, a verdict (the highest rate
@@ -23,7 +24,12 @@ best=0
 for r in $(echo "$rates" | tr ',' ' '); do
 	log=$out/rate-$r.txt
 	echo "# rate $r Mbit/s: running (about a minute) ..." >&2
-	if ! FABRIC_RATE=${r}mbit FABRIC_ARGS="--set uplink_rate=$((4 * r))mbit" \
+	# the window (slots x 4 KiB per rank) grows with the bandwidth-delay product: the example's
+	# 32 slots at 100 Mbit/s, up to 256
+	slots=$((32 * r / 100))
+	[ "$slots" -lt 32 ] && slots=32
+	[ "$slots" -gt 256 ] && slots=256
+	if ! FABRIC_RATE=${r}mbit FABRIC_ARGS="--set uplink_rate=$((4 * r))mbit --set slots=$slots" \
 		"$here/fabric_demo.sh" "$build" -- -b "$size" -e "$size" -t fp32:sum -n 5 -w 1 \
 		--budget 0 >"$log" 2>&1; then
 		echo "# rate $r Mbit/s: the fabric run failed, see $log"
