@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "util/util.h"
+#include "wire/auth.h"
 
 #define LINE_MAX_BYTES 4096
 #define FILE_MAX_BYTES (16u << 20)
@@ -121,7 +122,9 @@ bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree 
 	    a->slot_bytes != b->slot_bytes || a->bsl_bits != b->bsl_bits || a->si != b->si ||
 	    a->root != b->root || a->bfr_id != b->bfr_id || a->has_parent != b->has_parent ||
 	    a->deterministic != b->deterministic || a->check_sender != b->check_sender ||
-	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask ||
+	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask || a->auth != b->auth ||
+	    a->auth_key_id != b->auth_key_id ||
+	    memcmp(a->auth_key, b->auth_key, sizeof(a->auth_key)) ||
 	    a->nmembers != b->nmembers || a->nchildren != b->nchildren)
 		return false;
 	if (a->has_parent && (!addr_eq(&a->parent, &b->parent) || a->parent_qpn != b->parent_qpn))
@@ -332,6 +335,9 @@ enum tree_key {
 	TK_CHECK_SENDER,
 	TK_DTYPES,
 	TK_OPS,
+	TK_AUTH,
+	TK_AUTH_KEY,
+	TK_AUTH_KEY_ID,
 	TK_MEMBER, /* repeatable */
 	TK_CHILD,  /* repeatable */
 	TK_COUNT_
@@ -339,7 +345,8 @@ enum tree_key {
 
 static const char *const tree_key_names[TK_COUNT_] = {
 	"key", "qpn", "slots", "slot_bytes", "bsl", "si", "role", "bfr_id", "parent",
-	"deterministic", "check_sender", "dtypes", "ops", "member", "child",
+	"deterministic", "check_sender", "dtypes", "ops", "auth", "auth_key", "auth_key_id",
+	"member", "child",
 };
 
 /* "fp32,int32" (also '+' or blanks between names) -> bit mask over names[]. */
@@ -540,6 +547,20 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 		return parse_name_mask(p, key, v, dtype_names, SW_DTYPE_COUNT, &t->dtype_mask);
 	case TK_OPS:
 		return parse_name_mask(p, key, v, op_names, SW_OP_COUNT, &t->op_mask);
+	case TK_AUTH: /* "off" disables packet authentication on a tree that has a key */
+		if (strcmp(v, "off") && strcmp(v, "on"))
+			return fail(p, p->line, "bad value '%s' for 'auth' (expected on or off)", v);
+		t->auth = !strcmp(v, "on"); /* settled in finish_tree */
+		return 0;
+	case TK_AUTH_KEY:
+		if (wire_auth_key_parse(v, t->auth_key) < 0)
+			return fail(p, p->line, "bad auth_key (expected 64 hex digits)");
+		return 0;
+	case TK_AUTH_KEY_ID:
+		if (num(p, key, v, 0, UINT32_MAX, &x) < 0)
+			return -EINVAL;
+		t->auth_key_id = (uint32_t)x;
+		return 0;
 	case TK_MEMBER:
 		return parse_member(p, t, v);
 	case TK_CHILD:
@@ -597,6 +618,11 @@ static int finish_tree(struct pctx *p, struct sw_conf_tree *t)
 		return fail(p, t->line, "tree %u: missing key (the group R_Key)", t->id);
 	if (!(t->seen_keys & (1u << TK_QPN)))
 		t->qpn = SW_QPN_TREE_BASE + t->id;
+	/* Packet authentication: on whenever a key is given, unless auth=off. */
+	if (!(t->seen_keys & (1u << TK_AUTH)))
+		t->auth = t->seen_keys & (1u << TK_AUTH_KEY);
+	else if (t->auth && !(t->seen_keys & (1u << TK_AUTH_KEY)))
+		return fail(p, t->line, "tree %u: auth=on needs auth_key", t->id);
 	if (!t->root && !t->has_parent)
 		return fail(p, t->line, "tree %u: role leaf needs a parent", t->id);
 	if (t->root && t->has_parent)

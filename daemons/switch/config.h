@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <netinet/in.h>
 
+#include "wire/wire.h"
+
 #define SW_CONF_PATH_MAX 1024
 #define SW_CONF_ERR_MAX 512
 #define SW_THREADS_MAX 64
@@ -50,6 +52,11 @@ struct sw_conf_tree {
 	bool deterministic;
 	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
 	uint32_t dtype_mask, op_mask; /* 1u << inca_dtype / inca_op accepted; 0 = all */
+	/* Packet authentication (docs/protocol.md §14): with auth every packet of the tree
+	 * carries an authentication block whose MAC is keyed by auth_key (the group key). */
+	bool auth;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id;
 	struct sw_conf_member *members; /* owned */
 	size_t nmembers;
 	struct sw_conf_child *children; /* owned */

@@ -416,6 +416,16 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 	return WIRE_OK;
 }
 
+bool wire_icrc_check(const struct wire_ipinfo *ip, const uint8_t *buf, size_t len)
+{
+	if (!ip || !buf || len < WIRE_ROCE_HDR_LEN + WIRE_ICRC_LEN)
+		return false;
+	const uint8_t *c = buf + len - WIRE_ICRC_LEN;
+	uint32_t icrc = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
+			(uint32_t)c[3] << 24;
+	return wire__icrc_ok(ip, buf, len, icrc);
+}
+
 /* RFC 1071 one's-complement sum over an IPv4 header (20 bytes). */
 static uint16_t ip_csum(const uint8_t *h)
 {

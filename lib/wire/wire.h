@@ -247,6 +247,9 @@ enum wire_err wire_decode_frame(const uint8_t *buf, size_t len, struct wire_pkt 
 /* RoCEv2 ICRC of a UDP payload whose last 4 bytes are the ICRC field (not covered).
  * Cost: one CRC-32 pass over the payload. */
 uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *udp_payload, size_t len);
+/* Check the ICRC of a UDP payload that wire_decode_udp accepted without ip (decode first,
+ * authorise, then pay for the CRC): true if it holds for ip (id_unseen honoured). */
+bool wire_icrc_check(const struct wire_ipinfo *ip, const uint8_t *udp_payload, size_t len);
 /* Recompute the ICRC of an encoded UDP payload for ip (e.g. another IPv4 ID) in place.
  * Returns 0 or -EINVAL. */
 int wire_set_icrc(uint8_t *udp_payload, size_t len, const struct wire_ipinfo *ip);
