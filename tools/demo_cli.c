@@ -506,6 +506,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	o->label = d->tool;
 	o->seed = seed;
 	job.mtu = cfg.mtu;
+	job.auth = !cfg.no_auth && !cfg.plan;
 	job.bsl_bits = cfg.bsl_bits;
 	if (json_path) {
 		FILE *f = fopen(json_path, "w");

@@ -13,6 +13,7 @@
 
 #include "inca/inca.h"
 #include "util/util.h"
+#include "wire/wire.h"
 
 /* Resolved configuration: inca_comm_opts with every default filled in and every address
  * parsed. Owned by the communicator (no borrowed strings survive inca_comm_create). */
@@ -47,6 +48,11 @@ struct client_cfg {
 	uint32_t rto_min_us; /* floor once RTT samples exist: rto_us if the caller set it */
 	double drop_rate;
 	uint64_t seed;
+	/* Packet authentication (docs/protocol.md §14): from inca_comm_opts / INCA_AUTH_KEY, or
+	 * from the AM. */
+	bool auth;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id;
 
 	inca_log_fn log_fn;
 	void *log_ctx;
@@ -131,6 +137,7 @@ struct client_inc_coll {
 int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a);
 /* The INC path's I/O counters (zeros without a switch). */
 void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out);
+void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out);
 
 /* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
  * stubs (client_am_start -> -ENOTSUP). */
