@@ -205,6 +205,11 @@ class Comm:
                 continue
             if k == "auth_key" and (not isinstance(v, (bytes, bytearray)) or len(v) != 32):
                 raise ValueError("auth_key must be 32 bytes (the group key)")
+            if k == "auth_key":
+                v = bytes(v)
+                self._keep.append(v)
+                o.auth_key = v
+                continue
             setattr(o, k, s(v) if names[k] is ctypes.c_char_p else v)
         if log is not None:
             def tramp(ctx, level, msg, _log=log):
