@@ -49,6 +49,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --no-inc, --no-ring  run only one algorithm\n"
 		"      --no-auth          switch and ranks run without packet authentication (the\n"
 		"                         default is a random group key per job, docs/protocol.md §14)\n"
+		"      --auth-compare     run everything twice, authentication on then off\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
 		"      --switch-threads N switch worker threads (default 1)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
@@ -290,7 +291,38 @@ static int parse_num(const char *s, double *out)
 	return 0;
 }
 
+static int demo_run(int argc, char **argv, const struct demo_defaults *d);
+
+/* --auth-compare: the whole run twice, packet authentication on then off (--no-auth), each
+ * with its own switch and ranks; both tables are printed. */
 int demo_main(int argc, char **argv, const struct demo_defaults *d)
+{
+	int at = 0;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--auth-compare"))
+			at = i;
+	if (!at)
+		return demo_run(argc, argv, d);
+	char **v = calloc((size_t)argc + 2, sizeof(char *));
+	if (!v)
+		return 2;
+	int n = 0;
+	for (int i = 0; i < argc; i++)
+		if (i != at)
+			v[n++] = argv[i];
+	printf("# ==== pass 1 of 2: packet authentication on (AES-256-GMAC) ====\n");
+	fflush(stdout);
+	int rc1 = demo_run(n, v, d);
+	v[n++] = (char *)"--no-auth";
+	optind = 0; /* glibc: full getopt re-initialisation */
+	printf("# ==== pass 2 of 2: packet authentication off (--no-auth) ====\n");
+	fflush(stdout);
+	int rc2 = demo_run(n, v, d);
+	free(v);
+	return rc1 ? rc1 : rc2;
+}
+
+static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 {
 	static const struct option lo[] = {
 		{ "minbytes", required_argument, 0, 'b' },
