@@ -297,6 +297,12 @@ struct reject {
 };
 
 static const struct reject rejects[] = {
+	{ "tree 1 {\n key = 1\n auth_key = 00ff\n member = 1 127.0.0.1:4791\n}\n",
+	  "t.conf:3: bad auth_key (expected 64 hex digits)" },
+	{ "tree 1 {\n key = 1\n auth = on\n member = 1 127.0.0.1:4791\n}\n",
+	  "tree 1: auth=on needs auth_key" },
+	{ "tree 1 {\n key = 1\n auth = maybe\n member = 1 127.0.0.1:4791\n}\n",
+	  "bad value 'maybe' for 'auth'" },
 	{ "link = eth1 peer a\nlink = eth1 peer b\n", "t.conf:2: link eth1: port listed twice" },
 	{ "link = eth1 speed fast\n", "t.conf:1: link eth1: bad speed 'fast'" },
 	{ "link = eth1 colour blue\n", "t.conf:1: link eth1: unknown option 'colour'" },
@@ -377,6 +383,38 @@ static void test_rejects(void)
 	}
 }
 
+/* auth_key turns authentication on, auth = off turns it off again, no key: off. */
+static void test_auth(void)
+{
+	static const char *const texts[3] = {
+		"tree 1 {\n key = 1\n auth_key = KEY\n auth_key_id = 77\n"
+		" member = 1 127.0.0.1:4791\n}\n",
+		"tree 1 {\n key = 1\n auth = off\n auth_key = KEY\n member = 1 127.0.0.1:4791\n}\n",
+		"tree 1 {\n key = 1\n member = 1 127.0.0.1:4791\n}\n",
+	};
+	for (int i = 0; i < 3; i++) {
+		struct sw_config c;
+		char err[SW_CONF_ERR_MAX], text[512];
+		const char *k = strstr(texts[i], "KEY");
+		if (k)
+			snprintf(text, sizeof text, "%.*s%s%s", (int)(k - texts[i]), texts[i],
+				 "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", k + 3);
+		else
+			snprintf(text, sizeof text, "%s", texts[i]);
+		CHECK_EQ(parse(&c, text, err), 0);
+		const struct sw_conf_tree *t = sw_config_find_tree(&c, 1);
+		CHECK(t != NULL);
+		if (t) {
+			CHECK_EQ(t->auth, i == 0);
+			CHECK_EQ(t->auth_key_id, i == 0 ? 77 : 0);
+			CHECK_EQ(t->auth_key[0], i < 2 ? 0x00 : 0);
+			CHECK_EQ(t->auth_key[1], i < 2 ? 0x11 : 0);
+			CHECK_EQ(t->auth_key[31], i < 2 ? 0xff : 0);
+		}
+		sw_config_free(&c);
+	}
+}
+
 static void test_file(void)
 {
 	struct sw_config c;
@@ -414,6 +452,7 @@ int main(void)
 	test_example();
 	test_defaults();
 	test_spec();
+	test_auth();
 	test_control_plane();
 	test_rejects();
 	test_file();
