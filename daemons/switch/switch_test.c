@@ -335,10 +335,10 @@ static uint16_t expect_result(struct member *m, struct member *const *all, int n
 		die("member %u: result rejected: %s", m->bfr, wire_err_name(e));
 	CHECK(p.inca.flags & WIRE_F_RESULT);
 	if (m->mac) {
-		/* signed by the root (context 0x10000 | BFR-id 0) under the group key */
+		/* signed by a switch (context 0x10000 | the BFR-id it sends with) */
 		CHECK(p.inca.flags & WIRE_F_AUTH);
 		CHECK_EQ(p.auth.key_id, m->key_id);
-		CHECK_EQ(p.auth.ctx, WIRE_AUTH_CTX_SWITCH);
+		CHECK_EQ(p.auth.ctx, WIRE_AUTH_CTX_SWITCH | p.inca.bfr_id);
 		CHECK_EQ(wire_mac_verify(m->mac, &p), 0);
 	} else {
 		CHECK(!(p.inca.flags & WIRE_F_AUTH));
@@ -676,8 +676,15 @@ static void test_threads(void)
 }
 
 /* Two levels: root (member 1 + child leaf covering 2-3) and leaf (members 2, 3). */
-static void test_multilevel(void)
+/* auth: both switches and the members share a group key: the leaf's aggregate (child
+ * context), the root's result to the leaf (parent context) and the leaf's re-signed results
+ * must all verify, with no drops anywhere. */
+static void test_multilevel(bool auth)
 {
+	static const char key_hex[] =
+		"0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000";
+	const char *akey = auth ? "\n auth_key = " : "", *ahex = auth ? key_hex : "";
+	struct wire_mac *mac = NULL;
 	char rconf[128], lconf[128], rstats[128], lstats[128], rready[128], lready[128];
 	char text[2048];
 	struct member m[3];
@@ -692,22 +699,32 @@ static void test_multilevel(void)
 	snprintf(lready, sizeof lready, "%s/leaf.ready", tmpdir);
 	snprintf(text, sizeof text,
 		 "listen = 127.0.0.107:4791\nstats_file = %s\nstats_interval_ms = 0\n"
-		 "tree 3 {\n key = 0x33\n slots = 4\n role = root\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = root%s%s\n"
 		 " member = 1 127.0.0.109:4791\n child = 127.0.0.108:4791 bfr 2-3\n}\n",
-		 rstats);
+		 rstats, akey, ahex);
 	write_file(rconf, text);
 	snprintf(text, sizeof text,
 		 "listen = 127.0.0.108:4791\nstats_file = %s\nstats_interval_ms = 0\n"
-		 "tree 3 {\n key = 0x33\n slots = 4\n role = leaf\n bfr_id = 0\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = leaf\n bfr_id = %d%s%s\n"
 		 " parent = 127.0.0.107:4791\n"
 		 " member = 2 127.0.0.110:4791\n member = 3 127.0.0.111:4791\n}\n",
-		 lstats);
+		 lstats, auth ? 7 : 0, akey, ahex);
 	write_file(lconf, text);
 	start_switch(0, rready, (char *const[]){ "-c", rconf, "--ready-file", rready, NULL });
 	start_switch(1, lready, (char *const[]){ "-c", lconf, "--ready-file", lready, NULL });
 	member_init(&m[0], "127.0.0.109", 1, "127.0.0.107", 3, 0x33);
 	member_init(&m[1], "127.0.0.110", 2, "127.0.0.108", 3, 0x33);
 	member_init(&m[2], "127.0.0.111", 3, "127.0.0.108", 3, 0x33);
+	if (auth) {
+		uint8_t key[WIRE_AUTH_KEY_LEN];
+		CHECK(wire_auth_key_parse(key_hex, key) == 0);
+		CHECK(wire_mac_new(&mac, key) == 0);
+		for (int i = 0; i < 3; i++) {
+			m[i].mac = mac;
+			m[i].ctx = (uint32_t)(i + 1);
+			m[i].ctr = 77;
+		}
+	}
 	run_round(ms, 3, 4, 0);
 	run_round(ms, 3, 4, 1);
 	stop_switch(1);
@@ -723,9 +740,11 @@ static void test_multilevel(void)
 	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
 	CHECK_EQ(json_get(j, NULL, "aggregations"), 8);
 	CHECK_EQ(json_get(j, NULL, "results_down"), 8);
+	CHECK(strstr(j, auth ? "\"auth\": true" : "\"auth\": false") != NULL);
 	free(j);
 	for (int i = 0; i < 3; i++)
 		close(m[i].fd);
+	wire_mac_free(mac);
 }
 
 /* Receive results with a short timeout, tolerating loss, duplicates and late results (lossy
@@ -952,7 +971,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(which, "threads"))
 		test_threads();
 	else if (!strcmp(which, "multilevel"))
-		test_multilevel();
+		test_multilevel(false);
+	else if (!strcmp(which, "multilevel-auth"))
+		test_multilevel(true);
 	else if (!strcmp(which, "lossy"))
 		test_lossy();
 	else if (!strcmp(which, "anyaddr"))
