@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "util/util.h"
+#include "wire/auth.h"
 
 #define LINE_MAX_BYTES 4096
 #define FILE_MAX_BYTES (16u << 20)

@@ -51,9 +51,10 @@ struct sw_conf_tree {
 	uint32_t parent_qpn;
 	bool deterministic;
 	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
-	/* Data-plane authentication: true when the tree has a group key (auth_key = 64 hex
-	 * digits, auth_key_id = n); false for auth = off, or for a tree without a key while
-	 * sw_config_auth_required() is false. */
+	/* Data-plane authentication (docs/protocol.md §14): true when the tree has a group key
+	 * (auth_key = 64 hex digits, auth_key_id = n): every packet of the tree then carries an
+	 * authentication block whose MAC is keyed by auth_key; false for auth = off, or for a tree
+	 * without a key while sw_config_auth_required() is false. */
 	bool auth;
 	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
 	uint32_t auth_key_id; /* nonzero when auth */

@@ -297,6 +297,12 @@ struct reject {
 };
 
 static const struct reject rejects[] = {
+	{ "tree 1 {\n key = 1\n auth_key = 00ff\n member = 1 127.0.0.1:4791\n}\n",
+	  "t.conf:3: tree 1: auth_key has 4 hex digits, expected 64" },
+	{ "tree 1 {\n key = 1\n auth = on\n member = 1 127.0.0.1:4791\n}\n",
+	  "tree 1: no data-plane key" },
+	{ "tree 1 {\n key = 1\n auth = maybe\n member = 1 127.0.0.1:4791\n}\n",
+	  "bad value 'maybe' for 'auth'" },
 	{ "link = eth1 peer a\nlink = eth1 peer b\n", "t.conf:2: link eth1: port listed twice" },
 	{ "link = eth1 speed fast\n", "t.conf:1: link eth1: bad speed 'fast'" },
 	{ "link = eth1 colour blue\n", "t.conf:1: link eth1: unknown option 'colour'" },
@@ -520,9 +526,9 @@ int main(void)
 	test_example();
 	test_defaults();
 	test_spec();
+	test_auth();
 	test_control_plane();
 	test_rejects();
-	test_auth();
 	test_file();
 	if (failures) {
 		fprintf(stderr, "%d failure(s)\n", failures);

@@ -22,6 +22,7 @@
 
 #include "agg/agg.h"
 #include "util/util.h"
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 #define MAX_SWITCHES 2
@@ -192,6 +193,12 @@ struct member {
 	uint32_t sw_qpn;
 	uint16_t tree;
 	uint32_t key;
+	/* Authentication (test_auth): sign with mac if set, as context ctx, key id key_id; a
+	 * received result must verify under it. bad_tag flips a tag byte after signing. */
+	struct wire_mac *mac;
+	uint32_t key_id, ctx;
+	uint64_t ctr;
+	bool bad_tag;
 };
 
 static int open_sock(const char *ip, uint16_t port, struct sockaddr_in *out)
@@ -278,6 +285,15 @@ static int build(const struct member *m, uint16_t slot, uint32_t round, uint8_t 
 	p.inca.bits = bits;
 	p.data = (const uint8_t *)data;
 	p.data_len = sizeof data;
+	if (m->mac) {
+		p.inca.flags |= WIRE_F_AUTH;
+		p.auth.key_id = m->key_id;
+		p.auth.ctx = m->ctx;
+		p.auth.ctr = m->ctr + m->psn; /* psn: +1 per packet sent */
+		CHECK(wire_mac_sign(m->mac, &p) == 0);
+		if (m->bad_tag)
+			p.auth.tag[3] ^= 1;
+	}
 	len = wire_encode_udp(buf, cap, &p, &ip);
 	CHECK(len > 0);
 	return len;
@@ -318,6 +334,15 @@ static uint16_t expect_result(struct member *m, struct member *const *all, int n
 	if (e != WIRE_OK)
 		die("member %u: result rejected: %s", m->bfr, wire_err_name(e));
 	CHECK(p.inca.flags & WIRE_F_RESULT);
+	if (m->mac) {
+		/* signed by a switch (context 0x10000 | the BFR-id it sends with) */
+		CHECK(p.inca.flags & WIRE_F_AUTH);
+		CHECK_EQ(p.auth.key_id, m->key_id);
+		CHECK_EQ(p.auth.ctx, WIRE_AUTH_CTX_SWITCH | p.inca.bfr_id);
+		CHECK_EQ(wire_mac_verify(m->mac, &p), 0);
+	} else {
+		CHECK(!(p.inca.flags & WIRE_F_AUTH));
+	}
 	CHECK_EQ(p.bth.dest_qp, m->qpn);
 	if (m->psn_any_order) {
 		CHECK(p.bth.psn < sizeof m->psn_seen);
@@ -536,6 +561,78 @@ static void test_allreduce(void)
 /* Two worker threads, flags-only configuration: the BPF steering must deliver every slot to
  * the shard that owns it, block by block (WIRE_SLOT_BLOCK slots; otherwise drop_slot counts),
  * and both threads must get work. */
+/* A tree with packet authentication: signed contributions aggregate and the result comes
+ * back signed (one tag shared by the copies); an unsigned contribution, another key id, another
+ * member's context and a flipped tag are each dropped and counted by reason. */
+static void test_auth(void)
+{
+	static const char key_hex[] =
+		"f00102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+	char conf[128], stats[128], ready[128], text[2048];
+	uint8_t key[WIRE_AUTH_KEY_LEN];
+	struct member m[3];
+	struct member *ms[3] = { &m[0], &m[1], &m[2] };
+	struct wire_mac *mac;
+
+	CHECK(wire_auth_key_parse(key_hex, key) == 0);
+	CHECK(wire_mac_new(&mac, key) == 0);
+	snprintf(conf, sizeof conf, "%s/auth.conf", tmpdir);
+	snprintf(stats, sizeof stats, "%s/auth.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/auth.ready", tmpdir);
+	snprintf(text, sizeof text,
+		 "listen = 127.0.0.89:4791\nthreads = 1\nstats_file = %s\n"
+		 "stats_interval_ms = 100\n"
+		 "tree 1 {\n  key = 0x5eed0001\n  slots = 8\n  role = root\n"
+		 "  auth_key = %s\n  auth_key_id = 9\n"
+		 "  member = 1 127.0.0.90:4791\n  member = 2 127.0.0.91:4791\n"
+		 "  member = 3 127.0.0.92:4791\n}\n",
+		 stats, key_hex);
+	write_file(conf, text);
+	start_switch(0, ready, (char *const[]){ "-c", conf, "--ready-file", ready, NULL });
+	for (int i = 0; i < 3; i++) {
+		char ip[32];
+		snprintf(ip, sizeof ip, "127.0.0.%d", 90 + i);
+		member_init(&m[i], ip, (uint16_t)(i + 1), "127.0.0.89", 1, 0x5eed0001);
+		m[i].mac = mac;
+		m[i].key_id = 9;
+		m[i].ctx = (uint32_t)(i + 1);
+		m[i].ctr = 1000u * (uint64_t)(i + 1);
+	}
+	run_round(ms, 3, 4, 0);
+
+	/* Round 1 of slot 0: four bad contributions from member 1, then the good ones. */
+	m[0].mac = NULL; /* no block */
+	contribute(&m[0], 0, 1);
+	m[0].mac = mac;
+	m[0].key_id = 8; /* another key id */
+	contribute(&m[0], 0, 1);
+	m[0].key_id = 9;
+	m[0].ctx = 2; /* claims member 2's context from member 1's address */
+	contribute(&m[0], 0, 1);
+	m[0].ctx = 1;
+	m[0].bad_tag = true;
+	contribute(&m[0], 0, 1);
+	m[0].bad_tag = false;
+	/* none of them counted as member 1's contribution: the round completes only now */
+	contribute(&m[1], 0, 1);
+	contribute(&m[2], 0, 1);
+	contribute(&m[0], 0, 1);
+	for (int k = 0; k < 3; k++)
+		CHECK_EQ(expect_result(&m[k], ms, 3, NULL), 0);
+
+	char *j = wait_stats(stats, children[0], "drops_total", 4);
+	CHECK_EQ(json_get(j, "drops", "auth_missing"), 1);
+	CHECK_EQ(json_get(j, "drops", "auth_key_id"), 1);
+	CHECK_EQ(json_get(j, "drops", "auth_ctx"), 1);
+	CHECK_EQ(json_get(j, "drops", "auth"), 1);
+	CHECK(strstr(j, "\"auth\": true") != NULL);
+	free(j);
+	stop_switch(0);
+	for (int i = 0; i < 3; i++)
+		close(m[i].fd);
+	wire_mac_free(mac);
+}
+
 static void test_threads(void)
 {
 	char stats[128], ready[128];
@@ -579,8 +676,16 @@ static void test_threads(void)
 }
 
 /* Two levels: root (member 1 + child leaf covering 2-3) and leaf (members 2, 3). */
-static void test_multilevel(void)
+/* auth: both switches and the members share a group key: the leaf's aggregate (child
+ * context), the root's result to the leaf (parent context) and the leaf's re-signed results
+ * must all verify, with no drops anywhere. */
+static void test_multilevel(bool auth)
 {
+	static const char key_hex[] =
+		"0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000";
+	const char *akey = auth ? "\n auth_key_id = 5\n auth_key = " : "",
+		   *ahex = auth ? key_hex : "";
+	struct wire_mac *mac = NULL;
 	char rconf[128], lconf[128], rstats[128], lstats[128], rready[128], lready[128];
 	char text[2048];
 	struct member m[3];
@@ -593,24 +698,40 @@ static void test_multilevel(void)
 	snprintf(lstats, sizeof lstats, "%s/leaf.json", tmpdir);
 	snprintf(rready, sizeof rready, "%s/root.ready", tmpdir);
 	snprintf(lready, sizeof lready, "%s/leaf.ready", tmpdir);
+	/* 127.0.0.B+0 root, +1 leaf, +2..+4 members: the two variants may run at once */
+	const int B = auth ? 130 : 107;
+	char a[5][20];
+	for (int i = 0; i < 5; i++)
+		snprintf(a[i], sizeof a[i], "127.0.0.%d", B + i);
 	snprintf(text, sizeof text,
-		 "listen = 127.0.0.107:4791\nstats_file = %s\nstats_interval_ms = 0\n"
-		 "tree 3 {\n key = 0x33\n slots = 4\n role = root\n"
-		 " member = 1 127.0.0.109:4791\n child = 127.0.0.108:4791 bfr 2-3\n}\n",
-		 rstats);
+		 "listen = %s:4791\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = root%s%s\n"
+		 " member = 1 %s:4791\n child = %s:4791 bfr 2-3\n}\n",
+		 a[0], rstats, akey, ahex, a[2], a[1]);
 	write_file(rconf, text);
 	snprintf(text, sizeof text,
-		 "listen = 127.0.0.108:4791\nstats_file = %s\nstats_interval_ms = 0\n"
-		 "tree 3 {\n key = 0x33\n slots = 4\n role = leaf\n bfr_id = 0\n"
-		 " parent = 127.0.0.107:4791\n"
-		 " member = 2 127.0.0.110:4791\n member = 3 127.0.0.111:4791\n}\n",
-		 lstats);
+		 "listen = %s:4791\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = leaf\n bfr_id = %d%s%s\n"
+		 " parent = %s:4791\n"
+		 " member = 2 %s:4791\n member = 3 %s:4791\n}\n",
+		 a[1], lstats, auth ? 7 : 0, akey, ahex, a[0], a[3], a[4]);
 	write_file(lconf, text);
 	start_switch(0, rready, (char *const[]){ "-c", rconf, "--ready-file", rready, NULL });
 	start_switch(1, lready, (char *const[]){ "-c", lconf, "--ready-file", lready, NULL });
-	member_init(&m[0], "127.0.0.109", 1, "127.0.0.107", 3, 0x33);
-	member_init(&m[1], "127.0.0.110", 2, "127.0.0.108", 3, 0x33);
-	member_init(&m[2], "127.0.0.111", 3, "127.0.0.108", 3, 0x33);
+	member_init(&m[0], a[2], 1, a[0], 3, 0x33);
+	member_init(&m[1], a[3], 2, a[1], 3, 0x33);
+	member_init(&m[2], a[4], 3, a[1], 3, 0x33);
+	if (auth) {
+		uint8_t key[WIRE_AUTH_KEY_LEN];
+		CHECK(wire_auth_key_parse(key_hex, key) == 0);
+		CHECK(wire_mac_new(&mac, key) == 0);
+		for (int i = 0; i < 3; i++) {
+			m[i].mac = mac;
+			m[i].key_id = 5;
+			m[i].ctx = (uint32_t)(i + 1);
+			m[i].ctr = 77;
+		}
+	}
 	run_round(ms, 3, 4, 0);
 	run_round(ms, 3, 4, 1);
 	stop_switch(1);
@@ -626,9 +747,11 @@ static void test_multilevel(void)
 	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
 	CHECK_EQ(json_get(j, NULL, "aggregations"), 8);
 	CHECK_EQ(json_get(j, NULL, "results_down"), 8);
+	CHECK(strstr(j, auth ? "\"auth\": true" : "\"auth\": false") != NULL);
 	free(j);
 	for (int i = 0; i < 3; i++)
 		close(m[i].fd);
+	wire_mac_free(mac);
 }
 
 /* Receive results with a short timeout, tolerating loss, duplicates and late results (lossy
@@ -855,7 +978,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(which, "threads"))
 		test_threads();
 	else if (!strcmp(which, "multilevel"))
-		test_multilevel();
+		test_multilevel(false);
+	else if (!strcmp(which, "multilevel-auth"))
+		test_multilevel(true);
 	else if (!strcmp(which, "lossy"))
 		test_lossy();
 	else if (!strcmp(which, "anyaddr"))
@@ -864,6 +989,8 @@ int main(int argc, char **argv)
 		test_reflect();
 	else if (!strcmp(which, "badconfig"))
 		test_badconfig();
+	else if (!strcmp(which, "auth"))
+		test_auth();
 	else
 		die("unknown case '%s'", which);
 	kill_children();

@@ -355,7 +355,7 @@ static int xsk_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct w
 {
 	struct sw_xsk *xs = (struct sw_xsk *)tx;
 	const uint8_t *dmac = mac_for(xs, nb->addr.sin_addr.s_addr);
-	size_t flen = XSK_L2L3 + wire_udp_payload_len(pkt->inca.bsl_code, pkt->data_len);
+	size_t flen = XSK_L2L3 + wire_pkt_udp_len(pkt);
 	uint32_t nd = flen <= XSK_FRAME ? 1 : 2, idx;
 	uint64_t a[2];
 	uint8_t *out;

@@ -38,11 +38,6 @@ struct client_cfg {
 	struct sockaddr_in data_sa; /* concrete IP; port may be 0 until bound */
 	uint16_t tree_id;
 	uint32_t key;
-	/* Data-plane authentication of the tree (TreeInfo.auth_key / auth_key_id from the AM;
-	 * false: the tree runs unauthenticated). */
-	bool auth;
-	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
-	uint32_t auth_key_id;
 	uint32_t switch_qpn, qpn; /* 24-bit */
 	uint16_t bfr_id;
 	unsigned bsl_bits;
@@ -53,6 +48,11 @@ struct client_cfg {
 	uint32_t rto_min_us; /* floor once RTT samples exist: rto_us if the caller set it */
 	double drop_rate;
 	uint64_t seed;
+	/* Packet authentication (docs/protocol.md §14): from inca_comm_opts / INCA_AUTH_KEY, or
+	 * from the AM (TreeInfo.auth_key / auth_key_id); false: the tree runs unauthenticated. */
+	bool auth;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id;
 
 	inca_log_fn log_fn;
 	void *log_ctx;
@@ -137,6 +137,7 @@ struct client_inc_coll {
 int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a);
 /* The INC path's I/O counters (zeros without a switch). */
 void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out);
+void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out);
 
 /* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
  * stubs (client_am_start -> -ENOTSUP). */
