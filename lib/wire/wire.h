@@ -22,6 +22,14 @@
 #define WIRE_OPCODE_UC_WRITE_ONLY_IMM 0x2B
 #define WIRE_PKEY_DEFAULT 0xFFFF
 
+/* IBTA P_Key match, as an HCA checks a packet against its QP's P_Key: the low 15 bits
+ * (partition) equal and at least one of the two a full member (bit 15 set). Two limited
+ * members of one partition do not match. */
+static inline int wire_pkey_match(uint16_t a, uint16_t b)
+{
+	return (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
+}
+
 #define WIRE_INCA_VERSION 1
 #define WIRE_INCA_FIXED_LEN 20 /* INCA header without the bit-string */
 #define WIRE_BSL_MIN 64        /* bits */
@@ -126,6 +134,8 @@ struct wire_inca {
 	 * the others get header-only results. 0 = none (every destination gets the data); must
 	 * be 0 for allreduce and barrier. */
 	uint16_t owner;
+	/* Job epoch carried by the data-plane authentication block; 0 = none (no block). */
+	uint32_t epoch;
 };
 /* 1 if a collective code carries an owner (reduce, bcast, allgather, reduce-scatter). */
 static inline int wire_coll_has_owner(uint8_t coll)
