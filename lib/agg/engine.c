@@ -887,11 +887,12 @@ static void agg__epoch_check(struct agg_tree *t, const struct wire_pkt *p)
 		agg__reset_all(t, p->inca.epoch);
 }
 
-/* Result re-sends (a duplicate of a complete round) cost the asking speaker one credit of its
- * own; it earns one with each contribution absorbed and each duplicate of a round still
- * collecting (packets it got no answer for yet), at most AGG__RCREDIT_MAX banked. So a
- * speaker never gets more re-sends than it sent packets that made progress or still wait,
- * and a flood of duplicates gets at most the banked few. */
+/* Result re-sends (a duplicate of a complete round, answered to its sender only): the first
+ * one per sender and round is free; each further one for the same round costs the sender a
+ * re-send credit. A sender earns one with each contribution absorbed and each duplicate of a
+ * round still collecting (packets not answered yet), at most AGG__RCREDIT_MAX banked. So the
+ * re-sends a sender gets never outnumber the valid packets it sent, and a flood of
+ * duplicates of complete rounds gets one answer per round plus the banked few. */
 #define AGG__RCREDIT_MAX 8
 static void agg__rearn(struct agg_tree *t, unsigned bp)
 {
@@ -1086,12 +1087,19 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 			switch (v->state) {
 			case AGG__COMPLETE:
 				/* Only to the duplicate's own sender (its P-BM is exactly that
-				 * sender's set: one copy), paid with its re-send credit. */
-				if (!t->rcredit[low_bp]) {
-					t->st.resends_limited++;
-					return AGG_DUP_IGNORED;
+				 * sender's set: one copy). The first re-send of this round to it
+				 * is free, every further one costs a re-send credit. */
+				uint8_t *asked = agg__req(t, v);
+				size_t lb = len - 1 - (low_bp - 1) / 8;
+				uint8_t lbit = (uint8_t)(1u << ((low_bp - 1) & 7));
+				if (asked[lb] & lbit) {
+					if (!t->rcredit[low_bp]) {
+						t->st.resends_limited++;
+						return AGG_DUP_IGNORED;
+					}
+					t->rcredit[low_bp]--;
 				}
-				t->rcredit[low_bp]--;
+				asked[lb] |= lbit;
 				memcpy(t->rem_bits, pbm, len);
 				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot, true);
 				return AGG_DUP_RESENT;

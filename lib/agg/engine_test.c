@@ -460,24 +460,25 @@ static void test_root_duplicates(void)
 	FEED(e, p, 11, AGG_ABSORBED, 0);
 	fill_up(t, p, 3, 1, 0, 4);
 	feed_expect(e, &p->pkt, 12, out, 1, AGG_COMPLETED, 1, __LINE__);
-	/* member 3's re-send credit: one per contribution it made (2): two re-sends, then its
-	 * duplicates go unanswered */
+	/* re-sends of this round to member 3: the first is free, then one credit each of the
+	 * two its contributions earned; then its duplicates go unanswered */
 	feed_expect(e, &p->pkt, 12, NULL, 0, AGG_DUP_RESENT, 0, __LINE__);
 	FEED(e, p, 12, AGG_DUP_RESENT, 1);
 	CHECK_EQ(out[0].nbr, 12);
+	FEED(e, p, 12, AGG_DUP_RESENT, 1);
 	FEED(e, p, 12, AGG_DUP_IGNORED, 0);
 
 	struct agg_tree_stats st;
 	agg_tree_get_stats(e, &st);
-	CHECK_EQ(st.duplicates, 10);
-	CHECK_EQ(st.results_resent, 2);
+	CHECK_EQ(st.duplicates, 11);
+	CHECK_EQ(st.results_resent, 3);
 	CHECK_EQ(st.resends_limited, 1);
 	CHECK_EQ(st.aggregations, 2);
 	CHECK_EQ(st.contributions, 8);
 	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 3);
 	CHECK_EQ(st.notices, 6);
 	CHECK(st.notices <= st.contributions);
-	CHECK_EQ(st.tx_pkts, 3 + 1 + 1 + 1 + st.notices);
+	CHECK_EQ(st.tx_pkts, 3 + 1 + 1 + 1 + 1 + st.notices);
 	agg_tree_destroy(e);
 	free(p);
 	free(q);
