@@ -63,6 +63,12 @@ struct agg_tree_cfg {
 	/* P_Key of the tree's QPs: packets whose P_Key does not match it by the IBTA rule
 	 * (wire_pkey_match) are dropped (AGG_DROP_PKEY); sends carry it. 0 = 0xFFFF. */
 	uint16_t pkey;
+	/* Sub-trees of child switches whose aggregates reach this switch although its BIFT does
+	 * not route their results through them (results go to the members directly). A child
+	 * switch's aggregate must carry exactly its sub-tree: the BIFT F-BM of its lowest bit's
+	 * entry, or one of these sets (bsl/8 bytes each, wire order; copied). */
+	size_t nupsets;
+	const uint8_t *const *upsets;
 };
 
 /* Verdicts of agg_tree_input. Values >= AGG_DROP_FIRST are drops, one counter each. */

@@ -100,8 +100,9 @@ struct agg_tree {
 	uint32_t *bp_entry;  /* [bsl_bits + 1]: bit position -> BIFT entry, UINT32_MAX if none */
 	uint8_t *speak;      /* nbift * bsl_bytes: the exact P-BM the sender reached through
 			      * entry i contributes with, (F-BM | its bit) AND A-BM */
-	uint8_t *rcredit;    /* [bsl_bits + 1]: result re-send credit of the speaker whose
-			      * lowest bit this is (agg__resend_ok) */
+	uint8_t *rcredit;    /* [bsl_bits + 1]: result re-send credit of the sender whose
+			      * lowest bit this is (see agg__rearn) */
+	uint8_t *upsets;     /* cfg.nupsets * bsl_bytes, AND A-BM */
 	uint16_t pkey;
 	struct agg__group *groups;
 	uint8_t *group_fbm; /* ngroups * bsl_bytes */
@@ -267,6 +268,7 @@ void agg_tree_destroy(struct agg_tree *t)
 	free(t->bp_entry);
 	free(t->speak);
 	free(t->rcredit);
+	free(t->upsets);
 	free(t->groups);
 	free(t->group_fbm);
 	free(t->vers);
@@ -403,6 +405,17 @@ int agg_tree_create(const struct agg_tree_cfg *cfg, struct agg_tree **out)
 	if (rc)
 		goto fail;
 	t->cfg.bift = t->bift;
+	rc = -EINVAL;
+	if (cfg->nupsets && !cfg->upsets)
+		goto fail;
+	rc = -ENOMEM;
+	t->upsets = calloc(cfg->nupsets ? cfg->nupsets : 1, len);
+	if (!t->upsets)
+		goto fail;
+	for (size_t i = 0; i < cfg->nupsets; i++)
+		for (size_t k = 0; k < len; k++)
+			t->upsets[i * len + k] = cfg->upsets[i] ? cfg->upsets[i][k] & t->abm[k] : 0;
+	t->cfg.upsets = NULL;
 
 	/* Every member must be reachable for results: each A-BM bit needs a BIFT entry. */
 	rc = -EINVAL;
@@ -784,7 +797,8 @@ static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struc
 /* Round windows (docs/protocol.md §8 "Round window"). A member sends round r + 1 of a slot
  * only after the result of round r, so the slot's live rounds are its top round T (the later
  * of its two versions that are not on probation) and T - 1, and the one round that may start
- * is T + 1, once T is complete here. Any other round is either dropped (T still collecting:
+ * is T + 1, once T is complete here (or, at a non-root, its aggregate went up: results may
+ * reach the members without passing here). Any other round is either dropped (T still collecting:
  * the version holding T - 1 may still be needed by a member that lost its result) or held on
  * probation in the version not holding T (T complete or its aggregate up: every member below
  * sent T, so all of them have T - 1's result). A round on probation collects like any other,
@@ -823,6 +837,11 @@ static struct agg__ver *agg__top(struct agg_tree *t, uint32_t li)
 	return top;
 }
 
+/* Rounds this close to the top round T but outside the window are this job's (a late
+ * duplicate, a member that skipped rounds): dropped, never held on probation. Only rounds
+ * farther away can be another job's (docs/protocol.md §8 "Job epochs"). */
+#define AGG__NEAR 16
+
 /* A version for round rnd, which no version holds: returns 0 and the version to reset into
  * *out with *cand set if the round goes on probation; else the drop verdict. result: the
  * round arrives as a result from the parent (which may start only T + 1, or a slot without a
@@ -840,12 +859,12 @@ static enum agg_verdict agg__admit(struct agg_tree *t, uint32_t li, uint32_t rnd
 	}
 	struct agg__ver *other = top == &a[0] ? &a[1] : &a[0];
 	int32_t d = agg__rdiff(rnd, top->rnd);
-	if (d == 1 && (top->state == AGG__COMPLETE || (result && top->state == AGG__UP_SENT))) {
+	if (d == 1 && top->state != AGG__COLLECTING) {
 		*out = other;
 		*cand = false;
 		return AGG_ABSORBED;
 	}
-	if (top->state == AGG__COLLECTING || result)
+	if (top->state == AGG__COLLECTING || result || (d >= -AGG__NEAR && d <= AGG__NEAR))
 		return d < 0 ? AGG_DROP_STALE : AGG_DROP_FUTURE;
 	*out = other;
 	*cand = true;
@@ -996,6 +1015,14 @@ static enum agg_verdict agg__forward(struct agg_tree *t, struct agg__out *o,
  * whole set configured behind the BIFT entry of the P-BM's lowest bit: (F-BM | bit) AND A-BM,
  * its sub-tree. Anything else could absorb a contribution for another member, complete a
  * round alone or draw results for others. */
+static bool agg__bits_eq(const struct agg_tree *t, const uint8_t *a, const uint8_t *b)
+{
+	uint64_t d = 0;
+	for (size_t w = 0; w < t->nwords; w++)
+		d |= agg__ld(a, w) ^ agg__ld(b, w);
+	return d == 0;
+}
+
 static bool agg__pbm_exact(const struct agg_tree *t, const struct wire_pkt *p, unsigned low_bp)
 {
 	uint32_t e = t->bp_entry[low_bp];
@@ -1009,10 +1036,14 @@ static bool agg__pbm_exact(const struct agg_tree *t, const struct wire_pkt *p, u
 		agg__set(own, t->bsl_bytes, sbp);
 		want = own;
 	}
-	for (size_t w = 0; w < t->nwords; w++)
-		if (agg__ld(want, w) != agg__ld(p->inca.bits, w))
-			return false;
-	return true;
+	if (agg__bits_eq(t, want, p->inca.bits))
+		return true;
+	if (want == own)
+		return false;
+	for (size_t i = 0; i < t->cfg.nupsets; i++)
+		if (agg__bits_eq(t, t->upsets + i * t->bsl_bytes, p->inca.bits))
+			return true;
+	return false;
 }
 
 /* check_sender: the contribution's lowest P-BM bit must be reached through the ingress

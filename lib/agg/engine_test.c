@@ -934,8 +934,13 @@ static void test_drops(void)
 		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
 		fed++;
 	}
-	/* round 0 complete: a far round is held on probation (absorbed, it holds nothing up) */
+	/* round 0 complete: a round just ahead but not the next one is dropped, a far one is
+	 * held on probation (absorbed, it holds nothing up) */
 	fill_up(t, p, 0, 0, 4, 4);
+	FEED(e, p, t->nbr[0], AGG_DROP_FUTURE, 0);
+	want[AGG_DROP_FUTURE]++;
+	fed++;
+	fill_up(t, p, 0, 0, 1000, 4);
 	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
 	fed++;
 	/* round 1 (the next one) displaces it; while round 1 collects, rounds 3 and 4 are
