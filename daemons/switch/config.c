@@ -121,6 +121,7 @@ bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree 
 	    a->slot_bytes != b->slot_bytes || a->bsl_bits != b->bsl_bits || a->si != b->si ||
 	    a->root != b->root || a->bfr_id != b->bfr_id || a->has_parent != b->has_parent ||
 	    a->deterministic != b->deterministic || a->check_sender != b->check_sender ||
+	    a->pkey != b->pkey ||
 	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask ||
 	    a->nmembers != b->nmembers || a->nchildren != b->nchildren)
 		return false;
@@ -332,6 +333,7 @@ enum tree_key {
 	TK_CHECK_SENDER,
 	TK_DTYPES,
 	TK_OPS,
+	TK_PKEY,
 	TK_MEMBER, /* repeatable */
 	TK_CHILD,  /* repeatable */
 	TK_COUNT_
@@ -339,7 +341,7 @@ enum tree_key {
 
 static const char *const tree_key_names[TK_COUNT_] = {
 	"key", "qpn", "slots", "slot_bytes", "bsl", "si", "role", "bfr_id", "parent",
-	"deterministic", "check_sender", "dtypes", "ops", "member", "child",
+	"deterministic", "check_sender", "dtypes", "ops", "pkey", "member", "child",
 };
 
 /* "fp32,int32" (also '+' or blanks between names) -> bit mask over names[]. */
@@ -536,6 +538,14 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 			return fail(p, p->line, "bad value '%s' for '%s' (expected yes or no)", v,
 				    key);
 		return 0;
+	case TK_PKEY:
+		/* 0x0000 and 0x8000 are not valid P_Keys (IBTA) */
+		if (num(p, key, v, 1, 0xFFFF, &x) < 0)
+			return -EINVAL;
+		if (x == 0x8000)
+			return fail(p, p->line, "pkey 0x8000 is not a valid P_Key");
+		t->pkey = (uint16_t)x;
+		return 0;
 	case TK_DTYPES:
 		return parse_name_mask(p, key, v, dtype_names, SW_DTYPE_COUNT, &t->dtype_mask);
 	case TK_OPS:
@@ -574,6 +584,7 @@ static int new_tree(struct pctx *p, uint64_t id, struct sw_conf_tree **out)
 	nt->bsl_bits = 64;
 	nt->root = true;
 	nt->check_sender = true;
+	nt->pkey = 0xFFFF;
 	nt->line = p->line;
 	*out = nt;
 	return 0;
@@ -1256,6 +1267,7 @@ void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f)
 				t->parent_qpn);
 		fprintf(f, "  deterministic = %s\n", t->deterministic ? "yes" : "no");
 		fprintf(f, "  check_sender = %s\n", t->check_sender ? "yes" : "no");
+		fprintf(f, "  pkey = 0x%04x\n", t->pkey);
 		dump_mask(f, "dtypes", t->dtype_mask, dtype_names, SW_DTYPE_COUNT);
 		dump_mask(f, "ops", t->op_mask, op_names, SW_OP_COUNT);
 		for (size_t j = 0; j < t->nmembers; j++)

@@ -49,6 +49,7 @@ struct sw_conf_tree {
 	uint32_t parent_qpn;
 	bool deterministic;
 	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
+	uint16_t pkey;     /* P_Key of the tree's QPs (default 0xFFFF), IBTA match rule */
 	uint32_t dtype_mask, op_mask; /* 1u << inca_dtype / inca_op accepted; 0 = all */
 	struct sw_conf_member *members; /* owned */
 	size_t nmembers;
