@@ -97,9 +97,6 @@ struct agg_tree {
 	uint8_t *bift_fbm;  /* nbift * bsl_bytes, as configured */
 	uint16_t *bp_group; /* [bsl_bits + 1]: bit position -> group, AGG__NO_GROUP if none */
 	uint16_t *bp_member; /* [bsl_bits + 1]: deterministic mode: bit position -> member index */
-	uint32_t *bp_entry;  /* [bsl_bits + 1]: bit position -> BIFT entry, UINT32_MAX if none */
-	uint8_t *speak;      /* nbift * bsl_bytes: the exact P-BM the sender reached through
-			      * entry i contributes with, (F-BM | its bit) AND A-BM */
 	uint8_t *rcredit;    /* [bsl_bits + 1]: result re-send credit of the sender whose
 			      * lowest bit this is (see agg__rearn) */
 	uint8_t *upsets;     /* cfg.nupsets * bsl_bytes, AND A-BM */
@@ -265,8 +262,6 @@ void agg_tree_destroy(struct agg_tree *t)
 	free(t->bift_fbm);
 	free(t->bp_group);
 	free(t->bp_member);
-	free(t->bp_entry);
-	free(t->speak);
 	free(t->rcredit);
 	free(t->upsets);
 	free(t->groups);
@@ -318,13 +313,9 @@ static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
 	unsigned bsl = c->bsl_bits;
 
 	t->bp_group = malloc((bsl + 1) * sizeof *t->bp_group);
-	t->bp_entry = malloc((bsl + 1) * sizeof *t->bp_entry);
-	t->speak = calloc(n ? n : 1, len);
 	t->rcredit = calloc(bsl + 1, 1);
-	if (!t->bp_entry || !t->speak || !t->rcredit)
+	if (!t->rcredit)
 		return -ENOMEM;
-	for (unsigned b = 0; b <= bsl; b++)
-		t->bp_entry[b] = UINT32_MAX;
 	t->bift = calloc(n ? n : 1, sizeof *t->bift);
 	t->bift_fbm = calloc(n ? n : 1, len);
 	t->groups = calloc(n ? n : 1, sizeof *t->groups);
@@ -358,12 +349,6 @@ static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
 			gf[k] |= own[k];
 		agg__set(gf, len, e->bp);
 		t->bp_group[e->bp] = (uint16_t)g;
-		t->bp_entry[e->bp] = (uint32_t)i;
-		uint8_t *sp = t->speak + i * len;
-		memcpy(sp, own, len);
-		agg__set(sp, len, e->bp);
-		for (size_t k = 0; k < len; k++)
-			sp[k] &= t->abm[k];
 	}
 	/* One input emits a result to every group (or one aggregate up), then repair notices
 	 * as far as room and credit allow: a notice never takes a result's place. */
@@ -1012,9 +997,10 @@ static enum agg_verdict agg__forward(struct agg_tree *t, struct agg__out *o,
 
 /* The P-BM must be exactly the set its sender speaks for. A member (its sender BFR-id is a
  * bit of A-BM) speaks for its own bit only. Any other sender (a child switch) speaks for the
- * whole set configured behind the BIFT entry of the P-BM's lowest bit: (F-BM | bit) AND A-BM,
- * its sub-tree. Anything else could absorb a contribution for another member, complete a
- * round alone or draw results for others. */
+ * whole set the BIFT reaches through the neighbour of the P-BM's lowest bit (the union of
+ * those entries' F-BMs and bits, AND A-BM: its sub-tree), or for one of cfg.upsets. Anything
+ * else could absorb a contribution for another member, complete a round alone or draw
+ * results for others. */
 static bool agg__bits_eq(const struct agg_tree *t, const uint8_t *a, const uint8_t *b)
 {
 	uint64_t d = 0;
@@ -1025,23 +1011,25 @@ static bool agg__bits_eq(const struct agg_tree *t, const uint8_t *a, const uint8
 
 static bool agg__pbm_exact(const struct agg_tree *t, const struct wire_pkt *p, unsigned low_bp)
 {
-	uint32_t e = t->bp_entry[low_bp];
-	if (e == UINT32_MAX)
-		return false;
-	const uint8_t *want = t->speak + (size_t)e * t->bsl_bytes;
-	uint8_t own[WIRE_BSL_MAX / 8];
+	const uint8_t *pbm = p->inca.bits;
 	uint16_t sbp = agg__bp_of(p->inca.bfr_id, t->cfg.bsl_bits, t->cfg.si);
 	if (sbp && (t->abm[t->bsl_bytes - 1 - (sbp - 1) / 8] & (1u << ((sbp - 1) & 7)))) {
+		/* a member: its own bit and nothing else */
+		uint8_t own[WIRE_BSL_MAX / 8];
 		memset(own, 0, t->bsl_bytes);
 		agg__set(own, t->bsl_bytes, sbp);
-		want = own;
+		return agg__bits_eq(t, own, pbm);
 	}
-	if (agg__bits_eq(t, want, p->inca.bits))
-		return true;
-	if (want == own)
+	uint16_t g = t->bp_group[low_bp];
+	if (g == AGG__NO_GROUP)
 		return false;
+	uint64_t d = 0;
+	for (size_t w = 0; w < t->nwords; w++)
+		d |= (agg__ld(t->groups[g].fbm, w) & agg__ld(t->abm, w)) ^ agg__ld(pbm, w);
+	if (!d)
+		return true;
 	for (size_t i = 0; i < t->cfg.nupsets; i++)
-		if (agg__bits_eq(t, t->upsets + i * t->bsl_bytes, p->inca.bits))
+		if (agg__bits_eq(t, t->upsets + i * t->bsl_bytes, pbm))
 			return true;
 	return false;
 }
