@@ -940,7 +940,11 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->nseen = 0;
 	v->repaired = 0;
 	v->wave = 0;
-	agg__enlist(t, v, AGG__L_COL);
+	/* A round on probation may be forged: it never causes repair notices. */
+	if (cand)
+		agg__unlist(t, v);
+	else
+		agg__enlist(t, v, AGG__L_COL);
 	memset(agg__seen(t, v), 0, t->bsl_bytes);
 	memset(agg__req(t, v), 0, t->bsl_bytes);
 	if (t->heads)
@@ -1165,7 +1169,8 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				}
 				memcpy(req, pbm, len);
 				agg__unlist(t, v);
-				agg__notice(t, o, v, t->abm);
+				if (!v->cand)
+					agg__notice(t, o, v, t->abm);
 				return AGG_DUP_IGNORED;
 			}
 			}
