@@ -72,9 +72,9 @@ struct agg__ver {
 				* aggregate carry WIRE_F_RETX, so members take no RTT sample */
 	uint8_t wave;          /* non-root: the aggregate was re-sent up for a parent's notice;
 				* duplicates from below join that wave (see `req`) */
-	uint8_t cand;          /* on probation (agg__admit): the round is outside the slot's
-				* window, or no round of the slot completed since it started;
-				* it gives way to any other round until it completes */
+	uint8_t cand;          /* on probation (agg__admit, AGG__CAND_*): the round is outside
+				* the slot's window, or no round of the slot completed since it
+				* started; it gives way to any other round until it completes */
 };
 
 /* A distinct BIFT neighbour: one copy of a replicated packet goes to each. fbm is the union of
@@ -827,32 +827,38 @@ static struct agg__ver *agg__top(struct agg_tree *t, uint32_t li)
  * farther away can be another job's (docs/protocol.md §8 "Job epochs"). */
 #define AGG__NEAR 16
 
+/* Probation kinds (agg__ver.cand): the first round of a slot that never completed one, or a
+ * far round beside a complete top round. Only the first kind is repaired with notices: a
+ * far round is more likely forged or stale than a new job's. */
+#define AGG__CAND_FRESH 1
+#define AGG__CAND_FAR 2
+
 /* A version for round rnd, which no version holds: returns 0 and the version to reset into
- * *out with *cand set if the round goes on probation; else the drop verdict. result: the
+ * *out with *cand the probation kind (0: none); else the drop verdict. result: the
  * round arrives as a result from the parent (which may start only T + 1, or a slot without a
  * top round). */
 static enum agg_verdict agg__admit(struct agg_tree *t, uint32_t li, uint32_t rnd, bool result,
-				   struct agg__ver **out, bool *cand)
+				   struct agg__ver **out, uint8_t *cand)
 {
 	struct agg__ver *a = &t->vers[(size_t)li * 2], *top = agg__top(t, li);
 	if (!top) {
 		/* Nothing completed here since the slot started: at most one version holds a
 		 * round, on probation; the newcomer replaces it. */
 		*out = a[1].state != AGG__EMPTY ? &a[1] : &a[0];
-		*cand = !result;
+		*cand = result ? 0 : AGG__CAND_FRESH;
 		return AGG_ABSORBED;
 	}
 	struct agg__ver *other = top == &a[0] ? &a[1] : &a[0];
 	int32_t d = agg__rdiff(rnd, top->rnd);
 	if (d == 1 && top->state != AGG__COLLECTING) {
 		*out = other;
-		*cand = false;
+		*cand = 0;
 		return AGG_ABSORBED;
 	}
 	if (top->state == AGG__COLLECTING || result || (d >= -AGG__NEAR && d <= AGG__NEAR))
 		return d < 0 ? AGG_DROP_STALE : AGG_DROP_FUTURE;
 	*out = other;
-	*cand = true;
+	*cand = AGG__CAND_FAR;
 	return AGG_ABSORBED;
 }
 
@@ -923,7 +929,8 @@ static bool agg__meta_eq(const struct agg__ver *v, const struct wire_pkt *p)
 }
 
 /* Start round rnd on version v (agg__admit chose it; cand: on probation). */
-static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire_pkt *p, bool cand)
+static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire_pkt *p,
+		       uint8_t cand)
 {
 	v->rnd = p->inca.round;
 	v->cand = cand;
@@ -940,8 +947,8 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->nseen = 0;
 	v->repaired = 0;
 	v->wave = 0;
-	/* A round on probation may be forged: it never causes repair notices. */
-	if (cand)
+	/* A far round on probation may be forged: it never causes repair notices. */
+	if (cand == AGG__CAND_FAR)
 		agg__unlist(t, v);
 	else
 		agg__enlist(t, v, AGG__L_COL);
@@ -1169,7 +1176,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				}
 				memcpy(req, pbm, len);
 				agg__unlist(t, v);
-				if (!v->cand)
+				if (v->cand != AGG__CAND_FAR)
 					agg__notice(t, o, v, t->abm);
 				return AGG_DUP_IGNORED;
 			}
@@ -1180,7 +1187,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		if (prov && p->data_len && v->data_len)
 			return AGG_DROP_MISMATCH;
 	} else {
-		bool cand;
+		uint8_t cand;
 		r = agg__admit(t, li, rnd, false, &v, &cand);
 		if (r != AGG_ABSORBED)
 			return r;
@@ -1278,11 +1285,11 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 		if (!wire_coll_has_owner(p->inca.coll) && v->count != p->inca.count)
 			return AGG_DROP_MISMATCH;
 	} else {
-		bool cand;
+		uint8_t cand;
 		r = agg__admit(t, li, rnd, true, &v, &cand);
 		if (r != AGG_ABSORBED)
 			return r;
-		agg__reset(t, v, p, false);
+		agg__reset(t, v, p, 0);
 	}
 	if (v->cand) {
 		v->cand = 0;
