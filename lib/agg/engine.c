@@ -3,10 +3,10 @@
  * round misses (docs/protocol.md "Switch slot semantics", "Repair notices"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
 /*
  * Layout and costs.
- * - Each owned slot has two versions (round & 1). A version holds its round, state, the meta
- *   of its first packet, a contributor bitmap `seen` (bsl/8 bytes) and an accumulator of
- *   slot_bytes. A member sends round r only after the result of r - 1, so when r arrives the
- *   version's round r - 2 is finished everywhere and is simply overwritten: no timers.
+ * - Each owned slot has two versions, found by the round they hold. A version holds its round,
+ *   state, the meta of its first packet, a contributor bitmap `seen` (bsl/8 bytes) and an
+ *   accumulator of slot_bytes. A member sends round r + 1 only after the result of r, so a
+ *   slot's rounds move inside a window of its top round (agg__admit): no timers.
  * - Per packet: a few word passes over the bit-string (P-BM vs A-BM, vs seen, OR into seen),
  *   one reduce or memcpy of the data. No allocation, no locks; replication costs one
  *   bit-string AND per copy. Everything is preallocated by agg_tree_create.
