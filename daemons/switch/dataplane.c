@@ -383,10 +383,9 @@ static int open_socket(const struct sw_config *cfg, bool reuseport, char *err, s
  * payload at offset 0; a load past the end ends the program with 0. */
 static int attach_steering(int fd, unsigned nthreads, char *err, size_t cap)
 {
-	_Static_assert(WIRE_SLOT_BLOCK == 1 << 4, "the shift below divides by WIRE_SLOT_BLOCK");
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SW_SLOT_OFFSET),
-		BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
+		BPF_STMT(BPF_ALU | BPF_DIV | BPF_K, WIRE_SLOT_BLOCK),
 		BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, nthreads),
 		BPF_STMT(BPF_RET | BPF_A, 0),
 	};

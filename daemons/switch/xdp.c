@@ -161,8 +161,11 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	n = strlen(line);
 	while (n && line[n - 1] == '\n')
 		line[--n] = 0;
-	if (level == LIBBPF_WARN)
-		snprintf(libbpf_last, sizeof libbpf_last, "%s", line);
+	if (level == LIBBPF_WARN) { /* keep the first part of a long warning */
+		size_t k = n < sizeof libbpf_last - 1 ? n : sizeof libbpf_last - 1;
+		memcpy(libbpf_last, line, k);
+		libbpf_last[k] = 0;
+	}
 	sw_log(2, "%s", line); /* libbpf prefixes its own messages */
 	return 0;
 }

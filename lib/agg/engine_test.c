@@ -987,8 +987,8 @@ static void test_drops(void)
 }
 
 /* Slot sharding: this instance owns the slots of blocks (slot / WIRE_SLOT_BLOCK) with
- * block % nshards == shard only: with 3 shards and 80 slots, shard 1 has blocks 1 and 4
- * (slots 16-31 and 64-79). */
+ * block % nshards == shard only: with 3 shards and 80 slots, shard 1 has blocks 1 and 4 (both
+ * full). */
 static bool shard1_owns(uint16_t s)
 {
 	return s < 80 && (s / WIRE_SLOT_BLOCK) % 3 == 1;

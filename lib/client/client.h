@@ -13,6 +13,7 @@
 
 #include "inca/inca.h"
 #include "util/util.h"
+#include "wire/wire.h"
 
 /* Resolved configuration: inca_comm_opts with every default filled in and every address
  * parsed. Owned by the communicator (no borrowed strings survive inca_comm_create). */
@@ -37,6 +38,11 @@ struct client_cfg {
 	struct sockaddr_in data_sa; /* concrete IP; port may be 0 until bound */
 	uint16_t tree_id;
 	uint32_t key;
+	/* Data-plane authentication of the tree (TreeInfo.auth_key / auth_key_id from the AM;
+	 * false: the tree runs unauthenticated). */
+	bool auth;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id;
 	uint32_t switch_qpn, qpn; /* 24-bit */
 	uint16_t bfr_id;
 	unsigned bsl_bits;

@@ -765,7 +765,7 @@ static void test_offloads(void)
 		CHECK_EQ(inca_comm_create(&o, &c), 0);
 		echo_chunks(c, 1, 0);
 		echo_chunks(c, 15, 3);   /* one full GSO send and a short last chunk */
-		echo_chunks(c, 16, 0);   /* 16 full chunks: a slot block of 16 does not fit one send */
+		echo_chunks(c, 16, 0);   /* 16 full chunks: a whole slot block, then the next block */
 		echo_chunks(c, 200, 1);  /* many sends, every slot reused, one element at the end */
 		echo_chunks(c, 0, 5);    /* one short chunk alone */
 		echo_roundtrips(c, 30011);

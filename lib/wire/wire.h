@@ -21,6 +21,9 @@
 #define WIRE_ICRC_LEN 4
 #define WIRE_OPCODE_UC_WRITE_ONLY_IMM 0x2B
 #define WIRE_PKEY_DEFAULT 0xFFFF
+/* Length in bytes of the group key of data-plane authentication (docs/protocol.md): every tree
+ * generation has its own random key, named by a nonzero 32-bit key id. */
+#define WIRE_AUTH_KEY_LEN 32
 
 /* IBTA P_Key match, as an HCA checks a packet against its QP's P_Key: the low 15 bits
  * (partition) equal and at least one of the two a full member (bit 15 set). Two limited
@@ -159,8 +162,9 @@ struct wire_pkt {
 /* Slots are grouped in aligned blocks of this many (block = slot / WIRE_SLOT_BLOCK). A switch
  * gives each of its worker threads whole blocks, and the kernel hands a GRO buffer to one
  * worker: so a sender never puts packets of two blocks into one GSO send (the tag of
- * util_udptx_add). */
-#define WIRE_SLOT_BLOCK 16
+ * util_udptx_add). 15: a block of full-size packets (15 x 4132 bytes) fits one send, whose UDP
+ * payload is at most 65507 bytes; 16 would leave as 15 + 1. */
+#define WIRE_SLOT_BLOCK 15
 /* IPv4 IDs a receiver that cannot see them accepts: 0 .. WIRE_GSO_ID_SPAN - 1, every ID a GSO
  * send of up to 128 segments (the kernel's limit) can give a segment. */
 #define WIRE_GSO_ID_SPAN 128
