@@ -131,6 +131,7 @@ bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree 
 	    a->slot_bytes != b->slot_bytes || a->bsl_bits != b->bsl_bits || a->si != b->si ||
 	    a->root != b->root || a->bfr_id != b->bfr_id || a->has_parent != b->has_parent ||
 	    a->deterministic != b->deterministic || a->check_sender != b->check_sender ||
+	    a->pkey != b->pkey ||
 	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask || a->auth != b->auth ||
 	    a->auth_key_id != b->auth_key_id ||
 	    memcmp(a->auth_key, b->auth_key, sizeof a->auth_key) ||
@@ -347,6 +348,7 @@ enum tree_key {
 	TK_AUTH,
 	TK_AUTH_KEY,
 	TK_AUTH_KEY_ID,
+	TK_PKEY,
 	TK_MEMBER, /* repeatable */
 	TK_CHILD,  /* repeatable */
 	TK_COUNT_
@@ -355,7 +357,7 @@ enum tree_key {
 static const char *const tree_key_names[TK_COUNT_] = {
 	"key", "qpn", "slots", "slot_bytes", "bsl", "si", "role", "bfr_id", "parent",
 	"deterministic", "check_sender", "dtypes", "ops", "auth", "auth_key", "auth_key_id",
-	"member", "child",
+	"pkey", "member", "child",
 };
 
 /* "fp32,int32" (also '+' or blanks between names) -> bit mask over names[]. */
@@ -586,6 +588,14 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 			return fail(p, p->line, "bad value '%s' for '%s' (expected yes or no)", v,
 				    key);
 		return 0;
+	case TK_PKEY:
+		/* 0x0000 and 0x8000 are not valid P_Keys (IBTA) */
+		if (num(p, key, v, 1, 0xFFFF, &x) < 0)
+			return -EINVAL;
+		if (x == 0x8000)
+			return fail(p, p->line, "pkey 0x8000 is not a valid P_Key");
+		t->pkey = (uint16_t)x;
+		return 0;
 	case TK_DTYPES:
 		return parse_name_mask(p, key, v, dtype_names, SW_DTYPE_COUNT, &t->dtype_mask);
 	case TK_OPS:
@@ -638,6 +648,7 @@ static int new_tree(struct pctx *p, uint64_t id, struct sw_conf_tree **out)
 	nt->bsl_bits = 64;
 	nt->root = true;
 	nt->check_sender = true;
+	nt->pkey = 0xFFFF;
 	nt->line = p->line;
 	*out = nt;
 	return 0;
@@ -1354,6 +1365,7 @@ void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f)
 				t->parent_qpn);
 		fprintf(f, "  deterministic = %s\n", t->deterministic ? "yes" : "no");
 		fprintf(f, "  check_sender = %s\n", t->check_sender ? "yes" : "no");
+		fprintf(f, "  pkey = 0x%04x\n", t->pkey);
 		if (t->auth) {
 			fprintf(f, "  auth_key = ");
 			for (size_t j = 0; j < WIRE_AUTH_KEY_LEN; j++)

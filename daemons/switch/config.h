@@ -51,6 +51,7 @@ struct sw_conf_tree {
 	uint32_t parent_qpn;
 	bool deterministic;
 	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
+	uint16_t pkey;     /* P_Key of the tree's QPs (default 0xFFFF), IBTA match rule */
 	/* Data-plane authentication (docs/protocol.md §14): true when the tree has a group key
 	 * (auth_key = 64 hex digits, auth_key_id = n): every packet of the tree then carries an
 	 * authentication block whose MAC is keyed by auth_key; false for auth = off, or for a tree

@@ -158,6 +158,18 @@ static void test_defaults(void)
 	CHECK_EQ(c.trees[0].qpn, 0x105);
 	CHECK(c.trees[0].root);
 	CHECK_EQ(c.trees[0].members[0].qpn, 0x1040);
+	CHECK_EQ(c.trees[0].pkey, 0xFFFF);
+	sw_config_free(&c);
+	/* a tree P_Key; 0 and 0x8000 are not P_Keys */
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8001\nmember = 64 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(c.trees[0].pkey, 0x8001);
+	sw_config_free(&c);
+	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8000\nmember = 64 127.0.0.1\n}\n", err) < 0);
+	CHECK(strstr(err, "not a valid P_Key") != NULL);
+	sw_config_free(&c);
+	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0\nmember = 64 127.0.0.1\n}\n", err) < 0);
+	sw_config_free(&c);
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\nmember = 64 127.0.0.1\n}\n", err), 0);
 	/* "010" is decimal ten, not octal. */
 	sw_config_free(&c);
 	CHECK_EQ(parse(&c, "threads = 010\ntree 5 {\nkey = 1\nmember = 1 127.0.0.1\n}\n", err), 0);

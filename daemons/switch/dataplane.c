@@ -224,6 +224,7 @@ static int tree_build_tables(struct sw_tree *t, char *err, size_t cap)
 		.bift = t->bift,
 		.deterministic = ct->deterministic,
 		.check_sender = ct->check_sender,
+		.pkey = ct->pkey,
 		.dtype_mask = ct->dtype_mask,
 		.op_mask = ct->op_mask,
 	};

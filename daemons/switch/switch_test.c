@@ -2,7 +2,7 @@
  * (127.0.0.x, each case its own addresses) with packets built by lib/wire, and check results,
  * drop reasons in the stats JSON and a clean SIGTERM exit.
  * Usage: switch_test PATH-TO-inca-switch allreduce|threads|multilevel|lossy|anyaddr|reflect|
- *        badconfig */
+ *        badconfig|hostile */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -189,6 +189,8 @@ struct member {
 	bool psn_any_order; /* several switch threads: PSNs unique, not in arrival order */
 	uint8_t psn_seen[4096];
 	uint8_t flags; /* INCA flags of the next contribution (WIRE_F_RETX) */
+	uint16_t pkey; /* BTH P_Key of its contributions (0: the default 0xFFFF) */
+	uint8_t extra_bits; /* BFR-ids 1..8 (bit k-1) added to its P-BM */
 	struct sockaddr_in sw; /* its switch */
 	uint32_t sw_qpn;
 	uint16_t tree;
@@ -262,9 +264,12 @@ static int build(const struct member *m, uint16_t slot, uint32_t round, uint8_t 
 		data[i] = value(m, slot, round, i);
 	memset(bits, 0, 8);
 	wire_bier_set(bits, 8, wire_bier_bp(m->bfr, 64, 0));
+	for (unsigned k = 1; k <= 8; k++)
+		if (m->extra_bits & (1u << (k - 1)))
+			wire_bier_set(bits, 8, wire_bier_bp((uint16_t)k, 64, 0));
 	memset(&p, 0, sizeof p);
 	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
-	p.bth.pkey = WIRE_PKEY_DEFAULT;
+	p.bth.pkey = m->pkey ? m->pkey : WIRE_PKEY_DEFAULT;
 	p.bth.dest_qp = m->sw_qpn;
 	p.bth.psn = m->psn & 0xFFFFFF;
 	p.reth.va = (uint64_t)slot * sizeof data;
@@ -942,6 +947,125 @@ static void test_badconfig(void)
 	free(out);
 }
 
+/* Receive whatever reaches m within ms milliseconds; returns the number of datagrams (each
+ * one a switch packet to m's QP, so the PSN sequence stays in step). */
+static unsigned drain(struct member *m, int ms)
+{
+	struct timeval tv = { 0, ms * 1000 }, tv2 = { 2, 0 };
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
+	unsigned n = 0;
+
+	CHECK(setsockopt(m->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	while (recv(m->fd, buf, sizeof buf, 0) > 0)
+		n++;
+	CHECK(setsockopt(m->fd, SOL_SOCKET, SO_RCVTIMEO, &tv2, sizeof tv2) == 0);
+	m->rx_psn += n;
+	return n;
+}
+
+/* Hostile members against the real daemon: P-BMs naming other members, forged rounds (far and
+ * near, on complete slots and around a collecting round), a flood of duplicates of a complete
+ * round, a new job with other rounds on the same tree, foreign P_Keys. Every real round
+ * still completes exactly, nothing is amplified, every rejection is counted by reason. */
+static void test_hostile(void)
+{
+	char conf[128], stats[128], ready[128], text[1024];
+	struct member m[3];
+	struct member *ms[3] = { &m[0], &m[1], &m[2] };
+	const uint32_t key = 0x5eed0009, base = 0x9e3779b9u;
+	char *j;
+
+	snprintf(conf, sizeof conf, "%s/switch.conf", tmpdir);
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	snprintf(text, sizeof text,
+		 "listen = 127.0.0.190:4791\nthreads = 1\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 9 {\n  key = 0x5eed0009\n  slots = 4\n  pkey = 0xffff\n"
+		 "  member = 1 127.0.0.191:4791\n  member = 2 127.0.0.192:4791\n"
+		 "  member = 3 127.0.0.193:4791\n}\n",
+		 stats);
+	write_file(conf, text);
+	start_switch(0, ready, (char *const[]){ "-c", conf, "--ready-file", ready, NULL });
+	for (int i = 0; i < 3; i++) {
+		char ip[32];
+		snprintf(ip, sizeof ip, "127.0.0.%d", 191 + i);
+		member_init(&m[i], ip, (uint16_t)(1 + i), "127.0.0.190", 9, key);
+	}
+
+	/* P-BM {1,2} and {1,2,3} from member 1: dropped, so member 2's own packet counts and
+	 * no round completes on one packet */
+	m[0].extra_bits = 0x2;
+	contribute(&m[0], 0, 0);
+	m[0].extra_bits = 0x6;
+	contribute(&m[0], 0, 0);
+	CHECK_EQ(drain(&m[0], 100), 0);
+	m[0].extra_bits = 0;
+	run_round(ms, 3, 4, 0);
+	/* a complete round replayed 100 times with every bit set: no result at all */
+	m[0].extra_bits = 0x6;
+	for (int i = 0; i < 100; i++)
+		contribute(&m[0], 1, 0);
+	m[0].extra_bits = 0;
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(drain(&m[i], 100), 0);
+
+	/* forged rounds on complete slots: near ones dropped, far ones held on probation;
+	 * neither moves a slot (only the next round itself cannot be told from a real one
+	 * without authentication) */
+	for (uint16_t s = 0; s < 4; s++) {
+		for (uint32_t r = 2; r <= 41; r++)
+			contribute(&m[2], s, r);
+		contribute(&m[2], s, 0x7fff0000u);
+	}
+	run_round(ms, 3, 4, 1);
+	run_round(ms, 3, 4, 2);
+	/* round 3 collecting on every slot: the next 40 rounds are all outside its window */
+	for (uint16_t s = 0; s < 4; s++) {
+		contribute(&m[0], s, 3);
+		contribute(&m[1], s, 3);
+		for (uint32_t r = 4; r <= 43; r++)
+			contribute(&m[2], s, r);
+	}
+	for (uint16_t s = 0; s < 4; s++)
+		contribute(&m[2], s, 3);
+	for (int k = 0; k < 3; k++)
+		for (uint16_t s = 0; s < 4; s++)
+			expect_result(&m[k], ms, 3, NULL);
+
+	/* 100 duplicates of a complete round from member 2: one free re-send, then at most its
+	 * banked credit (8): never more results than duplicates, none to anyone else */
+	for (int i = 0; i < 100; i++)
+		contribute(&m[1], 2, 3);
+	unsigned got = drain(&m[1], 300);
+	CHECK(got >= 1 && got <= 9);
+	CHECK_EQ(drain(&m[0], 50), 0);
+	CHECK_EQ(drain(&m[2], 50), 0);
+
+	/* a new job on the same tree, other round base: takes every slot over by completing */
+	run_round(ms, 3, 4, base);
+	run_round(ms, 3, 4, base + 1);
+
+	/* P_Key: another partition is dropped; a limited member of the default partition
+	 * matches the tree's full 0xFFFF (IBTA) */
+	m[0].pkey = 0x1234;
+	contribute(&m[0], 0, base + 2);
+	m[0].pkey = 0x7fff;
+	run_round(ms, 3, 4, base + 2);
+	m[0].pkey = 0;
+
+	stop_switch(0);
+	j = read_file(stats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, "drops", "drop_bitmap"), 2 + 100);
+	CHECK_EQ(json_get(j, "drops", "drop_pkey"), 1);
+	CHECK_EQ(json_get(j, "drops", "drop_future"), 4 * 15 + 4 * 40);
+	CHECK_EQ(json_get(j, NULL, "resends_limited"), 100 - got);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 4 * 7);
+	free(j);
+	for (int i = 0; i < 3; i++)
+		close(m[i].fd);
+}
+
 static void cleanup_tmp(void)
 {
 	char cmd[128];
@@ -991,6 +1115,8 @@ int main(int argc, char **argv)
 		test_badconfig();
 	else if (!strcmp(which, "auth"))
 		test_auth();
+	else if (!strcmp(which, "hostile"))
+		test_hostile();
 	else
 		die("unknown case '%s'", which);
 	kill_children();

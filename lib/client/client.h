@@ -71,6 +71,10 @@ struct inca_comm {
 	bool ring_broken;
 	uint8_t *ring_tmp; /* staging buffer for reduce steps, CLIENT_RING_TMP_BYTES */
 	uint64_t coll_seq; /* collectives issued so far; checked across ranks by the ring */
+	/* Round base of the INC path (docs/protocol.md §8): chunk g goes out with round
+	 * round_base + g / nslots. Derived from the job nonce every rank got at bootstrap, so a
+	 * new communicator on a reused tree never meets the rounds of the one before. */
+	uint32_t round_base;
 	uint64_t wait_spin_ns; /* busy-poll of the current call's waits (coll_run sets it) */
 
 	struct client_inc *inc; /* NULL without a switch */
@@ -101,6 +105,8 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg);
 
 /* bootstrap.c: TCP helpers with absolute deadlines (util_now_ns clock). */
 int client_bootstrap(struct inca_comm *c);
+/* The INC round base (struct inca_comm) from a job's 8-byte nonce. */
+uint32_t client_round_base(const uint8_t *nonce8);
 int client_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 int client_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns);
 int client_poll_one(int fd, short events, uint64_t deadline_ns);

@@ -4,6 +4,7 @@
 #include "client/client.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +233,13 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 		rc = client_bootstrap(c);
 		if (rc < 0)
 			goto fail;
+	} else {
+		uint8_t nonce[8] = { 0 };
+		uint64_t t = util_now_ns();
+
+		if (getrandom(nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
+			memcpy(nonce, &t, sizeof nonce);
+		c->round_base = client_round_base(nonce);
 	}
 	if (c->am && c->cfg.size > 1) {
 		rc = am_agree(c);

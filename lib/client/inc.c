@@ -337,6 +337,12 @@ static bool inject_drop(struct inca_comm *c)
 	return true;
 }
 
+/* Round of chunk g on the wire (docs/protocol.md §8: the communicator's round base + g / S). */
+static inline uint32_t inc_round(const struct inca_comm *c, uint64_t g)
+{
+	return c->round_base + (uint32_t)(g / c->cfg.nslots);
+}
+
 /* Encode chunk ch into the transmit queue (the caller checked there is room) and arm its
  * timer. A fault-injected drop consumes the PSN and arms the timer like a real loss. */
 static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_chunk *ch, bool retx,
@@ -364,7 +370,7 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	pkt.inca.op = (uint8_t)j->op;
 	pkt.inca.tree_id = cfg->tree_id;
 	pkt.inca.slot = (uint16_t)(ch->g % cfg->nslots);
-	pkt.inca.round = (uint32_t)(ch->g / cfg->nslots);
+	pkt.inca.round = inc_round(c, ch->g);
 	pkt.inca.bfr_id = cfg->bfr_id;
 	pkt.inca.bsl_code = cfg->bsl_code;
 	pkt.inca.si = cfg->si;
@@ -557,7 +563,8 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 
-	if (pkt->bth.dest_qp != cfg->qpn || pkt->inca.coll != j->a->coll ||
+	if (pkt->bth.dest_qp != cfg->qpn || !wire_pkey_match(pkt->bth.pkey, WIRE_PKEY_DEFAULT) ||
+	    pkt->inca.coll != j->a->coll ||
 	    pkt->inca.tree_id != cfg->tree_id || pkt->reth.rkey != cfg->key ||
 	    pkt->inca.bsl_code != cfg->bsl_code || pkt->inca.si != cfg->si ||
 	    !wire_bier_test(pkt->inca.bits, ic->bits_len, ic->own_bp) || pkt->inca.slot >= cfg->nslots) {
@@ -567,7 +574,7 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	c->stats.rx_nacks++;
 	ic->silent_rtos = 0;
 	struct inc_chunk *ch = &ic->chunks[pkt->inca.slot];
-	if (!ch->active || ch->nacked || pkt->inca.round != (uint32_t)(ch->g / cfg->nslots) ||
+	if (!ch->active || ch->nacked || pkt->inca.round != inc_round(c, ch->g) ||
 	    pkt->imm != (uint32_t)ch->g || (ch->retx && now_ns - ch->xmit_ns < reo_wnd_ns(ic)))
 		return 0;
 	ch->nacked = true;
@@ -642,18 +649,21 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		goto bad;
 	if (pkt.inca.flags & WIRE_F_NACK)
 		return inc_rx_nack(c, j, &pkt, now_ns);
-	if (pkt.bth.dest_qp != cfg->qpn || !(pkt.inca.flags & WIRE_F_RESULT) ||
+	/* Our QP's P_Key is the default partition's: a result must match it (IBTA rule). */
+	if (pkt.bth.dest_qp != cfg->qpn || !wire_pkey_match(pkt.bth.pkey, WIRE_PKEY_DEFAULT) ||
+	    !(pkt.inca.flags & WIRE_F_RESULT) ||
 	    pkt.inca.coll != j->a->coll || pkt.inca.tree_id != cfg->tree_id ||
 	    pkt.reth.rkey != cfg->key || pkt.inca.bsl_code != cfg->bsl_code || pkt.inca.si != cfg->si ||
 	    !wire_bier_test(pkt.inca.bits, ic->bits_len, ic->own_bp) || pkt.inca.slot >= cfg->nslots)
 		goto bad;
 
 	ch = &ic->chunks[pkt.inca.slot];
-	if (!ch->active || pkt.inca.round != (uint32_t)(ch->g / cfg->nslots) ||
+	if (!ch->active || pkt.inca.round != inc_round(c, ch->g) ||
 	    pkt.imm != (uint32_t)ch->g) {
 		/* Self-consistent slot/round/imm of a chunk no longer in flight: a duplicate
 		 * result (switch re-send, or the answer to one of our retransmissions). */
-		if ((uint32_t)((uint64_t)pkt.inca.round * cfg->nslots + pkt.inca.slot) == pkt.imm) {
+		if ((uint32_t)((uint64_t)(pkt.inca.round - c->round_base) * cfg->nslots +
+			       pkt.inca.slot) == pkt.imm) {
 			c->stats.rx_dup_results++;
 			ic->silent_rtos = 0; /* the switch is alive (e.g. the liveness probe's answer) */
 			return 0;

@@ -397,6 +397,7 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 	h->si = inca[15];
 	h->count = count;
 	h->owner = wire__ld16(inca + 18);
+	h->epoch = 0; /* no authentication block */
 	h->bits = inca + WIRE_INCA_FIXED_LEN;
 	if (alen) {
 		const uint8_t *a = inca + WIRE_INCA_FIXED_LEN + bl;

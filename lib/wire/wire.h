@@ -25,6 +25,14 @@
  * tree generation the AM builds has its own random key, named by a nonzero 32-bit key id. */
 #define WIRE_AUTH_KEY_LEN 32
 
+/* IBTA P_Key match, as an HCA checks a packet against its QP's P_Key: the low 15 bits
+ * (partition) equal and at least one of the two a full member (bit 15 set). Two limited
+ * members of one partition do not match. */
+static inline int wire_pkey_match(uint16_t a, uint16_t b)
+{
+	return (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
+}
+
 #define WIRE_INCA_VERSION 1
 #define WIRE_INCA_FIXED_LEN 20 /* INCA header without the bit-string */
 #define WIRE_BSL_MIN 64        /* bits */
