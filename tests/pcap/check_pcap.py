@@ -15,8 +15,9 @@ header of Linux loopback captures, Linux cooked (-i any) or raw IP):
      the Python decode, with no INCA expert info above "note".
   6. With --expect (written by gen_pcap), every packet equals what the encoder was asked to write.
 A loopback capture shows a UDP GSO send as one datagram carrying several INCA packets back to
-back (the kernel never segments it there). Such datagrams are first cut into the packets the
-kernel puts on a real link (each one's length from its own BTH PadCnt and RETH DMA length;
+back (the kernel never segments it there). Such datagrams (longer than their first packet's
+own length) are first cut into the packets the kernel puts on a real link (segment length from
+the first packet's BTH PadCnt and RETH DMA length;
 segment k gets IPv4 ID k after the send's, its own lengths and a zero UDP checksum) and every
 check runs on those; frame numbers then count the cut packets.
 Exit 0 on success, 1 on any failure, 77 when tshark or scapy is missing (test SKIP).
@@ -200,26 +201,28 @@ def gso_split(path, outdir):
         if ip is not None and ip.proto == 17 and UDP in ip and ip[UDP].dport == PORT:
             wire = raw(ip)[:ip.len] if ip.len else raw(ip)
             pay = wire[28:]
-            if len(pay) > MAX_INCA_UDP and len(pay) >= 32:
-                seg = 32 + struct.unpack(">I", pay[24:28])[0] + ((pay[1] >> 4) & 3) + 4
-                if 36 <= seg < len(pay):
-                    frames = []
-                    sends += 1
-                    for k, off in enumerate(range(0, len(pay), seg)):
-                        chunk = pay[off:off + seg]
-                        hdr = IP(wire[:20])
-                        hdr.id = (ip.id + k) & 0xFFFF
-                        hdr.len = 28 + len(chunk)
-                        hdr.chksum = None
-                        new = hdr / UDP(sport=ip[UDP].sport, dport=PORT, len=8 + len(chunk),
-                                        chksum=0) / Raw(chunk)
-                        if ip.underlayer is not None:
-                            l2 = pkt.copy()
-                            l2.getlayer(IP).underlayer.remove_payload()
-                            new = l2 / new
-                        new.time = pkt.time
-                        frames.append(new)
-                        segs += 1
+            # one packet's own length, from its BTH PadCnt and RETH DMA length: a datagram
+            # longer than that (small packets too) is a GSO send
+            seg = (32 + struct.unpack(">I", pay[24:28])[0] + ((pay[1] >> 4) & 3) + 4
+                   if len(pay) >= 32 else 0)
+            if 36 <= seg < len(pay) and seg <= MAX_INCA_UDP:
+                frames = []
+                sends += 1
+                for k, off in enumerate(range(0, len(pay), seg)):
+                    chunk = pay[off:off + seg]
+                    hdr = IP(wire[:20])
+                    hdr.id = (ip.id + k) & 0xFFFF
+                    hdr.len = 28 + len(chunk)
+                    hdr.chksum = None
+                    new = hdr / UDP(sport=ip[UDP].sport, dport=PORT, len=8 + len(chunk),
+                                    chksum=0) / Raw(chunk)
+                    if ip.underlayer is not None:
+                        l2 = pkt.copy()
+                        l2.getlayer(IP).underlayer.remove_payload()
+                        new = l2 / new
+                    new.time = pkt.time
+                    frames.append(new)
+                    segs += 1
         for f in frames:
             if writer is None:
                 writer = PcapWriter(out, sync=False)
