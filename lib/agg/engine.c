@@ -1115,7 +1115,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		if (ovl) {
 			t->st.duplicates++;
 			switch (v->state) {
-			case AGG__COMPLETE:
+			case AGG__COMPLETE: {
 				/* Only to the duplicate's own sender (its P-BM is exactly that
 				 * sender's set: one copy). The first re-send of this round to it
 				 * is free, every further one costs a re-send credit. */
@@ -1133,6 +1133,7 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				memcpy(t->rem_bits, pbm, len);
 				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot, true);
 				return AGG_DUP_RESENT;
+			}
 			case AGG__UP_SENT: {
 				/* One re-send up per wave of retransmissions: the members below all
 				 * time out at about the same moment, and each copy sent up would bring
