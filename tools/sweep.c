@@ -103,10 +103,16 @@ int sweep_job_io_stats(const struct sweep_job *j, struct inca_io_stats *sum)
 
 static const char *const algo_name[] = { "INC", "ring" };
 
-static uint64_t chunks_for(const struct sweep_job *j, size_t bytes, size_t es)
+/* Chunks of one INC call of `bytes`: packets with an authentication block carry fewer data
+ * bytes. A fabric job's key comes from the AM or the plan, so the communicator says. */
+static uint64_t chunks_for(struct inca_comm *comm, const struct sweep_job *j, size_t bytes,
+			   size_t es)
 {
+	struct inca_auth_stats as;
+	bool auth = j->auth ||
+		    (inca_comm_get_auth_stats(comm, &as, sizeof as) == 0 && as.enabled);
 	size_t per = wire_max_data_auth(j->mtu ? j->mtu : 4096, es,
-					wire_bsl_code(j->bsl_bits ? j->bsl_bits : 64), j->auth);
+					wire_bsl_code(j->bsl_bits ? j->bsl_bits : 64), auth);
 	if (!per || !bytes)
 		return 0;
 	return (bytes + per - 1) / per;
@@ -172,7 +178,7 @@ static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_
 		if (algo == 0) {
 			sh->totals.inc_calls += rank == 0;
 			if (rank == 0)
-				sh->totals.inc_chunks += chunks_for(j, bytes, es);
+				sh->totals.inc_chunks += chunks_for(comm, j, bytes, es);
 		} else {
 			sh->totals.ring_calls += rank == 0;
 		}
