@@ -970,6 +970,40 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	return inc_enqueue(c, ic->probe_j, &ic->probe_ch, true, now_ns);
 }
 
+/* A peer rank is gone (c->peer_lost). The call can still complete only if every chunk already
+ * has all contributions at the switch, and then the switch holds every result: a surviving
+ * member that completed the call proves that, and the others must complete it too. So: a chunk
+ * this rank has not even sent cannot complete anywhere (fail now); otherwise resend every chunk
+ * in flight every INC_DRAIN_RESEND_NS (the switch answers a complete chunk's duplicate with its
+ * result) and fail after CLIENT_PEER_GRACE_NS without a result. Returns 0 (keep going),
+ * -ECONNRESET, or -errno of a send. */
+#define INC_DRAIN_RESEND_NS (50ull * 1000 * 1000)
+static int inc_drain(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns,
+		     uint64_t *resent_ns)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	struct client_inc *ic = c->inc;
+	uint64_t last = ic->progress_ns > c->peer_lost_ns ? ic->progress_ns : c->peer_lost_ns;
+
+	if (j->next_i < j->nchunks || now_ns >= last + CLIENT_PEER_GRACE_NS)
+		return -ECONNRESET;
+	if (*resent_ns && now_ns < *resent_ns + INC_DRAIN_RESEND_NS)
+		return 0;
+	for (unsigned s = 0; s < cfg->nslots; s++) {
+		struct inc_chunk *ch = &ic->chunks[s];
+		if (!ch->active)
+			continue;
+		if (tx_full(ic))
+			return 0; /* the rest on the next pass */
+		ch->retx_fast = false;
+		int rc = inc_enqueue(c, j, ch, true, now_ns);
+		if (rc < 0)
+			return rc;
+	}
+	*resent_ns = now_ns;
+	return 0;
+}
+
 /* Two limits on sending: the self-clocking rule per slot (chunk g+nslots only after chunk g's
  * result, so every member sends each slot's rounds in order, which is what the switch needs)
  * and the adaptive window (how many chunks are in flight at all). Chunks with answers that
@@ -987,7 +1021,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	struct inc_job j = { .a = a, .dt = a->dt, .op = a->op, .elem = inca_dtype_size(a->dt) };
-	uint64_t done = 0, rack_scanned = 0, rack_rscanned = 0;
+	uint64_t done = 0, rack_scanned = 0, rack_rscanned = 0, drain_ns = 0;
 	const bool tlp_ok = ic->have_rtt;
 	int rc;
 
@@ -1025,6 +1059,13 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		bool scanned;
 		long got;
 
+		/* 0. A peer rank is gone: complete only what the switch can still answer. */
+		if (c->peer_lost) {
+			rc = inc_drain(c, &j, now, &drain_ns);
+			if (rc < 0)
+				return inc_fail(c, rc);
+		}
+
 		/* 1. Repair notices from the switch, then loss detection when an answer moved
 		 * the send time it vouches for. */
 		if (ic->nacked) {
@@ -1060,11 +1101,13 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		}
 		if (probe && probe_at < next_deadline)
 			next_deadline = probe_at;
+		if (c->peer_lost && drain_ns + INC_DRAIN_RESEND_NS < next_deadline)
+			next_deadline = drain_ns + INC_DRAIN_RESEND_NS;
 		if (ic->rack_timer_ns && ic->rack_timer_ns < next_deadline)
 			next_deadline = ic->rack_timer_ns;
 
 		/* 3. New chunks, in order, as far as the window and the slots allow. */
-		while (inc_can_start(ic, cfg, &j) && !tx_full(ic)) {
+		while (!c->peer_lost && inc_can_start(ic, cfg, &j) && !tx_full(ic)) {
 			rc = inc_start(c, &j, now);
 			if (rc < 0)
 				return inc_fail(c, rc);
@@ -1090,7 +1133,8 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			    (inc_can_start(ic, cfg, &j) || ic->nacked ||
 			     ic->rack_seq > rack_scanned || ic->rack_rseq > rack_rscanned);
 		if (wait_ns && !more) {
-			rc = client_wait(&pf, 1, wait_ns, c->wait_spin_ns);
+			/* The peers' TCP connections too: a dead rank is noticed at once. */
+			rc = client_wait_peers(c, &pf, 1, wait_ns, c->wait_spin_ns);
 			if (rc < 0)
 				return inc_fail(c, rc);
 		}
