@@ -797,7 +797,9 @@ static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0);
 /* Every call first checks the peers' connections (a rank that died between calls fails this
  * call at once, on every survivor alike), and a call that fails while a peer is known to be
  * gone returns -ECONNRESET, whatever step noticed it (INC wait, host transfer, failover
- * agreement), and shuts this rank's TCP sockets so the ranks waiting on it learn it at once. */
+ * agreement), and shuts this rank's TCP sockets so the ranks waiting on it learn it at once.
+ * Errors that say something else (-EPROTO: the ranks disagree, bad arguments, no memory) are
+ * returned as they are. */
 static int coll_run(struct inca_comm *c, const struct inca_coll_args *a)
 {
 	int rc;
@@ -807,7 +809,8 @@ static int coll_run(struct inca_comm *c, const struct inca_coll_args *a)
 		return rc;
 	}
 	rc = coll_run_one(c, a);
-	if (rc < 0 && c->peer_lost && rc != -EINVAL && rc != -ENOTSUP) {
+	if (rc < 0 && c->peer_lost && rc != -EINVAL && rc != -ENOTSUP && rc != -EPROTO &&
+	    rc != -ENOMEM) {
 		client_peer_fail_all(c);
 		rc = -ECONNRESET;
 	}
