@@ -581,8 +581,8 @@ void client_peer_note_lost(struct inca_comm *c, const char *how)
 		return;
 	c->peer_lost = true;
 	c->peer_lost_ns = util_now_ns();
-	client_log(&c->cfg, 0, "a peer rank is gone (%s); this communicator's collectives fail "
-		   "with -ECONNRESET from now on", how);
+	client_log(&c->cfg, 1, "a peer rank is gone (%s): calls that still need it fail with "
+		   "-ECONNRESET, and so does every later call", how);
 }
 
 static bool peer_watch_hit(const struct pollfd *pf, size_t n)

@@ -104,12 +104,23 @@ struct client_inc {
 
 	/* Loss detection (RACK, RFC 8985): a chunk sent before the first send of some chunk
 	 * that has already been answered is lost once it is overdue: answered chunk's RTT +
-	 * reordering window after its own send. Results rarely reorder (every member sends in
-	 * the same order), so the window is small, widened when a resend turns out spurious. */
-	uint64_t rack_seq;    /* first_seq of the latest-sent answered chunk */
-	uint64_t rack_rtt_ns; /* its round trip from that first send */
-	uint64_t rack_rseq;     /* tx_seq of the latest-sent resend answered (resends only) */
-	uint64_t rack_rrtt_ns;  /* its round trip from that resend */
+	 * reordering window after its own send. Order is evidence only where it holds: one
+	 * switch worker serves a slot block (WIRE_SLOT_BLOCK slots) in arrival order and every
+	 * member sends a block's chunks in the same order, but a switch with several workers
+	 * (inca-switch -t N) answers different blocks independently, a worker's answers can
+	 * overtake another's by a whole service time, and the send queue groups packets by
+	 * block. So an answer vouches only for chunks of its own block: rack[b]. The window is
+	 * small (reordering within a block is rare), widened when a resend turns out spurious.
+	 * A lost chunk with no later answer in its block is found by the switch's repair notice
+	 * (the switch sees our later chunks), the stall probe or the RTO. */
+	struct inc_rack {
+		uint64_t seq;     /* first_seq of the latest-sent answered chunk */
+		uint64_t rtt_ns;  /* its round trip from that first send */
+		uint64_t rseq;    /* tx_seq of the latest-sent resend answered (resends only) */
+		uint64_t rrtt_ns; /* its round trip from that resend */
+	} *rack;              /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up) */
+	unsigned nblk;
+	uint64_t rack_gen;      /* bumped whenever some block's evidence moves: rescan */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
 	unsigned nacked;        /* chunks with `nacked` set (repair notices to act on) */
 	unsigned reo_mult, reo_good;
@@ -228,6 +239,10 @@ int client_inc_open(struct inca_comm *c)
 	ic->fd = -1;
 	c->inc = ic;
 	ic->chunks = calloc(cfg->nslots, sizeof *ic->chunks);
+	ic->nblk = (cfg->nslots + WIRE_SLOT_BLOCK - 1) / WIRE_SLOT_BLOCK;
+	ic->rack = calloc(ic->nblk, sizeof *ic->rack);
+	if (!ic->rack)
+		return -ENOMEM;
 	ic->probe_data = malloc(INC_PKT_CAP);
 	ic->probe_j = calloc(1, sizeof *ic->probe_j);
 	if (!ic->chunks || !ic->probe_data || !ic->probe_j)
@@ -299,6 +314,7 @@ void client_inc_close(struct inca_comm *c)
 	if (ic->fd >= 0)
 		close(ic->fd);
 	free(ic->chunks);
+	free(ic->rack);
 	util_udptx_destroy(ic->txq);
 	util_udprx_destroy(ic->rxb);
 	free(ic->probe_data);
@@ -645,30 +661,37 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		rtt_sample(ic, now_ns - ch->sent_ns, now_ns);
 		wnd_on_result(ic, now_ns - ch->sent_ns, ch->tx_seq);
 	}
-	/* An answer vouches for every chunk sent before this chunk's FIRST send: results come
-	 * back in send order, so those should have been answered already. Not for chunks sent
-	 * before a resend: the answer may be to the original (in a tree, typically completed by
-	 * another member's repair), and a whole queued window would be declared lost. */
-	if (ch->first_seq > ic->rack_seq) {
-		ic->rack_seq = ch->first_seq;
-		ic->rack_rtt_ns = now_ns - ch->sent_ns;
+	/* An answer vouches for every chunk of its slot block sent before this chunk's FIRST
+	 * send: a block's results come back in send order, so those should have been answered
+	 * already. Not for chunks sent before a resend: the answer may be to the original (in a
+	 * tree, typically completed by another member's repair), and a whole queued window
+	 * would be declared lost. */
+	struct inc_rack *rk = &ic->rack[pkt.inca.slot / WIRE_SLOT_BLOCK];
+	if (ch->first_seq > rk->seq) {
+		rk->seq = ch->first_seq;
+		rk->rtt_ns = now_ns - ch->sent_ns;
+		ic->rack_gen++;
 	}
 	/* A resend answered at least a minimum RTT after it left was most likely answered
 	 * because of it (RFC 8985 §6.2). It vouches for the resends sent before it, which are
 	 * repair requests too (a lost resend is then found a round trip later, not by the RTO),
 	 * but not for first sends: those may wait for a slower peer, a repair does not. */
-	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns && ch->tx_seq > ic->rack_rseq) {
-		ic->rack_rseq = ch->tx_seq;
-		ic->rack_rrtt_ns = now_ns - ch->xmit_ns;
+	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns && ch->tx_seq > rk->rseq) {
+		rk->rseq = ch->tx_seq;
+		rk->rrtt_ns = now_ns - ch->xmit_ns;
+		ic->rack_gen++;
 	}
 	if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
-	    !(pkt.inca.flags & WIRE_F_RETX) && ic->reo_mult < INC_REO_MULT_MAX) {
+	    !(pkt.inca.flags & WIRE_F_RETX)) {
 		/* Answered faster than any round trip: the original was answered, the fast
 		 * resend was spurious (results were reordered): widen the reordering window.
-		 * Not if the result carries RETX: a result re-sent for our resend, or a round a
-		 * peer's resend completed just after ours left, says nothing about reordering. */
-		ic->reo_mult++;
-		ic->reo_good = 0;
+		 * Not if the result carries RETX: a result re-sent
+		 * for our resend, or a round a peer's resend completed just after ours left, says
+		 * nothing about reordering. */
+		if (ic->reo_mult < INC_REO_MULT_MAX) {
+			ic->reo_mult++;
+			ic->reo_good = 0;
+		}
 	}
 	if (ic->reo_mult > 1 && ++ic->reo_good >= 4096) {
 		ic->reo_mult--; /* reordering seen long ago: narrow the window again */
@@ -803,14 +826,15 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 	ic->rack_timer_ns = 0;
 	for (unsigned s = 0; s < cfg->nslots; s++) {
 		struct inc_chunk *ch = &ic->chunks[s];
+		const struct inc_rack *rk = &ic->rack[s / WIRE_SLOT_BLOCK];
 
 		uint64_t wait;
 		if (!ch->active)
 			continue;
-		if (ch->tx_seq < ic->rack_seq)
-			wait = ic->rack_rtt_ns + reo;
-		else if (ch->retx && ch->tx_seq < ic->rack_rseq)
-			wait = ic->rack_rrtt_ns + reo;
+		if (ch->tx_seq < rk->seq)
+			wait = rk->rtt_ns + reo;
+		else if (ch->retx && ch->tx_seq < rk->rseq)
+			wait = rk->rrtt_ns + reo;
 		else
 			continue;
 		/* A chunk still unanswered after a resend usually waits for another member's
@@ -1021,7 +1045,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	struct inc_job j = { .a = a, .dt = a->dt, .op = a->op, .elem = inca_dtype_size(a->dt) };
-	uint64_t done = 0, rack_scanned = 0, rack_rscanned = 0, drain_ns = 0;
+	uint64_t done = 0, rack_scanned = 0, drain_ns = 0;
 	const bool tlp_ok = ic->have_rtt;
 	int rc;
 
@@ -1073,13 +1097,12 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			if (rc < 0)
 				return inc_fail(c, rc);
 		}
-		if (ic->rack_seq > rack_scanned || ic->rack_rseq > rack_rscanned ||
-		    (ic->rack_timer_ns && now >= ic->rack_timer_ns)) {
+		if (ic->rack_gen > rack_scanned || (ic->rack_timer_ns && now >= ic->rack_timer_ns)) {
 			rc = inc_detect_losses(c, &j, now, &scanned);
 			if (rc < 0)
 				return inc_fail(c, rc);
 			if (scanned)
-				rack_scanned = ic->rack_seq, rack_rscanned = ic->rack_rseq;
+				rack_scanned = ic->rack_gen;
 		}
 
 		/* 2. Silence: first the stall probe, then the RTO. A full queue postpones
@@ -1131,7 +1154,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		/* Work left that an empty queue allows: go round again at once instead. */
 		bool more = !tx_pending(ic) &&
 			    (inc_can_start(ic, cfg, &j) || ic->nacked ||
-			     ic->rack_seq > rack_scanned || ic->rack_rseq > rack_rscanned);
+			     ic->rack_gen > rack_scanned);
 		if (wait_ns && !more) {
 			/* The peers' TCP connections too: a dead rank is noticed at once. */
 			rc = client_wait_peers(c, &pf, 1, wait_ns, c->wait_spin_ns);
