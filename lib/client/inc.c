@@ -54,6 +54,9 @@
 #define INC_REO_MULT_MAX 16
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
+/* Tail rule of loss detection: the latest-started chunk of a slot block has no later chunk of
+ * its block to vouch for it; answers of other blocks do, after their RTT + SRTT << shift. */
+#define INC_TAIL_SHIFT_MAX 4
 
 /* One in-flight chunk; the table is indexed by slot (g % nslots), so a slot is busy exactly
  * while its chunk waits for a result: that is the self-clocking rule. */
@@ -70,6 +73,7 @@ struct inc_chunk {
 	bool active;
 	bool retx;          /* sent more than once: no RTT sample (Karn) */
 	bool retx_fast;     /* last resend came from loss detection, not the RTO */
+	bool retx_tail;     /* ... by the tail rule (evidence from other blocks) */
 	bool nacked;        /* the switch noticed it misses our contribution: resend now */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
 	uint32_t nfast;     /* resends by loss detection: each one doubles the next wait */
@@ -111,19 +115,24 @@ struct client_inc {
 	 * overtake another's by a whole service time, and the send queue groups packets by
 	 * block. So an answer vouches only for chunks of its own block: rack[b]. The window is
 	 * small (reordering within a block is rare), widened when a resend turns out spurious.
-	 * A lost chunk with no later answer in its block is found by the switch's repair notice
-	 * (the switch sees our later chunks), the stall probe or the RTO. */
+	 * Tail rule: the latest-started chunk of a block has no later chunk of its block to
+	 * vouch for it (the next one starts nslots later); answers of other blocks (rack_all)
+	 * do, after their RTT plus max(SRTT, reo) << tail_shift (widened by the tail rule's own
+	 * spurious resends). Without it a lost result of a block's last chunk waited for the
+	 * window to drain and the stall probe or the RTO. */
 	struct inc_rack {
 		uint64_t seq;     /* first_seq of the latest-sent answered chunk */
 		uint64_t rtt_ns;  /* its round trip from that first send */
 		uint64_t rseq;    /* tx_seq of the latest-sent resend answered (resends only) */
 		uint64_t rrtt_ns; /* its round trip from that resend */
-	} *rack;              /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up) */
+		uint64_t last_first; /* first_seq of the block's latest-started chunk */
+	} *rack, rack_all;    /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up); all */
 	unsigned nblk;
 	uint64_t rack_gen;      /* bumped whenever some block's evidence moves: rescan */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
 	unsigned nacked;        /* chunks with `nacked` set (repair notices to act on) */
 	unsigned reo_mult, reo_good;
+	unsigned tail_shift, tail_good; /* tail rule: window SRTT << tail_shift */
 	/* Stall probe (after RFC 8985 §7's tail loss probe): after ~2 SRTT without any answer,
 	 * resend the oldest chunks in flight once (inc_probe), so a stall is repaired in about a
 	 * round trip, not by the RTO. */
@@ -672,6 +681,10 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		rk->rtt_ns = now_ns - ch->sent_ns;
 		ic->rack_gen++;
 	}
+	if (ch->first_seq > ic->rack_all.seq) {
+		ic->rack_all.seq = ch->first_seq;
+		ic->rack_all.rtt_ns = now_ns - ch->sent_ns;
+	}
 	/* A resend answered at least a minimum RTT after it left was most likely answered
 	 * because of it (RFC 8985 §6.2). It vouches for the resends sent before it, which are
 	 * repair requests too (a lost resend is then found a round trip later, not by the RTO),
@@ -688,10 +701,17 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		 * Not if the result carries RETX: a result re-sent
 		 * for our resend, or a round a peer's resend completed just after ours left, says
 		 * nothing about reordering. */
-		if (ic->reo_mult < INC_REO_MULT_MAX) {
+		if (ch->retx_tail && ic->tail_shift < INC_TAIL_SHIFT_MAX) {
+			ic->tail_shift++;
+			ic->tail_good = 0;
+		} else if (!ch->retx_tail && ic->reo_mult < INC_REO_MULT_MAX) {
 			ic->reo_mult++;
 			ic->reo_good = 0;
 		}
+	}
+	if (ic->tail_shift > 0 && ++ic->tail_good >= 4096) {
+		ic->tail_shift--;
+		ic->tail_good = 0;
 	}
 	if (ic->reo_mult > 1 && ++ic->reo_good >= 4096) {
 		ic->reo_mult--; /* reordering seen long ago: narrow the window again */
@@ -803,12 +823,13 @@ static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 	if ((ch->send_data && !ch->src) || (ch->recv_data && !ch->dst))
 		return -EINVAL;
 	ch->ntimeouts = ch->nfast = 0;
-	ch->retx = ch->retx_fast = ch->nacked = false;
+	ch->retx = ch->retx_fast = ch->retx_tail = ch->nacked = false;
 	ch->sent_ns = now_ns;
 	ch->active = true;
 	c->inc->inflight++;
 	rc = inc_enqueue(c, j, ch, false, now_ns);
 	ch->first_seq = ch->tx_seq;
+	c->inc->rack[(ch->g % c->cfg.nslots) / WIRE_SLOT_BLOCK].last_first = ch->first_seq;
 	return rc;
 }
 
@@ -820,6 +841,7 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	uint64_t reo = reo_wnd_ns(ic);
+	uint64_t tail_wnd = ic->srtt_ns > reo ? ic->srtt_ns : reo;
 	int rc;
 
 	*done = false;
@@ -829,12 +851,15 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 		const struct inc_rack *rk = &ic->rack[s / WIRE_SLOT_BLOCK];
 
 		uint64_t wait;
+		bool tail = false;
 		if (!ch->active)
 			continue;
 		if (ch->tx_seq < rk->seq)
 			wait = rk->rtt_ns + reo;
 		else if (ch->retx && ch->tx_seq < rk->rseq)
 			wait = rk->rrtt_ns + reo;
+		else if (ch->first_seq == rk->last_first && ch->first_seq < ic->rack_all.seq)
+			wait = ic->rack_all.rtt_ns + (tail_wnd << ic->tail_shift), tail = true;
 		else
 			continue;
 		/* A chunk still unanswered after a resend usually waits for another member's
@@ -853,6 +878,7 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 		if (ic->srtt_ns > delay_target_ns(ic))
 			wnd_cut(ic, ch->tx_seq, 1.0 - INC_LOSS_MDF);
 		ch->retx_fast = true;
+		ch->retx_tail = tail;
 		ch->nfast++;
 		rc = inc_enqueue(c, j, ch, true, now_ns);
 		if (rc < 0)
