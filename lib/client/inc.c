@@ -54,8 +54,8 @@
 #define INC_REO_MULT_MAX 16
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
-/* Tail rule of loss detection: the latest-started chunk of a slot block has no later chunk of
- * its block to vouch for it; answers of other blocks do, after their RTT + SRTT << shift. */
+/* Other-block rule of loss detection (struct client_inc): its window is at most
+ * max(SRTT, reo) << INC_TAIL_SHIFT_MAX. */
 #define INC_TAIL_SHIFT_MAX 4
 
 /* One in-flight chunk; the table is indexed by slot (g % nslots), so a slot is busy exactly
@@ -73,7 +73,7 @@ struct inc_chunk {
 	bool active;
 	bool retx;          /* sent more than once: no RTT sample (Karn) */
 	bool retx_fast;     /* last resend came from loss detection, not the RTO */
-	bool retx_tail;     /* ... by the tail rule (evidence from other blocks) */
+	bool retx_tail;     /* ... by the other-block rule */
 	bool nacked;        /* the switch noticed it misses our contribution: resend now */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
 	uint32_t nfast;     /* resends by loss detection: each one doubles the next wait */
@@ -115,24 +115,25 @@ struct client_inc {
 	 * overtake another's by a whole service time, and the send queue groups packets by
 	 * block. So an answer vouches only for chunks of its own block: rack[b]. The window is
 	 * small (reordering within a block is rare), widened when a resend turns out spurious.
-	 * Tail rule: the latest-started chunk of a block has no later chunk of its block to
-	 * vouch for it (the next one starts nslots later); answers of other blocks (rack_all)
-	 * do, after their RTT plus max(SRTT, reo) << tail_shift (widened by the tail rule's own
-	 * spurious resends). Without it a lost result of a block's last chunk waited for the
-	 * window to drain and the stall probe or the RTO. */
+	 * Other-block rule: a chunk no later answer of its own block vouches for (the block's
+	 * latest-started chunk has none until the block's next round, nslots chunks later; under
+	 * heavy loss the later ones may be lost too) is vouched for by answers of any block
+	 * (rack_all) after their RTT plus max(SRTT, reo) << tail_shift. tail_shift grows with
+	 * every resend of this rule that the original answered (a result without RETX), however
+	 * late. Without the rule a lost result of a block's last chunk waited for the window to
+	 * drain and for the stall probe or the RTO. */
 	struct inc_rack {
 		uint64_t seq;     /* first_seq of the latest-sent answered chunk */
 		uint64_t rtt_ns;  /* its round trip from that first send */
 		uint64_t rseq;    /* tx_seq of the latest-sent resend answered (resends only) */
 		uint64_t rrtt_ns; /* its round trip from that resend */
-		uint64_t last_first; /* first_seq of the block's latest-started chunk */
-	} *rack, rack_all;    /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up); all */
+	} *rack, rack_all;    /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up); any block */
 	unsigned nblk;
 	uint64_t rack_gen;      /* bumped whenever some block's evidence moves: rescan */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
 	unsigned nacked;        /* chunks with `nacked` set (repair notices to act on) */
 	unsigned reo_mult, reo_good;
-	unsigned tail_shift, tail_good; /* tail rule: window SRTT << tail_shift */
+	unsigned tail_shift, tail_good; /* other-block rule: its window << tail_shift */
 	/* Stall probe (after RFC 8985 §7's tail loss probe): after ~2 SRTT without any answer,
 	 * resend the oldest chunks in flight once (inc_probe), so a stall is repaired in about a
 	 * round trip, not by the RTO. */
@@ -694,7 +695,15 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		rk->rrtt_ns = now_ns - ch->xmit_ns;
 		ic->rack_gen++;
 	}
-	if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
+	if (ch->retx && ch->retx_fast && ch->retx_tail && !(pkt.inca.flags & WIRE_F_RETX)) {
+		/* A result without RETX is the answer to the original contributions (a result the
+		 * switch re-sends for a duplicate, or one a resend completed, carries RETX): the
+		 * resend was not needed, however late this answer came. */
+		if (ic->tail_shift < INC_TAIL_SHIFT_MAX) {
+			ic->tail_shift++;
+			ic->tail_good = 0;
+		}
+	} else if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
 	    !(pkt.inca.flags & WIRE_F_RETX)) {
 		/* Answered faster than any round trip: the original was answered, the fast
 		 * resend was spurious (results were reordered): widen the reordering window.
@@ -829,7 +838,6 @@ static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 	c->inc->inflight++;
 	rc = inc_enqueue(c, j, ch, false, now_ns);
 	ch->first_seq = ch->tx_seq;
-	c->inc->rack[(ch->g % c->cfg.nslots) / WIRE_SLOT_BLOCK].last_first = ch->first_seq;
 	return rc;
 }
 
@@ -858,7 +866,7 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 			wait = rk->rtt_ns + reo;
 		else if (ch->retx && ch->tx_seq < rk->rseq)
 			wait = rk->rrtt_ns + reo;
-		else if (ch->first_seq == rk->last_first && ch->first_seq < ic->rack_all.seq)
+		else if (ch->first_seq < ic->rack_all.seq)
 			wait = ic->rack_all.rtt_ns + (tail_wnd << ic->tail_shift), tail = true;
 		else
 			continue;
