@@ -55,8 +55,8 @@
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
 /* Other-block rule of loss detection (struct client_inc): its window is at most
- * max(SRTT, reo) << INC_TAIL_SHIFT_MAX. */
-#define INC_TAIL_SHIFT_MAX 4
+ * reo << INC_TAIL_SHIFT_MAX (reordering between switch workers: a service time). */
+#define INC_TAIL_SHIFT_MAX 8
 
 /* One in-flight chunk; the table is indexed by slot (g % nslots), so a slot is busy exactly
  * while its chunk waits for a result: that is the self-clocking rule. */
@@ -118,7 +118,7 @@ struct client_inc {
 	 * Other-block rule: a chunk no later answer of its own block vouches for (the block's
 	 * latest-started chunk has none until the block's next round, nslots chunks later; under
 	 * heavy loss the later ones may be lost too) is vouched for by answers of any block
-	 * (rack_all) after their RTT plus max(SRTT, reo) << tail_shift. tail_shift grows with
+	 * (rack_all) after their RTT plus reo << tail_shift. tail_shift grows with
 	 * every resend of this rule that the original answered (a result without RETX), however
 	 * late. Without the rule a lost result of a block's last chunk waited for the window to
 	 * drain and for the stall probe or the RTO. */
@@ -849,7 +849,7 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	uint64_t reo = reo_wnd_ns(ic);
-	uint64_t tail_wnd = ic->srtt_ns > reo ? ic->srtt_ns : reo;
+	uint64_t tail_wnd = reo;
 	int rc;
 
 	*done = false;
