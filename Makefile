@@ -8,7 +8,7 @@ FABRIC_RATE ?=
 FABRIC_LOSS ?=
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo fabric-bench sim-report
+.PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo fabric-bench fabric-rates sim-report
 
 all: build
 
@@ -52,6 +52,12 @@ bench: build
 # inca-bench (every collective, INC next to each host algorithm) in the netns fabric (root).
 fabric-bench: build
 	FABRIC_RATE=$(FABRIC_RATE) FABRIC_LOSS=$(FABRIC_LOSS) tools/fabric_bench.sh $(BUILD)
+
+# The example fabric at several host-link rates (uplinks 4x): INC vs link rate and vs the ring,
+# the highest rate where INC keeps >= 0.9 x link and >= 1.6 x ring; PNG in $(BUILD)/fabric-rates/.
+FABRIC_RATES ?= 100,250,500,1000
+fabric-rates: build
+	tools/fabric_rates.sh $(BUILD) $(FABRIC_RATES)
 
 # Every inca-sim scenario of draft-lyu CCM, draft-hcl OSF, failures and INA at scale against its
 # baselines: $(BUILD)/sim-report/report.md + PNG plots.

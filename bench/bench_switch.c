@@ -31,6 +31,7 @@
 #include "launch.h"
 #include "util/udpio.h"
 #include "util/util.h"
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 #define MAX_MEMBERS 16
@@ -57,6 +58,8 @@ struct member {
 	uint32_t ip; /* host order */
 	uint32_t psn;
 	uint8_t pbm[8];
+	struct wire_mac *mac; /* signs this member's contributions when gen.auth */
+	uint64_t auth_ctr;
 	pthread_t thr;
 	struct slot_state slot[MAX_SLOTS];
 	uint64_t due[MAX_SLOTS / 64]; /* slots whose next round goes out after this batch */
@@ -81,6 +84,8 @@ struct gen {
 	uint32_t sw_ip;
 	struct sockaddr_in sw_addr;
 	bool reflect;
+	bool auth;            /* contributions carry a signed authentication block */
+	uint32_t auth_key_id;
 	const char *perf_out; /* perf record the daemon over the measured window into this file */
 	struct member *m;
 	uint8_t data[4096];
@@ -207,6 +212,14 @@ static void queue_send(struct member *mb, unsigned s, bool retx, uint64_t now)
 	p.inca.bits = mb->pbm;
 	p.data = g->data;
 	p.data_len = (uint32_t)g->data_len;
+	if (g->auth) {
+		p.inca.flags |= WIRE_F_AUTH;
+		p.auth.key_id = g->auth_key_id;
+		p.auth.ctx = p.inca.bfr_id;
+		p.auth.ctr = mb->auth_ctr++;
+		if (wire_mac_sign(mb->mac, &p) < 0)
+			ADD(mb->send_err, 1);
+	}
 	struct wire_ipinfo ip = { .src_ip = mb->ip, .dst_ip = g->sw_ip, .src_port = 4791,
 				  .dst_port = 4791, .ip_id = ip_id };
 	/* The queue already holds the slot for pkt_len bytes: encode must fill exactly that. */
@@ -571,7 +584,11 @@ static void usage(FILE *f)
 		"usage: bench-switch [options]\n"
 		"  --members N      emulated members (default 4)\n"
 		"  --slots N        slots = window per member (default 256)\n"
-		"  --bytes LIST     data bytes per packet, e.g. 64,1024,max (default 64,1024,max)\n"
+		"  --bytes LIST     data bytes per packet, e.g. 64,1024,max (default 64,1024,max;\n"
+		"                   with --auth, max is the largest that fits with an auth block)\n"
+		"  --auth           also run the switch with packet authentication (AES-256-GMAC,\n"
+		"                   members sign every contribution) in each trial, and print the\n"
+		"                   authenticated/plain ratio (default: plain switch only)\n"
 		"  --batch N        messages per sendmmsg/recvmmsg of the generator (default 32)\n"
 		"  --no-gso         one datagram per message (default: UDP GSO sends of a slot block,\n"
 		"                   UDP_GRO receives, as INCA clients do)\n"
@@ -608,7 +625,7 @@ static int parse_threads(const char *s, int *out)
 static void print_run(FILE *jf, const struct gen *g, int threads, size_t db, bool reflect,
 		      const struct run_res *r)
 {
-	const char *mode = reflect ? "reflect" : "switch";
+	const char *mode = reflect ? "reflect" : g->auth ? "sw+auth" : "switch";
 	printf(" %8zu %3d %8s %11.0f %11.0f %8.3f %5.2f %11.0f %5.2f %5.2f %6.1f %6.1f %5llu\n", db,
 	       threads, mode, r->in_pps, r->out_pps, r->goodput_gbps, r->daemon_cpu,
 	       r->pkts_per_cpu_s, r->gen_cpu, r->busy_cores, r->tx_per_msg, r->rx_per_buf,
@@ -652,6 +669,7 @@ int main(int argc, char **argv)
 		{ "trials", required_argument, 0, 'n' },  { "no-gso", no_argument, 0, 'G' },
 		{ "perf", required_argument, 0, 'P' },    { "help", no_argument, 0, 'h' },
 		{ "member-wait", required_argument, 0, 'W' },
+		{ "auth", no_argument, 0, 'A' },
 		{ 0, 0, 0, 0 },
 	};
 	struct launch_cfg cfg;
@@ -663,7 +681,7 @@ int main(int argc, char **argv)
 	unsigned batch = 32;
 	double secs = 2.0;
 	int trials = 3;
-	bool gso = true, spin = true;
+	bool gso = true, spin = true, auth = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
@@ -679,6 +697,7 @@ int main(int argc, char **argv)
 		case 'j': json_path = optarg; break;
 		case 'n': trials = atoi(optarg); break;
 		case 'G': gso = false; break;
+		case 'A': auth = true; break;
 		case 'P': perf_prefix = optarg; break;
 		case 'W':
 			if (strcmp(optarg, "spin") && strcmp(optarg, "sleep")) {
@@ -739,7 +758,13 @@ int main(int argc, char **argv)
 	FILE *jf = json_path ? fopen(json_path, "a") : NULL;
 	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
 
-	size_t maxdata = wire_max_data(4096, 4, 1);
+	size_t maxdata = wire_max_data_auth(4096, 4, 1, auth);
+	g.auth_key_id = cfg.auth_key_id;
+	for (int i = 0; auth && i < g.nmem; i++) {
+		if (wire_mac_new(&g.m[i].mac, cfg.auth_key) < 0)
+			return 2;
+		g.m[i].auth_ctr = wire_auth_ctr_start();
+	}
 	printf("# bench-switch: inca-switch aggregating vs inca-switch --reflect, same generator\n");
 	printf("# %d members on %s10.., switch %s:4791, window %u slots per member, generator %s, "
 	       "members %s, batch %u messages, %.1f s per run (+0.3 s warmup), switch threads %s, "
@@ -774,22 +799,25 @@ int main(int argc, char **argv)
 		}
 		g.data_len = db;
 		g.count = (uint16_t)(db / 4);
-		g.pkt_len = wire_udp_payload_len(1, db);
 		struct scale_row rows[MAX_THREADS];
 		for (int ti = 0; ti < nthr; ti++) {
 			cfg.switch_threads = thr[ti];
 			/* Alternate switch and reflector `trials` times and report medians: on a
 			 * small shared machine one pair of runs swings by +-10%. */
-			struct run_res res[2][MAX_TRIALS];
-			double ratios[MAX_TRIALS], ratios_cpu[MAX_TRIALS];
+			struct run_res res[3][MAX_TRIALS];
+			double ratios[MAX_TRIALS], ratios_cpu[MAX_TRIALS], ratios_auth[MAX_TRIALS];
 			int nt = 0;
 			memset(res, 0, sizeof(res));
 			for (int trial = 0; trial < trials; trial++) {
 				bool both = true;
-				for (int mode = 0; mode < 2; mode++) {
+				/* mode 0: switch, 1: reflector, 2: switch with authentication */
+				for (int mode = 0; mode < (auth ? 3 : 2); mode++) {
 					struct run_res *r = &res[mode][trial];
 					cfg.reflect = mode == 1;
 					g.reflect = cfg.reflect;
+					cfg.no_auth = mode != 2;
+					g.auth = mode == 2;
+					g.pkt_len = wire_udp_payload_len_auth(1, db, g.auth);
 					char perf_out[512];
 					if (perf_prefix) {
 						snprintf(perf_out, sizeof(perf_out),
@@ -826,6 +854,10 @@ int main(int argc, char **argv)
 					continue;
 				ratios[nt] = res[1][trial].in_pps > 0
 						     ? res[0][trial].in_pps / res[1][trial].in_pps : 0;
+				ratios_auth[nt] = auth && res[0][trial].pkts_per_cpu_s > 0
+							  ? res[2][trial].pkts_per_cpu_s /
+								    res[0][trial].pkts_per_cpu_s
+							  : 0;
 				ratios_cpu[nt] = res[1][trial].pkts_per_cpu_s > 0
 							 ? res[0][trial].pkts_per_cpu_s /
 								   res[1][trial].pkts_per_cpu_s
@@ -833,6 +865,19 @@ int main(int argc, char **argv)
 				nt++;
 			}
 			double ratio = median(ratios, nt), ratio_cpu = median(ratios_cpu, nt);
+			if (auth) {
+				double ra = median(ratios_auth, nt);
+				printf("# %zu B, %d thread(s): authenticated/plain switch = %.3f in packets "
+				       "per daemon CPU-second (cost %.1f%%; medians of %d trials: "
+				       "plain %.0f, authenticated %.0f)\n",
+				       db, thr[ti], ra, (1 - ra) * 100, nt,
+				       MED(res[0], trials, pkts_per_cpu_s),
+				       MED(res[2], trials, pkts_per_cpu_s));
+				if (jf)
+					fprintf(jf, "{\"tool\":\"bench-switch\",\"mode\":\"auth_ratio\","
+						    "\"threads\":%d,\"data_bytes\":%zu,"
+						    "\"per_cpu_ratio\":%.4f}\n", thr[ti], db, ra);
+			}
 			printf("# %zu B, %d thread(s): switch/reflector = %.3f in packets/s (%s 0.8), "
 			       "%.3f in packets per daemon CPU-second (medians of %d alternating "
 			       "pairs)\n",

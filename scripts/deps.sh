@@ -19,6 +19,8 @@ PKGS=(
   python3-torch                                      # PyTorch DDP hook (CPU-only Debian build)
   python3-numpy                                      # Python bindings test (numpy arrays)
   openssl                                            # TLS certificates for the AM tests
+  libssl-dev                                         # data-plane MAC (AES-GMAC, HKDF from libcrypto)
+  python3-cryptography                               # check_pcap.py verifies MAC tags independently
 )
 
 missing=()

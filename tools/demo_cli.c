@@ -47,6 +47,9 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --in-place         sendbuf == recvbuf\n"
 		"      --link-rate BPS    link rate in bit/s: adds an INC/link algbw column\n"
 		"      --no-inc, --no-ring  run only one algorithm\n"
+		"      --no-auth          switch and ranks run without packet authentication (the\n"
+		"                         default is a random group key per job, docs/protocol.md §14)\n"
+		"      --auth-compare     run everything twice, authentication on then off\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
 		"      --switch-threads N switch worker threads (default 1)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
@@ -66,7 +69,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 
 enum {
 	OPT_LINK = 999, OPT_BUDGET = 1000, OPT_MTU, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE,
-	OPT_NOINC, OPT_NORING, OPT_SWITCH, OPT_SWTHREADS, OPT_ADDR, OPT_JSON, OPT_SEED, OPT_PLOT,
+	OPT_NOAUTH, OPT_NOINC, OPT_NORING, OPT_SWITCH, OPT_SWTHREADS, OPT_ADDR, OPT_JSON, OPT_SEED, OPT_PLOT,
 	OPT_FABRIC, OPT_RTO, OPT_HOLD,
 };
 
@@ -288,7 +291,38 @@ static int parse_num(const char *s, double *out)
 	return 0;
 }
 
+static int demo_run(int argc, char **argv, const struct demo_defaults *d);
+
+/* --auth-compare: the whole run twice, packet authentication on then off (--no-auth), each
+ * with its own switch and ranks; both tables are printed. */
 int demo_main(int argc, char **argv, const struct demo_defaults *d)
+{
+	int at = 0;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--auth-compare"))
+			at = i;
+	if (!at)
+		return demo_run(argc, argv, d);
+	char **v = calloc((size_t)argc + 2, sizeof(char *));
+	if (!v)
+		return 2;
+	int n = 0;
+	for (int i = 0; i < argc; i++)
+		if (i != at)
+			v[n++] = argv[i];
+	printf("# ==== pass 1 of 2: packet authentication on (AES-256-GMAC) ====\n");
+	fflush(stdout);
+	int rc1 = demo_run(n, v, d);
+	v[n++] = (char *)"--no-auth";
+	optind = 0; /* glibc: full getopt re-initialisation */
+	printf("# ==== pass 2 of 2: packet authentication off (--no-auth) ====\n");
+	fflush(stdout);
+	int rc2 = demo_run(n, v, d);
+	free(v);
+	return rc1 ? rc1 : rc2;
+}
+
+static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 {
 	static const struct option lo[] = {
 		{ "minbytes", required_argument, 0, 'b' },
@@ -310,6 +344,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 		{ "in-place", no_argument, 0, OPT_INPLACE },
 		{ "no-inc", no_argument, 0, OPT_NOINC },
 		{ "no-ring", no_argument, 0, OPT_NORING },
+		{ "no-auth", no_argument, 0, OPT_NOAUTH },
 		{ "switch", required_argument, 0, OPT_SWITCH },
 		{ "switch-threads", required_argument, 0, OPT_SWTHREADS },
 		{ "addr-index", required_argument, 0, OPT_ADDR },
@@ -405,6 +440,9 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 			break;
 		case OPT_NORING:
 			no_ring = true;
+			break;
+		case OPT_NOAUTH:
+			cfg.no_auth = true;
 			break;
 		case OPT_SWITCH:
 			cfg.switch_path = optarg;
@@ -506,6 +544,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	o->label = d->tool;
 	o->seed = seed;
 	job.mtu = cfg.mtu;
+	job.auth = !cfg.no_auth && !cfg.plan;
 	job.bsl_bits = cfg.bsl_bits;
 	if (json_path) {
 		FILE *f = fopen(json_path, "w");
@@ -612,6 +651,9 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 	} else if (!no_inc) {
 		struct launch_sw_summary s;
 		launch_sw_summarize(stats, &s);
+		if (stats)
+			printf("# packet authentication: %s\n",
+			       cfg.no_auth ? "off (--no-auth)" : "on (AES-256-GMAC, random job key)");
 		if (stats) {
 			printf("# switch stats: rx %.0f pkts, tx %.0f pkts, contributions %.0f, "
 			       "aggregations %.0f (chunk rounds issued: %llu), duplicates %.0f, "

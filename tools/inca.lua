@@ -4,7 +4,8 @@
 --
 -- Use:  tshark -X lua_script:tools/inca.lua -r capture.pcap -Y inca
 --       wireshark -X lua_script:tools/inca.lua   (or copy into ~/.local/lib/wireshark/plugins/)
--- Fields: inca.version inca.flags inca.flags.result inca.flags.retx inca.flags.nack inca.coll
+-- Fields: inca.version inca.flags inca.flags.result inca.flags.retx inca.flags.nack
+--   inca.flags.auth inca.auth (key_id, epoch, ctx, ctr, tag: the authentication block) inca.coll
 --   inca.dtype
 --   inca.op inca.tree inca.slot inca.round inca.bfr_id inca.bsl inca.bsl_bits inca.si
 --   inca.count inca.owner inca.bitstring inca.set_bfr_ids (e.g. "1,3,64") inca.set_bfr_id
@@ -31,7 +32,14 @@ local F = {
 	f_retx = ProtoField.bool("inca.flags.retx", "RETX (retransmission)", 8, nil, 0x02),
 	f_nack = ProtoField.bool("inca.flags.nack", "NACK (repair notice: resend the contribution)",
 		8, nil, 0x04),
-	f_unknown = ProtoField.uint8("inca.flags.unknown", "Unknown flags", base.HEX, nil, 0x08),
+	f_auth = ProtoField.bool("inca.flags.auth", "AUTH (authentication block present)", 8, nil,
+		0x08),
+	auth = ProtoField.bytes("inca.auth", "Authentication block"),
+	auth_key_id = ProtoField.uint32("inca.auth.key_id", "Key id", base.DEC),
+	auth_epoch = ProtoField.uint32("inca.auth.epoch", "Job epoch", base.DEC),
+	auth_ctx = ProtoField.uint32("inca.auth.ctx", "Sender context", base.HEX),
+	auth_ctr = ProtoField.uint64("inca.auth.ctr", "Nonce counter", base.DEC),
+	auth_tag = ProtoField.bytes("inca.auth.tag", "Tag (AES-256-GMAC)"),
 	coll = ProtoField.uint8("inca.coll", "Collective", base.DEC, COLL),
 	dtype = ProtoField.uint8("inca.dtype", "Data type", base.DEC, DTYPE),
 	op = ProtoField.uint8("inca.op", "Operation", base.DEC, OP),
@@ -119,10 +127,9 @@ local function dissect(tvb, pinfo, root)
 	ft:add(F.f_result, tvb(0, 1))
 	ft:add(F.f_retx, tvb(0, 1))
 	ft:add(F.f_nack, tvb(0, 1))
-	if flags >= 8 then
-		ft:add(F.f_unknown, tvb(0, 1))
-		ft:add_proto_expert_info(E.bad, "unknown flag bits")
-	end
+	ft:add(F.f_auth, tvb(0, 1))
+	local alen = 0
+	if flags >= 8 then alen = 36 end
 	local nack = math.floor(flags / 4) % 2 == 1
 	if nack and (flags % 4 ~= 0 or tvb(16, 2):uint() ~= 0) then
 		ft:add_proto_expert_info(E.bad, "NACK with RESULT/RETX or with data")
@@ -199,7 +206,19 @@ local function dissect(tvb, pinfo, root)
 	local pad = 0
 	local pc = f_padcnt()
 	if pc then pad = pc.value end
-	local hdr = 20 + bl
+	local hdr = 20 + bl + alen
+	if alen > 0 then
+		if len < hdr then
+			t:add_proto_expert_info(E.bad, "authentication block truncated")
+			return true
+		end
+		local at = t:add(F.auth, tvb(20 + bl, alen))
+		at:add(F.auth_key_id, tvb(20 + bl, 4))
+		at:add(F.auth_epoch, tvb(20 + bl + 4, 4))
+		at:add(F.auth_ctx, tvb(20 + bl + 8, 4))
+		at:add(F.auth_ctr, tvb(20 + bl + 12, 8))
+		at:add(F.auth_tag, tvb(20 + bl + 20, 16))
+	end
 	local dlen = len - hdr - pad
 	if dlen < 0 then
 		t:add_proto_expert_info(E.bad, "pad count larger than the payload")

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/util.h"
+#include "wire/auth.h"
 
 static void set_block(struct launch_addrs *a, unsigned index, unsigned block)
 {
@@ -105,6 +106,11 @@ void launch_cfg_defaults(struct launch_cfg *c)
 	c->seed = 1;
 	c->log_level = 0;
 	c->job_timeout_s = 600;
+	/* A fresh random key per job; if the kernel cannot give random bytes, the job runs
+	 * without authentication rather than with a predictable key. */
+	if (wire_auth_key_random(c->auth_key) < 0)
+		c->no_auth = true;
+	c->auth_key_id = 1;
 }
 
 static int is_exec(const char *p)
@@ -173,6 +179,11 @@ static int write_config(const struct launch_cfg *c, const struct launch_addrs *a
 	fprintf(f, "  bsl = %u\n", c->bsl_bits);
 	fprintf(f, "  role = root\n");
 	fprintf(f, "  deterministic = %s\n", c->deterministic ? "yes" : "no");
+	if (!c->no_auth) {
+		char hex[2 * WIRE_AUTH_KEY_LEN + 1];
+		wire_auth_key_hex(c->auth_key, hex);
+		fprintf(f, "  auth_key = %s\n  auth_key_id = %u\n", hex, c->auth_key_id);
+	}
 	for (int r = 0; r < c->nranks; r++) {
 		char ip[LAUNCH_IP_LEN];
 		launch_rank_ip(a, r, ip);
@@ -433,6 +444,12 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 	uint16_t bfr = pr && pr->bfr_id ? pr->bfr_id : (uint16_t)(rank + 1);
 	o->tree_id = c->tree_id;
 	o->key = c->key;
+	if (!c->plan && !c->no_auth) {
+		o->auth_key = c->auth_key;
+		o->auth_key_id = c->auth_key_id;
+	} else if (!c->plan) {
+		o->no_auth = 1;
+	}
 	o->switch_qpn = 0x100u + c->tree_id;
 	o->bfr_id = bfr;
 	o->qpn = 0x1000u + bfr;

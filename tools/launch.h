@@ -79,6 +79,13 @@ struct launch_cfg {
 	 * return value replaces fn's. NULL: none. (Appended for the AM fabric mode.) */
 	int (*rank_epilogue)(struct inca_comm *comm, void *arg);
 	void *epilogue_arg;
+
+	/* Packet authentication of a loopback job (docs/protocol.md §14): launch_cfg_defaults
+	 * draws a random group key, written into the switch's tree and given to every rank.
+	 * no_auth: neither side authenticates. Fabric jobs (plan) use what the harness set up. */
+	bool no_auth;
+	uint8_t auth_key[32];
+	uint32_t auth_key_id;
 };
 void launch_cfg_defaults(struct launch_cfg *c);
 

@@ -105,8 +105,8 @@ static const char *const algo_name[] = { "INC", "ring" };
 
 static uint64_t chunks_for(const struct sweep_job *j, size_t bytes, size_t es)
 {
-	size_t per = wire_max_data(j->mtu ? j->mtu : 4096, es,
-				   wire_bsl_code(j->bsl_bits ? j->bsl_bits : 64));
+	size_t per = wire_max_data_auth(j->mtu ? j->mtu : 4096, es,
+					wire_bsl_code(j->bsl_bits ? j->bsl_bits : 64), j->auth);
 	if (!per || !bytes)
 		return 0;
 	return (bytes + per - 1) / per;

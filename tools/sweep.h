@@ -55,6 +55,7 @@ struct sweep_job {
 	struct sweep_shared *sh;
 	uint16_t mtu;      /* to count chunks like the client does */
 	uint16_t bsl_bits;
+	bool auth;         /* packets carry an authentication block (fewer data bytes each) */
 };
 
 int sweep_job_init(struct sweep_job *j);

@@ -63,6 +63,7 @@ struct am_group {
 	bool rebuildable;        /* lost its tree to a failure: rebuild when the fabric allows */
 	uint16_t slots_wanted;
 	uint32_t generation;
+	uint32_t last_auth_key_id; /* key id of the latest tree: the next one differs */
 	struct am_plan plan;     /* valid while the group holds a tree (plan.ok) */
 	char (*plan_sw_names)[AM_STR]; /* per plan.sws entry: switch name (for the journal) */
 	uint64_t created_ns, state_ns;

@@ -150,6 +150,8 @@ try:
     check(len(groups) == 1 and groups[0].state == "fallback" and len(groups[0].members) == 2,
           "ListGroups shows the group and its members")
     check(groups[0].members[0].session_up, "rank 0's session is up")
+    check(groups[0].auth_key_id == 0 and not ev.tree.auth_key and ev.tree.auth_key_id == 0,
+          "a group on the host path has no data-plane key")
     check(len(stub.ListSwitches(pb.Empty(), timeout=5).switches) == 0, "ListSwitches")
     check(len(stub.ListLinks(pb.Empty(), timeout=5).links) == 0, "ListLinks")
     check(len(stub.ListTrees(pb.Empty(), timeout=5).trees) == 0, "ListTrees")

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "am_rpc.h"
+#include "client/client.h" /* struct inca_comm: the group key libinca adopted (cfg.auth_*) */
 #include "inca/inca.h"
 
 static const char *am_path, *sw_path, *cli_path;
@@ -197,7 +198,47 @@ struct rank_plan {
 	int kill_at;               /* >0: failover case: the root dies before this iteration */
 	bool det;                  /* rank 1 asks for a deterministic tree; every iteration also
 				    * checks an INC float sum bitwise against the rank-order chain */
+	bool write_keys;           /* each rank writes its adopted group key after create
+				    * (keys.R.a) and at the end (keys.R.b) */
 };
+
+/* "<auth> <key id> <64 hex digits>" of the tree libinca adopted, into tmpdir/keys.R.W. */
+static void write_key(const struct inca_comm *c, int rank, char which)
+{
+	char path[300], line[128];
+	int n = snprintf(line, sizeof line, "%d %u ", c->cfg.auth ? 1 : 0, c->cfg.auth_key_id);
+
+	for (int i = 0; i < WIRE_AUTH_KEY_LEN; i++)
+		n += snprintf(line + n, sizeof line - (size_t)n, "%02x", c->cfg.auth_key[i]);
+	snprintf(path, sizeof path, "%s/keys.%d.%c", tmpdir, rank, which);
+	write_file(path, line);
+}
+
+static char *slurp(const char *path);
+
+/* Every rank's key file `which` holds the same enabled key; returns it (owned) or dies. */
+static char *same_key(int size, char which)
+{
+	char *first = NULL;
+
+	for (int r = 0; r < size; r++) {
+		char path[300];
+		char *k;
+		snprintf(path, sizeof path, "%s/keys.%d.%c", tmpdir, r, which);
+		k = strdup(slurp(path));
+		if (!k || strncmp(k, "1 ", 2) != 0 || strlen(k) < 2 + 2 + 2 * WIRE_AUTH_KEY_LEN ||
+		    !strncmp(k, "1 0 ", 4))
+			die("rank %d: no group key adopted (%s)", r, k ? k : "no file");
+		if (!first) {
+			first = k;
+			continue;
+		}
+		if (strcmp(first, k) != 0)
+			die("rank %d adopted another key than rank 0: %s vs %s", r, k, first);
+		free(k);
+	}
+	return first;
+}
 
 /* Fractional float contribution of rank r (every addition rounds). */
 static float fval(int r, int i, int it)
@@ -273,6 +314,8 @@ static int run_rank(int rank, const struct rank_plan *p)
 			info.reason, p->expect_state);
 		return 12;
 	}
+	if (p->write_keys)
+		write_key(c, rank, 'a');
 	for (int it = 0; it < p->iters; it++) {
 		int n = 1 + (it * 997) % 3000;
 		if (p->kill_at && it == p->kill_at) {
@@ -344,6 +387,8 @@ static int run_rank(int rank, const struct rank_plan *p)
 	}
 	if (p->expect_state == 2 && st.inc_calls != 0)
 		return 16;
+	if (p->write_keys)
+		write_key(c, rank, 'b');
 	inca_comm_destroy(c);
 	return 0;
 }
@@ -444,7 +489,9 @@ static void restart_am_during(void)
 static void case_inc(void)
 {
 	struct rank_plan p = { .size = 3, .cred = "good", .expect_state = 1, .iters = 60,
-			       .sleep_us = 20000, .restart_flag = restart_flag, .det = true };
+			       .sleep_us = 20000, .restart_flag = restart_flag, .det = true,
+			       .write_keys = true };
+	char *ka, *kb, *jr, *kline = NULL, want[160];
 	char text[1024];
 	Inca__Am__V1__StatsReply *s;
 
@@ -463,6 +510,38 @@ static void case_inc(void)
 	if (s->recovered_groups != 1)
 		die("restarted AM recovered %llu groups", (unsigned long long)s->recovered_groups);
 	protobuf_c_message_free_unpacked(&s->base, NULL);
+	/* Every rank adopted the same key, kept it across the AM restart, and it is the key the
+	 * AM journalled for the group (the last K record). */
+	ka = same_key(p.size, 'a');
+	kb = same_key(p.size, 'b');
+	if (strcmp(ka, kb) != 0)
+		die("the key changed across the AM restart: %s -> %s", ka, kb);
+	{
+		FILE *jf = fopen(journal, "r");
+		size_t cap = 0;
+		jr = NULL;
+		if (!jf || getdelim(&jr, &cap, '\0', jf) < 0)
+			die("cannot read the journal %s", journal);
+		fclose(jf);
+	}
+	for (char *l = jr ? strstr(jr, "\nK ") : NULL; l; l = strstr(l + 1, "\nK "))
+		kline = l + 1;
+	if (!kline)
+		die("no K record in the journal");
+	{
+		char *sp = strchr(kline + 2, ' '); /* after the group id */
+		char *nl = sp ? strchr(sp, '\n') : NULL;
+		if (!sp || !nl)
+			die("bad K record");
+		snprintf(want, sizeof want, "1 %.*s", (int)(nl - sp - 1), sp + 1);
+	}
+	if (strcmp(want, ka) != 0)
+		die("ranks' key %s is not the journalled %s", ka, want);
+	fprintf(stderr, "3 ranks adopted the AM's group key (id %.*s), kept across the restart\n",
+		(int)(strchr(ka + 2, ' ') - ka - 2), ka + 2);
+	free(ka);
+	free(kb);
+	free(jr);
 	wait_no_groups();
 	stop_am();
 }
@@ -592,8 +671,8 @@ static void kill_root_during(void)
 static void case_failover(void)
 {
 	struct rank_plan p = { .size = 4, .cred = "good", .expect_state = 1, .iters = 100,
-			       .sleep_us = 5000, .kill_at = 20 };
-	char text[2048];
+			       .sleep_us = 5000, .kill_at = 20, .write_keys = true };
+	char text[2048], *ka, *kb;
 	Inca__Am__V1__StatsReply *s;
 	Inca__Am__V1__ListSwitchesReply *ls;
 
@@ -621,6 +700,14 @@ static void case_failover(void)
 	snprintf(rebuilt_flag, sizeof rebuilt_flag, "%s/rebuilt", tmpdir);
 	start_am();
 	run_ranks(&p, kill_root_during);
+	/* the rebuilt tree (generation 2) came with a new key and id, adopted by every rank */
+	ka = same_key(p.size, 'a');
+	kb = same_key(p.size, 'b');
+	if (strcmp(strchr(ka + 2, ' '), strchr(kb + 2, ' ')) == 0 ||
+	    strtoul(ka + 2, NULL, 10) == strtoul(kb + 2, NULL, 10))
+		die("the rebuilt tree kept the key or its id: %s / %s", ka, kb);
+	free(ka);
+	free(kb);
 	s = stats();
 	fprintf(stderr, "failure reports: %llu acted on, %llu stale, %llu denied; rebuilds %llu\n",
 		(unsigned long long)s->failure_reports, (unsigned long long)s->failure_reports_stale,

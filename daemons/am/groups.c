@@ -91,6 +91,14 @@ static void journal_group_write(struct am *am, FILE *f, const struct am_group *g
 			p < 0 ? "-" : am->sw[p].cfg->name);
 	}
 	fprintf(f, "\n");
+	/* K: the tree's data-plane key (the journal file is 0600) */
+	if (g->plan.ok && g->plan.sws[0].tree.auth) {
+		const struct ctl_tree *t = &g->plan.sws[0].tree;
+		fprintf(f, "K %llu %u ", (unsigned long long)g->id, t->auth_key_id);
+		for (size_t i = 0; i < WIRE_AUTH_KEY_LEN; i++)
+			fprintf(f, "%02x", t->auth_key[i]);
+		fprintf(f, "\n");
+	}
 	for (uint32_t r = 0; r < g->size; r++) {
 		const struct am_member *m = &g->m[r];
 		if (!m->joined)
@@ -330,6 +338,11 @@ static void fill_tree_info(struct am *am, const struct am_group *g, uint32_t r,
 	ti->root_switch = (char *)am->sw[p->root].cfg->name;
 	ti->attach_switch = g->m[r].attach >= 0 ? (char *)am->sw[g->m[r].attach].cfg->name : "";
 	ti->deterministic = t->deterministic;
+	if (t->auth) {
+		ti->auth_key.data = (uint8_t *)t->auth_key;
+		ti->auth_key.len = WIRE_AUTH_KEY_LEN;
+		ti->auth_key_id = t->auth_key_id;
+	}
 }
 
 static void notify_member(struct am *am, struct am_group *g, uint32_t r, int kind)
@@ -436,6 +449,7 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 	struct am_plan plan;
 	char why[256] = "";
 	size_t pushed = 0;
+	int rc;
 	char prev[256];
 	bool was_waiting = g->state == AM_G_FALLBACK && g->rebuildable;
 	uint16_t tid;
@@ -473,9 +487,20 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 	req.key = (uint32_t)rnd64();
 	if (!req.key)
 		req.key = 1;
+	/* A new data-plane key and key id for every tree generation. */
+	if (getrandom(req.auth_key, sizeof req.auth_key, 0) != (ssize_t)sizeof req.auth_key) {
+		set_state(g, AM_G_FALLBACK, "no randomness for the group key");
+		goto fallback;
+	}
+	do
+		req.auth_key_id = (uint32_t)rnd64();
+	while (!req.auth_key_id || req.auth_key_id == g->last_auth_key_id);
+	g->last_auth_key_id = req.auth_key_id;
 	req.slots_wanted = g->slots_wanted ? g->slots_wanted : am->cfg.slots_default;
 	req.slots_min = am->cfg.slots_min;
-	if (am_plan_build(v, am->nsw, mv, g->size, &req, &plan) < 0) {
+	rc = am_plan_build(v, am->nsw, mv, g->size, &req, &plan);
+	explicit_bzero(req.auth_key, sizeof req.auth_key);
+	if (rc < 0) {
 		set_state(g, AM_G_FALLBACK, "out of memory while planning");
 		goto fallback;
 	}
@@ -488,7 +513,7 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 	 * already knows the tree. */
 	for (pushed = 0; pushed < plan.nsw; pushed++) {
 		struct am_switch *s = &am->sw[plan.sws[pushed].sw];
-		int rc = s->conn ? ctl_put_tree(s->conn, &plan.sws[pushed].tree) : -ENOTCONN;
+		rc = s->conn ? ctl_put_tree(s->conn, &plan.sws[pushed].tree) : -ENOTCONN;
 		if (rc < 0) {
 			snprintf(why, sizeof why, "switch %s refused tree %u: %s", s->cfg->name, tid,
 				 s->conn ? ctl_conn_error(s->conn) : "not connected");
@@ -892,7 +917,8 @@ static bool tree_healthy(struct am *am, const struct am_group *g, char *why, siz
 			return false;
 		}
 		t = running_find(s, ps->tree.id);
-		if (!t || t->key != ps->tree.key) {
+		if (!t || t->key != ps->tree.key || t->auth != ps->tree.auth ||
+		    t->auth_key_id != ps->tree.auth_key_id) {
 			snprintf(why, cap, "switch %s lost tree %u", s->cfg->name, ps->tree.id);
 			return false;
 		}
@@ -1008,6 +1034,9 @@ static int tree_copy(struct ctl_tree *dst, const struct ctl_tree *src)
 struct replay {
 	uint16_t tree_id;
 	uint32_t key;
+	bool auth; /* a K record followed the latest G record */
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id;
 	size_t nsw;
 	char sw[AM_MAX_SWITCHES][AM_STR], parent[AM_MAX_SWITCHES][AM_STR];
 	char (*send)[AM_STR]; /* per rank */
@@ -1049,7 +1078,8 @@ static bool reconcile(struct am *am, struct am_group *g, const struct replay *rp
 		if (s < 0 || !am->sw[s].up)
 			goto bad;
 		t = running_find(&am->sw[s], rp->tree_id);
-		if (!t || t->key != rp->key)
+		if (!t || t->key != rp->key || t->auth != rp->auth ||
+		    (rp->auth && t->auth_key_id != rp->auth_key_id))
 			goto bad;
 		p->sws[k].sw = s;
 		p->sws[k].parent = strcmp(rp->parent[k], "-") ? sw_index(am, rp->parent[k]) : -1;
@@ -1057,6 +1087,9 @@ static bool reconcile(struct am *am, struct am_group *g, const struct replay *rp
 			p->root = s;
 		if (tree_copy(&p->sws[k].tree, t) < 0)
 			goto bad;
+		/* the switch never returns the key: it comes from the journal */
+		if (rp->auth)
+			memcpy(p->sws[k].tree.auth_key, rp->auth_key, WIRE_AUTH_KEY_LEN);
 		p->nsw = k + 1;
 	}
 	if (p->root < 0 || rp->nsw == 0)
@@ -1073,10 +1106,31 @@ static bool reconcile(struct am *am, struct am_group *g, const struct replay *rp
 	p->mtu = rp->mtu;
 	p->bsl_bits = rp->bsl;
 	p->slot_bytes = rp->slot_bytes;
+	g->last_auth_key_id = rp->auth_key_id;
 	return true;
 bad:
 	am_plan_free(p);
 	return false;
+}
+
+/* 64 hex digits -> key; -EINVAL otherwise. */
+static int parse_hex_key(const char *s, uint8_t *key)
+{
+	if (strlen(s) != 2 * WIRE_AUTH_KEY_LEN)
+		return -EINVAL;
+	for (size_t i = 0; i < 2 * WIRE_AUTH_KEY_LEN; i++) {
+		char ch = s[i];
+		int d = ch >= '0' && ch <= '9' ? ch - '0'
+			: ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+			: ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+		if (d < 0)
+			return -EINVAL;
+		if (i % 2 == 0)
+			key[i / 2] = (uint8_t)(d << 4);
+		else
+			key[i / 2] |= (uint8_t)d;
+	}
+	return 0;
 }
 
 static void replay_journal(struct am *am)
@@ -1157,6 +1211,9 @@ static void replay_journal(struct am *am)
 			g->generation = (uint32_t)strtoul(f_[6], NULL, 10);
 			r->tree_id = (uint16_t)strtoul(f_[7], NULL, 10);
 			r->key = (uint32_t)strtoul(f_[8], NULL, 10);
+			r->auth = false;
+			r->auth_key_id = 0;
+			explicit_bzero(r->auth_key, sizeof r->auth_key);
 			r->slots = (uint16_t)strtoul(f_[9], NULL, 10);
 			r->bsl = (unsigned)strtoul(f_[10], NULL, 10);
 			r->mtu = (uint16_t)strtoul(f_[11], NULL, 10);
@@ -1214,6 +1271,22 @@ static void replay_journal(struct am *am)
 			m->wants_det = f_[11] && f_[11][0] == '1';
 			m->wants_inc = true;
 			m->attach = -1;
+		} else if (strcmp(t, "K") == 0) {
+			char *ids = strtok_r(NULL, " \n", &save), *kid = strtok_r(NULL, " \n", &save);
+			char *hx = strtok_r(NULL, " \n", &save);
+			uint64_t id = ids ? strtoull(ids, NULL, 10) : 0;
+			unsigned long kv = kid ? strtoul(kid, NULL, 10) : 0;
+			uint8_t key[WIRE_AUTH_KEY_LEN];
+			size_t i;
+			for (i = 0; i < nrg && rg[i].g->id != id; i++)
+				;
+			if (i == nrg || !hx || kv == 0 || kv > UINT32_MAX ||
+			    parse_hex_key(hx, key) < 0)
+				continue; /* a bad record leaves the group's key as it was */
+			memcpy(rg[i].r->auth_key, key, sizeof key);
+			explicit_bzero(key, sizeof key);
+			rg[i].r->auth = true;
+			rg[i].r->auth_key_id = (uint32_t)kv;
 		} else if (strcmp(t, "D") == 0) {
 			char *ids = strtok_r(NULL, " \n", &save);
 			uint64_t id = ids ? strtoull(ids, NULL, 10) : 0;
@@ -1273,13 +1346,19 @@ static int journal_compact(struct am *am)
 	int fd;
 
 	snprintf(tmp, sizeof tmp, "%s.tmp", am->cfg.journal);
+	/* 0600: the journal holds job secrets and group keys (fchmod: a left-over tmp file
+	 * keeps its old mode through O_CREAT) */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0 && fchmod(fd, 0600) < 0) {
+		close(fd);
+		return -errno;
+	}
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {
 		if (fd >= 0)
 			close(fd);
 		return -errno;
 	}
-	fprintf(f, "# inca-am journal: J job secret | G group | M member | D deleted group\n");
+	fprintf(f, "# inca-am journal: J job secret | G group | K group key | M member | D deleted group\n");
 	for (size_t i = 0; i < am->nlearned; i++)
 		fprintf(f, "J %s %s\n", am->learned[i].id, am->learned[i].cred);
 	for (struct am_group *g = am->groups; g; g = g->next)
@@ -1454,6 +1533,7 @@ static void q_groups(struct am_qreply *q, struct am *am)
 		gi->root_switch = qstr(q, "");
 		if (g->plan.ok) {
 			gi->tree_id = g->plan.sws[0].tree.id;
+			gi->auth_key_id = g->plan.sws[0].tree.auth_key_id;
 			gi->slots = g->plan.slots;
 			gi->bsl_bits = g->plan.bsl_bits;
 			gi->mtu = g->plan.mtu;

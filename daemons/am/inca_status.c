@@ -128,9 +128,13 @@ static int show_groups(bool clients_only)
 			printf(" (%s)", gi->reason);
 		printf("\n");
 		if (gi->n_tree) {
-			printf("    tree %u  gen %u  %s  root %s  %u slots  bsl %u  mtu %u\n",
+			printf("    tree %u  gen %u  %s  root %s  %u slots  bsl %u  mtu %u  ",
 			       gi->tree_id, gi->generation, gi->n_tree > 1 ? "2-level" : "single-level",
 			       gi->root_switch, gi->slots, gi->bsl_bits, gi->mtu);
+			if (gi->auth_key_id)
+				printf("auth key id %u\n", gi->auth_key_id);
+			else
+				printf("auth off\n");
 			for (size_t k = 0; k < gi->n_tree; k++) {
 				Inca__Am__V1__SwitchTree *t = gi->tree[k];
 				printf("    %s%s [%s] %s qpn 0x%x %s  A-BM ", k ? "  +- " : "", t->switch_name,

@@ -3,13 +3,14 @@
  * one: a crash mid-write, a full disk). No switches are configured, so every recovered group
  * is reconciled against an empty fabric. Afterwards every group must be consistent
  * (0 < size <= 65535, joined <= size, members indexed by rank), and the compacted journal the
- * AM wrote must replay to the same groups. Links the real groups.c, plan.c and cfg.c with the
+ * AM wrote must replay to the same groups and be mode 0600. Links the real groups.c, plan.c and cfg.c with the
  * NETCONF stub; the gRPC session calls and the logger are stubbed (no client connects during
  * a replay). Build: tests/fuzz/run_fuzz.sh (see tests/fuzz/meson.build). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "am.h"
@@ -146,6 +147,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	na = snapshot(&a, sa, 256);
 	am_fini(&a);
+	{
+		/* the compacted journal (job secrets, group keys) is readable by its owner only */
+		struct stat st;
+		if (stat(jpath, &st) == 0 && (st.st_mode & 0777) != 0600)
+			abort();
+	}
 	/* the compacted journal holds the same groups */
 	if (load(&b) < 0)
 		abort();

@@ -151,6 +151,9 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (!am.cfg.tls_cert[0])
+		am_log(0, "warning: gRPC without TLS: group keys of data-plane authentication cross "
+			  "the network in clear to the members (set tls_cert / tls_key)");
 	grpc_init();
 	if (am_init(&am) < 0) {
 		am_fini(&am);

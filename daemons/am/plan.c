@@ -148,6 +148,9 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 	ps->parent = parent;
 	t->id = req->tree_id;
 	t->key = req->key;
+	t->auth = true;
+	memcpy(t->auth_key, req->auth_key, sizeof t->auth_key);
+	t->auth_key_id = req->auth_key_id;
 	t->qpn = PLAN_TREE_QPN_BASE + req->tree_id;
 	t->slots = out->slots;
 	t->slot_bytes = out->slot_bytes;

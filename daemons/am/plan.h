@@ -39,6 +39,8 @@ struct am_mem_view {
 struct am_plan_req {
 	uint16_t tree_id;
 	uint32_t key;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN]; /* data-plane group key, the same on every switch */
+	uint32_t auth_key_id;                /* nonzero */
 	uint16_t slots_wanted, slots_min;
 	uint32_t dtype_need, op_need; /* capability bits every tree switch must have (0: none) */
 	uint16_t mtu_max;             /* 0: 4096 */

@@ -93,7 +93,9 @@ static void members(struct am_mem_view *m, const int *hosts, int n)
 static struct am_plan_req req_default(uint16_t tree_id)
 {
 	struct am_plan_req r = { .tree_id = tree_id, .key = 0xabcd1234, .slots_wanted = 256,
-				 .slots_min = 16 };
+				 .slots_min = 16, .auth_key_id = 0x77 };
+	for (int i = 0; i < WIRE_AUTH_KEY_LEN; i++)
+		r.auth_key[i] = (uint8_t)(0xa0 + i);
 	return r;
 }
 
@@ -172,6 +174,12 @@ static void test_two_level(void)
 	CHECK(p.multi_level);
 	CHECK_EQ(p.root, 0); /* spine0: more free slots than spine1 */
 	CHECK_EQ(p.nsw, 3);
+	/* every switch of the tree gets the group's data-plane key and key id */
+	for (size_t k = 0; p.ok && k < p.nsw; k++) {
+		CHECK(p.sws[k].tree.auth);
+		CHECK_EQ(p.sws[k].tree.auth_key_id, 0x77);
+		CHECK(!memcmp(p.sws[k].tree.auth_key, r.auth_key, WIRE_AUTH_KEY_LEN));
+	}
 	if (p.ok && p.nsw == 3) {
 		const struct ctl_tree *root = &p.sws[2].tree;
 		CHECK_EQ(p.sws[2].sw, 0); /* root pushed last */

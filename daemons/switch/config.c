@@ -12,10 +12,20 @@
 #include <string.h>
 
 #include "util/util.h"
+#include "wire/auth.h"
 
 #define LINE_MAX_BYTES 4096
 #define FILE_MAX_BYTES (16u << 20)
 #define QPN_MAX 0xFFFFFFu
+
+/* Data-plane authentication rule: when true, a tree with neither auth_key nor auth = off is a
+ * configuration error. False until the data path verifies MACs; then flip it. */
+static const bool SW_CONF_AUTH_REQUIRED = false;
+
+bool sw_config_auth_required(void)
+{
+	return SW_CONF_AUTH_REQUIRED;
+}
 
 /* Parse state of one source (a file, a text buffer or one --tree flag). */
 struct pctx {
@@ -121,7 +131,10 @@ bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree 
 	    a->slot_bytes != b->slot_bytes || a->bsl_bits != b->bsl_bits || a->si != b->si ||
 	    a->root != b->root || a->bfr_id != b->bfr_id || a->has_parent != b->has_parent ||
 	    a->deterministic != b->deterministic || a->check_sender != b->check_sender ||
-	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask ||
+	    a->pkey != b->pkey ||
+	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask || a->auth != b->auth ||
+	    a->auth_key_id != b->auth_key_id ||
+	    memcmp(a->auth_key, b->auth_key, sizeof a->auth_key) ||
 	    a->nmembers != b->nmembers || a->nchildren != b->nchildren)
 		return false;
 	if (a->has_parent && (!addr_eq(&a->parent, &b->parent) || a->parent_qpn != b->parent_qpn))
@@ -332,6 +345,10 @@ enum tree_key {
 	TK_CHECK_SENDER,
 	TK_DTYPES,
 	TK_OPS,
+	TK_AUTH,
+	TK_AUTH_KEY,
+	TK_AUTH_KEY_ID,
+	TK_PKEY,
 	TK_MEMBER, /* repeatable */
 	TK_CHILD,  /* repeatable */
 	TK_COUNT_
@@ -339,7 +356,8 @@ enum tree_key {
 
 static const char *const tree_key_names[TK_COUNT_] = {
 	"key", "qpn", "slots", "slot_bytes", "bsl", "si", "role", "bfr_id", "parent",
-	"deterministic", "check_sender", "dtypes", "ops", "member", "child",
+	"deterministic", "check_sender", "dtypes", "ops", "auth", "auth_key", "auth_key_id",
+	"pkey", "member", "child",
 };
 
 /* "fp32,int32" (also '+' or blanks between names) -> bit mask over names[]. */
@@ -467,6 +485,40 @@ static int parse_parent(struct pctx *p, struct sw_conf_tree *t, char *v)
 	return 0;
 }
 
+static int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* auth_key: exactly 2 * WIRE_AUTH_KEY_LEN hex digits (an optional 0x prefix). */
+static int parse_auth_key(struct pctx *p, struct sw_conf_tree *t, const char *v)
+{
+	size_t n;
+
+	if (v[0] == '0' && (v[1] == 'x' || v[1] == 'X'))
+		v += 2;
+	n = strlen(v);
+	if (n != 2 * WIRE_AUTH_KEY_LEN)
+		return fail(p, p->line,
+			    "tree %u: auth_key has %zu hex digits, expected %d (%d bytes)", t->id,
+			    n, 2 * WIRE_AUTH_KEY_LEN, WIRE_AUTH_KEY_LEN);
+	for (size_t i = 0; i < WIRE_AUTH_KEY_LEN; i++) {
+		int hi = hex_digit(v[2 * i]), lo = hex_digit(v[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return fail(p, p->line, "tree %u: auth_key: '%c' at digit %zu is not hex",
+				    t->id, hi < 0 ? v[2 * i] : v[2 * i + 1],
+				    hi < 0 ? 2 * i + 1 : 2 * i + 2);
+		t->auth_key[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
 static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, char *v)
 {
 	int k;
@@ -536,10 +588,32 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 			return fail(p, p->line, "bad value '%s' for '%s' (expected yes or no)", v,
 				    key);
 		return 0;
+	case TK_PKEY:
+		/* 0x0000 and 0x8000 are not valid P_Keys (IBTA) */
+		if (num(p, key, v, 1, 0xFFFF, &x) < 0)
+			return -EINVAL;
+		if (x == 0x8000)
+			return fail(p, p->line, "pkey 0x8000 is not a valid P_Key");
+		t->pkey = (uint16_t)x;
+		return 0;
 	case TK_DTYPES:
 		return parse_name_mask(p, key, v, dtype_names, SW_DTYPE_COUNT, &t->dtype_mask);
 	case TK_OPS:
 		return parse_name_mask(p, key, v, op_names, SW_OP_COUNT, &t->op_mask);
+	case TK_AUTH:
+		/* on: the tree must have a key; off: explicit opt-out (no key allowed) */
+		if (!strcmp(v, "on") || !strcmp(v, "off")) {
+			t->auth = v[1] == 'n';
+			return 0;
+		}
+		return fail(p, p->line, "bad value '%s' for 'auth' (expected on or off)", v);
+	case TK_AUTH_KEY:
+		return parse_auth_key(p, t, v);
+	case TK_AUTH_KEY_ID:
+		if (num(p, key, v, 1, UINT32_MAX, &x) < 0)
+			return -EINVAL;
+		t->auth_key_id = (uint32_t)x;
+		return 0;
 	case TK_MEMBER:
 		return parse_member(p, t, v);
 	case TK_CHILD:
@@ -574,6 +648,7 @@ static int new_tree(struct pctx *p, uint64_t id, struct sw_conf_tree **out)
 	nt->bsl_bits = 64;
 	nt->root = true;
 	nt->check_sender = true;
+	nt->pkey = 0xFFFF;
 	nt->line = p->line;
 	*out = nt;
 	return 0;
@@ -582,6 +657,37 @@ static int new_tree(struct pctx *p, uint64_t id, struct sw_conf_tree **out)
 static bool same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+/* Authentication keys of a closed tree block: a key needs its id and vice versa; auth = off
+ * excludes a key; no key and no auth = off is an error when sw_config_auth_required(). */
+static int finish_auth(struct pctx *p, struct sw_conf_tree *t)
+{
+	bool has_key = t->seen_keys & (1u << TK_AUTH_KEY);
+	bool has_id = t->seen_keys & (1u << TK_AUTH_KEY_ID);
+	bool has_auth = t->seen_keys & (1u << TK_AUTH);
+
+	if (has_auth && !t->auth) {
+		if (has_key || has_id)
+			return fail(p, t->line,
+				    "tree %u: auth = off together with auth_key/auth_key_id (drop "
+				    "one of them)", t->id);
+		return 0;
+	}
+	if (has_key != has_id)
+		return fail(p, t->line, "tree %u: auth_key and auth_key_id go together (missing %s)",
+			    t->id, has_key ? "auth_key_id" : "auth_key");
+	if (has_key) {
+		t->auth = true;
+		return 0;
+	}
+	if (has_auth || sw_config_auth_required())
+		return fail(p, t->line,
+			    "tree %u: no data-plane key: set auth_key = <64 hex digits> and "
+			    "auth_key_id = <n>, or auth = off to run the tree unauthenticated",
+			    t->id);
+	t->auth = false;
+	return 0;
 }
 
 /* Checks that need the whole block: run when '}' closes it (or the --tree spec ends). */
@@ -597,6 +703,9 @@ static int finish_tree(struct pctx *p, struct sw_conf_tree *t)
 		return fail(p, t->line, "tree %u: missing key (the group R_Key)", t->id);
 	if (!(t->seen_keys & (1u << TK_QPN)))
 		t->qpn = SW_QPN_TREE_BASE + t->id;
+	rc = finish_auth(p, t);
+	if (rc < 0)
+		return rc;
 	if (!t->root && !t->has_parent)
 		return fail(p, t->line, "tree %u: role leaf needs a parent", t->id);
 	if (t->root && t->has_parent)
@@ -1256,6 +1365,15 @@ void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f)
 				t->parent_qpn);
 		fprintf(f, "  deterministic = %s\n", t->deterministic ? "yes" : "no");
 		fprintf(f, "  check_sender = %s\n", t->check_sender ? "yes" : "no");
+		fprintf(f, "  pkey = 0x%04x\n", t->pkey);
+		if (t->auth) {
+			fprintf(f, "  auth_key = ");
+			for (size_t j = 0; j < WIRE_AUTH_KEY_LEN; j++)
+				fprintf(f, "%02x", t->auth_key[j]);
+			fprintf(f, "\n  auth_key_id = %u\n", t->auth_key_id);
+		} else {
+			fprintf(f, "  auth = off\n");
+		}
 		dump_mask(f, "dtypes", t->dtype_mask, dtype_names, SW_DTYPE_COUNT);
 		dump_mask(f, "ops", t->op_mask, op_names, SW_OP_COUNT);
 		for (size_t j = 0; j < t->nmembers; j++)

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <netinet/in.h>
 
+#include "wire/wire.h"
+
 #define SW_CONF_PATH_MAX 1024
 #define SW_CONF_ERR_MAX 512
 #define SW_THREADS_MAX 64
@@ -49,6 +51,14 @@ struct sw_conf_tree {
 	uint32_t parent_qpn;
 	bool deterministic;
 	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
+	uint16_t pkey;     /* P_Key of the tree's QPs (default 0xFFFF), IBTA match rule */
+	/* Data-plane authentication (docs/protocol.md §14): true when the tree has a group key
+	 * (auth_key = 64 hex digits, auth_key_id = n): every packet of the tree then carries an
+	 * authentication block whose MAC is keyed by auth_key; false for auth = off, or for a tree
+	 * without a key while sw_config_auth_required() is false. */
+	bool auth;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id; /* nonzero when auth */
 	uint32_t dtype_mask, op_mask; /* 1u << inca_dtype / inca_op accepted; 0 = all */
 	struct sw_conf_member *members; /* owned */
 	size_t nmembers;
@@ -116,12 +126,17 @@ int sw_config_set_global(struct sw_config *c, const char *key, const char *value
 /* Whole-config checks (at least one tree, ...). */
 int sw_config_validate(const struct sw_config *c, char *err, size_t cap);
 
+/* Must every tree have a data-plane key or say auth = off? While false, a tree with neither
+ * runs unauthenticated (auth false). */
+bool sw_config_auth_required(void);
+
 /* Find a tree by id, NULL if absent. */
 const struct sw_conf_tree *sw_config_find_tree(const struct sw_config *c, uint16_t id);
 /* Does the tree (directly or through a child) cover BFR-id k? */
 bool sw_conf_tree_covers(const struct sw_conf_tree *t, uint16_t k);
 
-/* Print the effective configuration in the file format (round-trips through the parser). */
+/* Print the effective configuration in the file format (round-trips through the parser; group
+ * keys included, as in the file). */
 void sw_config_dump(const struct sw_config *c, FILE *f);
 /* Only the tree blocks of the dump (used to round-trip NETCONF edits through the parser). */
 void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f);

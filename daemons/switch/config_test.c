@@ -158,6 +158,18 @@ static void test_defaults(void)
 	CHECK_EQ(c.trees[0].qpn, 0x105);
 	CHECK(c.trees[0].root);
 	CHECK_EQ(c.trees[0].members[0].qpn, 0x1040);
+	CHECK_EQ(c.trees[0].pkey, 0xFFFF);
+	sw_config_free(&c);
+	/* a tree P_Key; 0 and 0x8000 are not P_Keys */
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8001\nmember = 64 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(c.trees[0].pkey, 0x8001);
+	sw_config_free(&c);
+	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8000\nmember = 64 127.0.0.1\n}\n", err) < 0);
+	CHECK(strstr(err, "not a valid P_Key") != NULL);
+	sw_config_free(&c);
+	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0\nmember = 64 127.0.0.1\n}\n", err) < 0);
+	sw_config_free(&c);
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\nmember = 64 127.0.0.1\n}\n", err), 0);
 	/* "010" is decimal ten, not octal. */
 	sw_config_free(&c);
 	CHECK_EQ(parse(&c, "threads = 010\ntree 5 {\nkey = 1\nmember = 1 127.0.0.1\n}\n", err), 0);
@@ -297,6 +309,12 @@ struct reject {
 };
 
 static const struct reject rejects[] = {
+	{ "tree 1 {\n key = 1\n auth_key = 00ff\n member = 1 127.0.0.1:4791\n}\n",
+	  "t.conf:3: tree 1: auth_key has 4 hex digits, expected 64" },
+	{ "tree 1 {\n key = 1\n auth = on\n member = 1 127.0.0.1:4791\n}\n",
+	  "tree 1: no data-plane key" },
+	{ "tree 1 {\n key = 1\n auth = maybe\n member = 1 127.0.0.1:4791\n}\n",
+	  "bad value 'maybe' for 'auth'" },
 	{ "link = eth1 peer a\nlink = eth1 peer b\n", "t.conf:2: link eth1: port listed twice" },
 	{ "link = eth1 speed fast\n", "t.conf:1: link eth1: bad speed 'fast'" },
 	{ "link = eth1 colour blue\n", "t.conf:1: link eth1: unknown option 'colour'" },
@@ -359,7 +377,113 @@ static const struct reject rejects[] = {
 	{ "tree 1 {\nkey=1\ndeterministic = sometimes\n}\n", "t.conf:3: bad value 'sometimes'" },
 	{ "tree 1 {\nkey=1\nsi=255\nbsl=4096\nmember = 1 127.0.0.1\n}\n",
 	  "t.conf:1: tree 1: si 255 with bsl 4096 has no valid BFR-ids" },
+	/* data-plane authentication keys */
+	{ "tree 1 {\nkey=1\nauth_key = 0011\nauth_key_id = 1\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:3: tree 1: auth_key has 4 hex digits, expected 64 (32 bytes)" },
+	{ "tree 1 {\nkey=1\nauth_key = 00112233445566778899aabbccddeeff0123456789ABCDEFfedcba987654321000\nauth_key_id = 1\n}\n",
+	  "t.conf:3: tree 1: auth_key has 66 hex digits, expected 64" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nauth_key = 0011223344g566778899aabbccddeeff0123456789ABCDEFfedcba9876543210\n}\n",
+	  "t.conf:4: tree 1: auth_key: 'g' at digit 11 is not hex" },
+	{ "tree 1 {\nkey=1\nauth_key_id = 0\n}\n", "t.conf:3: value '0' for 'auth_key_id'" },
+	{ "tree 1 {\nkey=1\nauth = maybe\n}\n", "t.conf:3: bad value 'maybe' for 'auth'" },
+	{ "tree 1 {\nkey=1\nauth = off\nauth = off\n}\n", "t.conf:4: duplicate key 'auth'" },
+	{ "tree 1 {\nkey=1\nauth_key = 00112233445566778899aabbccddeeff0123456789ABCDEFfedcba9876543210\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:1: tree 1: auth_key and auth_key_id go together (missing auth_key_id)" },
+	{ "tree 1 {\nkey=1\nauth_key_id = 5\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:1: tree 1: auth_key and auth_key_id go together (missing auth_key)" },
+	{ "tree 1 {\nkey=1\nauth = off\nauth_key = 00112233445566778899aabbccddeeff0123456789ABCDEFfedcba9876543210\nauth_key_id = 5\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:1: tree 1: auth = off together with auth_key/auth_key_id" },
+	{ "tree 1 {\nkey=1\nauth = on\nmember = 1 127.0.0.1\n}\n",
+	  "t.conf:1: tree 1: no data-plane key: set auth_key = <64 hex digits> and auth_key_id = "
+	  "<n>, or auth = off" },
 };
+
+static const uint8_t auth_key_bytes[WIRE_AUTH_KEY_LEN] = {
+	0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff,
+	0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10,
+};
+
+/* auth_key / auth_key_id / auth = off in the file and the --tree form; the dump round trip
+ * keeps them; a tree with neither is refused exactly when sw_config_auth_required(). */
+static void test_auth(void)
+{
+	static const char text[] = "tree 1 {\n"
+				   "  key = 1\n"
+				   "  auth_key = 00112233445566778899aabbccddeeff0123456789ABCDEFfedcba9876543210\n"
+				   "  auth_key_id = 77\n"
+				   "  member = 1 127.0.0.1\n"
+				   "}\n"
+				   "tree 2 {\n"
+				   "  key = 2\n"
+				   "  auth = off\n"
+				   "  member = 1 127.0.0.1\n"
+				   "}\n";
+	struct sw_config c, c2;
+	char err[SW_CONF_ERR_MAX] = "", *buf = NULL;
+	size_t n = 0;
+	const struct sw_conf_tree *t;
+	FILE *f;
+
+	CHECK_EQ(parse(&c, text, err), 0);
+	if (err[0])
+		fprintf(stderr, "unexpected error: %s\n", err);
+	t = sw_config_find_tree(&c, 1);
+	CHECK(t && t->auth && t->auth_key_id == 77 &&
+	      !memcmp(t->auth_key, auth_key_bytes, WIRE_AUTH_KEY_LEN));
+	t = sw_config_find_tree(&c, 2);
+	CHECK(t && !t->auth && t->auth_key_id == 0);
+	f = open_memstream(&buf, &n);
+	sw_config_dump(&c, f);
+	fclose(f);
+	sw_config_init(&c2);
+	CHECK_EQ(sw_config_parse_text(&c2, buf, n, "dump", err, sizeof err), 0);
+	CHECK(c2.ntrees == 2 && sw_conf_tree_equal(&c.trees[0], &c2.trees[0]) &&
+	      sw_conf_tree_equal(&c.trees[1], &c2.trees[1]));
+	CHECK(strstr(buf, "auth = off") != NULL);
+	free(buf);
+	sw_config_free(&c2);
+	/* a different key or id is a different tree configuration */
+	{
+		struct sw_conf_tree x;
+		CHECK_EQ(sw_conf_tree_copy(&x, &c.trees[0]), 0);
+		CHECK(sw_conf_tree_equal(&x, &c.trees[0]));
+		x.auth_key[31] ^= 1;
+		CHECK(!sw_conf_tree_equal(&x, &c.trees[0]));
+		x.auth_key[31] ^= 1;
+		x.auth_key_id++;
+		CHECK(!sw_conf_tree_equal(&x, &c.trees[0]));
+		sw_conf_tree_free(&x);
+	}
+	sw_config_free(&c);
+
+	sw_config_init(&c);
+	CHECK_EQ(sw_config_add_tree_spec(&c, "id=3,key=3,members=1@127.0.0.10,auth_key=0x00112233445566778899aabbccddeeff0123456789ABCDEFfedcba9876543210,auth_key_id=9",
+					 err, sizeof err), 0);
+	CHECK_EQ(sw_config_add_tree_spec(&c, "id=4,key=4,members=1@127.0.0.10,auth=off", err,
+					 sizeof err), 0);
+	t = sw_config_find_tree(&c, 3);
+	CHECK(t && t->auth && t->auth_key_id == 9 &&
+	      !memcmp(t->auth_key, auth_key_bytes, WIRE_AUTH_KEY_LEN));
+	t = sw_config_find_tree(&c, 4);
+	CHECK(t && !t->auth);
+	CHECK(sw_config_add_tree_spec(&c, "id=5,key=4,members=1@127.0.0.10,auth_key=12", err,
+				      sizeof err) < 0);
+	CHECK(strstr(err, "--tree: tree 5: auth_key has 2 hex digits, expected 64") != NULL);
+	/* neither a key nor auth = off */
+	err[0] = 0;
+	if (sw_config_auth_required()) {
+		CHECK(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err,
+					      sizeof err) < 0);
+		CHECK(strstr(err, "tree 6: no data-plane key") != NULL &&
+		      strstr(err, "auth = off") != NULL);
+	} else {
+		CHECK_EQ(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err,
+						 sizeof err), 0);
+		t = sw_config_find_tree(&c, 6);
+		CHECK(t && !t->auth);
+	}
+	sw_config_free(&c);
+}
 
 static void test_rejects(void)
 {
@@ -414,6 +538,7 @@ int main(void)
 	test_example();
 	test_defaults();
 	test_spec();
+	test_auth();
 	test_control_plane();
 	test_rejects();
 	test_file();

@@ -4,6 +4,8 @@
  * The reflect mode shares this exact loop; only the per-packet step differs. */
 #include "switch.h"
 
+#include "wire/auth.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/filter.h>
@@ -37,6 +39,10 @@ static const char *const sw_drop_names[SW_DROP_COUNT] = {
 	[SW_DROP_INJECTED_TX] = "injected_tx",
 	[SW_DROP_TX_ENCODE] = "tx_encode",
 	[SW_DROP_TX_ERROR] = "tx_error",
+	[SW_DROP_AUTH_MISSING] = "auth_missing",
+	[SW_DROP_AUTH_KEY_ID] = "auth_key_id",
+	[SW_DROP_AUTH_CTX] = "auth_ctx",
+	[SW_DROP_AUTH] = "auth",
 };
 
 const char *sw_drop_name(enum sw_drop d)
@@ -218,6 +224,7 @@ static int tree_build_tables(struct sw_tree *t, char *err, size_t cap)
 		.bift = t->bift,
 		.deterministic = ct->deterministic,
 		.check_sender = ct->check_sender,
+		.pkey = ct->pkey,
 		.dtype_mask = ct->dtype_mask,
 		.op_mask = ct->op_mask,
 	};
@@ -231,6 +238,7 @@ static void tree_free(struct sw_tree *t)
 		return;
 	for (unsigned i = 0; t->w && i < t->nworkers; i++) {
 		agg_tree_destroy(t->w[i].agg);
+		wire_mac_free(t->w[i].mac);
 		free(t->w[i].qp);
 		free(t->w[i].snap_qp);
 	}
@@ -284,6 +292,11 @@ static int tree_new(const struct sw_conf_tree *ct, unsigned nworkers, struct sw_
 			snprintf(err, cap, "out of memory");
 			goto fail;
 		}
+		if (t->conf.auth && (rc = wire_mac_new(&t->w[wi].mac, t->conf.auth_key)) < 0) {
+			snprintf(err, cap, "tree %u: MAC key setup failed: %s", tc.tree_id,
+				 strerror(-rc));
+			goto fail;
+		}
 		rc = agg_tree_create(&tc, &t->w[wi].agg);
 		if (rc < 0) {
 			snprintf(err, cap, "tree %u: engine refused the configuration: %s",
@@ -293,6 +306,7 @@ static int tree_new(const struct sw_conf_tree *ct, unsigned nworkers, struct sw_
 		if (agg_tree_max_sends(t->w[wi].agg) > t->max_sends)
 			t->max_sends = agg_tree_max_sends(t->w[wi].agg);
 	}
+	atomic_init(&t->auth_ctr, wire_auth_ctr_start());
 	*out = t;
 	return 0;
 fail:
@@ -382,10 +396,9 @@ static int open_socket(const struct sw_config *cfg, bool reuseport, char *err, s
  * payload at offset 0; a load past the end ends the program with 0. */
 static int attach_steering(int fd, unsigned nthreads, char *err, size_t cap)
 {
-	_Static_assert(WIRE_SLOT_BLOCK == 1 << 4, "the shift below divides by WIRE_SLOT_BLOCK");
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SW_SLOT_OFFSET),
-		BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
+		BPF_STMT(BPF_ALU | BPF_DIV | BPF_K, WIRE_SLOT_BLOCK),
 		BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, nthreads),
 		BPF_STMT(BPF_RET | BPF_A, 0),
 	};
@@ -766,7 +779,7 @@ static int sock_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct 
 			struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
 {
 	struct sw_worker *w = ((struct sock_tx *)tx)->w;
-	size_t want = wire_udp_payload_len(pkt->inca.bsl_code, pkt->data_len);
+	size_t want = wire_pkt_udp_len(pkt);
 	uint8_t *buf = want <= WIRE_MAX_UDP_PAYLOAD
 			       ? reserve_tx(w, &nb->addr, htonl(ip->src_ip),
 					    pkt->inca.slot / WIRE_SLOT_BLOCK, want, &ip->ip_id)
@@ -781,6 +794,69 @@ static int sock_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct 
 		return len < 0 ? len : -EINVAL;
 	}
 	return len;
+}
+
+/* Authentication of a packet from neighbour nbr of a tree with auth: block present, the
+ * tree's key id, the sender context of that neighbour (a member's BFR-id; a switch's
+ * WIRE_AUTH_CTX_SWITCH | the BFR-id it sends with), then the MAC. Returns the drop reason,
+ * SW_DROP_COUNT if the packet is authentic. */
+static enum sw_drop auth_check(struct sw_worker *w, const struct sw_tree *t, uint32_t nbr,
+			       const struct wire_pkt *pkt)
+{
+	const struct sw_nbr *nb = &t->nbr[nbr];
+
+	if (!(pkt->inca.flags & WIRE_F_AUTH))
+		return SW_DROP_AUTH_MISSING;
+	if (pkt->auth.key_id != t->conf.auth_key_id)
+		return SW_DROP_AUTH_KEY_ID;
+	if (nb->kind == SW_NBR_MEMBER ? pkt->auth.ctx != nb->bfr_id
+				      : pkt->auth.ctx != (WIRE_AUTH_CTX_SWITCH | pkt->inca.bfr_id))
+		return SW_DROP_AUTH_CTX;
+	if (wire_mac_verify(t->w[w->idx].mac, pkt) != 0)
+		return SW_DROP_AUTH;
+	return SW_DROP_COUNT;
+}
+
+/* Put an authentication block on every packet the engine emitted (tree with auth), or make
+ * sure none carries one (tree without). The copies of one result or notice differ only in
+ * what the MAC does not cover (BTH, bit-string), so consecutive copies with the same MAC
+ * input share one nonce and one tag: one MAC per round, not per copy. */
+static void auth_sign(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, size_t n)
+{
+	uint8_t aad[2][WIRE_AUTH_AAD_MAX];
+	size_t alen[2] = { 0, 0 };
+	const struct wire_pkt *prev = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		struct wire_pkt *p = &s[i].pkt;
+		uint8_t *cur = aad[i & 1];
+		const uint8_t *last = aad[(i & 1) ^ 1];
+
+		if (!t->conf.auth) {
+			p->inca.flags &= (uint8_t)~WIRE_F_AUTH;
+			p->inca.epoch = 0;
+			continue;
+		}
+		p->inca.flags |= WIRE_F_AUTH;
+		p->auth.key_id = t->conf.auth_key_id;
+		p->auth.ctx = WIRE_AUTH_CTX_SWITCH | p->inca.bfr_id;
+		/* Compare with the previous packet under its counter: equal input, same tag. */
+		p->auth.ctr = prev ? prev->auth.ctr : 0;
+		alen[i & 1] = wire_auth_aad(p, cur);
+		if (prev && alen[i & 1] && alen[i & 1] == alen[(i & 1) ^ 1] &&
+		    !memcmp(cur, last, alen[i & 1]) && p->data_len == prev->data_len &&
+		    (p->data == prev->data || !memcmp(p->data, prev->data, p->data_len))) {
+			memcpy(p->auth.tag, prev->auth.tag, WIRE_AUTH_TAG_LEN);
+			continue;
+		}
+		p->auth.ctr = atomic_fetch_add_explicit(&t->auth_ctr, 1, memory_order_relaxed);
+		alen[i & 1] = wire_auth_aad(p, cur);
+		if (wire_mac_sign(t->w[w->idx].mac, p) != 0) {
+			s[i].nbr = UINT32_MAX; /* emit counts it as tx_encode and sends nothing */
+			continue;
+		}
+		prev = p;
+	}
 }
 
 /* A UDP datagram's seg (struct sw_rx) is its index in its GRO buffer, the first guess of the
@@ -818,9 +894,11 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 					      .sin_addr.s_addr = htonl(ip.src_ip) };
 		from = &fromf;
 		dst_ip_be = htonl(ip.dst_ip);
-		len = e == WIRE_OK ? wire_udp_payload_len(pkt.inca.bsl_code, pkt.data_len) : 0;
+		len = e == WIRE_OK ? wire_pkt_udp_len(&pkt) : 0;
 	} else {
-		e = wire_decode_udp(rx->buf, rx->len, &pkt, sw->cfg->check_icrc ? &ip : NULL);
+		/* The ICRC is checked below, once the packet is known to come from a neighbour of
+		 * a tree without authentication (with it, the MAC supersedes the CRC). */
+		e = wire_decode_udp(rx->buf, rx->len, &pkt, NULL);
 	}
 	if (e != WIRE_OK) {
 		w->cnt.wire_drops[(unsigned)e < WIRE_E_COUNT_MAX_ ? e : WIRE_E_TRUNCATED]++;
@@ -843,6 +921,18 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 	if (nbr == UINT32_MAX) {
 		w->cnt.sw_drops[SW_DROP_UNKNOWN_SENDER]++;
 		drop_log(w, "unknown_sender", from);
+		return;
+	}
+	if (t->conf.auth) {
+		enum sw_drop d = auth_check(w, t, nbr, &pkt);
+		if (d != SW_DROP_COUNT) {
+			w->cnt.sw_drops[d]++;
+			drop_log(w, sw_drop_name(d), from);
+			return;
+		}
+	} else if (!rx->frame && sw->cfg->check_icrc && !wire_icrc_check(&ip, rx->buf, rx->len)) {
+		w->cnt.wire_drops[WIRE_E_ICRC]++;
+		drop_log(w, wire_err_name(WIRE_E_ICRC), from);
 		return;
 	}
 	qp_rx(w, t, nbr, pkt.bth.psn, len);
@@ -874,6 +964,7 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 			p0 = NULL, i = nsent; /* different data: no sharing */
 		ndata++;
 	}
+	auth_sign(w, t, w->io->sends, nsent);
 	if (p0 && ndata > 1 && p0->data_len >= 256 &&
 	    wire_data_crc(&dcrc, p0->data, p0->data_len) == 0)
 		shared = &dcrc;

@@ -120,8 +120,14 @@ static struct nc_server_reply *reply_ly_err(const char *what)
 	const struct ly_err_item *ei = ly_err_last(g_nc->ly);
 	struct nc_server_reply *r;
 
-	r = reply_err(NC_ERR_INVALID_VALUE, ei ? ei->path : NULL, "%s: %s", what,
-		      ei && ei->msg ? ei->msg : "invalid data");
+	/* libyang quotes the refused value: never echo (a mistyped) group key */
+	if (ei && ((ei->path && strstr(ei->path, "auth-key") && !strstr(ei->path, "auth-key-id")) ||
+		   (ei->msg && strstr(ei->msg, "[0-9a-fA-F]{64}"))))
+		r = reply_err(NC_ERR_INVALID_VALUE, ei->path, "%s: auth-key: expected %d hex digits",
+			      what, 2 * WIRE_AUTH_KEY_LEN);
+	else
+		r = reply_err(NC_ERR_INVALID_VALUE, ei ? ei->path : NULL, "%s: %s", what,
+			      ei && ei->msg ? ei->msg : "invalid data");
 	ly_err_clean(g_nc->ly, NULL);
 	return r;
 }
@@ -167,8 +173,9 @@ static int add_mask(struct lyd_node *p, const char *name, uint32_t m, const char
 	return 0;
 }
 
-/* One configured tree; with state, also its forwarding state (A-BM, BIFT). */
-static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool state)
+/* One configured tree; with state, also its forwarding state (A-BM, BIFT). The group key
+ * (auth-key) only with secrets: the edit-config candidate needs it, replies never carry it. */
+static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool state, bool secrets)
 {
 	const struct sw_conf_tree *t = &rt->conf;
 	struct lyd_node *tn, *n;
@@ -194,6 +201,21 @@ static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool sta
 	}
 	rc |= term(tn, "deterministic", "%s", t->deterministic ? "true" : "false");
 	rc |= term(tn, "check-sender", "%s", t->check_sender ? "true" : "false");
+	/* An unauthenticated tree reads as auth disabled. In the candidate it keeps "disabled" only
+	 * when the switch requires keys (then it was an explicit opt-out): otherwise an edit may
+	 * merge a key into it. */
+	if (t->auth || !secrets || sw_config_auth_required())
+		rc |= term(tn, "auth", "%s", t->auth ? "enabled" : "disabled");
+	if (t->auth) {
+		char k[2 * WIRE_AUTH_KEY_LEN + 1];
+
+		rc |= term(tn, "auth-key-id", "%u", t->auth_key_id);
+		if (secrets) {
+			hex(t->auth_key, WIRE_AUTH_KEY_LEN, k);
+			rc |= term(tn, "auth-key", "%s", k);
+			explicit_bzero(k, sizeof k);
+		}
+	}
 	rc |= add_mask(tn, "data-type", t->dtype_mask, sw_dtype_name, SW_DTYPE_COUNT);
 	rc |= add_mask(tn, "operation", t->op_mask, sw_op_name, SW_OP_COUNT);
 	for (size_t i = 0; i < t->nmembers && !rc; i++) {
@@ -373,8 +395,9 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 	return rc ? -1 : 0;
 }
 
-/* The whole inca-switch tree: running config, plus state when with_state. */
-static int build_data(struct sw_netconf *nc, bool with_state, struct lyd_node **out)
+/* The whole inca-switch tree: running config, plus state when with_state; group keys only
+ * with secrets (the edit-config candidate, never a reply). */
+static int build_data(struct sw_netconf *nc, bool with_state, bool secrets, struct lyd_node **out)
 {
 	const struct lys_module *mod = ly_ctx_get_module_implemented(nc->ly, CTL_YANG_MODULE);
 	struct lyd_node *top = NULL, *mg, *trees;
@@ -395,7 +418,7 @@ static int build_data(struct sw_netconf *nc, bool with_state, struct lyd_node **
 		sw_switch_snapshot(nc->sw, 200);
 	set = sw_switch_trees(nc->sw);
 	for (size_t i = 0; i < set->ntrees && !rc; i++)
-		rc |= build_tree(trees, set->trees[i], with_state);
+		rc |= build_tree(trees, set->trees[i], with_state, secrets);
 	if (with_state && !rc)
 		rc |= build_state(nc, top, set);
 	sw_switch_unlock(nc->sw);
@@ -626,7 +649,7 @@ static struct nc_server_reply *rpc_get(struct sw_netconf *nc, struct lyd_node *r
 	if (!state && !target_is_running(rpc, "source"))
 		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL,
 				 "only the running datastore exists");
-	if (build_data(nc, state, &data) < 0)
+	if (build_data(nc, state, false, &data) < 0)
 		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the data tree");
 	err = apply_filter(nc, rpc, &data);
 	if (err) {
@@ -858,6 +881,12 @@ static char *candidate_to_text(const struct lyd_node *cand)
 					fprintf(f, "slot_bytes = %s\n", v);
 				} else if (!strcmp(n, "bfr-id")) {
 					fprintf(f, "bfr_id = %s\n", v);
+				} else if (!strcmp(n, "auth")) {
+					fprintf(f, "auth = %s\n", !strcmp(v, "disabled") ? "off" : "on");
+				} else if (!strcmp(n, "auth-key")) {
+					fprintf(f, "auth_key = %s\n", v);
+				} else if (!strcmp(n, "auth-key-id")) {
+					fprintf(f, "auth_key_id = %s\n", v);
 				} else {
 					fprintf(f, "%s = %s\n", n, v); /* key qpn slots bsl si role */
 				}
@@ -875,6 +904,22 @@ static char *candidate_to_text(const struct lyd_node *cand)
 		return NULL;
 	}
 	return buf;
+}
+
+/* Overwrite the text of every auth-key element with '*' (for logging an edit). */
+static void redact_auth_keys(char *x)
+{
+	for (char *p = strstr(x, "auth-key"); p; p = strstr(p, "auth-key")) {
+		bool closing = p > x && p[-1] == '/';
+		p += 8;
+		if (closing || (*p != '>' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r'))
+			continue; /* a closing tag, or auth-key-id */
+		p = strchr(p, '>');
+		if (!p)
+			return;
+		for (p++; *p && *p != '<'; p++)
+			*p = '*';
+	}
 }
 
 static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd_node *rpc,
@@ -910,7 +955,13 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	 * the nc:operation attributes as metadata. */
 	if (lyd_any_value_str(cfgnode, &xml) || !xml)
 		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot read <config>");
-	sw_log(3, "netconf: edit-config content: %s", xml);
+	if (sw_verbosity >= 3) {
+		char *shown = strdup(xml);
+		if (shown)
+			redact_auth_keys(shown);
+		sw_log(3, "netconf: edit-config content (keys hidden): %s", shown ? shown : "");
+		free(shown);
+	}
 	if (strlen(xml) > EDIT_TEXT_MAX) {
 		free(xml);
 		return reply_err(NC_ERR_TOO_BIG, NULL, "config too large");
@@ -924,7 +975,7 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	free(xml);
 
 	/* Candidate = running + edit. */
-	if (build_data(nc, false, &cand) < 0) {
+	if (build_data(nc, false, true, &cand) < 0) {
 		lyd_free_all(edit);
 		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the running tree");
 	}

@@ -77,7 +77,7 @@ def main():
         proc = subprocess.Popen([exe, '-c', conf, '--netconf-ssh', '127.0.0.1:%d' % port,
                                  '--netconf-hostkey', os.path.join(d, 'hostkey'),
                                  '--netconf-authorized-keys', os.path.join(d, 'client.pub'),
-                                 '--ready-file', ready, '-v'], stderr=log)
+                                 '--ready-file', ready, '-vvv'], stderr=log)
         deadline = time.time() + 10
         while not os.path.exists(ready):
             if proc.poll() is not None:
@@ -156,6 +156,78 @@ def main():
                 raise AssertionError('edit %d accepted' % i)
             now = etree.tostring(m.get_config(source='running').data_ele)
             assert now == before, 'running config changed by refused edit %d' % i
+
+        # Data-plane authentication: auth-key is write-only (never in get / get-config,
+        # not even when a filter asks for it), auth-key-id and auth are readable.
+        key = '00112233445566778899aabbccddeeff0123456789abcdeffedcba9876543210'
+        atree = ('<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree><id>7</id>'
+                 '<key>7</key><slots>64</slots><auth-key>%s</auth-key>'
+                 '<auth-key-id>4242</auth-key-id>'
+                 '<member><bfr-id>1</bfr-id><address>127.0.4.43:4791</address></member>'
+                 '</tree></trees></inca-switch></config>' % (NC, NS, key))
+        m.edit_config(target='running', config=atree)
+        replies = [
+            m.get_config(source='running').data_ele,
+            m.get().data_ele,
+            m.get_config(source='running', filter=(
+                'subtree', '<inca-switch xmlns="%s"><trees><tree><id>7</id><auth-key/>'
+                '</tree></trees></inca-switch>' % NS)).data_ele,
+            m.get(filter=('xpath', ({'s': NS}, '/s:inca-switch/s:trees/s:tree/s:auth-key'))
+                  ).data_ele,
+        ]
+        for r in replies:
+            text = etree.tostring(r).decode()
+            assert key not in text.lower() and 'auth-key>' not in text, text
+        cfg = replies[0]
+        assert xp(cfg, '//s:tree[s:id="7"]/s:auth-key-id/text()') == ['4242']
+        assert xp(cfg, '//s:tree[s:id="7"]/s:auth/text()') == ['enabled']
+        assert xp(cfg, '//s:tree[s:id="5"]/s:auth/text()') == ['disabled']
+        # A merge that leaves the key out keeps it (the tree stays authenticated).
+        m.edit_config(target='running', config=(
+            '<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree><id>7</id>'
+            '<slots>32</slots></tree></trees></inca-switch></config>' % (NC, NS)))
+        cfg = m.get_config(source='running').data_ele
+        assert xp(cfg, '//s:tree[s:id="7"]/s:slots/text()') == ['32']
+        assert xp(cfg, '//s:tree[s:id="7"]/s:auth/text()') == ['enabled']
+        assert xp(cfg, '//s:tree[s:id="7"]/s:auth-key-id/text()') == ['4242']
+        before = etree.tostring(cfg)
+        bad_auth = [
+            atree.replace(key, key[:-1]),                                    # 63 digits
+            atree.replace(key, key[:-1] + 'g'),                              # not hex
+            atree.replace('<auth-key-id>4242</auth-key-id>', '<auth-key-id>0</auth-key-id>'),
+            atree.replace('<id>7</id>', '<id>8</id>').replace(              # key without id
+                '<auth-key-id>4242</auth-key-id>', ''),
+            atree.replace('<id>7</id>', '<id>8</id>').replace(              # key + opt-out
+                '<slots>64</slots>', '<slots>64</slots><auth>disabled</auth>'),
+        ]
+        for i, b in enumerate(bad_auth):
+            try:
+                m.edit_config(target='running', config=b)
+            except RPCError as e:
+                print('refused auth edit %d: %s: %s' % (i, e.tag, e.message))
+                assert key[:40] not in (e.message or '').lower(), e.message
+            else:
+                raise AssertionError('auth edit %d accepted' % i)
+            now = etree.tostring(m.get_config(source='running').data_ele)
+            assert now == before, 'running config changed by refused auth edit %d' % i
+        # auth disabled: the explicit opt-out
+        m.edit_config(target='running', config=(
+            '<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree><id>8</id>'
+            '<key>8</key><slots>16</slots><auth>disabled</auth>'
+            '<member><bfr-id>1</bfr-id><address>127.0.4.44:4791</address></member>'
+            '</tree></trees></inca-switch></config>' % (NC, NS)))
+        cfg = m.get_config(source='running').data_ele
+        assert xp(cfg, '//s:tree[s:id="8"]/s:auth/text()') == ['disabled']
+        assert not xp(cfg, '//s:tree[s:id="8"]/s:auth-key-id')
+        for tid in (7, 8):
+            m.edit_config(target='running', config=(
+                '<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree '
+                'xmlns:nc="%s" nc:operation="delete"><id>%d</id></tree></trees>'
+                '</inca-switch></config>' % (NC, NS, NC, tid)))
+        log.flush()
+        assert key not in open(os.path.join(d, 'sw.log')).read().lower(), 'key in the log'
+        print('auth-key write-only (get, get-config, filters, errors, log); auth-key-id, '
+              'auth readable; merge keeps the key; opt-out ok')
 
         # <get-schema> serves the module text.
         sch = m.get_schema('inca-switch')

@@ -397,6 +397,15 @@ static void run_allreduce(struct ctl_conn *c, uint32_t key, int iters, bool chur
 
 /* ---------------------------------------------------------------- ctl test */
 
+#define HELLO                                                                                 \
+	"<?xml version=\"1.0\" encoding=\"UTF-8\"?><hello "                                   \
+	"xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\"><capabilities><capability>"        \
+	"urn:ietf:params:netconf:base:1.0</capability></capabilities></hello>]]>]]>"
+
+static int raw_connect(void);
+static size_t read_msg(int fd, char *buf, size_t cap, int timeout_ms);
+static void write_all(int fd, const char *s, size_t len);
+
 static int test_ctl(void)
 {
 	struct ctl_conn *c = connect_unix();
@@ -450,7 +459,55 @@ static int test_ctl(void)
 	CHECK_EQ(v[0].members[1].bfr_id, 2);
 	CHECK(!strcmp(v[0].members[1].addr, "127.0.4.11:4791"));
 	CHECK_EQ(v[0].dtype_mask, (1u << INCA_FP32) | (1u << INCA_INT32));
+	CHECK(!v[0].auth);
+	CHECK_EQ(v[0].auth_key_id, 0);
 	free_trees(v, n);
+
+	/* With a data-plane key: auth and the key id read back, the key never does. */
+	t.auth = true;
+	t.auth_key_id = 0xfeed;
+	for (int i = 0; i < WIRE_AUTH_KEY_LEN; i++)
+		t.auth_key[i] = (uint8_t)(0x5a ^ (i * 7));
+	CHECK_EQ(ctl_put_tree(c, &t), 0);
+	CHECK_EQ(ctl_get_trees(c, &v, &n), 0);
+	CHECK_EQ(n, 1);
+	if (n == 1) {
+		static const uint8_t zero[WIRE_AUTH_KEY_LEN];
+		CHECK(v[0].auth);
+		CHECK_EQ(v[0].auth_key_id, 0xfeed);
+		CHECK(!memcmp(v[0].auth_key, zero, sizeof zero));
+	}
+	free_trees(v, n);
+	{
+		static char buf[1 << 16];
+		char hexkey[2 * WIRE_AUTH_KEY_LEN + 1];
+		static const char get_cfg[] =
+			"<rpc message-id=\"1\" xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\">"
+			"<get-config><source><running/></source></get-config></rpc>]]>]]>";
+		static const char get[] =
+			"<rpc message-id=\"2\" xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\">"
+			"<get/></rpc>]]>]]>";
+		const char *msgs[2] = { get_cfg, get };
+
+		for (int i = 0; i < WIRE_AUTH_KEY_LEN; i++)
+			snprintf(hexkey + 2 * i, 3, "%02x", t.auth_key[i]);
+		for (int k = 0; k < 2; k++) {
+			int fd = raw_connect();
+			CHECK(read_msg(fd, buf, sizeof buf, 5000) > 0);
+			write_all(fd, HELLO, strlen(HELLO));
+			write_all(fd, msgs[k], strlen(msgs[k]));
+			CHECK(read_msg(fd, buf, sizeof buf, 5000) > 0);
+			CHECK(strstr(buf, "<auth-key-id>65261</auth-key-id>") != NULL);
+			CHECK(strstr(buf, "<auth>enabled</auth>") != NULL);
+			CHECK(strstr(buf, hexkey) == NULL && strstr(buf, "auth-key>") == NULL);
+			close(fd);
+		}
+	}
+	/* Back to an unauthenticated tree 7 (the ranks below send no MACs). */
+	t.auth = false;
+	t.auth_key_id = 0;
+	memset(t.auth_key, 0, sizeof t.auth_key);
+	CHECK_EQ(ctl_put_tree(c, &t), 0);
 	CHECK_EQ(ctl_get_caps(c, &caps), 0);
 	CHECK_EQ(caps.used_trees, 1);
 	CHECK_EQ(caps.used_slots, 64);
@@ -591,11 +648,6 @@ static void write_all(int fd, const char *s, size_t len)
 		len -= (size_t)w;
 	}
 }
-
-#define HELLO                                                                                 \
-	"<?xml version=\"1.0\" encoding=\"UTF-8\"?><hello "                                   \
-	"xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\"><capabilities><capability>"        \
-	"urn:ietf:params:netconf:base:1.0</capability></capabilities></hello>]]>]]>"
 
 #define EDIT_HEAD                                                                             \
 	"<rpc message-id=\"1\" xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\"><edit-config>" \

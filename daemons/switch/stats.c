@@ -51,6 +51,10 @@ void sw_stats_sum_tree(const struct sw_tree *t, struct agg_tree_stats *out)
 		out->results_down += s->results_down;
 		out->notices += s->notices;
 		out->notices_limited += s->notices_limited;
+		out->resends_limited += s->resends_limited;
+		out->epoch_resets += s->epoch_resets;
+		if (s->epoch && (!out->epoch || (int32_t)(s->epoch - out->epoch) > 0))
+			out->epoch = s->epoch; /* the newest any shard has seen */
 		for (int i = 0; i < AGG_VERDICT_COUNT; i++)
 			out->drops[i] += s->drops[i];
 	}
@@ -202,6 +206,8 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 		fprintf(f, "      \"id\": %u,\n", ct->id);
 		fprintf(f, "      \"qpn\": %u,\n", ct->qpn);
 		fprintf(f, "      \"role\": \"%s\",\n", ct->root ? "root" : "leaf");
+		fprintf(f, "      \"auth\": %s,\n", ct->auth ? "true" : "false");
+		fprintf(f, "      \"auth_key_id\": %u,\n", ct->auth_key_id);
 		fprintf(f, "      \"slots\": %u,\n", ct->slots);
 		fprintf(f, "      \"slot_bytes\": %u,\n", ct->slot_bytes);
 		fprintf(f, "      \"members\": %zu,\n", ct->nmembers);
@@ -218,6 +224,10 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 		fprintf(f, "      \"results_down\": %llu,\n", (unsigned long long)s.results_down);
 		fprintf(f, "      \"notices\": %llu,\n", (unsigned long long)s.notices);
 		fprintf(f, "      \"notices_limited\": %llu,\n", (unsigned long long)s.notices_limited);
+		fprintf(f, "      \"resends_limited\": %llu,\n", (unsigned long long)s.resends_limited);
+		fprintf(f, "      \"epoch\": %u,\n", (unsigned)s.epoch);
+		fprintf(f, "      \"epoch_resets\": %llu,\n", (unsigned long long)s.epoch_resets);
+		fprintf(f, "      \"pkey\": %u,\n", (unsigned)ct->pkey);
 		fprintf(f, "      \"drops\": {");
 		for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
 			fprintf(f, "%s\"%s\": %llu", v == AGG_DROP_FIRST ? "" : ", ",

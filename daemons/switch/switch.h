@@ -37,6 +37,12 @@ enum sw_drop {
 	SW_DROP_INJECTED_TX,    /* --drop-rate on send */
 	SW_DROP_TX_ENCODE,      /* wire_encode_udp refused an engine packet (a bug) */
 	SW_DROP_TX_ERROR,       /* sendmmsg failed for the datagram */
+	/* Packet authentication (trees with auth, docs/protocol.md §14), checked in this order
+	 * after the sender lookup: */
+	SW_DROP_AUTH_MISSING,   /* no authentication block */
+	SW_DROP_AUTH_KEY_ID,    /* key id is not the tree's */
+	SW_DROP_AUTH_CTX,       /* sender context is not the neighbour the packet came from */
+	SW_DROP_AUTH,           /* MAC mismatch (forged or corrupted) */
 	SW_DROP_COUNT
 };
 const char *sw_drop_name(enum sw_drop d);
@@ -88,6 +94,7 @@ struct sw_nbr_psn {
 /* One tree's state owned by one worker: its engine shard and its per-QP counters. */
 struct sw_tree_worker {
 	struct agg_tree *agg;
+	struct wire_mac *mac;        /* trees with auth: this worker's MAC context */
 	struct sw_qp_stats *qp;      /* nnbr, live: written only by the worker */
 	struct sw_qp_stats *snap_qp; /* nnbr, snapshot (see snap_ack) */
 	struct agg_tree_stats snap;  /* engine counters snapshot */
@@ -110,6 +117,9 @@ struct sw_tree {
 	size_t max_sends;         /* largest agg_tree_max_sends over the shards */
 	unsigned nworkers;
 	struct sw_tree_worker *w; /* nworkers */
+	/* Nonce counter of every packet this switch signs for the tree (any worker): unique per
+	 * (key, context) within the process, started at a random value (wire_auth_ctr_start). */
+	_Atomic uint64_t auth_ctr;
 };
 
 /* The trees the workers use, published as one pointer (RCU-like): workers load it once per

@@ -2,7 +2,7 @@
  * (127.0.0.x, each case its own addresses) with packets built by lib/wire, and check results,
  * drop reasons in the stats JSON and a clean SIGTERM exit.
  * Usage: switch_test PATH-TO-inca-switch allreduce|threads|multilevel|lossy|anyaddr|reflect|
- *        badconfig */
+ *        badconfig|hostile */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,7 @@
 
 #include "agg/agg.h"
 #include "util/util.h"
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 #define MAX_SWITCHES 2
@@ -188,10 +189,18 @@ struct member {
 	bool psn_any_order; /* several switch threads: PSNs unique, not in arrival order */
 	uint8_t psn_seen[4096];
 	uint8_t flags; /* INCA flags of the next contribution (WIRE_F_RETX) */
+	uint16_t pkey; /* BTH P_Key of its contributions (0: the default 0xFFFF) */
+	uint8_t extra_bits; /* BFR-ids 1..8 (bit k-1) added to its P-BM */
 	struct sockaddr_in sw; /* its switch */
 	uint32_t sw_qpn;
 	uint16_t tree;
 	uint32_t key;
+	/* Authentication (test_auth): sign with mac if set, as context ctx, key id key_id; a
+	 * received result must verify under it. bad_tag flips a tag byte after signing. */
+	struct wire_mac *mac;
+	uint32_t key_id, ctx;
+	uint64_t ctr;
+	bool bad_tag;
 };
 
 static int open_sock(const char *ip, uint16_t port, struct sockaddr_in *out)
@@ -255,9 +264,12 @@ static int build(const struct member *m, uint16_t slot, uint32_t round, uint8_t 
 		data[i] = value(m, slot, round, i);
 	memset(bits, 0, 8);
 	wire_bier_set(bits, 8, wire_bier_bp(m->bfr, 64, 0));
+	for (unsigned k = 1; k <= 8; k++)
+		if (m->extra_bits & (1u << (k - 1)))
+			wire_bier_set(bits, 8, wire_bier_bp((uint16_t)k, 64, 0));
 	memset(&p, 0, sizeof p);
 	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
-	p.bth.pkey = WIRE_PKEY_DEFAULT;
+	p.bth.pkey = m->pkey ? m->pkey : WIRE_PKEY_DEFAULT;
 	p.bth.dest_qp = m->sw_qpn;
 	p.bth.psn = m->psn & 0xFFFFFF;
 	p.reth.va = (uint64_t)slot * sizeof data;
@@ -278,6 +290,15 @@ static int build(const struct member *m, uint16_t slot, uint32_t round, uint8_t 
 	p.inca.bits = bits;
 	p.data = (const uint8_t *)data;
 	p.data_len = sizeof data;
+	if (m->mac) {
+		p.inca.flags |= WIRE_F_AUTH;
+		p.auth.key_id = m->key_id;
+		p.auth.ctx = m->ctx;
+		p.auth.ctr = m->ctr + m->psn; /* psn: +1 per packet sent */
+		CHECK(wire_mac_sign(m->mac, &p) == 0);
+		if (m->bad_tag)
+			p.auth.tag[3] ^= 1;
+	}
 	len = wire_encode_udp(buf, cap, &p, &ip);
 	CHECK(len > 0);
 	return len;
@@ -318,6 +339,15 @@ static uint16_t expect_result(struct member *m, struct member *const *all, int n
 	if (e != WIRE_OK)
 		die("member %u: result rejected: %s", m->bfr, wire_err_name(e));
 	CHECK(p.inca.flags & WIRE_F_RESULT);
+	if (m->mac) {
+		/* signed by a switch (context 0x10000 | the BFR-id it sends with) */
+		CHECK(p.inca.flags & WIRE_F_AUTH);
+		CHECK_EQ(p.auth.key_id, m->key_id);
+		CHECK_EQ(p.auth.ctx, WIRE_AUTH_CTX_SWITCH | p.inca.bfr_id);
+		CHECK_EQ(wire_mac_verify(m->mac, &p), 0);
+	} else {
+		CHECK(!(p.inca.flags & WIRE_F_AUTH));
+	}
 	CHECK_EQ(p.bth.dest_qp, m->qpn);
 	if (m->psn_any_order) {
 		CHECK(p.bth.psn < sizeof m->psn_seen);
@@ -536,6 +566,78 @@ static void test_allreduce(void)
 /* Two worker threads, flags-only configuration: the BPF steering must deliver every slot to
  * the shard that owns it, block by block (WIRE_SLOT_BLOCK slots; otherwise drop_slot counts),
  * and both threads must get work. */
+/* A tree with packet authentication: signed contributions aggregate and the result comes
+ * back signed (one tag shared by the copies); an unsigned contribution, another key id, another
+ * member's context and a flipped tag are each dropped and counted by reason. */
+static void test_auth(void)
+{
+	static const char key_hex[] =
+		"f00102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+	char conf[128], stats[128], ready[128], text[2048];
+	uint8_t key[WIRE_AUTH_KEY_LEN];
+	struct member m[3];
+	struct member *ms[3] = { &m[0], &m[1], &m[2] };
+	struct wire_mac *mac;
+
+	CHECK(wire_auth_key_parse(key_hex, key) == 0);
+	CHECK(wire_mac_new(&mac, key) == 0);
+	snprintf(conf, sizeof conf, "%s/auth.conf", tmpdir);
+	snprintf(stats, sizeof stats, "%s/auth.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/auth.ready", tmpdir);
+	snprintf(text, sizeof text,
+		 "listen = 127.0.0.89:4791\nthreads = 1\nstats_file = %s\n"
+		 "stats_interval_ms = 100\n"
+		 "tree 1 {\n  key = 0x5eed0001\n  slots = 8\n  role = root\n"
+		 "  auth_key = %s\n  auth_key_id = 9\n"
+		 "  member = 1 127.0.0.90:4791\n  member = 2 127.0.0.91:4791\n"
+		 "  member = 3 127.0.0.92:4791\n}\n",
+		 stats, key_hex);
+	write_file(conf, text);
+	start_switch(0, ready, (char *const[]){ "-c", conf, "--ready-file", ready, NULL });
+	for (int i = 0; i < 3; i++) {
+		char ip[32];
+		snprintf(ip, sizeof ip, "127.0.0.%d", 90 + i);
+		member_init(&m[i], ip, (uint16_t)(i + 1), "127.0.0.89", 1, 0x5eed0001);
+		m[i].mac = mac;
+		m[i].key_id = 9;
+		m[i].ctx = (uint32_t)(i + 1);
+		m[i].ctr = 1000u * (uint64_t)(i + 1);
+	}
+	run_round(ms, 3, 4, 0);
+
+	/* Round 1 of slot 0: four bad contributions from member 1, then the good ones. */
+	m[0].mac = NULL; /* no block */
+	contribute(&m[0], 0, 1);
+	m[0].mac = mac;
+	m[0].key_id = 8; /* another key id */
+	contribute(&m[0], 0, 1);
+	m[0].key_id = 9;
+	m[0].ctx = 2; /* claims member 2's context from member 1's address */
+	contribute(&m[0], 0, 1);
+	m[0].ctx = 1;
+	m[0].bad_tag = true;
+	contribute(&m[0], 0, 1);
+	m[0].bad_tag = false;
+	/* none of them counted as member 1's contribution: the round completes only now */
+	contribute(&m[1], 0, 1);
+	contribute(&m[2], 0, 1);
+	contribute(&m[0], 0, 1);
+	for (int k = 0; k < 3; k++)
+		CHECK_EQ(expect_result(&m[k], ms, 3, NULL), 0);
+
+	char *j = wait_stats(stats, children[0], "drops_total", 4);
+	CHECK_EQ(json_get(j, "drops", "auth_missing"), 1);
+	CHECK_EQ(json_get(j, "drops", "auth_key_id"), 1);
+	CHECK_EQ(json_get(j, "drops", "auth_ctx"), 1);
+	CHECK_EQ(json_get(j, "drops", "auth"), 1);
+	CHECK(strstr(j, "\"auth\": true") != NULL);
+	free(j);
+	stop_switch(0);
+	for (int i = 0; i < 3; i++)
+		close(m[i].fd);
+	wire_mac_free(mac);
+}
+
 static void test_threads(void)
 {
 	char stats[128], ready[128];
@@ -547,31 +649,31 @@ static void test_threads(void)
 	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "127.0.0.104:4791", "--threads", "2", "--tree",
-				      "id=2,key=0x77,slots=32,members=1@127.0.0.105:4791+2@127.0.0.106",
+				      "id=2,key=0x77,slots=30,members=1@127.0.0.105:4791+2@127.0.0.106",
 				      "--stats-file", stats, "--stats-interval-ms", "0",
 				      "--ready-file", ready, NULL });
 	member_init(&m[0], "127.0.0.105", 1, "127.0.0.104", 2, 0x77);
 	member_init(&m[1], "127.0.0.106", 2, "127.0.0.104", 2, 0x77);
 	m[0].psn_any_order = m[1].psn_any_order = true;
 	for (uint32_t r = 0; r < 3; r++)
-		run_round(ms, 2, 32, r);
-	for (int k = 0; k < 2; k++) /* PSNs 0..95 each seen once */
-		for (int i = 0; i < 96; i++)
+		run_round(ms, 2, 30, r);
+	for (int k = 0; k < 2; k++) /* PSNs 0..89 each seen once */
+		for (int i = 0; i < 90; i++)
 			CHECK(m[k].psn_seen[i]);
 	stop_switch(0);
 	j = read_file(stats);
 	CHECK(j != NULL);
 	CHECK_EQ(json_get(j, NULL, "threads"), 2);
 	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
-	CHECK_EQ(json_get(j, NULL, "aggregations"), 96);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 90);
 	{
-		/* per_thread entries: each thread received one block's packets (16 slots x 3
+		/* per_thread entries: each thread received one block's packets (15 slots x 3
 		 * rounds x 2 members) */
 		const char *p = strstr(j, "\"thread\": 0, \"rx_pkts\": ");
 		const char *q = strstr(j, "\"thread\": 1, \"rx_pkts\": ");
 		CHECK(p && q);
-		CHECK_EQ(strtoll(p + strlen("\"thread\": 0, \"rx_pkts\": "), NULL, 10), 96);
-		CHECK_EQ(strtoll(q + strlen("\"thread\": 1, \"rx_pkts\": "), NULL, 10), 96);
+		CHECK_EQ(strtoll(p + strlen("\"thread\": 0, \"rx_pkts\": "), NULL, 10), 90);
+		CHECK_EQ(strtoll(q + strlen("\"thread\": 1, \"rx_pkts\": "), NULL, 10), 90);
 	}
 	free(j);
 	close(m[0].fd);
@@ -579,8 +681,16 @@ static void test_threads(void)
 }
 
 /* Two levels: root (member 1 + child leaf covering 2-3) and leaf (members 2, 3). */
-static void test_multilevel(void)
+/* auth: both switches and the members share a group key: the leaf's aggregate (child
+ * context), the root's result to the leaf (parent context) and the leaf's re-signed results
+ * must all verify, with no drops anywhere. */
+static void test_multilevel(bool auth)
 {
+	static const char key_hex[] =
+		"0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000";
+	const char *akey = auth ? "\n auth_key_id = 5\n auth_key = " : "",
+		   *ahex = auth ? key_hex : "";
+	struct wire_mac *mac = NULL;
 	char rconf[128], lconf[128], rstats[128], lstats[128], rready[128], lready[128];
 	char text[2048];
 	struct member m[3];
@@ -593,24 +703,40 @@ static void test_multilevel(void)
 	snprintf(lstats, sizeof lstats, "%s/leaf.json", tmpdir);
 	snprintf(rready, sizeof rready, "%s/root.ready", tmpdir);
 	snprintf(lready, sizeof lready, "%s/leaf.ready", tmpdir);
+	/* 127.0.0.B+0 root, +1 leaf, +2..+4 members: the two variants may run at once */
+	const int B = auth ? 130 : 107;
+	char a[5][20];
+	for (int i = 0; i < 5; i++)
+		snprintf(a[i], sizeof a[i], "127.0.0.%d", B + i);
 	snprintf(text, sizeof text,
-		 "listen = 127.0.0.107:4791\nstats_file = %s\nstats_interval_ms = 0\n"
-		 "tree 3 {\n key = 0x33\n slots = 4\n role = root\n"
-		 " member = 1 127.0.0.109:4791\n child = 127.0.0.108:4791 bfr 2-3\n}\n",
-		 rstats);
+		 "listen = %s:4791\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = root%s%s\n"
+		 " member = 1 %s:4791\n child = %s:4791 bfr 2-3\n}\n",
+		 a[0], rstats, akey, ahex, a[2], a[1]);
 	write_file(rconf, text);
 	snprintf(text, sizeof text,
-		 "listen = 127.0.0.108:4791\nstats_file = %s\nstats_interval_ms = 0\n"
-		 "tree 3 {\n key = 0x33\n slots = 4\n role = leaf\n bfr_id = 0\n"
-		 " parent = 127.0.0.107:4791\n"
-		 " member = 2 127.0.0.110:4791\n member = 3 127.0.0.111:4791\n}\n",
-		 lstats);
+		 "listen = %s:4791\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 3 {\n key = 0x33\n slots = 4\n role = leaf\n bfr_id = %d%s%s\n"
+		 " parent = %s:4791\n"
+		 " member = 2 %s:4791\n member = 3 %s:4791\n}\n",
+		 a[1], lstats, auth ? 7 : 0, akey, ahex, a[0], a[3], a[4]);
 	write_file(lconf, text);
 	start_switch(0, rready, (char *const[]){ "-c", rconf, "--ready-file", rready, NULL });
 	start_switch(1, lready, (char *const[]){ "-c", lconf, "--ready-file", lready, NULL });
-	member_init(&m[0], "127.0.0.109", 1, "127.0.0.107", 3, 0x33);
-	member_init(&m[1], "127.0.0.110", 2, "127.0.0.108", 3, 0x33);
-	member_init(&m[2], "127.0.0.111", 3, "127.0.0.108", 3, 0x33);
+	member_init(&m[0], a[2], 1, a[0], 3, 0x33);
+	member_init(&m[1], a[3], 2, a[1], 3, 0x33);
+	member_init(&m[2], a[4], 3, a[1], 3, 0x33);
+	if (auth) {
+		uint8_t key[WIRE_AUTH_KEY_LEN];
+		CHECK(wire_auth_key_parse(key_hex, key) == 0);
+		CHECK(wire_mac_new(&mac, key) == 0);
+		for (int i = 0; i < 3; i++) {
+			m[i].mac = mac;
+			m[i].key_id = 5;
+			m[i].ctx = (uint32_t)(i + 1);
+			m[i].ctr = 77;
+		}
+	}
 	run_round(ms, 3, 4, 0);
 	run_round(ms, 3, 4, 1);
 	stop_switch(1);
@@ -626,9 +752,11 @@ static void test_multilevel(void)
 	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
 	CHECK_EQ(json_get(j, NULL, "aggregations"), 8);
 	CHECK_EQ(json_get(j, NULL, "results_down"), 8);
+	CHECK(strstr(j, auth ? "\"auth\": true" : "\"auth\": false") != NULL);
 	free(j);
 	for (int i = 0; i < 3; i++)
 		close(m[i].fd);
+	wire_mac_free(mac);
 }
 
 /* Receive results with a short timeout, tolerating loss, duplicates and late results (lossy
@@ -819,6 +947,125 @@ static void test_badconfig(void)
 	free(out);
 }
 
+/* Receive whatever reaches m within ms milliseconds; returns the number of datagrams (each
+ * one a switch packet to m's QP, so the PSN sequence stays in step). */
+static unsigned drain(struct member *m, int ms)
+{
+	struct timeval tv = { 0, ms * 1000 }, tv2 = { 2, 0 };
+	uint8_t buf[WIRE_MAX_UDP_PAYLOAD + 64];
+	unsigned n = 0;
+
+	CHECK(setsockopt(m->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	while (recv(m->fd, buf, sizeof buf, 0) > 0)
+		n++;
+	CHECK(setsockopt(m->fd, SOL_SOCKET, SO_RCVTIMEO, &tv2, sizeof tv2) == 0);
+	m->rx_psn += n;
+	return n;
+}
+
+/* Hostile members against the real daemon: P-BMs naming other members, forged rounds (far and
+ * near, on complete slots and around a collecting round), a flood of duplicates of a complete
+ * round, a new job with other rounds on the same tree, foreign P_Keys. Every real round
+ * still completes exactly, nothing is amplified, every rejection is counted by reason. */
+static void test_hostile(void)
+{
+	char conf[128], stats[128], ready[128], text[1024];
+	struct member m[3];
+	struct member *ms[3] = { &m[0], &m[1], &m[2] };
+	const uint32_t key = 0x5eed0009, base = 0x9e3779b9u;
+	char *j;
+
+	snprintf(conf, sizeof conf, "%s/switch.conf", tmpdir);
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	snprintf(text, sizeof text,
+		 "listen = 127.0.0.190:4791\nthreads = 1\nstats_file = %s\nstats_interval_ms = 0\n"
+		 "tree 9 {\n  key = 0x5eed0009\n  slots = 4\n  pkey = 0xffff\n"
+		 "  member = 1 127.0.0.191:4791\n  member = 2 127.0.0.192:4791\n"
+		 "  member = 3 127.0.0.193:4791\n}\n",
+		 stats);
+	write_file(conf, text);
+	start_switch(0, ready, (char *const[]){ "-c", conf, "--ready-file", ready, NULL });
+	for (int i = 0; i < 3; i++) {
+		char ip[32];
+		snprintf(ip, sizeof ip, "127.0.0.%d", 191 + i);
+		member_init(&m[i], ip, (uint16_t)(1 + i), "127.0.0.190", 9, key);
+	}
+
+	/* P-BM {1,2} and {1,2,3} from member 1: dropped, so member 2's own packet counts and
+	 * no round completes on one packet */
+	m[0].extra_bits = 0x2;
+	contribute(&m[0], 0, 0);
+	m[0].extra_bits = 0x6;
+	contribute(&m[0], 0, 0);
+	CHECK_EQ(drain(&m[0], 100), 0);
+	m[0].extra_bits = 0;
+	run_round(ms, 3, 4, 0);
+	/* a complete round replayed 100 times with every bit set: no result at all */
+	m[0].extra_bits = 0x6;
+	for (int i = 0; i < 100; i++)
+		contribute(&m[0], 1, 0);
+	m[0].extra_bits = 0;
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(drain(&m[i], 100), 0);
+
+	/* forged rounds on complete slots: near ones dropped, far ones held on probation;
+	 * neither moves a slot (only the next round itself cannot be told from a real one
+	 * without authentication) */
+	for (uint16_t s = 0; s < 4; s++) {
+		for (uint32_t r = 2; r <= 41; r++)
+			contribute(&m[2], s, r);
+		contribute(&m[2], s, 0x7fff0000u);
+	}
+	run_round(ms, 3, 4, 1);
+	run_round(ms, 3, 4, 2);
+	/* round 3 collecting on every slot: the next 40 rounds are all outside its window */
+	for (uint16_t s = 0; s < 4; s++) {
+		contribute(&m[0], s, 3);
+		contribute(&m[1], s, 3);
+		for (uint32_t r = 4; r <= 43; r++)
+			contribute(&m[2], s, r);
+	}
+	for (uint16_t s = 0; s < 4; s++)
+		contribute(&m[2], s, 3);
+	for (int k = 0; k < 3; k++)
+		for (uint16_t s = 0; s < 4; s++)
+			expect_result(&m[k], ms, 3, NULL);
+
+	/* 100 duplicates of a complete round from member 2: one free re-send, then at most its
+	 * banked credit (8): never more results than duplicates, none to anyone else */
+	for (int i = 0; i < 100; i++)
+		contribute(&m[1], 2, 3);
+	unsigned got = drain(&m[1], 300);
+	CHECK(got >= 1 && got <= 9);
+	CHECK_EQ(drain(&m[0], 50), 0);
+	CHECK_EQ(drain(&m[2], 50), 0);
+
+	/* a new job on the same tree, other round base: takes every slot over by completing */
+	run_round(ms, 3, 4, base);
+	run_round(ms, 3, 4, base + 1);
+
+	/* P_Key: another partition is dropped; a limited member of the default partition
+	 * matches the tree's full 0xFFFF (IBTA) */
+	m[0].pkey = 0x1234;
+	contribute(&m[0], 0, base + 2);
+	m[0].pkey = 0x7fff;
+	run_round(ms, 3, 4, base + 2);
+	m[0].pkey = 0;
+
+	stop_switch(0);
+	j = read_file(stats);
+	CHECK(j != NULL);
+	CHECK_EQ(json_get(j, "drops", "drop_bitmap"), 2 + 100);
+	CHECK_EQ(json_get(j, "drops", "drop_pkey"), 1);
+	CHECK_EQ(json_get(j, "drops", "drop_future"), 4 * 15 + 4 * 40);
+	CHECK_EQ(json_get(j, NULL, "resends_limited"), 100 - got);
+	CHECK_EQ(json_get(j, NULL, "aggregations"), 4 * 7);
+	free(j);
+	for (int i = 0; i < 3; i++)
+		close(m[i].fd);
+}
+
 static void cleanup_tmp(void)
 {
 	char cmd[128];
@@ -855,7 +1102,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(which, "threads"))
 		test_threads();
 	else if (!strcmp(which, "multilevel"))
-		test_multilevel();
+		test_multilevel(false);
+	else if (!strcmp(which, "multilevel-auth"))
+		test_multilevel(true);
 	else if (!strcmp(which, "lossy"))
 		test_lossy();
 	else if (!strcmp(which, "anyaddr"))
@@ -864,6 +1113,10 @@ int main(int argc, char **argv)
 		test_reflect();
 	else if (!strcmp(which, "badconfig"))
 		test_badconfig();
+	else if (!strcmp(which, "auth"))
+		test_auth();
+	else if (!strcmp(which, "hostile"))
+		test_hostile();
 	else
 		die("unknown case '%s'", which);
 	kill_children();

@@ -161,8 +161,11 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	n = strlen(line);
 	while (n && line[n - 1] == '\n')
 		line[--n] = 0;
-	if (level == LIBBPF_WARN)
-		snprintf(libbpf_last, sizeof libbpf_last, "%s", line);
+	if (level == LIBBPF_WARN) { /* keep the first part of a long warning */
+		size_t k = n < sizeof libbpf_last - 1 ? n : sizeof libbpf_last - 1;
+		memcpy(libbpf_last, line, k);
+		libbpf_last[k] = 0;
+	}
 	sw_log(2, "%s", line); /* libbpf prefixes its own messages */
 	return 0;
 }
@@ -352,7 +355,7 @@ static int xsk_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct w
 {
 	struct sw_xsk *xs = (struct sw_xsk *)tx;
 	const uint8_t *dmac = mac_for(xs, nb->addr.sin_addr.s_addr);
-	size_t flen = XSK_L2L3 + wire_udp_payload_len(pkt->inca.bsl_code, pkt->data_len);
+	size_t flen = XSK_L2L3 + wire_pkt_udp_len(pkt);
 	uint32_t nd = flen <= XSK_FRAME ? 1 : 2, idx;
 	uint64_t a[2];
 	uint8_t *out;

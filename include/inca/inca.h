@@ -144,7 +144,19 @@ struct inca_comm_opts {
 	 * every run); the switch then keeps one buffer per member and slot. Any rank asking sets
 	 * it for the group. Without an AM the switch's own configuration decides. */
 	int deterministic;
+
+	/* ---- Packet authentication (docs/protocol.md §14): appended fields. With a group key
+	 * every INC packet carries an authentication block: contributions are signed, results
+	 * and repair notices are dropped unless their MAC and sender check out. Every rank and
+	 * the switch's tree must use the same key (inca-launch gives each job a random one).
+	 * Without am_addr the key is auth_key, else the environment variable INCA_AUTH_KEY (64
+	 * hex digits; INCA_AUTH_KEY_ID its id); with am_addr the AM provides it. no_auth = 1
+	 * turns authentication off even if a key is given. */
+	const uint8_t *auth_key; /* INCA_AUTH_KEY_BYTES bytes; NULL: INCA_AUTH_KEY or none */
+	uint32_t auth_key_id;    /* carried in every packet; must match the switch's tree */
+	int no_auth;
 };
+#define INCA_AUTH_KEY_BYTES 32
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or
  * timeout_ms passes. Returns 0 and an owned communicator in *out, or -errno:
@@ -201,6 +213,21 @@ struct inca_io_stats {
  * prefix). 0 or -EINVAL. */
 int inca_comm_get_io_stats(const struct inca_comm *comm, struct inca_io_stats *out,
 			   size_t out_size);
+
+/* Packet authentication of the INC path. The struct may grow at its end. */
+struct inca_auth_stats {
+	int enabled;              /* 1: packets are signed and verified */
+	uint32_t key_id;
+	uint64_t tx_signed;       /* packets signed */
+	uint64_t rx_verified;     /* packets whose MAC held */
+	uint64_t rx_missing;      /* dropped: no authentication block */
+	uint64_t rx_bad_key_id;   /* dropped: another key id */
+	uint64_t rx_bad_ctx;      /* dropped: the sender context is not a switch's */
+	uint64_t rx_bad_mac;      /* dropped: MAC mismatch (forged or corrupted) */
+};
+/* Copy the authentication counters: at most out_size bytes. 0 or -EINVAL. */
+int inca_comm_get_auth_stats(const struct inca_comm *comm, struct inca_auth_stats *out,
+			     size_t out_size);
 
 /* ---- Aggregation Manager (issue 3): additions ---------------------------------------- */
 

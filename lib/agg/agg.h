@@ -60,6 +60,15 @@ struct agg_tree_cfg {
 	 * blocks (slot / WIRE_SLOT_BLOCK) with block % nshards == shard and allocates only those
 	 * (others: AGG_DROP_SLOT). nshards 0 or 1: all slots. */
 	uint16_t shard, nshards;
+	/* P_Key of the tree's QPs: packets whose P_Key does not match it by the IBTA rule
+	 * (wire_pkey_match) are dropped (AGG_DROP_PKEY); sends carry it. 0 = 0xFFFF. */
+	uint16_t pkey;
+	/* Sub-trees of child switches whose aggregates reach this switch although its BIFT does
+	 * not route their results through them (results go to the members directly). A child
+	 * switch's aggregate must carry exactly its sub-tree: the BIFT F-BM of its lowest bit's
+	 * entry, or one of these sets (bsl/8 bytes each, wire order; copied). */
+	size_t nupsets;
+	const uint8_t *const *upsets;
 };
 
 /* Verdicts of agg_tree_input. Values >= AGG_DROP_FIRST are drops, one counter each. */
@@ -77,14 +86,16 @@ enum agg_verdict {
 	AGG_DROP_KEY = AGG_DROP_FIRST, /* wrong R_Key */
 	AGG_DROP_TREE,        /* tree id does not match */
 	AGG_DROP_SLOT,        /* slot >= nslots */
-	AGG_DROP_STALE,       /* round older than the slot's live rounds */
-	AGG_DROP_FUTURE,      /* round too far ahead (a member skipped a round) */
+	AGG_DROP_STALE,       /* round before the slot's round window */
+	AGG_DROP_FUTURE,      /* round after the slot's round window */
 	AGG_DROP_MISMATCH,    /* dtype/op/count/va/coll differs from the round's first packet */
 	AGG_DROP_UNSUPPORTED, /* dtype/op not enabled on this tree */
 	AGG_DROP_TOO_BIG,     /* data longer than slot_bytes */
-	AGG_DROP_BITMAP,      /* P-BM not within A-BM, overlaps partially, bad BSL/SI */
+	AGG_DROP_BITMAP,      /* P-BM not exactly the set its sender speaks for, bad BSL/SI */
 	AGG_DROP_SENDER,      /* ingress neighbour is not where the sender's bit lives */
 	AGG_DROP_NO_ROUTE,    /* forward/result needed a route the tree does not have */
+	AGG_DROP_EPOCH,       /* job epoch older than the tree's current one */
+	AGG_DROP_PKEY,        /* BTH P_Key does not match the tree's P_Key */
 	AGG_VERDICT_COUNT
 };
 const char *agg_verdict_name(enum agg_verdict v);
@@ -108,6 +119,10 @@ struct agg_tree_stats {
 	uint64_t results_down;        /* results received from the parent */
 	uint64_t notices;             /* repair notices (WIRE_F_NACK packets) sent */
 	uint64_t notices_limited;     /* repair notices not sent for lack of credit */
+	uint64_t resends_limited;     /* duplicates of complete rounds not answered: the
+				       * sender's re-send credit was spent */
+	uint64_t epoch_resets;        /* newer job epochs that started the tree afresh */
+	uint32_t epoch;               /* the tree's current job epoch (0: none seen) */
 	uint64_t drops[AGG_VERDICT_COUNT]; /* indexed by drop verdict */
 };
 

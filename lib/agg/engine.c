@@ -3,10 +3,10 @@
  * round misses (docs/protocol.md "Switch slot semantics", "Repair notices"). Not here: the reduce kernels (reduce.c), I/O, clocks, threads (the switch). */
 /*
  * Layout and costs.
- * - Each owned slot has two versions (round & 1). A version holds its round, state, the meta
- *   of its first packet, a contributor bitmap `seen` (bsl/8 bytes) and an accumulator of
- *   slot_bytes. A member sends round r only after the result of r - 1, so when r arrives the
- *   version's round r - 2 is finished everywhere and is simply overwritten: no timers.
+ * - Each owned slot has two versions, found by the round they hold. A version holds its round,
+ *   state, the meta of its first packet, a contributor bitmap `seen` (bsl/8 bytes) and an
+ *   accumulator of slot_bytes. A member sends round r + 1 only after the result of r, so a
+ *   slot's rounds move inside a window of its top round (agg__admit): no timers.
  * - Per packet: a few word passes over the bit-string (P-BM vs A-BM, vs seen, OR into seen),
  *   one reduce or memcpy of the data. No allocation, no locks; replication costs one
  *   bit-string AND per copy. Everything is preallocated by agg_tree_create.
@@ -72,6 +72,9 @@ struct agg__ver {
 				* aggregate carry WIRE_F_RETX, so members take no RTT sample */
 	uint8_t wave;          /* non-root: the aggregate was re-sent up for a parent's notice;
 				* duplicates from below join that wave (see `req`) */
+	uint8_t cand;          /* on probation (agg__admit, AGG__CAND_*): the round is outside
+				* the slot's window, or no round of the slot completed since it
+				* started; it gives way to any other round until it completes */
 };
 
 /* A distinct BIFT neighbour: one copy of a replicated packet goes to each. fbm is the union of
@@ -94,6 +97,10 @@ struct agg_tree {
 	uint8_t *bift_fbm;  /* nbift * bsl_bytes, as configured */
 	uint16_t *bp_group; /* [bsl_bits + 1]: bit position -> group, AGG__NO_GROUP if none */
 	uint16_t *bp_member; /* [bsl_bits + 1]: deterministic mode: bit position -> member index */
+	uint8_t *rcredit;    /* [bsl_bits + 1]: result re-send credit of the sender whose
+			      * lowest bit this is (see agg__rearn) */
+	uint8_t *upsets;     /* cfg.nupsets * bsl_bytes, AND A-BM */
+	uint16_t pkey;
 	struct agg__group *groups;
 	uint8_t *group_fbm; /* ngroups * bsl_bytes */
 	size_t ngroups;
@@ -125,6 +132,7 @@ struct agg_tree {
 	 * the list when noticed or no longer collecting. */
 	uint32_t lhead[AGG__L_COUNT], ltail[AGG__L_COUNT];
 	uint32_t credit;
+	uint32_t epoch; /* current job epoch, 0 = none seen */
 };
 
 /* ---------------------------------------------------------------- small helpers */
@@ -235,6 +243,8 @@ const char *agg_verdict_name(enum agg_verdict v)
 		[AGG_DROP_BITMAP] = "drop_bitmap",
 		[AGG_DROP_SENDER] = "drop_sender",
 		[AGG_DROP_NO_ROUTE] = "drop_no_route",
+		[AGG_DROP_EPOCH] = "drop_epoch",
+		[AGG_DROP_PKEY] = "drop_pkey",
 	};
 	if ((unsigned)v >= AGG_VERDICT_COUNT)
 		return "unknown";
@@ -252,6 +262,8 @@ void agg_tree_destroy(struct agg_tree *t)
 	free(t->bift_fbm);
 	free(t->bp_group);
 	free(t->bp_member);
+	free(t->rcredit);
+	free(t->upsets);
 	free(t->groups);
 	free(t->group_fbm);
 	free(t->vers);
@@ -301,6 +313,9 @@ static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
 	unsigned bsl = c->bsl_bits;
 
 	t->bp_group = malloc((bsl + 1) * sizeof *t->bp_group);
+	t->rcredit = calloc(bsl + 1, 1);
+	if (!t->rcredit)
+		return -ENOMEM;
 	t->bift = calloc(n ? n : 1, sizeof *t->bift);
 	t->bift_fbm = calloc(n ? n : 1, len);
 	t->groups = calloc(n ? n : 1, sizeof *t->groups);
@@ -356,6 +371,8 @@ int agg_tree_create(const struct agg_tree_cfg *cfg, struct agg_tree **out)
 	if (!t)
 		return -ENOMEM;
 	t->cfg = *cfg;
+	t->pkey = cfg->pkey ? cfg->pkey : WIRE_PKEY_DEFAULT;
+	t->cfg.pkey = t->pkey;
 	t->bsl_bytes = cfg->bsl_bits / 8;
 	t->nwords = t->bsl_bytes / 8;
 	t->bsl_code = (uint8_t)(__builtin_ctz(cfg->bsl_bits) - 5);
@@ -373,6 +390,17 @@ int agg_tree_create(const struct agg_tree_cfg *cfg, struct agg_tree **out)
 	if (rc)
 		goto fail;
 	t->cfg.bift = t->bift;
+	rc = -EINVAL;
+	if (cfg->nupsets && !cfg->upsets)
+		goto fail;
+	rc = -ENOMEM;
+	t->upsets = calloc(cfg->nupsets ? cfg->nupsets : 1, len);
+	if (!t->upsets)
+		goto fail;
+	for (size_t i = 0; i < cfg->nupsets; i++)
+		for (size_t k = 0; k < len; k++)
+			t->upsets[i * len + k] = cfg->upsets[i] ? cfg->upsets[i][k] & t->abm[k] : 0;
+	t->cfg.upsets = NULL;
 
 	/* Every member must be reachable for results: each A-BM bit needs a BIFT entry. */
 	rc = -EINVAL;
@@ -450,8 +478,10 @@ size_t agg_tree_max_sends(const struct agg_tree *t)
 
 void agg_tree_get_stats(const struct agg_tree *t, struct agg_tree_stats *out)
 {
-	if (t && out)
+	if (t && out) {
 		*out = t->st;
+		out->epoch = t->epoch;
+	}
 }
 
 size_t agg_tree_pending(const struct agg_tree *t)
@@ -472,11 +502,6 @@ struct agg__out {
 	struct agg_send *v;
 	size_t cap, n;
 };
-
-static inline struct agg__ver *agg__ver_of(struct agg_tree *t, uint32_t li, uint32_t rnd)
-{
-	return &t->vers[(size_t)li * 2 + (rnd & 1)];
-}
 
 static inline size_t agg__vidx(const struct agg_tree *t, const struct agg__ver *v)
 {
@@ -522,7 +547,7 @@ static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const 
 	uint32_t dlen = with_data ? v->data_len : 0;
 	uint32_t ib_len = (uint32_t)(WIRE_INCA_FIXED_LEN + t->bsl_bytes + dlen);
 	p->bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
-	p->bth.pkey = WIRE_PKEY_DEFAULT;
+	p->bth.pkey = t->pkey;
 	p->bth.padcnt = (uint8_t)((4 - ib_len % 4) % 4);
 	p->reth.va = v->va;
 	p->reth.rkey = t->cfg.rkey;
@@ -541,6 +566,7 @@ static struct agg_send *agg__emit(struct agg_tree *t, struct agg__out *o, const 
 	p->inca.si = t->cfg.si;
 	p->inca.count = with_data ? v->count : 0;
 	p->inca.owner = v->owner;
+	p->inca.epoch = t->epoch;
 	p->inca.bits = bits;
 	p->data = with_data ? agg__buf(t, v, 0) : NULL;
 	p->data_len = dlen;
@@ -753,26 +779,135 @@ static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struc
 	return AGG_ABSORBED; /* "ok" */
 }
 
-/* Round r uses version r & 1. The other live round of a slot is r - 1 or r + 1; anything
- * older than the version's round is stale. A jump of more than 2 within a version (or more
- * than 1 past the other version) means a member skipped a round it could not have skipped:
- * round r is only sent after r - 1 completed everywhere, which needed r - 2 complete here. */
-static enum agg_verdict agg__check_round(const struct agg__ver *v, const struct agg__ver *other,
-					 uint32_t rnd)
+/* Round windows (docs/protocol.md §8 "Round window"). A member sends round r + 1 of a slot
+ * only after the result of round r, so the slot's live rounds are its top round T (the later
+ * of its two versions that are not on probation) and T - 1, and the one round that may start
+ * is T + 1, once T is complete here (or, at a non-root, its aggregate went up: results may
+ * reach the members without passing here). Any other round is either dropped (T still collecting:
+ * the version holding T - 1 may still be needed by a member that lost its result) or held on
+ * probation in the version not holding T (T complete or its aggregate up: every member below
+ * sent T, so all of them have T - 1's result). A round on probation collects like any other,
+ * but gives way to every other round until it completes, and only its completion (every
+ * member's contribution, or the parent's result) makes it the slot's top round. So no single
+ * packet moves a slot backwards or far forward, a slot that never completed a round follows
+ * the next real contribution, and a new job whose rounds are unrelated to the old job's
+ * (another round base, docs/protocol.md §8) takes over the slots by completing its rounds.
+ * Rounds compare as serial numbers (32-bit wrap-around). */
+static inline int32_t agg__rdiff(uint32_t a, uint32_t b)
 {
-	if (v->state != AGG__EMPTY) {
-		if (rnd < v->rnd)
-			return AGG_DROP_STALE;
-		if ((uint64_t)rnd > (uint64_t)v->rnd + 2)
-			return AGG_DROP_FUTURE;
+	return (int32_t)(a - b);
+}
+
+/* The version holding round rnd, or NULL. */
+static struct agg__ver *agg__find(struct agg_tree *t, uint32_t li, uint32_t rnd)
+{
+	struct agg__ver *a = &t->vers[(size_t)li * 2];
+	if (a[0].state != AGG__EMPTY && a[0].rnd == rnd)
+		return &a[0];
+	if (a[1].state != AGG__EMPTY && a[1].rnd == rnd)
+		return &a[1];
+	return NULL;
+}
+
+/* The version holding the slot's top round T (not on probation), or NULL. */
+static struct agg__ver *agg__top(struct agg_tree *t, uint32_t li)
+{
+	struct agg__ver *a = &t->vers[(size_t)li * 2], *top = NULL;
+	for (int i = 0; i < 2; i++) {
+		if (a[i].state == AGG__EMPTY || a[i].cand)
+			continue;
+		if (!top || agg__rdiff(a[i].rnd, top->rnd) > 0)
+			top = &a[i];
 	}
-	if (other->state != AGG__EMPTY) {
-		if ((uint64_t)other->rnd > (uint64_t)rnd + 1)
-			return AGG_DROP_STALE;
-		if ((uint64_t)rnd > (uint64_t)other->rnd + 1)
-			return AGG_DROP_FUTURE;
+	return top;
+}
+
+/* Rounds this close to the top round T but outside the window are this job's (a late
+ * duplicate, a member that skipped rounds): dropped, never held on probation. Only rounds
+ * farther away can be another job's (docs/protocol.md §8 "Job epochs"). */
+#define AGG__NEAR 16
+
+/* Probation kinds (agg__ver.cand): the first round of a slot that never completed one, or a
+ * far round beside a complete top round. Only the first kind is repaired with notices: a
+ * far round is more likely forged or stale than a new job's. */
+#define AGG__CAND_FRESH 1
+#define AGG__CAND_FAR 2
+
+/* A version for round rnd, which no version holds: returns 0 and the version to reset into
+ * *out with *cand the probation kind (0: none); else the drop verdict. result: the
+ * round arrives as a result from the parent (which may start only T + 1, or a slot without a
+ * top round). */
+static enum agg_verdict agg__admit(struct agg_tree *t, uint32_t li, uint32_t rnd, bool result,
+				   struct agg__ver **out, uint8_t *cand)
+{
+	struct agg__ver *a = &t->vers[(size_t)li * 2], *top = agg__top(t, li);
+	if (!top) {
+		/* Nothing completed here since the slot started: at most one version holds a
+		 * round, on probation; the newcomer replaces it. */
+		*out = a[1].state != AGG__EMPTY ? &a[1] : &a[0];
+		*cand = result ? 0 : AGG__CAND_FRESH;
+		return AGG_ABSORBED;
 	}
+	struct agg__ver *other = top == &a[0] ? &a[1] : &a[0];
+	int32_t d = agg__rdiff(rnd, top->rnd);
+	if (d == 1 && top->state != AGG__COLLECTING) {
+		*out = other;
+		*cand = 0;
+		return AGG_ABSORBED;
+	}
+	if (top->state == AGG__COLLECTING || result || (d >= -AGG__NEAR && d <= AGG__NEAR))
+		return d < 0 ? AGG_DROP_STALE : AGG_DROP_FUTURE;
+	*out = other;
+	*cand = AGG__CAND_FAR;
 	return AGG_ABSORBED;
+}
+
+/* Empty version v (a round on probation completed in the slot's other version). */
+static void agg__clear(struct agg_tree *t, struct agg__ver *v)
+{
+	if (v->state == AGG__EMPTY)
+		return;
+	agg__unlist(t, v);
+	t->npending -= agg__is_pending(v->state);
+	v->state = AGG__EMPTY;
+	v->cand = 0;
+}
+
+/* Job epochs (docs/protocol.md §8 "Job epochs"): a valid contribution or result with a newer
+ * epoch than the tree's (agg_tree_input dropped older ones) starts every slot afresh, so
+ * nothing of the previous job can answer the new one. No version survives, none is pending. */
+static void agg__epoch_check(struct agg_tree *t, const struct wire_pkt *p);
+static void agg__reset_all(struct agg_tree *t, uint32_t epoch)
+{
+	size_t nver = (size_t)(t->nlocal ? t->nlocal : 1) * 2;
+	memset(t->vers, 0, nver * sizeof *t->vers);
+	for (size_t i = 0; i < nver; i++)
+		t->vers[i].lprev = t->vers[i].lnext = AGG__NOLINK;
+	for (size_t l = 0; l < AGG__L_COUNT; l++)
+		t->lhead[l] = t->ltail[l] = AGG__NOLINK;
+	memset(t->rcredit, 0, t->cfg.bsl_bits + 1);
+	t->npending = 0;
+	t->epoch = epoch;
+	t->st.epoch_resets++;
+}
+
+static void agg__epoch_check(struct agg_tree *t, const struct wire_pkt *p)
+{
+	if (p->inca.epoch && p->inca.epoch != t->epoch)
+		agg__reset_all(t, p->inca.epoch);
+}
+
+/* Result re-sends (a duplicate of a complete round, answered to its sender only): the first
+ * one per sender and round is free; each further one for the same round costs the sender a
+ * re-send credit. A sender earns one with each contribution absorbed and each duplicate of a
+ * round still collecting (packets not answered yet), at most AGG__RCREDIT_MAX banked. So the
+ * re-sends a sender gets never outnumber the valid packets it sent, and a flood of
+ * duplicates of complete rounds gets one answer per round plus the banked few. */
+#define AGG__RCREDIT_MAX 8
+static void agg__rearn(struct agg_tree *t, unsigned bp)
+{
+	if (t->rcredit[bp] < AGG__RCREDIT_MAX)
+		t->rcredit[bp]++;
 }
 
 /* Same round, same call: everything but the count, which differs between the owner's data and
@@ -793,10 +928,12 @@ static bool agg__meta_eq(const struct agg__ver *v, const struct wire_pkt *p)
 	return v->count == p->inca.count;
 }
 
-/* Start round rnd on version v (the round two before it is finished everywhere). */
-static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire_pkt *p)
+/* Start round rnd on version v (agg__admit chose it; cand: on probation). */
+static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire_pkt *p,
+		       uint8_t cand)
 {
 	v->rnd = p->inca.round;
+	v->cand = cand;
 	t->npending += !agg__is_pending(v->state);
 	v->state = AGG__COLLECTING;
 	v->coll = p->inca.coll;
@@ -810,7 +947,11 @@ static void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire
 	v->nseen = 0;
 	v->repaired = 0;
 	v->wave = 0;
-	agg__enlist(t, v, AGG__L_COL);
+	/* A far round on probation may be forged: it never causes repair notices. */
+	if (cand == AGG__CAND_FAR)
+		agg__unlist(t, v);
+	else
+		agg__enlist(t, v, AGG__L_COL);
 	memset(agg__seen(t, v), 0, t->bsl_bytes);
 	memset(agg__req(t, v), 0, t->bsl_bytes);
 	if (t->heads)
@@ -865,6 +1006,45 @@ static enum agg_verdict agg__forward(struct agg_tree *t, struct agg__out *o,
 	return AGG_FORWARDED;
 }
 
+/* The P-BM must be exactly the set its sender speaks for. A member (its sender BFR-id is a
+ * bit of A-BM) speaks for its own bit only. Any other sender (a child switch) speaks for the
+ * whole set the BIFT reaches through the neighbour of the P-BM's lowest bit (the union of
+ * those entries' F-BMs and bits, AND A-BM: its sub-tree), or for one of cfg.upsets. Anything
+ * else could absorb a contribution for another member, complete a round alone or draw
+ * results for others. */
+static bool agg__bits_eq(const struct agg_tree *t, const uint8_t *a, const uint8_t *b)
+{
+	uint64_t d = 0;
+	for (size_t w = 0; w < t->nwords; w++)
+		d |= agg__ld(a, w) ^ agg__ld(b, w);
+	return d == 0;
+}
+
+static bool agg__pbm_exact(const struct agg_tree *t, const struct wire_pkt *p, unsigned low_bp)
+{
+	const uint8_t *pbm = p->inca.bits;
+	uint16_t sbp = agg__bp_of(p->inca.bfr_id, t->cfg.bsl_bits, t->cfg.si);
+	if (sbp && (t->abm[t->bsl_bytes - 1 - (sbp - 1) / 8] & (1u << ((sbp - 1) & 7)))) {
+		/* a member: its own bit and nothing else */
+		uint8_t own[WIRE_BSL_MAX / 8];
+		memset(own, 0, t->bsl_bytes);
+		agg__set(own, t->bsl_bytes, sbp);
+		return agg__bits_eq(t, own, pbm);
+	}
+	uint16_t g = t->bp_group[low_bp];
+	if (g == AGG__NO_GROUP)
+		return false;
+	uint64_t d = 0;
+	for (size_t w = 0; w < t->nwords; w++)
+		d |= (agg__ld(t->groups[g].fbm, w) & agg__ld(t->abm, w)) ^ agg__ld(pbm, w);
+	if (!d)
+		return true;
+	for (size_t i = 0; i < t->cfg.nupsets; i++)
+		if (agg__bits_eq(t, t->upsets + i * t->bsl_bytes, pbm))
+			return true;
+	return false;
+}
+
 /* check_sender: the contribution's lowest P-BM bit must be reached through the ingress
  * neighbour, and so must the sender's own BFR-id if the BIFT knows it (a member's packet:
  * the same bit; a child switch's aggregate: its id is usually not in our BIFT). */
@@ -905,6 +1085,8 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		return AGG_DROP_BITMAP;
 
 	unsigned low_bp = agg__next(pbm, len, 1);
+	if (!agg__pbm_exact(t, p, low_bp))
+		return AGG_DROP_BITMAP;
 	if (t->cfg.check_sender && !agg__sender_ok(t, p, low_bp, ingress))
 		return AGG_DROP_SENDER;
 
@@ -912,15 +1094,13 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 	enum agg_verdict r = agg__check_payload(t, p, &li);
 	if (r != AGG_ABSORBED)
 		return r;
+	agg__epoch_check(t, p);
 	uint32_t rnd = p->inca.round;
-	struct agg__ver *v = agg__ver_of(t, li, rnd), *other = agg__ver_of(t, li, rnd ^ 1);
-	r = agg__check_round(v, other, rnd);
-	if (r != AGG_ABSORBED)
-		return r;
+	struct agg__ver *v = agg__find(t, li, rnd);
 
 	uint8_t *seen;
 	const bool prov = agg__from_owner(p->inca.coll);
-	if (v->state != AGG__EMPTY && v->rnd == rnd) {
+	if (v) {
 		if (!agg__meta_eq(v, p))
 			return AGG_DROP_MISMATCH;
 		seen = agg__seen(t, v);
@@ -936,6 +1116,20 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 			t->st.duplicates++;
 			switch (v->state) {
 			case AGG__COMPLETE:
+				/* Only to the duplicate's own sender (its P-BM is exactly that
+				 * sender's set: one copy). The first re-send of this round to it
+				 * is free, every further one costs a re-send credit. */
+				uint8_t *asked = agg__req(t, v);
+				size_t lb = len - 1 - (low_bp - 1) / 8;
+				uint8_t lbit = (uint8_t)(1u << ((low_bp - 1) & 7));
+				if (asked[lb] & lbit) {
+					if (!t->rcredit[low_bp]) {
+						t->st.resends_limited++;
+						return AGG_DUP_IGNORED;
+					}
+					t->rcredit[low_bp]--;
+				}
+				asked[lb] |= lbit;
 				memcpy(t->rem_bits, pbm, len);
 				t->st.results_resent += agg__replicate(t, o, v, p->inca.slot, true);
 				return AGG_DUP_RESENT;
@@ -965,7 +1159,9 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 			default: {
 				/* Collecting: the sender waits for members whose contribution is
 				 * missing. Notice them once per wave of duplicates (a member asking
-				 * again starts a new wave), as for UP_SENT above. */
+				 * again starts a new wave), as for UP_SENT above. The duplicate got
+				 * no answer: it earns its sender a re-send credit. */
+				agg__rearn(t, low_bp);
 				uint8_t *req = agg__req(t, v);
 				uint64_t again = 0, any = 0;
 				for (size_t w = 0; w < nw; w++) {
@@ -980,7 +1176,8 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				}
 				memcpy(req, pbm, len);
 				agg__unlist(t, v);
-				agg__notice(t, o, v, t->abm);
+				if (v->cand != AGG__CAND_FAR)
+					agg__notice(t, o, v, t->abm);
 				return AGG_DUP_IGNORED;
 			}
 			}
@@ -990,7 +1187,11 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 		if (prov && p->data_len && v->data_len)
 			return AGG_DROP_MISMATCH;
 	} else {
-		agg__reset(t, v, p);
+		uint8_t cand;
+		r = agg__admit(t, li, rnd, false, &v, &cand);
+		if (r != AGG_ABSORBED)
+			return r;
+		agg__reset(t, v, p, cand);
 		seen = agg__seen(t, v);
 	}
 
@@ -1024,10 +1225,17 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 	v->repaired |= (p->inca.flags & WIRE_F_RETX) != 0;
 	t->st.contributions++;
 	agg__earn(t);
+	agg__rearn(t, low_bp);
 	if (v->nseen < t->nmembers)
 		return AGG_ABSORBED;
 
 	/* complete */
+	if (v->cand) {
+		/* Off probation: the slot's top round now; the other version's round belongs to
+		 * what this round replaced. */
+		v->cand = 0;
+		agg__clear(t, &t->vers[(size_t)li * 2 + (v == &t->vers[(size_t)li * 2])]);
+	}
 	if (t->heads && !prov)
 		agg__det_reduce(t, v);
 	t->st.aggregations++;
@@ -1068,18 +1276,24 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 	enum agg_verdict r = agg__check_payload(t, p, &li);
 	if (r != AGG_ABSORBED)
 		return r;
+	agg__epoch_check(t, p);
 	uint32_t rnd = p->inca.round;
-	struct agg__ver *v = agg__ver_of(t, li, rnd), *other = agg__ver_of(t, li, rnd ^ 1);
-	r = agg__check_round(v, other, rnd);
-	if (r != AGG_ABSORBED)
-		return r;
-	if (v->state != AGG__EMPTY && v->rnd == rnd) {
+	struct agg__ver *v = agg__find(t, li, rnd);
+	if (v) {
 		if (!agg__meta_eq_nocount(v, p))
 			return AGG_DROP_MISMATCH;
 		if (!wire_coll_has_owner(p->inca.coll) && v->count != p->inca.count)
 			return AGG_DROP_MISMATCH;
 	} else {
-		agg__reset(t, v, p);
+		uint8_t cand;
+		r = agg__admit(t, li, rnd, true, &v, &cand);
+		if (r != AGG_ABSORBED)
+			return r;
+		agg__reset(t, v, p, 0);
+	}
+	if (v->cand) {
+		v->cand = 0;
+		agg__clear(t, &t->vers[(size_t)li * 2 + (v == &t->vers[(size_t)li * 2])]);
 	}
 	if (v->state != AGG__COMPLETE) {
 		/* A header-only result (nobody below needs the data) leaves no data here. */
@@ -1090,6 +1304,7 @@ static enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pk
 		memcpy(agg__seen(t, v), t->abm, t->bsl_bytes);
 		v->nseen = (uint16_t)t->nmembers;
 		v->repaired = (p->inca.flags & WIRE_F_RETX) != 0;
+		memset(agg__req(t, v), 0, t->bsl_bytes);
 		t->npending -= agg__is_pending(v->state);
 		v->state = AGG__COMPLETE;
 		agg__unlist(t, v);
@@ -1120,8 +1335,8 @@ static enum agg_verdict agg__input_nack(struct agg_tree *t, const struct wire_pk
 	enum agg_verdict r = agg__check_payload(t, p, &li);
 	if (r != AGG_ABSORBED)
 		return r;
-	struct agg__ver *v = agg__ver_of(t, li, p->inca.round);
-	if (v->state == AGG__EMPTY || v->rnd != p->inca.round || !agg__meta_eq_nocount(v, p))
+	struct agg__ver *v = agg__find(t, li, p->inca.round);
+	if (!v || !agg__meta_eq_nocount(v, p))
 		return AGG_NACK_DOWN;
 	if (v->state == AGG__UP_SENT) {
 		/* Paid with a credit like a notice: the parent answers a re-sent aggregate with
@@ -1161,8 +1376,14 @@ enum agg_verdict agg_tree_input(struct agg_tree *t, const struct wire_pkt *pkt, 
 		r = AGG_DROP_KEY;
 	else if (pkt->inca.tree_id != t->cfg.tree_id)
 		r = AGG_DROP_TREE;
+	else if (!wire_pkey_match(pkt->bth.pkey, t->pkey))
+		r = AGG_DROP_PKEY;
 	else if (pkt->inca.bsl_code != t->bsl_code || pkt->inca.si != t->cfg.si || !pkt->inca.bits)
 		r = AGG_DROP_BITMAP;
+	else if (pkt->inca.epoch && t->epoch && agg__rdiff(pkt->inca.epoch, t->epoch) < 0)
+		r = AGG_DROP_EPOCH;
+	else if (pkt->inca.epoch != t->epoch && pkt->inca.epoch && (pkt->inca.flags & WIRE_F_NACK))
+		r = AGG_DROP_EPOCH; /* a notice is about a round in progress: never a new job */
 	else if (pkt->inca.flags & WIRE_F_RESULT)
 		r = agg__input_down(t, pkt, ingress_nbr, &o);
 	else if (pkt->inca.flags & WIRE_F_NACK)

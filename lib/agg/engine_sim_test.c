@@ -538,10 +538,12 @@ static void run_two_level(const char *name, unsigned n, bool fwd, bool via_leaf,
 		};
 		CHECK_EQ(agg_tree_create(&c, &s.sws[l].e), 0);
 	}
+	/* results straight to the members: the leaves' sub-trees are told separately */
+	const uint8_t *up[2] = { abm_leaf[0], abm_leaf[1] };
 	struct agg_tree_cfg rc = {
 		.tree_id = 9, .rkey = 0xbeef, .nslots = nslots, .slot_bytes = SIM_DATA,
 		.bsl_bits = bsl, .abm = abm_root, .root = true, .parent_nbr = AGG_NBR_NONE,
-		.nbift = n, .bift = br,
+		.nbift = n, .bift = br, .nupsets = via_leaf ? 0 : 2, .upsets = up,
 		/* the sender check follows the BIFT (downward) routes, which only match the
 		 * upward ingress when results go back through the leaves and nothing is
 		 * forwarded */

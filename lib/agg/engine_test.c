@@ -351,8 +351,9 @@ static void feed_expect(struct agg_tree *e, const struct wire_pkt *p, uint32_t i
 }
 #define FEED(e, p, in, want, ns) feed_expect(e, &(p)->pkt, in, out, cap, want, ns, __LINE__)
 
-/* Root duplicates: ignored while collecting, re-sent to exactly the duplicate's P-BM when
- * complete (also multi-bit P-BMs spanning neighbours), partial overlaps dropped. */
+/* Root duplicates: noticed while collecting, re-sent to exactly the duplicate's sender when
+ * complete (paid with its re-send credit), P-BMs with bits the sender does not speak for
+ * dropped. */
 static void test_root_duplicates(void)
 {
 	struct ttree *t = calloc(1, sizeof *t);
@@ -421,27 +422,23 @@ static void test_root_duplicates(void)
 	memcpy(&x, out[0].pkt.data, 8);
 	CHECK_EQ(x, sum0);
 
-	/* a multi-bit duplicate (e.g. a child switch's aggregate) spanning two neighbours */
+	/* a multi-bit duplicate spanning two neighbours: not a set member 2 speaks for */
 	fill_up(t, q, 2, 0, 0, 4);
 	tu_set(q->bits, 8, t->bp[3]);
-	FEED(e, q, 11, AGG_DUP_RESENT, 2);
-	CHECK_EQ(out[0].nbr, 11);
-	CHECK_EQ(out[1].nbr, 12);
-	memset(want, 0, 8);
-	tu_set(want, 8, t->bp[2]);
-	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
-	memset(want, 0, 8);
-	tu_set(want, 8, t->bp[3]);
-	CHECK(memcmp(out[1].pkt.inca.bits, want, 8) == 0);
+	FEED(e, q, 11, AGG_DROP_BITMAP, 0);
 
-	/* slot 1: multi-bit contribution {0,1}, then partial overlap {1,2} is dropped */
+	/* slot 1: a member's P-BM with another member's bit too ({0,1}, sharing nbr 10) is
+	 * dropped; each member's own bit is absorbed */
 	fill_up(t, q, 0, 1, 0, 4);
 	tu_set(q->bits, 8, t->bp[1]);
+	FEED(e, q, 10, AGG_DROP_BITMAP, 0);
+	fill_up(t, q, 0, 1, 0, 4);
 	FEED(e, q, 10, AGG_ABSORBED, 0);
 	fill_up(t, p, 1, 1, 0, 4);
 	tu_set(p->bits, 8, t->bp[2]);
 	FEED(e, p, 10, AGG_DROP_BITMAP, 0);
 	fill_up(t, p, 1, 1, 0, 4);
+	FEED(e, p, 10, AGG_ABSORBED, 0);
 	FEED(e, p, 10, AGG_DUP_IGNORED, 2); /* notices to members 2 and 3, one each */
 	CHECK_EQ(out[0].nbr, 11);
 	CHECK_EQ(out[1].nbr, 12);
@@ -450,13 +447,12 @@ static void test_root_duplicates(void)
 	tu_set(want, 8, t->bp[2]);
 	CHECK(memcmp(out[0].pkt.inca.bits, want, 8) == 0);
 	/* the same member asking again at once starts a new wave: noticed again (credit
-	 * permitting: 5 contributions earned 5, 3 are spent) ... */
+	 * permitting: 6 contributions earned 6, 3 are spent) ... */
 	FEED(e, p, 10, AGG_DUP_IGNORED, 2);
 	/* ... but another member's duplicate joins the wave: nothing sent */
-	fill_up(t, q, 0, 1, 0, 4);
-	tu_set(q->bits, 8, t->bp[1]);
 	FEED(e, q, 10, AGG_DUP_IGNORED, 0);
-	/* credit exhausted: a new wave sends nothing */
+	/* the last credit: one notice of a new wave, then nothing */
+	FEED(e, p, 10, AGG_DUP_IGNORED, 1);
 	FEED(e, p, 10, AGG_DUP_IGNORED, 0);
 
 	/* cap smaller than needed behaves like loss: only cap copies, state still advances */
@@ -464,20 +460,25 @@ static void test_root_duplicates(void)
 	FEED(e, p, 11, AGG_ABSORBED, 0);
 	fill_up(t, p, 3, 1, 0, 4);
 	feed_expect(e, &p->pkt, 12, out, 1, AGG_COMPLETED, 1, __LINE__);
+	/* re-sends of this round to member 3: the first is free, then one credit each of the
+	 * two its contributions earned; then its duplicates go unanswered */
 	feed_expect(e, &p->pkt, 12, NULL, 0, AGG_DUP_RESENT, 0, __LINE__);
 	FEED(e, p, 12, AGG_DUP_RESENT, 1);
 	CHECK_EQ(out[0].nbr, 12);
+	FEED(e, p, 12, AGG_DUP_RESENT, 1);
+	FEED(e, p, 12, AGG_DUP_IGNORED, 0);
 
 	struct agg_tree_stats st;
 	agg_tree_get_stats(e, &st);
-	CHECK_EQ(st.duplicates, 9);
-	CHECK_EQ(st.results_resent, 4);
+	CHECK_EQ(st.duplicates, 11);
+	CHECK_EQ(st.results_resent, 3);
+	CHECK_EQ(st.resends_limited, 1);
 	CHECK_EQ(st.aggregations, 2);
-	CHECK_EQ(st.contributions, 7);
-	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 1);
-	CHECK_EQ(st.notices, 5);
+	CHECK_EQ(st.contributions, 8);
+	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 3);
+	CHECK_EQ(st.notices, 6);
 	CHECK(st.notices <= st.contributions);
-	CHECK_EQ(st.tx_pkts, 3 + 1 + 2 + 1 + 1 + st.notices);
+	CHECK_EQ(st.tx_pkts, 3 + 1 + 1 + 1 + 1 + st.notices);
 	agg_tree_destroy(e);
 	free(p);
 	free(q);
@@ -569,12 +570,20 @@ static void test_nonroot(void)
 	FEED(e, r, 77, AGG_RESULT_DOWN, 4);
 	fill_up(t, p, 1, 3, 0, 3);
 	FEED(e, p, t->nbr[1], AGG_DUP_RESENT, 1);
-	/* stale RESULT once the version moved on to round 2 */
-	fill_up(t, p, 1, 3, 2, 3);
+	/* round 1 starts (round 0 is complete here); while it collects, a RESULT two rounds
+	 * ahead is outside the window, and one from before round 0 is stale */
+	fill_up(t, p, 1, 3, 1, 3);
 	FEED(e, p, t->nbr[1], AGG_ABSORBED, 0);
+	fill_up(t, r, 0, 3, 3, 3);
+	r->pkt.inca.flags = WIRE_F_RESULT;
+	memcpy(r->bits, t->abm, 8);
+	FEED(e, r, 77, AGG_DROP_FUTURE, 0);
+	fill_up(t, r, 0, 3, UINT32_MAX, 3);
+	r->pkt.inca.flags = WIRE_F_RESULT;
+	memcpy(r->bits, t->abm, 8);
 	FEED(e, r, 77, AGG_DROP_STALE, 0);
 	/* mismatching RESULT for a live round */
-	fill_up(t, r, 0, 3, 2, 3);
+	fill_up(t, r, 0, 3, 1, 3);
 	r->pkt.inca.flags = WIRE_F_RESULT;
 	memcpy(r->bits, t->abm, 8);
 	r->pkt.imm ^= 1;
@@ -589,6 +598,7 @@ static void test_nonroot(void)
 	CHECK_EQ(st.drops[AGG_DROP_SENDER], 1);
 	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 1);
 	CHECK_EQ(st.drops[AGG_DROP_STALE], 1);
+	CHECK_EQ(st.drops[AGG_DROP_FUTURE], 1);
 	CHECK_EQ(st.drops[AGG_DROP_MISMATCH], 1);
 	agg_tree_destroy(e);
 	free(p);
@@ -867,6 +877,15 @@ static void test_drops(void)
 		fed++;                                  \
 	} while (0)
 
+	/* job epoch 5 begins (on slot 3, round 1); an older epoch is dropped */
+	fill_up(t, p, 0, 3, 1, 4);
+	p->pkt.inca.epoch = 5;
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	fed++;
+	DROP(p->pkt.inca.epoch = 4, AGG_DROP_EPOCH, t->nbr[0]);
+	/* P_Key: another partition, or a limited member of ours against a limited tree below */
+	DROP(p->pkt.bth.pkey = 0x1234, AGG_DROP_PKEY, t->nbr[0]);
+	DROP(p->pkt.bth.pkey = 0xFFFE, AGG_DROP_PKEY, t->nbr[0]);
 	DROP(p->pkt.reth.rkey ^= 1, AGG_DROP_KEY, t->nbr[0]);
 	DROP(p->pkt.inca.tree_id = 43, AGG_DROP_TREE, t->nbr[0]);
 	DROP(p->pkt.inca.slot = 4, AGG_DROP_SLOT, t->nbr[0]);
@@ -879,7 +898,7 @@ static void test_drops(void)
 	DROP(p->pkt.inca.flags = WIRE_F_RESULT, AGG_DROP_NO_ROUTE, t->nbr[0]); /* at the root */
 	DROP((void)0, AGG_DROP_SENDER, t->nbr[1]);                          /* wrong ingress */
 	DROP((void)0, AGG_DROP_SENDER, AGG_NBR_NONE);
-	DROP(p->pkt.inca.bfr_id = t->bfr[1], AGG_DROP_SENDER, t->nbr[0]); /* sender lives elsewhere */
+	DROP(p->pkt.inca.bfr_id = t->bfr[1], AGG_DROP_BITMAP, t->nbr[0]); /* another member's P-BM */
 	DROP(p->pkt.inca.dtype = INCA_INT32; p->pkt.data_len = 16, AGG_DROP_UNSUPPORTED, t->nbr[0]);
 	DROP(p->pkt.inca.op = INCA_PROD, AGG_DROP_UNSUPPORTED, t->nbr[0]);
 	DROP(p->pkt.inca.dtype = INCA_FP32; p->pkt.inca.op = INCA_BAND; p->pkt.data_len = 16,
@@ -915,15 +934,28 @@ static void test_drops(void)
 		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
 		fed++;
 	}
-	/* round 4 on version 0 (holding round 0), round 3 with version 0 at 0: skipped rounds */
+	/* round 0 complete: a round just ahead but not the next one is dropped, a far one is
+	 * held on probation (absorbed, it holds nothing up) */
 	fill_up(t, p, 0, 0, 4, 4);
 	FEED(e, p, t->nbr[0], AGG_DROP_FUTURE, 0);
-	fill_up(t, p, 0, 0, 3, 4);
-	FEED(e, p, t->nbr[0], AGG_DROP_FUTURE, 0);
+	want[AGG_DROP_FUTURE]++;
+	fed++;
+	fill_up(t, p, 0, 0, 1000, 4);
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	fed++;
+	/* round 1 (the next one) displaces it; while round 1 collects, rounds 3 and 4 are
+	 * outside the window */
+	fill_up(t, p, 0, 0, 1, 4);
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	fed++;
+	fill_up(t, p, 1, 0, 3, 4);
+	FEED(e, p, t->nbr[1], AGG_DROP_FUTURE, 0);
+	fill_up(t, p, 1, 0, 4, 4);
+	FEED(e, p, t->nbr[1], AGG_DROP_FUTURE, 0);
 	want[AGG_DROP_FUTURE] += 2;
 	fed += 2;
-	/* rounds 1 and 2 start; round 0 is then stale (and so is an ancient round 1 later) */
-	for (unsigned m = 0; m < 4; m++) {
+	/* round 1 completes and round 2 starts; round 0 is then stale */
+	for (unsigned m = 1; m < 4; m++) {
 		fill_up(t, p, m, 0, 1, 4);
 		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
 		fed++;
@@ -955,8 +987,8 @@ static void test_drops(void)
 }
 
 /* Slot sharding: this instance owns the slots of blocks (slot / WIRE_SLOT_BLOCK) with
- * block % nshards == shard only: with 3 shards and 80 slots, shard 1 has blocks 1 and 4
- * (slots 16-31 and 64-79). */
+ * block % nshards == shard only: with 3 shards and 80 slots, shard 1 has blocks 1 and 4 (both
+ * full). */
 static bool shard1_owns(uint16_t s)
 {
 	return s < 80 && (s / WIRE_SLOT_BLOCK) % 3 == 1;
@@ -1028,7 +1060,8 @@ static void run_deterministic(enum inca_dtype dt, unsigned n, unsigned per, unsi
 	size_t esz = tu_esize(dt), bytes = count * esz;
 	unsigned ncontrib = n / per;
 	struct ttree *t = calloc(1, sizeof *t);
-	ttree_init(t, 64, 0, n, 1, 4, (uint32_t)bytes, true);
+	/* per > 1: every per members sit below one child switch (one BIFT F-BM) */
+	ttree_init(t, 64, 0, n, per, 4, (uint32_t)bytes, true);
 	t->cfg.check_sender = false;
 	t->cfg.deterministic = true;
 	struct agg_tree *det = ttree_create(t);
@@ -1061,8 +1094,10 @@ static void run_deterministic(enum inca_dtype dt, unsigned n, unsigned per, unsi
 				unsigned c = (unsigned)order[k];
 				tu_pkt_up(p, &t->cfg, t->bfr[c * per], slot, rnd, dt, INCA_SUM,
 					  (uint16_t)count);
-				for (unsigned b = 1; b < per; b++) /* multi-bit P-BM */
+				for (unsigned b = 1; b < per; b++) /* a child switch's sub-tree */
 					tu_set(p->bits, 8, t->bp[c * per + b]);
+				if (per > 1)
+					p->pkt.inca.bfr_id = 0; /* sent by the child switch */
 				memcpy(p->data, contrib[c], bytes);
 				size_t ns;
 				enum agg_verdict v = agg_tree_input(e, &p->pkt, 1, out, cap, &ns);
@@ -1270,8 +1305,231 @@ static void test_owner(void)
 	free(p);
 }
 
+/* ---------------------------------------------------------------- hostile input */
+
+/* One round of slot `slot` from every member (data salted per job): every contribution but the
+ * last is absorbed, the last completes, and every result copy carries the exact sum. */
+static void h_round(struct ttree *t, struct agg_tree *e, uint16_t slot, uint32_t rnd,
+		    uint32_t epoch, int64_t salt)
+{
+	size_t cap = agg_tree_max_sends(e), ns = 0;
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p);
+	uint64_t g = (uint64_t)rnd * t->cfg.nslots + slot;
+	int64_t sum = 0;
+	CHECK(cap <= 16);
+	for (unsigned m = 0; m < t->n; m++) {
+		fill_up(t, p, m, slot, rnd, 2);
+		p->pkt.inca.epoch = epoch;
+		for (unsigned i = 0; i < 2; i++) {
+			int64_t x = val64(m, g, i) + salt;
+			memcpy(p->data + 8 * i, &x, 8);
+			if (i == 0)
+				sum = (int64_t)((uint64_t)sum + (uint64_t)x);
+		}
+		enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[m], out, cap, &ns);
+		CHECK_VERDICT(v, m + 1 < t->n ? AGG_ABSORBED : AGG_COMPLETED);
+	}
+	CHECK(ns >= t->n);
+	for (unsigned k = 0; k < t->n; k++) {
+		CHECK_EQ(out[k].pkt.inca.flags & WIRE_F_RESULT, WIRE_F_RESULT);
+		CHECK_EQ(out[k].pkt.inca.round, rnd);
+		CHECK_EQ(out[k].pkt.inca.epoch, epoch);
+		int64_t x;
+		memcpy(&x, out[k].pkt.data, 8);
+		CHECK_EQ(x, sum);
+	}
+	free(p);
+}
+
+/* A P-BM must be exactly its sender's set: a member's packet naming other members too is
+ * dropped (it neither speaks for them nor completes a round alone), and a replay of a
+ * complete round with every bit set draws no results. */
+static void test_hostile_pbm(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, true);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p);
+
+	fill_up(t, p, 0, 0, 0, 2);
+	tu_set(p->bits, 8, t->bp[1]); /* member 0 claims member 1's contribution too */
+	FEED(e, p, t->nbr[0], AGG_DROP_BITMAP, 0);
+	for (unsigned m = 1; m < 4; m++)
+		tu_set(p->bits, 8, t->bp[m]); /* ... or everyone's: would complete alone */
+	FEED(e, p, t->nbr[0], AGG_DROP_BITMAP, 0);
+	p->pkt.inca.bfr_id = 0; /* not even as a switch: no child owns that set */
+	FEED(e, p, t->nbr[0], AGG_DROP_BITMAP, 0);
+	h_round(t, e, 0, 0, 0, 0); /* member 1's own packet is absorbed, not a duplicate */
+
+	struct agg_tree_stats st0, st;
+	agg_tree_get_stats(e, &st0);
+	for (int i = 0; i < 100; i++)
+		FEED(e, p, t->nbr[0], AGG_DROP_BITMAP, 0);
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.tx_pkts, st0.tx_pkts);
+	CHECK_EQ(st.drops[AGG_DROP_BITMAP], 103);
+	CHECK_EQ(st.duplicates, 0);
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
+/* Forged rounds: on fresh slots (far and near future) and on a round collecting (the next 40
+ * rounds). The slots neither move nor lose contributions; the real job then runs exactly,
+ * every contribution absorbed, every round completed at its last contribution. */
+static void test_hostile_rounds(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, true);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p);
+
+	for (uint16_t slot = 0; slot < 4; slot++)
+		for (uint32_t r = 1; r <= 40; r++) {
+			fill_up(t, p, r % 4, slot, r == 40 ? 0x7fff0000u + slot : r, 2);
+			FEED(e, p, t->nbr[r % 4], AGG_ABSORBED, 0); /* on probation */
+		}
+	for (uint32_t r = 0; r < 3; r++)
+		for (uint16_t slot = 0; slot < 4; slot++)
+			h_round(t, e, slot, r, 0, 0);
+
+	/* round 3 of slot 1 collects: forged rounds 4 .. 43 are all outside its window */
+	fill_up(t, p, 0, 1, 3, 2);
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	for (uint32_t r = 4; r <= 43; r++) {
+		fill_up(t, p, 1 + r % 3, 1, r, 2);
+		FEED(e, p, t->nbr[1 + r % 3], AGG_DROP_FUTURE, 0);
+	}
+	fill_up(t, p, 2, 1, 1, 2); /* and an old round: stale */
+	FEED(e, p, t->nbr[2], AGG_DROP_STALE, 0);
+	for (unsigned m = 1; m < 4; m++) {
+		fill_up(t, p, m, 1, 3, 2);
+		FEED(e, p, t->nbr[m], m < 3 ? AGG_ABSORBED : AGG_COMPLETED, m < 3 ? 0 : 4);
+	}
+	int64_t want = 0, x;
+	for (unsigned m = 0; m < 4; m++)
+		want = (int64_t)((uint64_t)want + (uint64_t)val64(m, 3 * 4 + 1, 0));
+	memcpy(&x, out[0].pkt.data, 8);
+	CHECK_EQ(x, want);
+	for (uint16_t slot = 0; slot < 4; slot++)
+		if (slot != 1)
+			h_round(t, e, slot, 3, 0, 0);
+	for (uint32_t r = 4; r < 8; r++)
+		for (uint16_t slot = 0; slot < 4; slot++)
+			h_round(t, e, slot, r, 0, 0);
+	CHECK_EQ(agg_tree_pending(e), 0);
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
+/* Duplicates of a complete round: answered only to their sender, once free, then from the
+ * sender's credit; a flood of 100 gets at most 1 + AGG__RCREDIT_MAX (8) answers. */
+static void test_hostile_resends(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, true);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p);
+
+	for (uint32_t r = 0; r < 3; r++) /* member 2 earns 12 credits, 8 are banked */
+		for (uint16_t slot = 0; slot < 4; slot++)
+			h_round(t, e, slot, r, 0, 0);
+	struct agg_tree_stats st0, st;
+	agg_tree_get_stats(e, &st0);
+	unsigned answered = 0;
+	for (int i = 0; i < 100; i++) {
+		fill_up(t, p, 2, 0, 2, 2);
+		size_t ns = 0;
+		enum agg_verdict v = agg_tree_input(e, &p->pkt, t->nbr[2], out, cap, &ns);
+		CHECK(v == AGG_DUP_RESENT || v == AGG_DUP_IGNORED);
+		if (ns) {
+			CHECK_EQ(ns, 1);
+			CHECK_EQ(out[0].nbr, t->nbr[2]);
+			answered++;
+		}
+	}
+	CHECK_EQ(answered, 9);
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.tx_pkts - st0.tx_pkts, 9);
+	CHECK_EQ(st.resends_limited, 91);
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
+/* A new job on the same tree: with epochs, a newer epoch starts every slot afresh and an
+ * older one is dropped; without (epoch 0), the new job's rounds (another round base) take
+ * the slots over by completing. Either way no result of the old job answers the new one. */
+static void test_new_job(void)
+{
+	struct ttree *t = calloc(1, sizeof *t);
+	ttree_init(t, 64, 0, 4, 1, 4, 64, true);
+	struct agg_tree *e = ttree_create(t);
+	size_t cap = agg_tree_max_sends(e);
+	struct agg_send out[16];
+	struct tu_pkt *p = malloc(sizeof *p);
+	struct agg_tree_stats st;
+
+	/* epoch 7: one round per slot, one member's round 1 left collecting */
+	for (uint16_t slot = 0; slot < 4; slot++)
+		h_round(t, e, slot, 0, 7, 100);
+	fill_up(t, p, 3, 2, 1, 2);
+	p->pkt.inca.epoch = 7;
+	FEED(e, p, t->nbr[3], AGG_ABSORBED, 0);
+	CHECK_EQ(agg_tree_pending(e), 1);
+	/* epoch 8 reuses rounds 0 and 1: fresh sums, nothing of epoch 7 answers */
+	for (uint32_t r = 0; r < 2; r++)
+		for (uint16_t slot = 0; slot < 4; slot++)
+			h_round(t, e, slot, r, 8, 200);
+	fill_up(t, p, 3, 2, 1, 2);
+	p->pkt.inca.epoch = 7;
+	FEED(e, p, t->nbr[3], AGG_DROP_EPOCH, 0);
+	agg_tree_get_stats(e, &st);
+	CHECK_EQ(st.epoch, 8);
+	CHECK_EQ(st.epoch_resets, 2);
+	CHECK_EQ(st.drops[AGG_DROP_EPOCH], 1);
+	agg_tree_destroy(e);
+
+	/* epoch 0: job A rounds 0..2, abandoned with slot 3's round 3 half collected; job B
+	 * starts at round base 0x9e3779b9 and runs three rounds exactly */
+	e = ttree_create(t);
+	for (uint32_t r = 0; r < 3; r++)
+		for (uint16_t slot = 0; slot < 4; slot++)
+			h_round(t, e, slot, r, 0, 300);
+	fill_up(t, p, 0, 0, 3, 2);
+	FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+	const uint32_t base = 0x9e3779b9u;
+	for (uint32_t r = 0; r < 3; r++)
+		for (uint16_t slot = 1; slot < 4; slot++)
+			h_round(t, e, slot, base + r, 0, 400);
+	/* slot 0's round 3 still collects: a round outside its window is dropped there (a
+	 * member still waiting for A's round 3 may need round 2's result); this slot stays
+	 * A's until A's round completes or an epoch starts the tree afresh */
+	fill_up(t, p, 1, 0, base, 2);
+	FEED(e, p, t->nbr[1], AGG_DROP_STALE, 0);
+	/* a late duplicate of job A is only held on probation: no answer, and B goes on */
+	fill_up(t, p, 2, 1, 2, 2);
+	FEED(e, p, t->nbr[2], AGG_ABSORBED, 0);
+	h_round(t, e, 1, base + 3, 0, 400);
+	agg_tree_destroy(e);
+	free(p);
+	free(t);
+}
+
 int main(void)
 {
+	test_hostile_pbm();
+	test_hostile_rounds();
+	test_hostile_resends();
+	test_new_job();
 	test_notices_root();
 	test_notices_nonroot();
 	test_verdict_names();

@@ -74,6 +74,11 @@ struct client_am {
 		uint16_t tree_id, bfr_id, slots, mtu, bsl_bits;
 		uint32_t key, switch_qpn, qpn, generation;
 		char switch_addr[64];
+		/* data-plane authentication: auth_bad = the AM sent a key of the wrong length or
+		 * without an id (the tree is then refused) */
+		bool auth, auth_bad;
+		uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+		uint32_t auth_key_id;
 	} tree;
 	char reason[128];
 	grpc_call *call; /* current Session call, for cancel */
@@ -116,6 +121,7 @@ static void am_free(struct client_am *a)
 		close(a->data_fd);
 	pthread_mutex_destroy(&a->mu);
 	pthread_cond_destroy(&a->cv);
+	explicit_bzero(a->tree.auth_key, sizeof a->tree.auth_key);
 	free(a);
 }
 
@@ -139,6 +145,15 @@ static void handle_event(struct client_am *a, const Inca__Am__V1__GroupEvent *ev
 			a->tree.switch_qpn = ev->tree->switch_qpn;
 			a->tree.qpn = ev->tree->qpn;
 			a->tree.generation = ev->tree->generation;
+			a->tree.auth = ev->tree->auth_key.len == WIRE_AUTH_KEY_LEN &&
+				       ev->tree->auth_key_id != 0;
+			a->tree.auth_bad = !a->tree.auth && (ev->tree->auth_key.len != 0 ||
+							     ev->tree->auth_key_id != 0);
+			if (a->tree.auth)
+				memcpy(a->tree.auth_key, ev->tree->auth_key.data, WIRE_AUTH_KEY_LEN);
+			else
+				explicit_bzero(a->tree.auth_key, sizeof a->tree.auth_key);
+			a->tree.auth_key_id = a->tree.auth ? ev->tree->auth_key_id : 0;
 			snprintf(a->tree.switch_addr, sizeof a->tree.switch_addr, "%s",
 				 ev->tree->switch_addr);
 			a->have_tree = true;
@@ -374,12 +389,16 @@ static int apply_tree(struct inca_comm *c, struct client_am *a)
 
 	if (util_parse_addr(a->tree.switch_addr, WIRE_ROCE_UDP_PORT, &sw) < 0 || !code ||
 	    a->tree.bfr_id == 0 || a->tree.slots == 0 || a->tree.mtu < WIRE_MTU_MIN ||
-	    a->tree.mtu > WIRE_MTU_MAX || a->tree.switch_qpn > 0xFFFFFF || a->tree.qpn > 0xFFFFFF)
+	    a->tree.mtu > WIRE_MTU_MAX || a->tree.switch_qpn > 0xFFFFFF || a->tree.qpn > 0xFFFFFF ||
+	    a->tree.auth_bad)
 		return -EPROTO;
 	cfg->have_switch = true;
 	cfg->switch_sa = sw;
 	cfg->tree_id = a->tree.tree_id;
 	cfg->key = a->tree.key;
+	cfg->auth = a->tree.auth;
+	memcpy(cfg->auth_key, a->tree.auth_key, sizeof cfg->auth_key);
+	cfg->auth_key_id = a->tree.auth_key_id;
 	cfg->switch_qpn = a->tree.switch_qpn;
 	cfg->qpn = a->tree.qpn;
 	cfg->bfr_id = a->tree.bfr_id;

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sys/random.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/tcp.h>
@@ -438,6 +439,19 @@ static void ent_to_sa(const uint8_t *e, struct sockaddr_in *sa)
 	memcpy(&sa->sin_port, e + 4, 2);
 }
 
+/* The INC round base from the job's 8-byte nonce (a 64-bit mix, high half). */
+uint32_t client_round_base(const uint8_t *nonce8)
+{
+	uint64_t x = 0;
+
+	for (int i = 0; i < 8; i++)
+		x = x << 8 | nonce8[i];
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return (uint32_t)((x ^ (x >> 31)) >> 32);
+}
+
 int client_bootstrap(struct inca_comm *c)
 {
 	const struct client_cfg *cfg = &c->cfg;
@@ -470,7 +484,10 @@ int client_bootstrap(struct inca_comm *c)
 	if (cfg->rank == 0) {
 		/* The nonce ties ring connections to this job: a stray peer from another job
 		 * on a reused port is rejected instead of being spliced into our ring. */
-		uint64_t nonce = util_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
+		uint64_t nonce = util_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c, rnd = 0;
+
+		if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) == (ssize_t)sizeof rnd)
+			nonce ^= rnd;
 		put32(table, BOOT_MAGIC);
 		put32(table + 4, (uint32_t)cfg->size);
 		put32(table + 8, (uint32_t)(nonce >> 32));
@@ -482,6 +499,7 @@ int client_bootstrap(struct inca_comm *c)
 	}
 	if (rc < 0)
 		goto out;
+	c->round_base = client_round_base(table + 8);
 
 	/* Ring: connect right (send side), then accept left (receive side). Connecting first
 	 * cannot deadlock: the kernel completes the handshake from the listen backlog. */

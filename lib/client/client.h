@@ -13,6 +13,7 @@
 
 #include "inca/inca.h"
 #include "util/util.h"
+#include "wire/wire.h"
 
 /* Resolved configuration: inca_comm_opts with every default filled in and every address
  * parsed. Owned by the communicator (no borrowed strings survive inca_comm_create). */
@@ -47,6 +48,11 @@ struct client_cfg {
 	uint32_t rto_min_us; /* floor once RTT samples exist: rto_us if the caller set it */
 	double drop_rate;
 	uint64_t seed;
+	/* Packet authentication (docs/protocol.md §14): from inca_comm_opts / INCA_AUTH_KEY, or
+	 * from the AM (TreeInfo.auth_key / auth_key_id); false: the tree runs unauthenticated. */
+	bool auth;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id;
 
 	inca_log_fn log_fn;
 	void *log_ctx;
@@ -65,6 +71,10 @@ struct inca_comm {
 	bool ring_broken;
 	uint8_t *ring_tmp; /* staging buffer for reduce steps, CLIENT_RING_TMP_BYTES */
 	uint64_t coll_seq; /* collectives issued so far; checked across ranks by the ring */
+	/* Round base of the INC path (docs/protocol.md §8): chunk g goes out with round
+	 * round_base + g / nslots. Derived from the job nonce every rank got at bootstrap, so a
+	 * new communicator on a reused tree never meets the rounds of the one before. */
+	uint32_t round_base;
 	uint64_t wait_spin_ns; /* busy-poll of the current call's waits (coll_run sets it) */
 
 	struct client_inc *inc; /* NULL without a switch */
@@ -103,6 +113,8 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg);
 
 /* bootstrap.c: TCP helpers with absolute deadlines (util_now_ns clock). */
 int client_bootstrap(struct inca_comm *c);
+/* The INC round base (struct inca_comm) from a job's 8-byte nonce. */
+uint32_t client_round_base(const uint8_t *nonce8);
 int client_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 int client_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns);
 int client_poll_one(int fd, short events, uint64_t deadline_ns);
@@ -159,6 +171,7 @@ struct client_inc_coll {
 int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a);
 /* The INC path's I/O counters (zeros without a switch). */
 void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out);
+void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out);
 
 /* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
  * stubs (client_am_start -> -ENOTSUP). */

@@ -472,7 +472,8 @@ static int inc_exec(struct inca_comm *c, const struct inca_coll_args *a)
 	 * netns fabric 4 KiB AllGather 764 -> 328 us, ReduceScatter 882 -> 381 us; loopback (4
 	 * ranks) 4 KiB AllGather 172 -> 94 us; at 16 KiB both forms were within 10 %. */
 	size_t small_max = INC_PAD_CHUNKS *
-			   wire_max_data(c->cfg.mtu, inca_dtype_size(a->dt), c->cfg.bsl_code);
+			   wire_max_data_auth(c->cfg.mtu, inca_dtype_size(a->dt), c->cfg.bsl_code,
+					      c->cfg.auth);
 
 	switch (a->coll) {
 	case INCA_COLL_ALLREDUCE:

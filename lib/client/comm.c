@@ -4,12 +4,14 @@
 #include "client/client.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 void client_log(const struct client_cfg *cfg, int level, const char *fmt, ...)
@@ -128,6 +130,22 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 		return -EINVAL;
 	cfg->drop_rate = o->drop_rate;
 	cfg->seed = o->seed;
+	if (!o->no_auth) {
+		const char *k = getenv("INCA_AUTH_KEY"), *id = getenv("INCA_AUTH_KEY_ID");
+		if (o->auth_key) {
+			memcpy(cfg->auth_key, o->auth_key, WIRE_AUTH_KEY_LEN);
+			cfg->auth_key_id = o->auth_key_id;
+			cfg->auth = true;
+		} else if (k && *k) {
+			char *end = NULL;
+			unsigned long long v = id && *id ? strtoull(id, &end, 0) : 0;
+			if (wire_auth_key_parse(k, cfg->auth_key) < 0 || (id && *id && *end) ||
+			    v > UINT32_MAX)
+				return -EINVAL;
+			cfg->auth_key_id = (uint32_t)v;
+			cfg->auth = true;
+		}
+	}
 
 	if (o->switch_addr) {
 		if (parse_endpoint(o->switch_addr, WIRE_ROCE_UDP_PORT, false, &cfg->switch_sa) < 0)
@@ -215,6 +233,13 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 		rc = client_bootstrap(c);
 		if (rc < 0)
 			goto fail;
+	} else {
+		uint8_t nonce[8] = { 0 };
+		uint64_t t = util_now_ns();
+
+		if (getrandom(nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
+			memcpy(nonce, &t, sizeof nonce);
+		c->round_base = client_round_base(nonce);
 	}
 	if (c->am && c->cfg.size > 1) {
 		rc = am_agree(c);
@@ -267,6 +292,18 @@ int inca_comm_get_stats(const struct inca_comm *c, struct inca_comm_stats *out)
 	if (!c || !out)
 		return -EINVAL;
 	*out = c->stats;
+	return 0;
+}
+
+int inca_comm_get_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out,
+			     size_t out_size)
+{
+	struct inca_auth_stats s;
+
+	if (!c || !out)
+		return -EINVAL;
+	client_inc_auth_stats(c, &s);
+	memcpy(out, &s, out_size < sizeof s ? out_size : sizeof s);
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "util/udpio.h"
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 /* Packets queued for one flush: several GSO sends of up to 15 full chunks each. */
@@ -85,6 +86,11 @@ struct inc_chunk {
 
 struct client_inc {
 	int fd;
+	/* Packet authentication (cfg->auth): MAC context, nonce counter of our packets (our
+	 * context is our BFR-id), counters. */
+	struct wire_mac *mac;
+	uint64_t auth_ctr;
+	struct inca_auth_stats auth_st;
 	struct wire_ipinfo tx_ip, rx_ip; /* what the ICRC covers, per direction */
 	uint8_t bits[WIRE_BSL_MAX / 8];  /* our P-BM: only our own bit */
 	size_t bits_len;
@@ -215,6 +221,15 @@ static void inc_reid(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_
 		pkt[len - 4 + b] = (uint8_t)(icrc >> (8 * b));
 }
 
+void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (c->inc)
+		*out = c->inc->auth_st;
+	out->enabled = c->cfg.auth;
+	out->key_id = c->cfg.auth_key_id;
+}
+
 void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out)
 {
 	const struct client_inc *ic = c->inc;
@@ -307,6 +322,12 @@ int client_inc_open(struct inca_comm *c)
 	if (!ic->bits_len || !ic->own_bp)
 		return -EINVAL;
 	wire_bier_set(ic->bits, ic->bits_len, ic->own_bp);
+	if (cfg->auth) {
+		rc = wire_mac_new(&ic->mac, cfg->auth_key);
+		if (rc < 0)
+			return rc;
+		ic->auth_ctr = wire_auth_ctr_start();
+	}
 	util_rng_seed(&ic->rng, cfg->seed);
 	ic->wnd_cap = cfg->window && cfg->window < cfg->nslots ? cfg->window : cfg->nslots;
 	ic->cwnd = INC_WND_INIT < ic->wnd_cap ? INC_WND_INIT : ic->wnd_cap;
@@ -325,6 +346,7 @@ void client_inc_close(struct inca_comm *c)
 		close(ic->fd);
 	free(ic->chunks);
 	free(ic->rack);
+	wire_mac_free(ic->mac);
 	util_udptx_destroy(ic->txq);
 	util_udprx_destroy(ic->rxb);
 	free(ic->probe_data);
@@ -339,6 +361,12 @@ static bool inject_drop(struct inca_comm *c)
 		return false;
 	c->stats.injected_drops++;
 	return true;
+}
+
+/* Round of chunk g on the wire (docs/protocol.md §8: the communicator's round base + g / S). */
+static inline uint32_t inc_round(const struct inca_comm *c, uint64_t g)
+{
+	return c->round_base + (uint32_t)(g / c->cfg.nslots);
 }
 
 /* Encode chunk ch into the transmit queue (the caller checked there is room) and arm its
@@ -368,7 +396,7 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	pkt.inca.op = (uint8_t)j->op;
 	pkt.inca.tree_id = cfg->tree_id;
 	pkt.inca.slot = (uint16_t)(ch->g % cfg->nslots);
-	pkt.inca.round = (uint32_t)(ch->g / cfg->nslots);
+	pkt.inca.round = inc_round(c, ch->g);
 	pkt.inca.bfr_id = cfg->bfr_id;
 	pkt.inca.bsl_code = cfg->bsl_code;
 	pkt.inca.si = cfg->si;
@@ -376,6 +404,16 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	pkt.inca.bits = ic->bits;
 	pkt.data = ch->send_data ? ch->src : NULL;
 	pkt.data_len = ch->send_data ? ch->len_bytes : 0;
+	if (cfg->auth) {
+		pkt.inca.flags |= WIRE_F_AUTH;
+		pkt.auth.key_id = cfg->auth_key_id;
+		pkt.auth.ctx = cfg->bfr_id;
+		pkt.auth.ctr = ic->auth_ctr++;
+		len = wire_mac_sign(ic->mac, &pkt);
+		if (len < 0)
+			return len;
+		ic->auth_st.tx_signed++;
+	}
 
 	ch->xmit_ns = now_ns;
 	ch->tx_seq = ++ic->tx_seq;
@@ -388,7 +426,7 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	/* The queue packs packets of one slot block (docs/protocol.md §8) into a GSO send and
 	 * says which IPv4 ID the kernel will give this one: the ICRC covers it. */
 	struct wire_ipinfo ip = ic->tx_ip;
-	size_t want = wire_udp_payload_len(cfg->bsl_code, pkt.data_len);
+	size_t want = wire_pkt_udp_len(&pkt);
 	uint8_t *buf = util_udptx_add(ic->txq, &cfg->switch_sa, 0, pkt.inca.slot / WIRE_SLOT_BLOCK,
 				      want, &ip.ip_id);
 	if (!buf)
@@ -551,7 +589,8 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 
-	if (pkt->bth.dest_qp != cfg->qpn || pkt->inca.coll != j->a->coll ||
+	if (pkt->bth.dest_qp != cfg->qpn || !wire_pkey_match(pkt->bth.pkey, WIRE_PKEY_DEFAULT) ||
+	    pkt->inca.coll != j->a->coll ||
 	    pkt->inca.tree_id != cfg->tree_id || pkt->reth.rkey != cfg->key ||
 	    pkt->inca.bsl_code != cfg->bsl_code || pkt->inca.si != cfg->si ||
 	    !wire_bier_test(pkt->inca.bits, ic->bits_len, ic->own_bp) || pkt->inca.slot >= cfg->nslots) {
@@ -561,12 +600,39 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	c->stats.rx_nacks++;
 	ic->silent_rtos = 0;
 	struct inc_chunk *ch = &ic->chunks[pkt->inca.slot];
-	if (!ch->active || ch->nacked || pkt->inca.round != (uint32_t)(ch->g / cfg->nslots) ||
+	if (!ch->active || ch->nacked || pkt->inca.round != inc_round(c, ch->g) ||
 	    pkt->imm != (uint32_t)ch->g || (ch->retx && now_ns - ch->xmit_ns < reo_wnd_ns(ic)))
 		return 0;
 	ch->nacked = true;
 	ic->nacked++;
 	return 0;
+}
+
+/* A packet from the switch with authentication on: a block with our key id, a switch's
+ * sender context for the BFR-id it claims (0: the root), and the MAC. Counts rejections. */
+static bool inc_auth_ok(struct inca_comm *c, const struct wire_pkt *pkt)
+{
+	struct client_inc *ic = c->inc;
+
+	if (!(pkt->inca.flags & WIRE_F_AUTH)) {
+		ic->auth_st.rx_missing++;
+		return false;
+	}
+	if (pkt->auth.key_id != c->cfg.auth_key_id) {
+		ic->auth_st.rx_bad_key_id++;
+		return false;
+	}
+	if (pkt->auth.ctx != (WIRE_AUTH_CTX_SWITCH | pkt->inca.bfr_id)) {
+		ic->auth_st.rx_bad_ctx++;
+		return false;
+	}
+	if (wire_mac_verify(ic->mac, pkt) != 0) {
+		ic->auth_st.rx_bad_mac++;
+		client_log(&c->cfg, 3, "inc: rx rejected: MAC mismatch");
+		return false;
+	}
+	ic->auth_st.rx_verified++;
+	return true;
 }
 
 /* Validate one received datagram against the in-flight table and place its data. Returns
@@ -599,25 +665,31 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	ipinfo.src_port = ntohs(from->sin_port);
 	ipinfo.ip_id = d->seg;
 	ipinfo.id_unseen = true;
-	err = wire_decode_udp(d->data, len, &pkt, &ipinfo);
+	/* With authentication the MAC supersedes the ICRC (docs/protocol.md §14). */
+	err = wire_decode_udp(d->data, len, &pkt, cfg->auth ? NULL : &ipinfo);
 	if (err != WIRE_OK) {
 		client_log(cfg, 3, "inc: rx rejected: %s", wire_err_name(err));
 		goto bad;
 	}
+	if (cfg->auth && !inc_auth_ok(c, &pkt))
+		goto bad;
 	if (pkt.inca.flags & WIRE_F_NACK)
 		return inc_rx_nack(c, j, &pkt, now_ns);
-	if (pkt.bth.dest_qp != cfg->qpn || !(pkt.inca.flags & WIRE_F_RESULT) ||
+	/* Our QP's P_Key is the default partition's: a result must match it (IBTA rule). */
+	if (pkt.bth.dest_qp != cfg->qpn || !wire_pkey_match(pkt.bth.pkey, WIRE_PKEY_DEFAULT) ||
+	    !(pkt.inca.flags & WIRE_F_RESULT) ||
 	    pkt.inca.coll != j->a->coll || pkt.inca.tree_id != cfg->tree_id ||
 	    pkt.reth.rkey != cfg->key || pkt.inca.bsl_code != cfg->bsl_code || pkt.inca.si != cfg->si ||
 	    !wire_bier_test(pkt.inca.bits, ic->bits_len, ic->own_bp) || pkt.inca.slot >= cfg->nslots)
 		goto bad;
 
 	ch = &ic->chunks[pkt.inca.slot];
-	if (!ch->active || pkt.inca.round != (uint32_t)(ch->g / cfg->nslots) ||
+	if (!ch->active || pkt.inca.round != inc_round(c, ch->g) ||
 	    pkt.imm != (uint32_t)ch->g) {
 		/* Self-consistent slot/round/imm of a chunk no longer in flight: a duplicate
 		 * result (switch re-send, or the answer to one of our retransmissions). */
-		if ((uint32_t)((uint64_t)pkt.inca.round * cfg->nslots + pkt.inca.slot) == pkt.imm) {
+		if ((uint32_t)((uint64_t)(pkt.inca.round - c->round_base) * cfg->nslots +
+			       pkt.inca.slot) == pkt.imm) {
 			c->stats.rx_dup_results++;
 			ic->silent_rtos = 0; /* the switch is alive (e.g. the liveness probe's answer) */
 			return 0;
@@ -1090,7 +1162,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	j.block_bytes = a->block_count ? (uint64_t)a->block_count * j.elem : j.total_bytes;
 	if (j.block_bytes == 0 || j.total_bytes % j.block_bytes)
 		return -EINVAL;
-	j.chunk_bytes = wire_max_data(cfg->mtu, j.elem, cfg->bsl_code);
+	j.chunk_bytes = wire_max_data_auth(cfg->mtu, j.elem, cfg->bsl_code, cfg->auth);
 	if (j.chunk_bytes == 0)
 		return -EINVAL;
 	j.cpb = (j.block_bytes + j.chunk_bytes - 1) / j.chunk_bytes;

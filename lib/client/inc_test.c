@@ -51,7 +51,10 @@ struct fsw {
 	struct util_rng rng;
 	struct agg_tree *tree;
 	struct sockaddr_in member[MAXM + 1];
-	int64_t answered[MAXM + 1][MAXSLOTS]; /* highest round whose result went to a member */
+	int64_t answered[MAXM + 1][MAXSLOTS]; /* highest round whose result went to a member,
+					       * relative to the communicator's round base */
+	bool base_known;
+	uint32_t round_base; /* learnt from the first contribution (round - imm / nslots) */
 	uint32_t psn;
 	unsigned nresults;
 	uint8_t held[HOLD][WIRE_MAX_UDP_PAYLOAD];
@@ -135,8 +138,8 @@ static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
 
 	p->bth.dest_qp = 0x1000u + (uint32_t)bfr;
 	p->bth.psn = s->psn++ & 0xFFFFFF;
-	if ((int64_t)p->inca.round > s->answered[bfr][p->inca.slot])
-		s->answered[bfr][p->inca.slot] = p->inca.round;
+	if ((int64_t)(uint32_t)(p->inca.round - s->round_base) > s->answered[bfr][p->inca.slot])
+		s->answered[bfr][p->inca.slot] = (uint32_t)(p->inca.round - s->round_base);
 	if (!s->cfg.pace_us && !s->cfg.reorder) {
 		/* At once, through the send queue (GSO sends if on): flushed after the batch. */
 		int copies = s->cfg.dup_every && (s->nresults + 1) % s->cfg.dup_every == 0 ? 2 : 1;
@@ -277,10 +280,15 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 		return;
 	}
 	wire_bier_set(own, sizeof own, wire_bier_bp((uint16_t)bfr, 64, 0));
+	if (!s->base_known) {
+		s->round_base = p.inca.round - p.imm / s->cfg.nslots;
+		s->base_known = true;
+	}
 	if ((p.inca.flags & WIRE_F_RESULT) || p.bth.dest_qp != s->cfg.switch_qpn ||
 	    p.inca.coll != WIRE_COLL_ALLREDUCE || p.inca.bsl_code != 1 || memcmp(p.inca.bits, own, 8) ||
 	    p.reth.rkey != s->cfg.key || p.inca.tree_id != s->cfg.tree_id ||
-	    p.inca.slot != p.imm % s->cfg.nslots || p.inca.round != p.imm / s->cfg.nslots) {
+	    p.inca.slot != p.imm % s->cfg.nslots ||
+	    p.inca.round - s->round_base != p.imm / s->cfg.nslots) {
 		s->bad++;
 		return;
 	}
@@ -291,7 +299,7 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 			s->max_outstanding = s->outstanding;
 	}
 	/* Self-clocking: round r of a slot only after the result of round r-1 went out. */
-	if ((int64_t)p.inca.round > s->answered[bfr][p.inca.slot] + 1)
+	if ((int64_t)(uint32_t)(p.inca.round - s->round_base) > s->answered[bfr][p.inca.slot] + 1)
 		s->violations++;
 	if (s->cfg.dead)
 		return;
@@ -757,7 +765,7 @@ static void test_offloads(void)
 		CHECK_EQ(inca_comm_create(&o, &c), 0);
 		echo_chunks(c, 1, 0);
 		echo_chunks(c, 15, 3);   /* one full GSO send and a short last chunk */
-		echo_chunks(c, 16, 0);   /* 16 full chunks: a slot block of 16 does not fit one send */
+		echo_chunks(c, 16, 0);   /* 16 full chunks: a whole slot block, then the next block */
 		echo_chunks(c, 200, 1);  /* many sends, every slot reused, one element at the end */
 		echo_chunks(c, 0, 5);    /* one short chunk alone */
 		echo_roundtrips(c, 30011);

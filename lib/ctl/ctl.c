@@ -1,7 +1,7 @@
 /* lib/ctl: the NETCONF client side of the control plane (libnetconf2 2.0.x, libyang 2.1):
  * connections over a UNIX socket or SSH with key authentication (host key checked against
  * known_hosts, never a prompt), and the conversions between struct ctl_tree / ctl_caps /
- * ctl_tree_stats and the inca-switch YANG data (yang/inca-switch@2026-11-22.yang). */
+ * ctl_tree_stats and the inca-switch YANG data (yang/inca-switch@2026-11-26.yang). */
 #include "ctl.h"
 
 #include <errno.h>
@@ -415,6 +415,8 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 		t->parent_qpn = (uint32_t)leaf_u64(p, "qpn", 0x100u + t->id);
 	}
 	t->deterministic = leaf(tn, "deterministic") && !strcmp(leaf(tn, "deterministic"), "true");
+	t->auth = leaf(tn, "auth") && !strcmp(leaf(tn, "auth"), "enabled");
+	t->auth_key_id = (uint32_t)leaf_u64(tn, "auth-key-id", 0);
 	t->dtype_mask = leaf_list_mask(tn, "data-type", dtype_names, 12);
 	t->op_mask = leaf_list_mask(tn, "operation", op_names, 7);
 	for (const struct lyd_node *c = lyd_child(tn); c; c = c->next) {
@@ -584,6 +586,16 @@ static int tree_to_xml(struct ctl_conn *c, const struct ctl_tree *t, FILE *f)
 		fprintf(f, "</parent>");
 	}
 	fprintf(f, "<deterministic>%s</deterministic>", t->deterministic ? "true" : "false");
+	if (t->auth) {
+		if (!t->auth_key_id)
+			return set_err(c, -EINVAL, "tree %u: auth key without a key id", t->id);
+		fprintf(f, "<auth>enabled</auth><auth-key>");
+		for (size_t i = 0; i < WIRE_AUTH_KEY_LEN; i++)
+			fprintf(f, "%02x", t->auth_key[i]);
+		fprintf(f, "</auth-key><auth-key-id>%u</auth-key-id>", t->auth_key_id);
+	} else {
+		fprintf(f, "<auth>disabled</auth>");
+	}
 	for (unsigned i = 0; i < 12; i++)
 		if (t->dtype_mask & (1u << i))
 			fprintf(f, "<data-type>%s</data-type>", dtype_names[i]);
@@ -642,6 +654,7 @@ int ctl_put_tree(struct ctl_conn *c, const struct ctl_tree *t)
 	}
 	if (rc == 0)
 		rc = edit(c, buf);
+	explicit_bzero(buf, len); /* it holds the group key */
 	free(buf);
 	return rc;
 }

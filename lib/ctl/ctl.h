@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire/wire.h"
+
 #define CTL_NAME_MAX 64
 #define CTL_ADDR_MAX 64 /* "a.b.c.d:port" */
 
@@ -43,6 +45,11 @@ struct ctl_tree {
 	char parent_addr[CTL_ADDR_MAX];
 	uint32_t parent_qpn;
 	bool deterministic;
+	/* Data-plane authentication (YANG auth, auth-key, auth-key-id). auth_key is write-only
+	 * on the switch: ctl_get_trees returns auth and auth_key_id, never the key (zeros). */
+	bool auth;
+	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
+	uint32_t auth_key_id;
 	uint32_t dtype_mask, op_mask; /* 0 = all */
 	struct ctl_member *members;   /* owned */
 	size_t nmembers;

@@ -99,7 +99,14 @@ size_t wire_inca_hdr_len(uint8_t bsl_code)
 
 size_t wire_max_data(unsigned mtu, size_t elem_size, uint8_t bsl_code)
 {
+	return wire_max_data_auth(mtu, elem_size, bsl_code, false);
+}
+
+size_t wire_max_data_auth(unsigned mtu, size_t elem_size, uint8_t bsl_code, bool auth)
+{
 	size_t hdr = wire_inca_hdr_len(bsl_code);
+	if (hdr && auth)
+		hdr += WIRE_AUTH_LEN;
 	if (!hdr || elem_size == 0 || mtu < WIRE_MTU_MIN || mtu > WIRE_MTU_MAX || mtu <= hdr)
 		return 0;
 	size_t n = (mtu - hdr) / elem_size;
@@ -115,11 +122,48 @@ static size_t pad_for(size_t ib_payload)
 
 size_t wire_udp_payload_len(uint8_t bsl_code, size_t data_len)
 {
+	return wire_udp_payload_len_auth(bsl_code, data_len, false);
+}
+
+size_t wire_udp_payload_len_auth(uint8_t bsl_code, size_t data_len, bool auth)
+{
 	size_t hdr = wire_inca_hdr_len(bsl_code);
 	if (!hdr)
 		return 0;
-	size_t ib = hdr + data_len;
+	size_t ib = hdr + (auth ? WIRE_AUTH_LEN : 0) + data_len;
 	return WIRE_ROCE_HDR_LEN + ib + pad_for(ib) + WIRE_ICRC_LEN;
+}
+
+size_t wire_pkt_udp_len(const struct wire_pkt *pkt)
+{
+	return wire_udp_payload_len_auth(pkt->inca.bsl_code, pkt->data_len,
+					 pkt->inca.flags & WIRE_F_AUTH);
+}
+
+/* The 20 fixed bytes of the INCA header. */
+static void put_fixed(uint8_t *inca, const struct wire_inca *h)
+{
+	inca[0] = (uint8_t)(WIRE_INCA_VERSION << 4 | h->flags);
+	inca[1] = h->coll;
+	inca[2] = h->dtype;
+	inca[3] = h->op;
+	wire__st16(inca + 4, h->tree_id);
+	wire__st16(inca + 6, h->slot);
+	wire__st32(inca + 8, h->round);
+	wire__st16(inca + 12, h->bfr_id);
+	inca[14] = h->bsl_code;
+	inca[15] = h->si;
+	wire__st16(inca + 16, h->count);
+	wire__st16(inca + 18, h->owner);
+}
+
+/* The auth block without its tag (20 bytes). */
+static void put_auth_head(uint8_t *a, const struct wire_pkt *p)
+{
+	wire__st32(a, p->auth.key_id);
+	wire__st32(a + 4, p->inca.epoch);
+	wire__st32(a + 8, p->auth.ctx);
+	wire__st64(a + 12, p->auth.ctr);
 }
 
 /* A repair notice (WIRE_F_NACK) is a header-only downward packet of its own kind. */
@@ -139,7 +183,8 @@ static int check_pkt(const struct wire_pkt *p)
 	    b->migreq > 1 || b->fecn > 1 || b->becn > 1 || b->ack_req > 1 ||
 	    b->dest_qp > 0xFFFFFF || b->psn > 0xFFFFFF)
 		return -EINVAL;
-	if ((h->flags & ~WIRE_F_MASK) || !wire__nack_ok(h->flags, h->count) || h->coll < 1 ||
+	if ((h->flags & ~WIRE_F_MASK) || (!(h->flags & WIRE_F_AUTH) && h->epoch) ||
+	    !wire__nack_ok(h->flags, h->count) || h->coll < 1 ||
 	    h->coll > WIRE_COLL_MAX ||
 	    !wire__op_valid(h->dtype, h->op) || !wire_bsl_bytes(h->bsl_code))
 		return -EINVAL;
@@ -148,9 +193,38 @@ static int check_pkt(const struct wire_pkt *p)
 	size_t es = wire__elem_size(h->dtype);
 	if ((size_t)h->count * es != p->data_len || (p->data_len && !p->data))
 		return -EINVAL;
-	if (wire_inca_hdr_len(h->bsl_code) + p->data_len > IB_PAYLOAD_MAX)
+	if (wire_inca_hdr_len(h->bsl_code) + (h->flags & WIRE_F_AUTH ? WIRE_AUTH_LEN : 0) +
+		    p->data_len > IB_PAYLOAD_MAX)
 		return -EINVAL;
 	return 0;
+}
+
+size_t wire_auth_aad(const struct wire_pkt *pkt, uint8_t *out)
+{
+	if (!pkt || !out || !(pkt->inca.flags & WIRE_F_AUTH) || check_pkt(pkt))
+		return 0;
+	const struct wire_inca *h = &pkt->inca;
+	size_t bl = wire_bsl_bytes(h->bsl_code);
+	size_t ib = WIRE_INCA_FIXED_LEN + bl + WIRE_AUTH_LEN + pkt->data_len;
+	uint8_t *o = out;
+
+	wire__st64(o, pkt->reth.va);
+	wire__st32(o + 8, pkt->reth.rkey);
+	wire__st32(o + 12, (uint32_t)ib);
+	wire__st32(o + 16, pkt->imm);
+	o += WIRE_RETH_LEN + WIRE_IMMDT_LEN;
+	put_fixed(o, h);
+	o += WIRE_INCA_FIXED_LEN;
+	if (!(h->flags & (WIRE_F_RESULT | WIRE_F_NACK))) {
+		if (h->bits)
+			memcpy(o, h->bits, bl);
+		else
+			memset(o, 0, bl);
+		o += bl;
+	}
+	put_auth_head(o, pkt);
+	o += WIRE_AUTH_LEN - WIRE_AUTH_TAG_LEN;
+	return (size_t)(o - out);
 }
 
 /* Shared by wire_encode_udp and wire_encode_udp_dcrc: dcrc NULL means hash the data too. */
@@ -165,7 +239,8 @@ static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 
 	const struct wire_inca *h = &pkt->inca;
 	size_t bl = wire_bsl_bytes(h->bsl_code);
-	size_t hdr = WIRE_INCA_FIXED_LEN + bl;
+	size_t alen = h->flags & WIRE_F_AUTH ? WIRE_AUTH_LEN : 0;
+	size_t hdr = WIRE_INCA_FIXED_LEN + bl + alen;
 	size_t ib = hdr + pkt->data_len;
 	size_t pad = pad_for(ib);
 	size_t total = WIRE_ROCE_HDR_LEN + ib + pad + WIRE_ICRC_LEN;
@@ -182,6 +257,11 @@ static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 	else
 		memset(inca + WIRE_INCA_FIXED_LEN, 0, bl);
 	memset(inca + ib, 0, pad);
+	if (alen) {
+		put_auth_head(inca + WIRE_INCA_FIXED_LEN + bl, pkt);
+		memcpy(inca + WIRE_INCA_FIXED_LEN + bl + WIRE_AUTH_LEN - WIRE_AUTH_TAG_LEN,
+		       pkt->auth.tag, WIRE_AUTH_TAG_LEN);
+	}
 
 	const struct wire_bth *b = &pkt->bth;
 	buf[0] = b->opcode;
@@ -197,18 +277,7 @@ static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 	wire__st32(buf + OFF_RETH + 12, (uint32_t)ib);
 	wire__st32(buf + OFF_IMM, pkt->imm);
 
-	inca[0] = (uint8_t)(WIRE_INCA_VERSION << 4 | h->flags);
-	inca[1] = h->coll;
-	inca[2] = h->dtype;
-	inca[3] = h->op;
-	wire__st16(inca + 4, h->tree_id);
-	wire__st16(inca + 6, h->slot);
-	wire__st32(inca + 8, h->round);
-	wire__st16(inca + 12, h->bfr_id);
-	inca[14] = h->bsl_code;
-	inca[15] = h->si;
-	wire__st16(inca + 16, h->count);
-	wire__st16(inca + 18, h->owner);
+	put_fixed(inca, h);
 
 	uint32_t crc = dcrc ? wire__icrc_dcrc(ip, buf, total, OFF_INCA + hdr, dcrc)
 			    : wire_icrc(ip, buf, total);
@@ -267,7 +336,8 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 	if (!bl)
 		return WIRE_E_BSL;
 
-	size_t hdr = WIRE_INCA_FIXED_LEN + bl;
+	size_t alen = inca[0] & WIRE_F_AUTH ? WIRE_AUTH_LEN : 0;
+	size_t hdr = WIRE_INCA_FIXED_LEN + bl + alen;
 	size_t ib_total = len - WIRE_ROCE_HDR_LEN - WIRE_ICRC_LEN; /* IB payload + pad */
 	if (ib_total < hdr)
 		return WIRE_E_TRUNCATED;
@@ -327,12 +397,34 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 	h->si = inca[15];
 	h->count = count;
 	h->owner = wire__ld16(inca + 18);
+	h->epoch = 0; /* no authentication block */
 	h->bits = inca + WIRE_INCA_FIXED_LEN;
+	if (alen) {
+		const uint8_t *a = inca + WIRE_INCA_FIXED_LEN + bl;
+		out->auth.key_id = wire__ld32(a);
+		h->epoch = wire__ld32(a + 4);
+		out->auth.ctx = wire__ld32(a + 8);
+		out->auth.ctr = wire__ld64(a + 12);
+		memcpy(out->auth.tag, a + 20, WIRE_AUTH_TAG_LEN);
+	} else {
+		h->epoch = 0;
+		memset(&out->auth, 0, sizeof(out->auth));
+	}
 
 	out->data = inca + hdr;
 	out->data_len = (uint32_t)data_len;
 	out->icrc = icrc;
 	return WIRE_OK;
+}
+
+bool wire_icrc_check(const struct wire_ipinfo *ip, const uint8_t *buf, size_t len)
+{
+	if (!ip || !buf || len < WIRE_ROCE_HDR_LEN + WIRE_ICRC_LEN)
+		return false;
+	const uint8_t *c = buf + len - WIRE_ICRC_LEN;
+	uint32_t icrc = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
+			(uint32_t)c[3] << 24;
+	return wire__icrc_ok(ip, buf, len, icrc);
 }
 
 /* RFC 1071 one's-complement sum over an IPv4 header (20 bytes). */

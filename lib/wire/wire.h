@@ -21,6 +21,17 @@
 #define WIRE_ICRC_LEN 4
 #define WIRE_OPCODE_UC_WRITE_ONLY_IMM 0x2B
 #define WIRE_PKEY_DEFAULT 0xFFFF
+/* Length in bytes of the group key of data-plane authentication (docs/protocol.md §14): every
+ * tree generation the AM builds has its own random key, named by a nonzero 32-bit key id. */
+#define WIRE_AUTH_KEY_LEN 32
+
+/* IBTA P_Key match, as an HCA checks a packet against its QP's P_Key: the low 15 bits
+ * (partition) equal and at least one of the two a full member (bit 15 set). Two limited
+ * members of one partition do not match. */
+static inline int wire_pkey_match(uint16_t a, uint16_t b)
+{
+	return (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
+}
 
 #define WIRE_INCA_VERSION 1
 #define WIRE_INCA_FIXED_LEN 20 /* INCA header without the bit-string */
@@ -42,7 +53,22 @@
  * chunk completed or a waiting member asked; they resend it at once (docs/protocol.md
  * "Repair notices"). Never together with RESULT or RETX, Count 0. */
 #define WIRE_F_NACK 0x4
-#define WIRE_F_MASK 0x7
+/* An authentication block (WIRE_AUTH_LEN bytes, struct wire_auth) follows the bit-string,
+ * before the data; its tag is a MAC over the packet (docs/protocol.md §14). */
+#define WIRE_F_AUTH 0x8
+#define WIRE_F_MASK 0xF
+
+/* Authentication block: key id (4) | job epoch (4) | sender context (4) | nonce counter (8) |
+ * tag (16). */
+#define WIRE_AUTH_LEN 36
+#define WIRE_AUTH_TAG_LEN 16
+/* Sender contexts: a member's is its BFR-id (1..65535); a switch's is WIRE_AUTH_CTX_SWITCH |
+ * its BFR-id in the tree (0 for a root). */
+#define WIRE_AUTH_CTX_SWITCH 0x10000u
+/* Bytes of MAC input before the data: RETH + ImmDt + INCA fixed header + bit-string (upward
+ * packets only) + the auth block without its tag. */
+#define WIRE_AUTH_AAD_MAX (WIRE_RETH_LEN + WIRE_IMMDT_LEN + WIRE_INCA_FIXED_LEN + 512 + \
+			   WIRE_AUTH_LEN - WIRE_AUTH_TAG_LEN)
 
 /* Collective codes (wire values). */
 enum wire_coll {
@@ -126,6 +152,8 @@ struct wire_inca {
 	 * the others get header-only results. 0 = none (every destination gets the data); must
 	 * be 0 for allreduce and barrier. */
 	uint16_t owner;
+	/* Job epoch, carried in the authentication block (WIRE_F_AUTH); 0 without one. */
+	uint32_t epoch;
 };
 /* 1 if a collective code carries an owner (reduce, bcast, allgather, reduce-scatter). */
 static inline int wire_coll_has_owner(uint8_t coll)
@@ -133,12 +161,22 @@ static inline int wire_coll_has_owner(uint8_t coll)
 	return coll == 2 || coll == 3 || coll == 5 || coll == 6;
 }
 
+/* The authentication block without the epoch (that is wire_inca.epoch). Meaningful only with
+ * WIRE_F_AUTH. */
+struct wire_auth {
+	uint32_t key_id; /* which group key signed it */
+	uint32_t ctx;    /* sender context (WIRE_AUTH_CTX_SWITCH) */
+	uint64_t ctr;    /* nonce counter: never repeats for one (key, ctx) */
+	uint8_t tag[WIRE_AUTH_TAG_LEN];
+};
+
 /* A decoded (or to-be-encoded) INCA packet: the UDP payload. Pointers are borrowed. */
 struct wire_pkt {
 	struct wire_bth bth;
 	struct wire_reth reth;
 	uint32_t imm; /* ImmDt: message id */
 	struct wire_inca inca;
+	struct wire_auth auth;
 	const uint8_t *data; /* count * element size bytes */
 	uint32_t data_len;
 	uint32_t icrc; /* as carried (decode) */
@@ -149,8 +187,9 @@ struct wire_pkt {
 /* Slots are grouped in aligned blocks of this many (block = slot / WIRE_SLOT_BLOCK). A switch
  * gives each of its worker threads whole blocks, and the kernel hands a GRO buffer to one
  * worker: so a sender never puts packets of two blocks into one GSO send (the tag of
- * util_udptx_add). */
-#define WIRE_SLOT_BLOCK 16
+ * util_udptx_add). 15: a block of full-size packets (15 x 4132 bytes) fits one send, whose UDP
+ * payload is at most 65507 bytes; 16 would leave as 15 + 1. */
+#define WIRE_SLOT_BLOCK 15
 /* IPv4 IDs a receiver that cannot see them accepts: 0 .. WIRE_GSO_ID_SPAN - 1, every ID a GSO
  * send of up to 128 segments (the kernel's limit) can give a segment. */
 #define WIRE_GSO_ID_SPAN 128
@@ -180,8 +219,20 @@ size_t wire_inca_hdr_len(uint8_t bsl_code);
 /* Largest data bytes per packet for a RoCE MTU (IB payload limit), element size and BSL code:
  * rounded down to a whole number of elements. 0 if nothing fits. */
 size_t wire_max_data(unsigned mtu, size_t elem_size, uint8_t bsl_code);
-/* UDP payload length of a packet (headers + data + pad + ICRC). */
+/* UDP payload length of a packet (headers + data + pad + ICRC), without an auth block. */
 size_t wire_udp_payload_len(uint8_t bsl_code, size_t data_len);
+/* The same for packets with (auth true) or without an authentication block: every member of a
+ * group uses one setting, so they all cut chunks identically. */
+size_t wire_max_data_auth(unsigned mtu, size_t elem_size, uint8_t bsl_code, bool auth);
+size_t wire_udp_payload_len_auth(uint8_t bsl_code, size_t data_len, bool auth);
+/* UDP payload length pkt encodes to (its flags decide about the auth block). */
+size_t wire_pkt_udp_len(const struct wire_pkt *pkt);
+/* The MAC input before the data (WIRE_AUTH_AAD_MAX bytes at most) of a packet with
+ * WIRE_F_AUTH, as encoded: RETH (VA, R_Key, DMA length), ImmDt, the INCA fixed header, the
+ * bit-string unless the packet goes down (RESULT or NACK: the copies of one result or notice
+ * differ there), and key id, epoch, context, counter. The data follows it in the MAC. The BTH
+ * is not covered. Returns the length, 0 if pkt is not valid for encoding with an auth block. */
+size_t wire_auth_aad(const struct wire_pkt *pkt, uint8_t *out);
 
 /* Encode pkt into buf as a UDP payload (BTH .. ICRC). Computes padcnt, dma_len, version and the
  * ICRC over ip (which must describe the datagram the kernel will build); other fields are taken
@@ -207,6 +258,9 @@ enum wire_err wire_decode_frame(const uint8_t *buf, size_t len, struct wire_pkt 
 /* RoCEv2 ICRC of a UDP payload whose last 4 bytes are the ICRC field (not covered).
  * Cost: one CRC-32 pass over the payload. */
 uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *udp_payload, size_t len);
+/* Check the ICRC of a UDP payload that wire_decode_udp accepted without ip (decode first,
+ * authorise, then pay for the CRC): true if it holds for ip (id_unseen honoured). */
+bool wire_icrc_check(const struct wire_ipinfo *ip, const uint8_t *udp_payload, size_t len);
 /* Recompute the ICRC of an encoded UDP payload for ip (e.g. another IPv4 ID) in place.
  * Returns 0 or -EINVAL. */
 int wire_set_icrc(uint8_t *udp_payload, size_t len, const struct wire_ipinfo *ip);

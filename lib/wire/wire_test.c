@@ -376,7 +376,8 @@ static void test_rejects(void)
 	CHECK_ERR(poke(O_INCA, 0x20, 0, 1), WIRE_E_VERSION);
 	CHECK_ERR(poke(O_INCA, 0x00, 0, 1), WIRE_E_VERSION);
 	CHECK_ERR(poke(O_INCA, 0x14, 0, 1), WIRE_E_FLAGS);
-	CHECK_ERR(poke(O_INCA, 0x18, 0, 1), WIRE_E_FLAGS);
+	/* AUTH (0x8) on a packet without room for the 36-byte authentication block */
+	CHECK_ERR(poke(O_INCA, 0x18, 0, 1), WIRE_E_TRUNCATED);
 	CHECK_ERR(poke(O_INCA, 0x13, 0, 1), WIRE_OK); /* RESULT|RETX */
 	CHECK_ERR(poke(O_INCA + 1, 0, 0, 1), WIRE_E_COLL);
 	CHECK_ERR(poke(O_INCA + 1, 10, 0, 1), WIRE_E_COLL);

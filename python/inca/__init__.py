@@ -168,7 +168,7 @@ class Comm:
     Extra keyword arguments set the remaining inca_comm_opts fields by name (host_ip, qpn,
     switch_qpn, bfr_id, bsl_bits, nslots, mtu, rto_us, rto_max_us, retx_limit, timeout_ms,
     drop_rate, seed, group_name, host_name, am_attach_hint, am_tls_ca, am_timeout_ms, window,
-    deterministic).
+    deterministic, auth_key (32 bytes), auth_key_id, no_auth).
     log: callable(level, message) receiving library messages up to log_level."""
 
     def __init__(self, rank, size, bootstrap_addr=None, switch_addr=None, am_addr=None,
@@ -202,6 +202,13 @@ class Comm:
             if k not in names or k in ("log_fn", "log_ctx"):
                 raise TypeError(f"unknown option {k!r}")
             if v is None:
+                continue
+            if k == "auth_key" and (not isinstance(v, (bytes, bytearray)) or len(v) != 32):
+                raise ValueError("auth_key must be 32 bytes (the group key)")
+            if k == "auth_key":
+                v = bytes(v)
+                self._keep.append(v)
+                o.auth_key = v
                 continue
             setattr(o, k, s(v) if names[k] is ctypes.c_char_p else v)
         if log is not None:
@@ -341,6 +348,16 @@ class Comm:
         st = _lib.CommStats()
         _check(self._lib.inca_comm_get_stats(self._h(), ctypes.byref(st)), "inca_comm_get_stats")
         return {name: getattr(st, name) for name, _ in _lib.CommStats._fields_}
+
+    def auth_stats(self):
+        """Packet authentication of the INC path (struct inca_auth_stats) as a dict: enabled,
+        key_id, packets signed / verified, and rejections by reason."""
+        if not self._lib.has("inca_comm_get_auth_stats"):
+            raise NotImplementedError("this libinca has no inca_comm_get_auth_stats")
+        st = _lib.AuthStats()
+        _check(self._lib.inca_comm_get_auth_stats(self._h(), ctypes.byref(st), ctypes.sizeof(st)),
+               "inca_comm_get_auth_stats")
+        return {name: getattr(st, name) for name, _ in _lib.AuthStats._fields_}
 
     def io_stats(self):
         """How the INC path uses the kernel (struct inca_io_stats) as a dict: gso / gro (1: on),

@@ -67,7 +67,18 @@ class CommOpts(ctypes.Structure):
         ("window", ctypes.c_uint16),
         # reproducible reductions (AM groups)
         ("deterministic", ctypes.c_int),
+        # packet authentication (docs/protocol.md §14)
+        ("auth_key", ctypes.c_char_p),  # 32 bytes
+        ("auth_key_id", ctypes.c_uint32),
+        ("no_auth", ctypes.c_int),
     ]
+
+
+class AuthStats(ctypes.Structure):
+    """struct inca_auth_stats."""
+    _fields_ = [("enabled", ctypes.c_int), ("key_id", ctypes.c_uint32)] + [
+        (n, ctypes.c_uint64) for n in ("tx_signed", "rx_verified", "rx_missing",
+                                       "rx_bad_key_id", "rx_bad_ctx", "rx_bad_mac")]
 
 
 class CommStats(ctypes.Structure):
@@ -123,6 +134,7 @@ STRUCTS = {
     "inca_comm_opts": CommOpts,
     "inca_comm_stats": CommStats,
     "inca_io_stats": IoStats,
+    "inca_auth_stats": AuthStats,
     "inca_am_info": AmInfo,
     "inca_coll_counts": CollCounts,
     "inca_coll_args": CollArgs,
@@ -178,6 +190,7 @@ def _declare(lib):
         "inca_comm_get_stats": (c_int, [comm_p, ctypes.POINTER(CommStats)]),
         "inca_comm_am_info": (c_int, [comm_p, ctypes.POINTER(AmInfo)]),
         "inca_comm_get_io_stats": (c_int, [comm_p, ctypes.POINTER(IoStats), c_size_t]),
+        "inca_comm_get_auth_stats": (c_int, [comm_p, ctypes.POINTER(AuthStats), c_size_t]),
         # issue 4 (may be missing from an older library: declared only when present)
         "inca_coll": (c_int, [comm_p, ctypes.POINTER(CollArgs)]),
         "inca_bcast": (c_int, [comm_p, c_void_p, c_size_t, c_int, c_int]),

@@ -40,13 +40,16 @@ class Switch:
     """A running inca-switch with one tree for `size` ranks on host (loopback).
 
     comm_kwargs(rank) gives the keyword arguments for inca.Comm (switch_addr, data_addr,
-    tree_id, key). deterministic=True reduces in BFR-id order, so a float result does not
+    tree_id, key, and the group key auth_key / auth_key_id). auth=False runs the tree without
+    packet authentication (the default is a random group key per Switch). deterministic=True reduces in BFR-id order, so a float result does not
     depend on packet arrival order (reproducible runs)."""
 
     def __init__(self, size, host="127.0.0.1", tree_id=1, key=0x5EED0001, slots=256,
                  deterministic=True, threads=1, binary=None, stats_file=None, verbose=False,
-                 timeout_s=10.0):
+                 timeout_s=10.0, auth=True):
         self.size, self.host, self.tree_id, self.key = size, host, tree_id, key
+        self.auth_key = os.urandom(32) if auth else None
+        self.auth_key_id = 1
         self.port = free_port(host=host)
         self.addr = f"{host}:{self.port}"
         self.member_addrs = [f"{host}:{free_port(host=host)}" for _ in range(size)]
@@ -56,6 +59,8 @@ class Switch:
         members = "+".join(f"{r + 1}@{a}" for r, a in enumerate(self.member_addrs))
         tree = (f"id={tree_id},key={key:#x},slots={slots},"
                 f"deterministic={'yes' if deterministic else 'no'},members={members}")
+        if self.auth_key:
+            tree += f",auth_key={self.auth_key.hex()},auth_key_id={self.auth_key_id}"
         self.argv = [binary or find_switch(), "--listen", self.addr, "--threads", str(threads),
                      "--tree", tree, "--ready-file", self.ready_file,
                      "--stats-file", self.stats_file, "--stats-interval-ms", "0"]
@@ -74,8 +79,13 @@ class Switch:
             time.sleep(0.02)
 
     def comm_kwargs(self, rank):
-        return {"switch_addr": self.addr, "data_addr": self.member_addrs[rank],
-                "tree_id": self.tree_id, "key": self.key}
+        kw = {"switch_addr": self.addr, "data_addr": self.member_addrs[rank],
+              "tree_id": self.tree_id, "key": self.key}
+        if self.auth_key:
+            kw.update(auth_key=self.auth_key, auth_key_id=self.auth_key_id)
+        else:
+            kw["no_auth"] = 1
+        return kw
 
     def read_stats(self):
         """The switch's statistics JSON (asks for a fresh write with SIGUSR1 while running)."""

@@ -36,7 +36,14 @@ int main(void)
 	F(inca_comm_opts, group_name); F(inca_comm_opts, host_name);
 	F(inca_comm_opts, am_attach_hint); F(inca_comm_opts, am_tls_ca);
 	F(inca_comm_opts, am_timeout_ms); F(inca_comm_opts, window);
-	F(inca_comm_opts, deterministic);
+	F(inca_comm_opts, deterministic); F(inca_comm_opts, auth_key);
+	F(inca_comm_opts, auth_key_id); F(inca_comm_opts, no_auth);
+	END();
+	BEGIN(inca_auth_stats);
+	F(inca_auth_stats, enabled); F(inca_auth_stats, key_id); F(inca_auth_stats, tx_signed);
+	F(inca_auth_stats, rx_verified); F(inca_auth_stats, rx_missing);
+	F(inca_auth_stats, rx_bad_key_id); F(inca_auth_stats, rx_bad_ctx);
+	F(inca_auth_stats, rx_bad_mac);
 	END();
 	BEGIN(inca_comm_stats);
 	F(inca_comm_stats, tx_pkts); F(inca_comm_stats, tx_bytes); F(inca_comm_stats, rx_pkts);

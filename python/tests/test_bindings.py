@@ -136,6 +136,9 @@ def test_numpy(sw):
                 a = contribution(dt, r, n_elems, kind)
                 ret = c.allreduce(a, op, algo=algo)
                 out.append((algo, dt, op, kind, a.copy(), ret is a))
+        au = c.auth_stats()
+        check(au["enabled"] == 1 and au["tx_signed"] > 0 and au["rx_verified"] > 0
+              and au["rx_bad_mac"] == 0, f"rank {r}: authenticated INC traffic {au}")
         return out, c.stats()
 
     res = run_ranks(fn, sw)
@@ -299,6 +302,7 @@ def main():
             fn(sw)
             st = sw.read_stats()
             check(st["drops_total"] == 0, f"{name}: switch drops {st['drops_total']}")
+            check(st["trees"][0]["auth"] is True, f"{name}: the tree runs with packet authentication")
     if FAILS:
         print(f"{len(FAILS)} failures", flush=True)
         return 1

@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	shortp.data = NULL;
 	shortp.data_len = 0;
 	shortp.inca.count = 0;
-	size_t slen = wire_udp_payload_len(p.inca.bsl_code, 0);
+	size_t slen = wire_pkt_udp_len(&shortp);
 	if (slen >= plen)
 		return 0; /* no shorter packet: P carries no data */
 	size_t n = 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 /* The addresses every UDP-payload seed's ICRC is computed for. */
@@ -44,7 +45,10 @@ static void fuzz_write_seeds(int mode)
 			 * that fits (IB payload near 4096, where the length checks matter most) */
 			uint8_t bsl = (uint8_t)(1 + 2 * (v / 2));
 			unsigned small[] = { 0, 1, 3, 17 };
-			unsigned count = v % 2 ? (unsigned)(wire_max_data(4096, esize[dt], bsl) / esize[dt])
+			/* every third seed carries an authentication block with a real tag */
+			bool auth = n % 3 == 0;
+			unsigned count = v % 2 ? (unsigned)(wire_max_data_auth(4096, esize[dt], bsl,
+									       auth) / esize[dt])
 					       : small[(dt + bsl) % 4];
 			struct wire_pkt p;
 			memset(&p, 0, sizeof(p));
@@ -69,6 +73,19 @@ static void fuzz_write_seeds(int mode)
 			p.inca.bits = bits;
 			p.data = data;
 			p.data_len = (uint32_t)(count * esize[dt]);
+			if (auth) {
+				static struct wire_mac *mac;
+				static const uint8_t key[WIRE_AUTH_KEY_LEN] = { 1, 2, 3 };
+				if (!mac && wire_mac_new(&mac, key) < 0)
+					continue;
+				p.inca.flags |= WIRE_F_AUTH;
+				p.inca.epoch = n;
+				p.auth.key_id = 7;
+				p.auth.ctx = n % 2 ? n % 70 : WIRE_AUTH_CTX_SWITCH;
+				p.auth.ctr = 1000u + n;
+				if (wire_mac_sign(mac, &p) < 0)
+					continue;
+			}
 			struct wire_ipinfo ip = fuzz_ip;
 			if (frames)
 				ip.ip_id = (uint16_t)(n * 977);
@@ -79,7 +96,7 @@ static void fuzz_write_seeds(int mode)
 			/* plus a copy one 4-byte element too big (IB payload 4100), count and DMA
 			 * length kept consistent: only the size limit rejects it */
 			if (mode == 0 && dt == INCA_FP32 && (size_t)len + 4 <= sizeof(out) &&
-			    wire_inca_hdr_len(bsl) + p.data_len == 4096) {
+			    !auth && wire_inca_hdr_len(bsl) + p.data_len == 4096) {
 				static uint8_t big[8192];
 				memcpy(big, out, (size_t)len - 4);
 				memset(big + len - 4, 0x11, 8);

@@ -7,7 +7,7 @@
 #   Relative paths are taken from the repository root. The harness may write its own seeds in
 #   LLVMFuzzerInitialize when INCA_FUZZ_SEED_DIR is set (see fuzz_wire_seeds.h); -c adds seed
 #   files from a directory. Extra compile flags: FUZZ_CFLAGS (e.g. -I for generated headers);
-#   extra link flags: FUZZ_LDFLAGS (default -lz). FUZZ_SECONDS overrides -t (`make fuzz` uses it
+#   extra link flags: FUZZ_LDFLAGS (default -lz -lcrypto). FUZZ_SECONDS overrides -t (`make fuzz` uses it
 #   for long runs). Crashing inputs are kept
 #   in ${FUZZ_ARTIFACTS:-${TMPDIR:-/tmp}/inca-fuzz-artifacts}/<harness>/.
 # example (switch config parser):
@@ -56,7 +56,7 @@ bin="$work/$name"
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-Wall -Wextra -Werror -Wno-unused-parameter \
 	-I"$root/include" -I"$root/lib" -I"$(dirname "$(echo $srcs | cut -d' ' -f1)")" \
-	${FUZZ_CFLAGS:-} $srcs -o "$bin" ${FUZZ_LDFLAGS:--lz}
+	${FUZZ_CFLAGS:-} $srcs -o "$bin" ${FUZZ_LDFLAGS:--lz -lcrypto}
 
 corpus="$work/corpus"
 mkdir -p "$corpus"

@@ -22,7 +22,8 @@ struct job {
 static size_t chunk_elems(const struct launch_cfg *cfg, enum inca_dtype dt)
 {
 	size_t es = inca_dtype_size(dt);
-	return wire_max_data(cfg->mtu, es, wire_bsl_code(cfg->bsl_bits)) / es;
+	return wire_max_data_auth(cfg->mtu, es, wire_bsl_code(cfg->bsl_bits),
+				  !cfg->no_auth && !cfg->plan) / es;
 }
 
 static int rank_part1(struct inca_comm *comm, struct job *j)

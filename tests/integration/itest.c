@@ -34,8 +34,9 @@ void itest_args(int argc, char **argv, struct launch_cfg *cfg)
 uint64_t itest_chunks(size_t count, enum inca_dtype dt, const struct launch_cfg *cfg)
 {
 	size_t es = inca_dtype_size(dt);
-	size_t per = wire_max_data(cfg->mtu ? cfg->mtu : 4096, es,
-				   wire_bsl_code(cfg->bsl_bits ? cfg->bsl_bits : 64));
+	size_t per = wire_max_data_auth(cfg->mtu ? cfg->mtu : 4096, es,
+					wire_bsl_code(cfg->bsl_bits ? cfg->bsl_bits : 64),
+					!cfg->no_auth && !cfg->plan);
 	if (!count || !per)
 		return 0;
 	return (count * es + per - 1) / per;

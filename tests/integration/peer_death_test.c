@@ -217,7 +217,7 @@ int main(int argc, char **argv)
 	int fails = 0;
 
 	launch_cfg_defaults(&cfg);
-	cfg.addr_index = 113;
+	cfg.addr_index = 115;
 	itest_args(argc, argv, &cfg);
 	if (cfg.nranks < 3)
 		cfg.nranks = 3; /* a survivor that is no ring neighbour of the victim needs 4 */

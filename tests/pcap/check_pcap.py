@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Conformance checks for any capture of INCA traffic (RoCEv2 UC WRITE-Only-Imm on UDP 4791).
 
-usage: check_pcap.py CAPTURE [MIN_PACKETS] [--expect TSV] [--lua PATH] [--max-frames N] [-v]
+usage: check_pcap.py CAPTURE [MIN_PACKETS] [--expect TSV] [--lua PATH] [--max-frames N] [--auth-key HEX] [-v]
 
 For every UDP packet to port 4791 in CAPTURE (pcap or pcapng; Ethernet, the fake Ethernet
 header of Linux loopback captures, Linux cooked (-i any) or raw IP):
@@ -15,8 +15,9 @@ header of Linux loopback captures, Linux cooked (-i any) or raw IP):
      the Python decode, with no INCA expert info above "note".
   6. With --expect (written by gen_pcap), every packet equals what the encoder was asked to write.
 A loopback capture shows a UDP GSO send as one datagram carrying several INCA packets back to
-back (the kernel never segments it there). Such datagrams are first cut into the packets the
-kernel puts on a real link (each one's length from its own BTH PadCnt and RETH DMA length;
+back (the kernel never segments it there). Such datagrams (longer than their first packet's
+own length) are first cut into the packets the kernel puts on a real link (segment length from
+the first packet's BTH PadCnt and RETH DMA length;
 segment k gets IPv4 ID k after the send's, its own lengths and a zero UDP checksum) and every
 check runs on those; frame numbers then count the cut packets.
 Exit 0 on success, 1 on any failure, 77 when tshark or scapy is missing (test SKIP).
@@ -80,8 +81,6 @@ def decode_inca(frame, udp_payload):
              dmalen=dmalen, pkey=pkey)
     if b0 >> 4 != 1:
         return fail(frame, "INCA version %d != 1" % (b0 >> 4))
-    if b0 & 0x8:
-        return fail(frame, "unknown INCA flags 0x%x" % (b0 & 0xF))
     if b0 & 0x4 and (b0 & 0x3 or count):  # NACK: a header-only repair notice of its own kind
         return fail(frame, "NACK with RESULT/RETX or data (flags 0x%x count %d)" % (b0 & 0xF, count))
     if not 1 <= coll <= 9:
@@ -95,8 +94,9 @@ def decode_inca(frame, udp_payload):
     if not 1 <= bslb <= 7:
         return fail(frame, "BSL code %d outside 1..7" % bslb)
     bl = 4 << bslb
+    alen = 36 if b0 & 0x8 else 0  # flag 0x8: authentication block after the bit-string
     ib_total = len(p) - 32 - 4
-    if ib_total % 4 or ib_total - padcnt < 20 + bl:
+    if ib_total % 4 or ib_total - padcnt < 20 + bl + alen:
         return fail(frame, "IB payload %d / PadCnt %d inconsistent" % (ib_total, padcnt))
     ib = ib_total - padcnt
     if ib > 4096:
@@ -105,7 +105,15 @@ def decode_inca(frame, udp_payload):
         return fail(frame, "pad bytes not zero")
     if dmalen != ib:
         return fail(frame, "RETH DMA length %d != IB payload %d" % (dmalen, ib))
-    data = h[20 + bl:ib]
+    if alen:
+        kid, epoch, ctx, ctr = struct.unpack("!IIIQ", h[20 + bl:20 + bl + 20])
+        d.update(auth=dict(key_id=kid, epoch=epoch, ctx=ctx, ctr=ctr,
+                           tag=h[20 + bl + 20:20 + bl + 36]))
+        # the MAC input (docs/protocol.md §14): RETH, ImmDt, INCA fixed header, the
+        # bit-string of upward packets only, the block without its tag, then the data
+        d["aad"] = (p[12:32] + h[:20] + (b"" if b0 & 0x5 else h[20:20 + bl]) +
+                    h[20 + bl:20 + bl + 20])
+    data = h[20 + bl + alen:ib]
     if len(data) != count * ESIZE[dtype]:
         return fail(frame, "data %d bytes != count %d x %d" % (len(data), count, ESIZE[dtype]))
     bits = h[20:20 + bl]
@@ -193,26 +201,28 @@ def gso_split(path, outdir):
         if ip is not None and ip.proto == 17 and UDP in ip and ip[UDP].dport == PORT:
             wire = raw(ip)[:ip.len] if ip.len else raw(ip)
             pay = wire[28:]
-            if len(pay) > MAX_INCA_UDP and len(pay) >= 32:
-                seg = 32 + struct.unpack(">I", pay[24:28])[0] + ((pay[1] >> 4) & 3) + 4
-                if 36 <= seg < len(pay):
-                    frames = []
-                    sends += 1
-                    for k, off in enumerate(range(0, len(pay), seg)):
-                        chunk = pay[off:off + seg]
-                        hdr = IP(wire[:20])
-                        hdr.id = (ip.id + k) & 0xFFFF
-                        hdr.len = 28 + len(chunk)
-                        hdr.chksum = None
-                        new = hdr / UDP(sport=ip[UDP].sport, dport=PORT, len=8 + len(chunk),
-                                        chksum=0) / Raw(chunk)
-                        if ip.underlayer is not None:
-                            l2 = pkt.copy()
-                            l2.getlayer(IP).underlayer.remove_payload()
-                            new = l2 / new
-                        new.time = pkt.time
-                        frames.append(new)
-                        segs += 1
+            # one packet's own length, from its BTH PadCnt and RETH DMA length: a datagram
+            # longer than that (small packets too) is a GSO send
+            seg = (32 + struct.unpack(">I", pay[24:28])[0] + ((pay[1] >> 4) & 3) + 4
+                   if len(pay) >= 32 else 0)
+            if 36 <= seg < len(pay) and seg <= MAX_INCA_UDP:
+                frames = []
+                sends += 1
+                for k, off in enumerate(range(0, len(pay), seg)):
+                    chunk = pay[off:off + seg]
+                    hdr = IP(wire[:20])
+                    hdr.id = (ip.id + k) & 0xFFFF
+                    hdr.len = 28 + len(chunk)
+                    hdr.chksum = None
+                    new = hdr / UDP(sport=ip[UDP].sport, dport=PORT, len=8 + len(chunk),
+                                    chksum=0) / Raw(chunk)
+                    if ip.underlayer is not None:
+                        l2 = pkt.copy()
+                        l2.getlayer(IP).underlayer.remove_payload()
+                        new = l2 / new
+                    new.time = pkt.time
+                    frames.append(new)
+                    segs += 1
         for f in frames:
             if writer is None:
                 writer = PcapWriter(out, sync=False)
@@ -283,11 +293,38 @@ def close(a, b):
     return a == b or abs(a - b) <= 1e-5 * max(abs(a), abs(b)) or abs(a - b) < 1e-30
 
 
+def gmac_key(group_key):
+    """The MAC key: HKDF-SHA256 of the group key (no salt), info as in lib/wire/auth.c."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                info=b"INCA packet MAC v1: AES-256-GMAC").derive(group_key)
+
+
+def check_auth(dec, group_key):
+    """Step 6: every tag recomputed independently (AES-256-GCM over no plaintext, the MAC
+    input as additional data, nonce = context || counter) with python3-cryptography."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    g = AESGCM(gmac_key(group_key))
+    n = 0
+    for frame, d in dec.items():
+        a = d.get("auth")
+        if not a:
+            continue
+        nonce = struct.pack("!IQ", a["ctx"], a["ctr"])
+        if g.encrypt(nonce, b"", d["aad"] + d["data"]) != a["tag"]:
+            fail(frame, "authentication tag does not verify")
+        n += 1
+    return n
+
+
 def check_lua(tshark, path, lua, dec, max_frames):
     """Step 5: tools/inca.lua against the Python decode."""
     scalar = ["version", "flags", "coll", "dtype", "op", "tree", "slot", "round", "bfr_id",
               "bsl", "si", "count"]
+    auth = ["key_id", "epoch", "ctx", "ctr"]
     f = (["frame.number"] + ["inca." + s for s in scalar] + ["inca.set_bfr_ids"] +
+         ["inca.auth." + s for s in auth] + ["inca.auth.tag"] +
          ["inca.elem." + n for n in DNAME] + ["_ws.expert.message", "_ws.expert.severity"])
     rows = tshark_fields(tshark, path, f, ["-X", "lua_script:" + lua], max_frames)
     for frame, d in dec.items():
@@ -299,6 +336,15 @@ def check_lua(tshark, path, lua, dec, max_frames):
         for s in scalar:
             if num(r["inca." + s]) != want[s]:
                 fail(frame, "inca.%s %s != %s" % (s, r["inca." + s], want[s]))
+        a = d.get("auth")
+        if a:
+            for s in auth:
+                if num(r["inca.auth." + s]) != a[s]:
+                    fail(frame, "inca.auth.%s %s != %s" % (s, r["inca.auth." + s], a[s]))
+            if bytes.fromhex(r["inca.auth.tag"].replace(":", "")) != a["tag"]:
+                fail(frame, "inca.auth.tag differs")
+        elif r["inca.auth.key_id"] != "":
+            fail(frame, "inca.lua shows an authentication block the packet does not have")
         ids = [int(x) for x in r["inca.set_bfr_ids"].split(",") if x]
         if ids != sorted(d["bfr_ids"]):
             fail(frame, "inca.set_bfr_ids %s != %s" % (ids, d["bfr_ids"]))
@@ -355,6 +401,7 @@ def main():
     ap.add_argument("--tshark", default=shutil.which("tshark"))
     ap.add_argument("--max-frames", type=int, default=0,
                     help="only check the first N frames of a large capture")
+    ap.add_argument("--auth-key", help="group key (64 hex digits): verify every tag")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     if not a.tshark:
@@ -373,6 +420,9 @@ def main():
         errors.append("dissector %s not found" % a.lua)
     if a.expect:
         check_expect(a.expect, dec)
+    nauth = check_auth(dec, bytes.fromhex(a.auth_key)) if a.auth_key else 0
+    if a.auth_key and not nauth:
+        errors.append("--auth-key given but no packet carries an authentication block")
     if errors:
         for e in errors[:50]:
             print("FAIL " + e)
@@ -385,6 +435,8 @@ def main():
           % (n, a.capture))
     if a.verbose:
         print("  by dtype: %s" % kinds)
+    if nauth:
+        print("check_pcap: %d authentication tags verified independently" % nauth)
     return 0
 
 

@@ -1,13 +1,18 @@
 /* tests/pcap helper: writes a pcap of INCA frames made by the real encoder (wire_encode_frame)
  * and a TSV of what was encoded, for check_pcap.py to compare against scapy and tshark.
  * Covers every dtype and BSL, contributions and results, RETX, repair notices (NACK), pad
- * 0..3, SI > 0, count 0. */
+ * 0..3, SI > 0, count 0, and authentication blocks (every other data type) whose tags are
+ * made with the key GEN_AUTH_KEY_HEX, which check_pcap.py --auth-key verifies independently. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
+#include "wire/auth.h"
 #include "wire/wire.h"
+
+/* key[i] = i */
+#define GEN_AUTH_KEY_HEX "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 static const size_t esize[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
 
@@ -58,12 +63,27 @@ struct gen {
 	struct util_rng rng;
 	unsigned n;
 	uint8_t frame[8192];
+	struct wire_mac *mac;
+	uint64_t ctr;
 };
 
 static void emit(struct gen *g, struct wire_pkt *p, const struct wire_ipinfo *ip)
 {
 	static const uint8_t dmac[6] = { 0x02, 0x1c, 0xa0, 0, 0, 1 };
 	static const uint8_t smac[6] = { 0x02, 0x1c, 0xa0, 0, 0, 2 };
+	if (p->inca.flags & WIRE_F_AUTH) {
+		/* a member signs with its BFR-id as context, a switch with its own */
+		p->auth.key_id = 5;
+		p->inca.epoch = 3;
+		p->auth.ctx = p->inca.flags & (WIRE_F_RESULT | WIRE_F_NACK)
+				      ? WIRE_AUTH_CTX_SWITCH | p->inca.bfr_id
+				      : p->inca.bfr_id;
+		p->auth.ctr = g->ctr++;
+		if (wire_mac_sign(g->mac, p) < 0) {
+			fprintf(stderr, "gen_pcap: MAC failed for packet %u\n", g->n);
+			exit(1);
+		}
+	}
 	int len = wire_encode_frame(g->frame, sizeof(g->frame), dmac, smac, p, ip);
 	if (len < 0) {
 		fprintf(stderr, "gen_pcap: encode failed (%d) for packet %u\n", len, g->n);
@@ -87,7 +107,8 @@ static void emit(struct gen *g, struct wire_pkt *p, const struct wire_ipinfo *ip
 		fprintf(g->tsv, "%s%u", sep, wire_bier_bfr_id(bp, bsl_bits, h->si));
 		sep = ",";
 	}
-	size_t ib = wire_inca_hdr_len(h->bsl_code) + p->data_len;
+	size_t ib = wire_inca_hdr_len(h->bsl_code) + (h->flags & WIRE_F_AUTH ? WIRE_AUTH_LEN : 0) +
+		    p->data_len;
 	fprintf(g->tsv, "%s\t%llu\t%u\t%u\t%u\t%u\t%zu\t%zu\t", *sep ? "" : "-",
 		(unsigned long long)p->reth.va, p->reth.rkey, p->imm, p->bth.dest_qp, p->bth.psn,
 		(4 - ib % 4) % 4, ib);
@@ -111,6 +132,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	util_rng_seed(&g.rng, 42);
+	uint8_t key[WIRE_AUTH_KEY_LEN];
+	if (wire_auth_key_parse(GEN_AUTH_KEY_HEX, key) < 0 || wire_mac_new(&g.mac, key) < 0) {
+		fprintf(stderr, "gen_pcap: MAC setup failed\n");
+		return 1;
+	}
+	g.ctr = 1ull << 40;
 	/* pcap global header: microseconds, version 2.4, snaplen 65535, LINKTYPE_ETHERNET */
 	put32le(g.pcap, 0xa1b2c3d4u);
 	put16le(g.pcap, 2);
@@ -128,7 +155,8 @@ int main(int argc, char **argv)
 		for (uint8_t bsl = 1; bsl <= 7; bsl++) {
 			unsigned bsl_bits = (unsigned)wire_bsl_bytes(bsl) * 8;
 			size_t bl = wire_bsl_bytes(bsl);
-			size_t maxd = wire_max_data(4096, esize[dt], bsl) / esize[dt];
+			uint8_t af = dt % 2 ? WIRE_F_AUTH : 0;
+			size_t maxd = wire_max_data_auth(4096, esize[dt], bsl, af) / esize[dt];
 			/* a spread of counts: tiny odd ones (pad 1..3 for 1- and 2-byte types), medium,
 			 * and the largest that fits a 4096 MTU */
 			unsigned counts[] = { 1u + bsl % 3u, 7, 33 + bsl, (unsigned)maxd };
@@ -153,7 +181,7 @@ int main(int argc, char **argv)
 			p.reth.va = (uint64_t)gseq * 4068;
 			p.reth.rkey = 0xC0FFEE00u + tree;
 			p.imm = gseq;
-			p.inca.flags = (dt % 3 == 2) ? WIRE_F_RETX : 0;
+			p.inca.flags = (uint8_t)(((dt % 3 == 2) ? WIRE_F_RETX : 0) | af);
 			p.inca.coll = (uint8_t)(1 + (dt + bsl) % WIRE_COLL_MAX);
 			p.inca.dtype = dt;
 			p.inca.op = op;
@@ -176,7 +204,7 @@ int main(int argc, char **argv)
 			memset(bits, 0, bl);
 			for (unsigned m = 0; m < 6; m++)
 				wire_bier_set(bits, bl, 1 + (m * 11 + bsl) % bsl_bits);
-			p.inca.flags = WIRE_F_RESULT | (bsl == 3 ? WIRE_F_RETX : 0);
+			p.inca.flags = (uint8_t)(WIRE_F_RESULT | (bsl == 3 ? WIRE_F_RETX : 0) | af);
 			p.inca.bfr_id = 0;
 			p.bth.dest_qp = 0x1000u + k;
 			struct wire_ipinfo down = { 0x7F000001u, up.src_ip, 4791, 4791, 0, false };
@@ -188,7 +216,7 @@ int main(int argc, char **argv)
 				memset(bits, 0, bl);
 				wire_bier_set(bits, bl, 1 + (bsl * 5) % bsl_bits);
 				wire_bier_set(bits, bl, 1 + (bsl * 5 + 3) % bsl_bits);
-				p.inca.flags = WIRE_F_NACK;
+				p.inca.flags = (uint8_t)(WIRE_F_NACK | af);
 				p.inca.bfr_id = bsl % 2 ? 0 : (uint16_t)(900 + bsl);
 				p.inca.count = 0;
 				p.data = NULL;

@@ -14,4 +14,5 @@ trap 'rm -rf "$dir"' EXIT
 "$gen" "$dir/inca.pcap" "$dir/inca.tsv"
 # tshark's HOME-based config must not leak into the test
 HOME=$dir "$PY" "$src/check_pcap.py" "$dir/inca.pcap" 190 --expect "$dir/inca.tsv" \
-	--lua "$src/../../tools/inca.lua" -v
+	--lua "$src/../../tools/inca.lua" -v \
+	--auth-key 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
