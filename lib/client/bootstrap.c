@@ -570,3 +570,105 @@ out:
 	free(table);
 	return rc;
 }
+
+/* ---- peer liveness ------------------------------------------------------------------------
+ * A rank that dies (killed, crashed) has its TCP connections closed by its kernel at once: the
+ * peers see FIN or RST, i.e. POLLRDHUP (with POLLIN), POLLHUP or POLLERR on the ring and mesh
+ * sockets. Every wait of a collective watches these sockets, so the death is known within a
+ * wakeup instead of after timeout_ms. The mesh sockets of a rank whose own mesh broke are
+ * shut by that rank (host_coll.c) and not watched by it. */
+
+static size_t peer_watch_fill(const struct inca_comm *c, struct pollfd *pf)
+{
+	size_t n = 0;
+
+	if (c->ring_send_fd >= 0)
+		pf[n++] = (struct pollfd){ .fd = c->ring_send_fd, .events = POLLRDHUP };
+	if (c->ring_recv_fd >= 0)
+		pf[n++] = (struct pollfd){ .fd = c->ring_recv_fd, .events = POLLRDHUP };
+	if (c->host_fd && !c->host_broken)
+		for (int r = 0; r < c->cfg.size; r++)
+			if (c->host_fd[r] >= 0)
+				pf[n++] = (struct pollfd){ .fd = c->host_fd[r], .events = POLLRDHUP };
+	return n;
+}
+
+void client_peer_note_lost(struct inca_comm *c, const char *how)
+{
+	if (c->peer_lost)
+		return;
+	c->peer_lost = true;
+	c->peer_lost_ns = util_now_ns();
+	client_log(&c->cfg, 1, "a peer rank is gone (%s): calls that still need it fail with "
+		   "-ECONNRESET, and so does every later call", how);
+}
+
+static bool peer_watch_hit(const struct pollfd *pf, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+			return true;
+	return false;
+}
+
+static int peer_pf_reserve(struct inca_comm *c, size_t need)
+{
+	if (c->peer_pf_cap >= need)
+		return 0;
+	struct pollfd *p = realloc(c->peer_pf, need * sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	c->peer_pf = p;
+	c->peer_pf_cap = need;
+	return 0;
+}
+
+int client_wait_peers(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t timeout_ns,
+		      uint64_t spin_ns)
+{
+	/* Once a loss is known the hung-up sockets would wake every poll at once: unwatched. */
+	if (c->peer_lost || c->cfg.size < 2)
+		return client_wait(pf, n, timeout_ns, spin_ns);
+	int rc = peer_pf_reserve(c, (size_t)n + 2 + (size_t)c->cfg.size);
+	if (rc < 0)
+		return rc;
+	memcpy(c->peer_pf, pf, (size_t)n * sizeof *pf);
+	size_t w = peer_watch_fill(c, c->peer_pf + n);
+	rc = client_wait(c->peer_pf, n + (nfds_t)w, timeout_ns, spin_ns);
+	for (nfds_t i = 0; i < n; i++)
+		pf[i].revents = c->peer_pf[i].revents;
+	if (rc > 0 && peer_watch_hit(c->peer_pf + n, w))
+		client_peer_note_lost(c, "connection closed");
+	return rc;
+}
+
+int client_peer_probe(struct inca_comm *c)
+{
+	if (c->peer_lost)
+		return -ECONNRESET;
+	if (c->cfg.size < 2)
+		return 0;
+	int rc = peer_pf_reserve(c, 2 + (size_t)c->cfg.size);
+	if (rc < 0)
+		return rc;
+	size_t w = peer_watch_fill(c, c->peer_pf);
+	rc = poll(c->peer_pf, (nfds_t)w, 0);
+	if (rc > 0 && peer_watch_hit(c->peer_pf, w)) {
+		client_peer_note_lost(c, "connection closed");
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+void client_peer_fail_all(struct inca_comm *c)
+{
+	if (c->ring_send_fd >= 0)
+		shutdown(c->ring_send_fd, SHUT_RDWR);
+	if (c->ring_recv_fd >= 0)
+		shutdown(c->ring_recv_fd, SHUT_RDWR);
+	if (c->host_fd)
+		for (int r = 0; r < c->cfg.size; r++)
+			if (c->host_fd[r] >= 0)
+				shutdown(c->host_fd[r], SHUT_RDWR);
+	c->ring_broken = c->host_broken = true;
+}

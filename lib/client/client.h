@@ -94,6 +94,14 @@ struct inca_comm {
 	uint8_t *host_stage;
 	void *host_scratch[3];
 	size_t host_scratch_cap[3];
+
+	/* Peer liveness (bootstrap.c "peer liveness"): the OS reported that a peer's TCP
+	 * connection (ring or mesh) closed. Sticky: the communicator's calls fail with
+	 * -ECONNRESET from the first one that cannot complete on. peer_pf: poll scratch. */
+	bool peer_lost;
+	uint64_t peer_lost_ns;
+	struct pollfd *peer_pf;
+	size_t peer_pf_cap;
 };
 
 #define CLIENT_RING_TMP_BYTES (1u << 20)
@@ -113,6 +121,26 @@ int client_poll_one(int fd, short events, uint64_t deadline_ns);
 /* poll(2) that first busy-polls for up to spin_ns (yielding the CPU between checks), then
  * sleeps for the rest of timeout_ns. Returns poll's result or -errno (EINTR: 0). */
 int client_wait(struct pollfd *pf, nfds_t n, uint64_t timeout_ns, uint64_t spin_ns);
+
+/* Peer liveness. Every wait of a collective also watches the communicator's TCP sockets for
+ * a closed connection (POLLRDHUP / POLLHUP / POLLERR): a dead rank's sockets close at once,
+ * long before timeout_ms. Once noticed, c->peer_lost is set and the watch stops (the state
+ * is sticky); a call then still completes if it no longer needs the dead rank (its data
+ * already arrived, or the switch holds every result), otherwise it fails with -ECONNRESET
+ * after CLIENT_PEER_GRACE_NS without progress. */
+#define CLIENT_PEER_GRACE_NS (250ull * 1000 * 1000)
+/* client_wait over pf[0..n) plus the watched sockets (while no loss is known). Returns like
+ * client_wait; a closed peer connection sets c->peer_lost (the wait then returns > 0). */
+int client_wait_peers(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t timeout_ns,
+		      uint64_t spin_ns);
+/* Zero-timeout check of the watched sockets: 0, or -ECONNRESET (c->peer_lost set). */
+int client_peer_probe(struct inca_comm *c);
+/* Note a peer loss (idempotent; logs once). */
+void client_peer_note_lost(struct inca_comm *c, const char *how);
+/* After a call failed because of a lost peer: shut every TCP socket of the communicator, so
+ * ranks still waiting on this one fail now (their wait sees the hang-up) instead of at their
+ * timeout. */
+void client_peer_fail_all(struct inca_comm *c);
 
 /* ring.c */
 int client_ring_allreduce(struct inca_comm *c, const void *sendbuf, void *recvbuf, size_t count,

@@ -734,6 +734,12 @@ static int run_inc(struct inca_comm *c, const struct inca_coll_args *a, bool all
 	}
 	if (!allow_failover || rc == -EINVAL || rc == -ENOMEM || rc == -ENOTSUP)
 		return rc;
+	/* A rank is gone: no failover (its agreement needs every rank) and no failure report to
+	 * the AM (the switch is fine; the AM would dismantle a healthy tree). */
+	if (c->peer_lost) {
+		drop_input(&k->cur);
+		return -ECONNRESET;
+	}
 	rc = inc_failover(c, seq, rc);
 	drop_input(&k->cur);
 	return rc;
@@ -787,7 +793,32 @@ static int local_copy(struct inca_comm *c, const struct inca_coll_args *a)
 	}
 }
 
-static int coll_run(struct inca_comm *c, const struct inca_coll_args *a0)
+static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0);
+
+/* Every call first checks the peers' connections (a rank that died between calls fails this
+ * call at once, on every survivor alike), and a call that fails while a peer is known to be
+ * gone returns -ECONNRESET, whatever step noticed it (INC wait, host transfer, failover
+ * agreement), and shuts this rank's TCP sockets so the ranks waiting on it learn it at once.
+ * Errors that say something else (-EPROTO: the ranks disagree, bad arguments, no memory) are
+ * returned as they are. */
+static int coll_run(struct inca_comm *c, const struct inca_coll_args *a)
+{
+	int rc;
+
+	if (c->cfg.size > 1 && (rc = validate(c, a)) == 0 && (rc = client_peer_probe(c)) < 0) {
+		client_peer_fail_all(c);
+		return rc;
+	}
+	rc = coll_run_one(c, a);
+	if (rc < 0 && c->peer_lost && rc != -EINVAL && rc != -ENOTSUP && rc != -EPROTO &&
+	    rc != -ENOMEM) {
+		client_peer_fail_all(c);
+		rc = -ECONNRESET;
+	}
+	return rc;
+}
+
+static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0)
 {
 	struct client_coll *k = c->coll;
 	struct inca_coll_args a = *a0;

@@ -273,6 +273,7 @@ void inca_comm_destroy(struct inca_comm *c)
 	if (c->ring_recv_fd >= 0)
 		close(c->ring_recv_fd);
 	free(c->ring_tmp);
+	free(c->peer_pf);
 	free(c);
 }
 

@@ -30,7 +30,7 @@ const char *inca_strerror(int err)
 		return "ranks disagree on the collective (count, type, op or call order)";
 	case ECONNRESET:
 	case EPIPE:
-		return "a peer closed its connection";
+		return "a peer rank died or closed its connection (the communicator is unusable)";
 	case EMSGSIZE:
 		return "packet larger than the path MTU allows (lower the mtu option)";
 	default:

@@ -194,6 +194,8 @@ static int step_send(struct hc *h, struct xop *o, bool *moved, bool *want_out)
 			*want_out = true;
 			return 0;
 		}
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+			client_peer_note_lost(h->c, "mesh send failed");
 		return -EIO;
 	}
 }
@@ -225,8 +227,10 @@ static int step_recv(struct hc *h, struct xop *o, bool *moved)
 		if (pay_want)
 			iov[mh.msg_iovlen++] = (struct iovec){ pay_dst, pay_want };
 		n = recvmsg(fd, &mh, MSG_DONTWAIT);
-		if (n == 0)
+		if (n == 0) {
+			client_peer_note_lost(h->c, "mesh connection closed");
 			return -ECONNRESET;
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -329,8 +333,16 @@ static int batch_run(struct hc *h)
 			rc = -ETIMEDOUT;
 			goto out;
 		}
-		if ((rc = client_wait(pf, (nfds_t)np, idle_deadline - now,
-				      c->wait_spin_ns)) < 0)
+		/* A rank is gone: what we still wait for may never come (bootstrap.c). */
+		if (c->peer_lost && now >= idle_deadline - idle_ns + CLIENT_PEER_GRACE_NS &&
+		    now >= c->peer_lost_ns + CLIENT_PEER_GRACE_NS) {
+			rc = -ECONNRESET;
+			goto out;
+		}
+		uint64_t wait = idle_deadline - now;
+		if (wait > CLIENT_PEER_GRACE_NS / 4)
+			wait = CLIENT_PEER_GRACE_NS / 4;
+		if ((rc = client_wait_peers(c, pf, (nfds_t)np, wait, c->wait_spin_ns)) < 0)
 			goto out;
 		rc = 0;
 	}

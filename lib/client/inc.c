@@ -55,6 +55,9 @@
 #define INC_REO_MULT_MAX 16
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
+/* Other-block rule of loss detection (struct client_inc): its window is at most
+ * reo << INC_TAIL_SHIFT_MAX (reordering between switch workers: a service time). */
+#define INC_TAIL_SHIFT_MAX 8
 
 /* One in-flight chunk; the table is indexed by slot (g % nslots), so a slot is busy exactly
  * while its chunk waits for a result: that is the self-clocking rule. */
@@ -71,6 +74,7 @@ struct inc_chunk {
 	bool active;
 	bool retx;          /* sent more than once: no RTT sample (Karn) */
 	bool retx_fast;     /* last resend came from loss detection, not the RTO */
+	bool retx_tail;     /* ... by the other-block rule */
 	bool nacked;        /* the switch noticed it misses our contribution: resend now */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
 	uint32_t nfast;     /* resends by loss detection: each one doubles the next wait */
@@ -110,15 +114,32 @@ struct client_inc {
 
 	/* Loss detection (RACK, RFC 8985): a chunk sent before the first send of some chunk
 	 * that has already been answered is lost once it is overdue: answered chunk's RTT +
-	 * reordering window after its own send. Results rarely reorder (every member sends in
-	 * the same order), so the window is small, widened when a resend turns out spurious. */
-	uint64_t rack_seq;    /* first_seq of the latest-sent answered chunk */
-	uint64_t rack_rtt_ns; /* its round trip from that first send */
-	uint64_t rack_rseq;     /* tx_seq of the latest-sent resend answered (resends only) */
-	uint64_t rack_rrtt_ns;  /* its round trip from that resend */
+	 * reordering window after its own send. Order is evidence only where it holds: one
+	 * switch worker serves a slot block (WIRE_SLOT_BLOCK slots) in arrival order and every
+	 * member sends a block's chunks in the same order, but a switch with several workers
+	 * (inca-switch -t N) answers different blocks independently, a worker's answers can
+	 * overtake another's by a whole service time, and the send queue groups packets by
+	 * block. So an answer vouches only for chunks of its own block: rack[b]. The window is
+	 * small (reordering within a block is rare), widened when a resend turns out spurious.
+	 * Other-block rule: a chunk no later answer of its own block vouches for (the block's
+	 * latest-started chunk has none until the block's next round, nslots chunks later; under
+	 * heavy loss the later ones may be lost too) is vouched for by answers of any block
+	 * (rack_all) after their RTT plus reo << tail_shift. tail_shift grows with
+	 * every resend of this rule that the original answered (a result without RETX), however
+	 * late. Without the rule a lost result of a block's last chunk waited for the window to
+	 * drain and for the stall probe or the RTO. */
+	struct inc_rack {
+		uint64_t seq;     /* first_seq of the latest-sent answered chunk */
+		uint64_t rtt_ns;  /* its round trip from that first send */
+		uint64_t rseq;    /* tx_seq of the latest-sent resend answered (resends only) */
+		uint64_t rrtt_ns; /* its round trip from that resend */
+	} *rack, rack_all;    /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up); any block */
+	unsigned nblk;
+	uint64_t rack_gen;      /* bumped whenever some block's evidence moves: rescan */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
 	unsigned nacked;        /* chunks with `nacked` set (repair notices to act on) */
 	unsigned reo_mult, reo_good;
+	unsigned tail_shift, tail_good; /* other-block rule: its window << tail_shift */
 	/* Stall probe (after RFC 8985 §7's tail loss probe): after ~2 SRTT without any answer,
 	 * resend the oldest chunks in flight once (inc_probe), so a stall is repaired in about a
 	 * round trip, not by the RTO. */
@@ -243,6 +264,10 @@ int client_inc_open(struct inca_comm *c)
 	ic->fd = -1;
 	c->inc = ic;
 	ic->chunks = calloc(cfg->nslots, sizeof *ic->chunks);
+	ic->nblk = (cfg->nslots + WIRE_SLOT_BLOCK - 1) / WIRE_SLOT_BLOCK;
+	ic->rack = calloc(ic->nblk, sizeof *ic->rack);
+	if (!ic->rack)
+		return -ENOMEM;
 	ic->probe_data = malloc(INC_PKT_CAP);
 	ic->probe_j = calloc(1, sizeof *ic->probe_j);
 	if (!ic->chunks || !ic->probe_data || !ic->probe_j)
@@ -320,6 +345,7 @@ void client_inc_close(struct inca_comm *c)
 	if (ic->fd >= 0)
 		close(ic->fd);
 	free(ic->chunks);
+	free(ic->rack);
 	wire_mac_free(ic->mac);
 	util_udptx_destroy(ic->txq);
 	util_udprx_destroy(ic->rxb);
@@ -717,30 +743,56 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		rtt_sample(ic, now_ns - ch->sent_ns, now_ns);
 		wnd_on_result(ic, now_ns - ch->sent_ns, ch->tx_seq);
 	}
-	/* An answer vouches for every chunk sent before this chunk's FIRST send: results come
-	 * back in send order, so those should have been answered already. Not for chunks sent
-	 * before a resend: the answer may be to the original (in a tree, typically completed by
-	 * another member's repair), and a whole queued window would be declared lost. */
-	if (ch->first_seq > ic->rack_seq) {
-		ic->rack_seq = ch->first_seq;
-		ic->rack_rtt_ns = now_ns - ch->sent_ns;
+	/* An answer vouches for every chunk of its slot block sent before this chunk's FIRST
+	 * send: a block's results come back in send order, so those should have been answered
+	 * already. Not for chunks sent before a resend: the answer may be to the original (in a
+	 * tree, typically completed by another member's repair), and a whole queued window
+	 * would be declared lost. */
+	struct inc_rack *rk = &ic->rack[pkt.inca.slot / WIRE_SLOT_BLOCK];
+	if (ch->first_seq > rk->seq) {
+		rk->seq = ch->first_seq;
+		rk->rtt_ns = now_ns - ch->sent_ns;
+		ic->rack_gen++;
+	}
+	if (ch->first_seq > ic->rack_all.seq) {
+		ic->rack_all.seq = ch->first_seq;
+		ic->rack_all.rtt_ns = now_ns - ch->sent_ns;
 	}
 	/* A resend answered at least a minimum RTT after it left was most likely answered
 	 * because of it (RFC 8985 §6.2). It vouches for the resends sent before it, which are
 	 * repair requests too (a lost resend is then found a round trip later, not by the RTO),
 	 * but not for first sends: those may wait for a slower peer, a repair does not. */
-	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns && ch->tx_seq > ic->rack_rseq) {
-		ic->rack_rseq = ch->tx_seq;
-		ic->rack_rrtt_ns = now_ns - ch->xmit_ns;
+	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns && ch->tx_seq > rk->rseq) {
+		rk->rseq = ch->tx_seq;
+		rk->rrtt_ns = now_ns - ch->xmit_ns;
+		ic->rack_gen++;
 	}
-	if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
-	    !(pkt.inca.flags & WIRE_F_RETX) && ic->reo_mult < INC_REO_MULT_MAX) {
+	if (ch->retx && ch->retx_fast && ch->retx_tail && !(pkt.inca.flags & WIRE_F_RETX)) {
+		/* A result without RETX is the answer to the original contributions (a result the
+		 * switch re-sends for a duplicate, or one a resend completed, carries RETX): the
+		 * resend was not needed, however late this answer came. */
+		if (ic->tail_shift < INC_TAIL_SHIFT_MAX) {
+			ic->tail_shift++;
+			ic->tail_good = 0;
+		}
+	} else if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
+	    !(pkt.inca.flags & WIRE_F_RETX)) {
 		/* Answered faster than any round trip: the original was answered, the fast
 		 * resend was spurious (results were reordered): widen the reordering window.
-		 * Not if the result carries RETX: a result re-sent for our resend, or a round a
-		 * peer's resend completed just after ours left, says nothing about reordering. */
-		ic->reo_mult++;
-		ic->reo_good = 0;
+		 * Not if the result carries RETX: a result re-sent
+		 * for our resend, or a round a peer's resend completed just after ours left, says
+		 * nothing about reordering. */
+		if (ch->retx_tail && ic->tail_shift < INC_TAIL_SHIFT_MAX) {
+			ic->tail_shift++;
+			ic->tail_good = 0;
+		} else if (!ch->retx_tail && ic->reo_mult < INC_REO_MULT_MAX) {
+			ic->reo_mult++;
+			ic->reo_good = 0;
+		}
+	}
+	if (ic->tail_shift > 0 && ++ic->tail_good >= 4096) {
+		ic->tail_shift--;
+		ic->tail_good = 0;
 	}
 	if (ic->reo_mult > 1 && ++ic->reo_good >= 4096) {
 		ic->reo_mult--; /* reordering seen long ago: narrow the window again */
@@ -852,7 +904,7 @@ static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 	if ((ch->send_data && !ch->src) || (ch->recv_data && !ch->dst))
 		return -EINVAL;
 	ch->ntimeouts = ch->nfast = 0;
-	ch->retx = ch->retx_fast = ch->nacked = false;
+	ch->retx = ch->retx_fast = ch->retx_tail = ch->nacked = false;
 	ch->sent_ns = now_ns;
 	ch->active = true;
 	c->inc->inflight++;
@@ -869,20 +921,25 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	uint64_t reo = reo_wnd_ns(ic);
+	uint64_t tail_wnd = reo;
 	int rc;
 
 	*done = false;
 	ic->rack_timer_ns = 0;
 	for (unsigned s = 0; s < cfg->nslots; s++) {
 		struct inc_chunk *ch = &ic->chunks[s];
+		const struct inc_rack *rk = &ic->rack[s / WIRE_SLOT_BLOCK];
 
 		uint64_t wait;
+		bool tail = false;
 		if (!ch->active)
 			continue;
-		if (ch->tx_seq < ic->rack_seq)
-			wait = ic->rack_rtt_ns + reo;
-		else if (ch->retx && ch->tx_seq < ic->rack_rseq)
-			wait = ic->rack_rrtt_ns + reo;
+		if (ch->tx_seq < rk->seq)
+			wait = rk->rtt_ns + reo;
+		else if (ch->retx && ch->tx_seq < rk->rseq)
+			wait = rk->rrtt_ns + reo;
+		else if (ch->first_seq < ic->rack_all.seq)
+			wait = ic->rack_all.rtt_ns + (tail_wnd << ic->tail_shift), tail = true;
 		else
 			continue;
 		/* A chunk still unanswered after a resend usually waits for another member's
@@ -901,6 +958,7 @@ static int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint6
 		if (ic->srtt_ns > delay_target_ns(ic))
 			wnd_cut(ic, ch->tx_seq, 1.0 - INC_LOSS_MDF);
 		ch->retx_fast = true;
+		ch->retx_tail = tail;
 		ch->nfast++;
 		rc = inc_enqueue(c, j, ch, true, now_ns);
 		if (rc < 0)
@@ -1042,6 +1100,40 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	return inc_enqueue(c, ic->probe_j, &ic->probe_ch, true, now_ns);
 }
 
+/* A peer rank is gone (c->peer_lost). The call can still complete only if every chunk already
+ * has all contributions at the switch, and then the switch holds every result: a surviving
+ * member that completed the call proves that, and the others must complete it too. So: a chunk
+ * this rank has not even sent cannot complete anywhere (fail now); otherwise resend every chunk
+ * in flight every INC_DRAIN_RESEND_NS (the switch answers a complete chunk's duplicate with its
+ * result) and fail after CLIENT_PEER_GRACE_NS without a result. Returns 0 (keep going),
+ * -ECONNRESET, or -errno of a send. */
+#define INC_DRAIN_RESEND_NS (50ull * 1000 * 1000)
+static int inc_drain(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns,
+		     uint64_t *resent_ns)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	struct client_inc *ic = c->inc;
+	uint64_t last = ic->progress_ns > c->peer_lost_ns ? ic->progress_ns : c->peer_lost_ns;
+
+	if (j->next_i < j->nchunks || now_ns >= last + CLIENT_PEER_GRACE_NS)
+		return -ECONNRESET;
+	if (*resent_ns && now_ns < *resent_ns + INC_DRAIN_RESEND_NS)
+		return 0;
+	for (unsigned s = 0; s < cfg->nslots; s++) {
+		struct inc_chunk *ch = &ic->chunks[s];
+		if (!ch->active)
+			continue;
+		if (tx_full(ic))
+			return 0; /* the rest on the next pass */
+		ch->retx_fast = false;
+		int rc = inc_enqueue(c, j, ch, true, now_ns);
+		if (rc < 0)
+			return rc;
+	}
+	*resent_ns = now_ns;
+	return 0;
+}
+
 /* Two limits on sending: the self-clocking rule per slot (chunk g+nslots only after chunk g's
  * result, so every member sends each slot's rounds in order, which is what the switch needs)
  * and the adaptive window (how many chunks are in flight at all). Chunks with answers that
@@ -1059,7 +1151,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	struct inc_job j = { .a = a, .dt = a->dt, .op = a->op, .elem = inca_dtype_size(a->dt) };
-	uint64_t done = 0, rack_scanned = 0, rack_rscanned = 0;
+	uint64_t done = 0, rack_scanned = 0, drain_ns = 0;
 	const bool tlp_ok = ic->have_rtt;
 	int rc;
 
@@ -1097,6 +1189,13 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		bool scanned;
 		long got;
 
+		/* 0. A peer rank is gone: complete only what the switch can still answer. */
+		if (c->peer_lost) {
+			rc = inc_drain(c, &j, now, &drain_ns);
+			if (rc < 0)
+				return inc_fail(c, rc);
+		}
+
 		/* 1. Repair notices from the switch, then loss detection when an answer moved
 		 * the send time it vouches for. */
 		if (ic->nacked) {
@@ -1104,13 +1203,12 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			if (rc < 0)
 				return inc_fail(c, rc);
 		}
-		if (ic->rack_seq > rack_scanned || ic->rack_rseq > rack_rscanned ||
-		    (ic->rack_timer_ns && now >= ic->rack_timer_ns)) {
+		if (ic->rack_gen > rack_scanned || (ic->rack_timer_ns && now >= ic->rack_timer_ns)) {
 			rc = inc_detect_losses(c, &j, now, &scanned);
 			if (rc < 0)
 				return inc_fail(c, rc);
 			if (scanned)
-				rack_scanned = ic->rack_seq, rack_rscanned = ic->rack_rseq;
+				rack_scanned = ic->rack_gen;
 		}
 
 		/* 2. Silence: first the stall probe, then the RTO. A full queue postpones
@@ -1132,11 +1230,13 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		}
 		if (probe && probe_at < next_deadline)
 			next_deadline = probe_at;
+		if (c->peer_lost && drain_ns + INC_DRAIN_RESEND_NS < next_deadline)
+			next_deadline = drain_ns + INC_DRAIN_RESEND_NS;
 		if (ic->rack_timer_ns && ic->rack_timer_ns < next_deadline)
 			next_deadline = ic->rack_timer_ns;
 
 		/* 3. New chunks, in order, as far as the window and the slots allow. */
-		while (inc_can_start(ic, cfg, &j) && !tx_full(ic)) {
+		while (!c->peer_lost && inc_can_start(ic, cfg, &j) && !tx_full(ic)) {
 			rc = inc_start(c, &j, now);
 			if (rc < 0)
 				return inc_fail(c, rc);
@@ -1160,9 +1260,10 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		/* Work left that an empty queue allows: go round again at once instead. */
 		bool more = !tx_pending(ic) &&
 			    (inc_can_start(ic, cfg, &j) || ic->nacked ||
-			     ic->rack_seq > rack_scanned || ic->rack_rseq > rack_rscanned);
+			     ic->rack_gen > rack_scanned);
 		if (wait_ns && !more) {
-			rc = client_wait(&pf, 1, wait_ns, c->wait_spin_ns);
+			/* The peers' TCP connections too: a dead rank is noticed at once. */
+			rc = client_wait_peers(c, &pf, 1, wait_ns, c->wait_spin_ns);
 			if (rc < 0)
 				return inc_fail(c, rc);
 		}

@@ -127,6 +127,8 @@ static int ring_run(struct inca_comm *c, struct ring_job *j)
 				send_wait = true;
 				break;
 			}
+			if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+				client_peer_note_lost(c, "ring send failed");
 			return n < 0 ? -errno : -EIO;
 		}
 
@@ -178,8 +180,10 @@ static int ring_run(struct inca_comm *c, struct ring_job *j)
 				progress = true;
 				continue;
 			}
-			if (n == 0)
+			if (n == 0) {
+				client_peer_note_lost(c, "ring connection closed");
 				return -ECONNRESET;
+			}
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -205,7 +209,14 @@ static int ring_run(struct inca_comm *c, struct ring_job *j)
 		uint64_t now = util_now_ns();
 		if (now >= idle_deadline)
 			return -ETIMEDOUT;
-		int rc = client_wait(pf, np, idle_deadline - now, c->wait_spin_ns);
+		/* A rank is gone: what we still wait for may never come (bootstrap.c). */
+		if (c->peer_lost && now >= idle_deadline - idle_ns + CLIENT_PEER_GRACE_NS &&
+		    now >= c->peer_lost_ns + CLIENT_PEER_GRACE_NS)
+			return -ECONNRESET;
+		uint64_t wait = idle_deadline - now;
+		if (wait > CLIENT_PEER_GRACE_NS / 4)
+			wait = CLIENT_PEER_GRACE_NS / 4;
+		int rc = client_wait_peers(c, pf, np, wait, c->wait_spin_ns);
 		if (rc < 0)
 			return rc;
 	}
