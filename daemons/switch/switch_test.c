@@ -248,7 +248,8 @@ static struct wire_ipinfo ipinfo(const struct sockaddr_in *src, const struct soc
 
 static int32_t value(const struct member *m, uint16_t slot, uint32_t round, int i)
 {
-	return (int32_t)(m->bfr * 1000 + slot * 10 + i + (int32_t)round * 100000);
+	/* unsigned arithmetic: large rounds wrap like the switch's int32 sums (no overflow) */
+	return (int32_t)((uint32_t)m->bfr * 1000u + slot * 10u + (uint32_t)i + round * 100000u);
 }
 
 /* A contribution of member m for (slot, round), encoded into buf. */
@@ -363,9 +364,11 @@ static uint16_t expect_result(struct member *m, struct member *const *all, int n
 	CHECK_EQ(p.data_len, COUNT * 4);
 	CHECK(wire_bier_test(p.inca.bits, 8, wire_bier_bp(m->bfr, 64, 0)));
 	for (int i = 0; i < COUNT; i++) {
-		int32_t want = 0, got;
+		int32_t want, got;
+		uint32_t sum = 0;
 		for (int k = 0; k < nall; k++)
-			want += value(all[k], p.inca.slot, p.inca.round, i);
+			sum += (uint32_t)value(all[k], p.inca.slot, p.inca.round, i);
+		want = (int32_t)sum;
 		memcpy(&got, p.data + 4 * i, 4);
 		if (got != want)
 			die("member %u slot %u round %u elem %d: got %d want %d", m->bfr,
@@ -789,9 +792,11 @@ static void collect_lossy(struct member *m, struct member *const *all, int nall,
 		}
 		CHECK(p.inca.flags & WIRE_F_RESULT);
 		for (int i = 0; i < COUNT; i++) {
-			int32_t want = 0, v;
+			int32_t want, v;
+			uint32_t sum = 0;
 			for (int k = 0; k < nall; k++)
-				want += value(all[k], p.inca.slot, p.inca.round, i);
+				sum += (uint32_t)value(all[k], p.inca.slot, p.inca.round, i);
+			want = (int32_t)sum;
 			memcpy(&v, p.data + 4 * i, 4);
 			if (v != want)
 				die("lossy: member %u slot %u round %u elem %d: got %d want %d", m->bfr,

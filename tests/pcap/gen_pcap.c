@@ -244,6 +244,7 @@ int main(int argc, char **argv)
 	struct wire_ipinfo ip = { 0xC6120001u, 0xC6120002u, 51000, 4791, 0, false };
 	emit(&g, &p, &ip);
 
+	wire_mac_free(g.mac);
 	if (fclose(g.pcap) || fclose(g.tsv)) {
 		perror("gen_pcap: write");
 		return 1;
