@@ -259,7 +259,9 @@ try:
     if os.path.exists(am_ready):
         os.unlink(am_ready)
     am = start_am()
-    check(stub.GetStats(pb.Empty(), timeout=5).recovered_groups == 1, "group recovered")
+    # the channel's connection died with the old AM: wait for the reconnect, not UNAVAILABLE
+    check(stub.GetStats(pb.Empty(), timeout=5, wait_for_ready=True).recovered_groups == 1,
+          "group recovered")
     for q in events:
         while not q.empty():
             q.get()
