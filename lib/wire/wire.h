@@ -182,8 +182,6 @@ struct wire_pkt {
 	uint32_t icrc; /* as carried (decode) */
 };
 
-/* Most segments an INCA sender puts in one UDP GSO send (the kernel allows 64 or more). */
-#define WIRE_GSO_MAX_SEGS 64
 /* Slots are grouped in aligned blocks of this many (block = slot / WIRE_SLOT_BLOCK). A switch
  * gives each of its worker threads whole blocks, and the kernel hands a GRO buffer to one
  * worker: so a sender never puts packets of two blocks into one GSO send (the tag of
