@@ -149,14 +149,7 @@ static void restamp(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_i
 	(void)src_ip_be;
 	struct wire_ipinfo ip = { .src_ip = mb->ip, .dst_ip = ntohl(to->sin_addr.s_addr),
 				  .src_port = 4791, .dst_port = ntohs(to->sin_port), .ip_id = 0 };
-	if (len < WIRE_ICRC_LEN)
-		return;
-	uint32_t crc = wire_icrc(&ip, pkt, len);
-	uint8_t *c = pkt + len - WIRE_ICRC_LEN;
-	c[0] = (uint8_t)crc;
-	c[1] = (uint8_t)(crc >> 8);
-	c[2] = (uint8_t)(crc >> 16);
-	c[3] = (uint8_t)(crc >> 24);
+	(void)wire_set_icrc(pkt, len, &ip); /* -EINVAL only for a packet shorter than an ICRC */
 }
 
 static void flush_member(struct member *mb)

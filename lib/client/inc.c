@@ -209,16 +209,11 @@ static void inc_reid(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_
 {
 	const struct client_inc *ic = arg;
 	struct wire_ipinfo ip = ic->tx_ip;
-	uint32_t icrc;
 
 	(void)to;
 	(void)src_ip_be;
-	if (len < WIRE_ICRC_LEN)
-		return;
 	ip.ip_id = 0;
-	icrc = wire_icrc(&ip, pkt, len);
-	for (unsigned b = 0; b < 4; b++) /* the ICRC is little-endian on the wire */
-		pkt[len - 4 + b] = (uint8_t)(icrc >> (8 * b));
+	(void)wire_set_icrc(pkt, len, &ip); /* -EINVAL only for a packet shorter than an ICRC */
 }
 
 void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out)
