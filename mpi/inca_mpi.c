@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -833,54 +834,102 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 	return PMPI_Bcast(buffer, count, datatype, root, comm);
 }
 
+/* How a data-movement collective uses its two buffers (MPI's rules): whether each side holds
+ * one block or one per rank, and whether it is significant at the root only. impi_move derives
+ * the block size, MPI_IN_PLACE, packing and unpacking from this. */
+struct impi_move {
+	enum inca_coll coll;
+	const char *name;
+	bool send_per_rank, recv_per_rank;
+	bool send_at_root, recv_at_root; /* significant at the root only */
+};
+
+static const struct impi_move IMPI_ALLGATHER = { INCA_COLL_ALLGATHER, "MPI_Allgather", false,
+						 true, false, false };
+static const struct impi_move IMPI_GATHER = { INCA_COLL_GATHER, "MPI_Gather", false, true,
+					      false, true };
+static const struct impi_move IMPI_SCATTER = { INCA_COLL_SCATTER, "MPI_Scatter", true, false,
+					       true, false };
+static const struct impi_move IMPI_ALLTOALL = { INCA_COLL_ALLTOALL, "MPI_Alltoall", true, true,
+						false, false };
+
+/* Serve a data-movement collective through INCA (1) or leave it to PMPI (0). Buffers that are
+ * not contiguous are packed into (and unpacked from) temporary buffers; the block size comes
+ * from a side significant on every rank, so every rank takes the same decision. */
+static int impi_move(MPI_Comm comm, const struct impi_move *mv, const void *sendbuf, int scount,
+		     MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root)
+{
+	struct impi_span bs, ss, rs;
+	struct inca_comm *ic;
+	int rank = 0;
+
+	PMPI_Comm_rank(comm, &rank);
+	bool s_in_place = sendbuf == MPI_IN_PLACE, r_in_place = recvbuf == MPI_IN_PLACE;
+	bool s_sig = !mv->send_at_root || rank == root, r_sig = !mv->recv_at_root || rank == root;
+	/* The side every rank has: the receive side unless it is the root's in-place one. */
+	bool from_recv = mv->recv_at_root ? s_in_place : !r_in_place;
+	int cnt = from_recv ? rcount : scount;
+
+	impi_layout(from_recv ? rtype : stype, cnt, &bs);
+	if (cnt < 0 || !(ic = impi_get(comm)))
+		return 0;
+	size_t n = (size_t)inca_comm_size(ic), b = bs.bytes;
+	size_t sn = mv->send_per_rank ? n : 1, rn = mv->recv_per_rank ? n : 1;
+	char *r = NULL, *rtmp = NULL, *stmp = NULL;
+	const void *s = NULL;
+	MPI_Aint lb, ext;
+	if (b * n > IMPI_MAX_BYTES)
+		return 0;
+	if (r_sig && r_in_place) {
+		r = rtmp = impi_malloc(comm, b * rn); /* the root keeps its block in sendbuf */
+	} else if (r_sig) {
+		impi_layout(rtype, rcount, &rs);
+		r = rs.contig ? (char *)recvbuf + rs.off : (rtmp = impi_malloc(comm, b * rn));
+	}
+	if (s_sig && s_in_place && !mv->send_per_rank) {
+		/* The own block is already in recvbuf: the input of libinca's in-place form. */
+		PMPI_Type_get_extent(rtype, &lb, &ext);
+		if (rtmp)
+			impi_pack(comm, (char *)recvbuf + (MPI_Aint)rank * rcount * ext, rcount,
+				  rtype, rtmp + (size_t)rank * b, b);
+		s = r;
+	} else if (s_sig && s_in_place) {
+		/* The input is recvbuf: copy it aside (libinca moves per-rank blocks out of
+		 * place). */
+		s = stmp = impi_malloc(comm, b * sn);
+		if (rtmp)
+			impi_pack(comm, recvbuf, rcount * (int)rn, rtype, stmp, b * sn);
+		else
+			memcpy(stmp, r, b * sn);
+	} else if (s_sig) {
+		impi_layout(stype, scount, &ss);
+		if (ss.bytes != b) {
+			char what[64];
+			snprintf(what, sizeof what, "%s (send and receive sizes differ)", mv->name);
+			impi_fatal(comm, what, -EINVAL);
+		}
+		if (ss.contig) {
+			s = (const char *)sendbuf + ss.off;
+		} else {
+			s = stmp = impi_malloc(comm, b * sn);
+			impi_pack(comm, sendbuf, scount * (int)sn, stype, stmp, b * sn);
+		}
+	}
+	struct inca_coll_args a = impi_args(mv->coll, s, r, b, INCA_UINT8, INCA_SUM, root);
+	int served = impi_run(comm, ic, &a);
+	if (served && rtmp && !r_in_place)
+		impi_unpack(comm, rtmp, b * rn, recvbuf, rcount * (int)rn, rtype);
+	free(rtmp);
+	free(stmp);
+	return served;
+}
+
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 		  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-
-	/* The block size comes from the receive side, significant on every rank. */
-	impi_layout(recvtype, recvcount, &rs);
-	if (recvcount >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
-		int rank = inca_comm_rank(ic);
-		MPI_Aint lb, ext;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		PMPI_Type_get_extent(recvtype, &lb, &ext);
-		char *r = (char *)recvbuf + rs.off, *tmp = NULL;
-		const void *s;
-		/* Receive side: contiguous over all n blocks, else a temporary buffer. */
-		if (!rs.contig)
-			r = tmp = impi_malloc(comm, b * n);
-		if (sendbuf == MPI_IN_PLACE) {
-			if (tmp)
-				impi_pack(comm, (char *)recvbuf + (MPI_Aint)rank * recvcount * ext,
-					  recvcount, recvtype, tmp + (size_t)rank * b, b);
-			s = r; /* own block already in place */
-		} else {
-			impi_layout(sendtype, sendcount, &ss);
-			if (ss.bytes != b)
-				impi_fatal(comm, "MPI_Allgather (send and receive sizes differ)",
-					   -EINVAL);
-			if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				impi_pack(comm, sendbuf, sendcount, sendtype,
-					  r + (size_t)rank * b, b);
-				s = r;
-			}
-		}
-		struct inca_coll_args a = impi_args(INCA_COLL_ALLGATHER, s, r, b, INCA_UINT8,
-						    INCA_SUM, 0);
-		int served = impi_run(comm, ic, &a);
-		if (served && tmp)
-			impi_unpack(comm, tmp, b * n, recvbuf, recvcount * (int)n, recvtype);
-		free(tmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, 0))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_ALLGATHER);
 	return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -888,57 +937,9 @@ pmpi:
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 	       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-	int rank = 0;
-
-	/* Block size: the send side on every rank but an in-place root, which has only the
-	 * receive side (equal by MPI's type-matching rule). */
-	PMPI_Comm_rank(comm, &rank);
-	int cnt = sendbuf == MPI_IN_PLACE ? recvcount : sendcount;
-	impi_layout(sendbuf == MPI_IN_PLACE ? recvtype : sendtype, cnt, &ss);
-	if (cnt >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = ss.bytes;
-		char *r = NULL, *tmp = NULL, *stmp = NULL;
-		const void *s;
-		MPI_Aint lb, ext;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		if (rank == root) {
-			impi_layout(recvtype, recvcount, &rs);
-			PMPI_Type_get_extent(recvtype, &lb, &ext);
-			r = (char *)recvbuf + rs.off;
-			if (!rs.contig)
-				r = tmp = impi_malloc(comm, b * n);
-			if (sendbuf == MPI_IN_PLACE) {
-				if (tmp)
-					impi_pack(comm,
-						  (char *)recvbuf + (MPI_Aint)rank * recvcount * ext,
-						  recvcount, recvtype, tmp + (size_t)rank * b, b);
-				s = r;
-			} else if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				impi_pack(comm, sendbuf, sendcount, sendtype, r + (size_t)rank * b, b);
-				s = r;
-			}
-		} else if (ss.contig) {
-			s = (const char *)sendbuf + ss.off;
-		} else {
-			s = stmp = impi_malloc(comm, b);
-			impi_pack(comm, sendbuf, sendcount, sendtype, stmp, b);
-		}
-		struct inca_coll_args a = impi_args(INCA_COLL_GATHER, s, r, b, INCA_UINT8, INCA_SUM,
-						    root);
-		int served = impi_run(comm, ic, &a);
-		if (served && tmp)
-			impi_unpack(comm, tmp, b * n, recvbuf, recvcount * (int)n, recvtype);
-		free(tmp);
-		free(stmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, root))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_GATHER);
 	return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
@@ -946,44 +947,9 @@ pmpi:
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 		int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-	int rank = 0;
-
-	/* Block size: the receive side everywhere but an in-place root (send side there). */
-	PMPI_Comm_rank(comm, &rank);
-	int cnt = recvbuf == MPI_IN_PLACE ? sendcount : recvcount;
-	impi_layout(recvbuf == MPI_IN_PLACE ? sendtype : recvtype, cnt, &rs);
-	if (cnt >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
-		char *r, *rtmp = NULL, *stmp = NULL;
-		const void *s = NULL;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		if (rank == root) {
-			impi_layout(sendtype, sendcount, &ss);
-			if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				s = stmp = impi_malloc(comm, b * n);
-				impi_pack(comm, sendbuf, sendcount * (int)n, sendtype, stmp, b * n);
-			}
-		}
-		if (recvbuf == MPI_IN_PLACE || !rs.contig)
-			r = rtmp = impi_malloc(comm, b); /* in place: the root's block is discarded */
-		else
-			r = (char *)recvbuf + rs.off;
-		struct inca_coll_args a = impi_args(INCA_COLL_SCATTER, s, r, b, INCA_UINT8, INCA_SUM,
-						    root);
-		int served = impi_run(comm, ic, &a);
-		if (served && rtmp && recvbuf != MPI_IN_PLACE)
-			impi_unpack(comm, rtmp, b, recvbuf, recvcount, recvtype);
-		free(rtmp);
-		free(stmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, root))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_SCATTER);
 	return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
@@ -991,48 +957,9 @@ pmpi:
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 		 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-
-	impi_layout(recvtype, recvcount, &rs);
-	if (recvcount >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
-		char *r, *rtmp = NULL, *stmp = NULL;
-		const void *s;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		r = rs.contig ? (char *)recvbuf + rs.off : (rtmp = impi_malloc(comm, b * n));
-		if (sendbuf == MPI_IN_PLACE) {
-			/* The input is recvbuf (with recvtype): take a copy, libinca has no
-			 * in-place AllToAll. */
-			s = stmp = impi_malloc(comm, b * n);
-			if (rs.contig)
-				memcpy(stmp, r, b * n);
-			else
-				impi_pack(comm, recvbuf, recvcount * (int)n, recvtype, stmp, b * n);
-		} else {
-			impi_layout(sendtype, sendcount, &ss);
-			if (ss.bytes != b)
-				impi_fatal(comm, "MPI_Alltoall (send and receive sizes differ)",
-					   -EINVAL);
-			if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				s = stmp = impi_malloc(comm, b * n);
-				impi_pack(comm, sendbuf, sendcount * (int)n, sendtype, stmp, b * n);
-			}
-		}
-		struct inca_coll_args a = impi_args(INCA_COLL_ALLTOALL, s, r, b, INCA_UINT8, INCA_SUM,
-						    0);
-		int served = impi_run(comm, ic, &a);
-		if (served && rtmp)
-			impi_unpack(comm, rtmp, b * n, recvbuf, recvcount * (int)n, recvtype);
-		free(rtmp);
-		free(stmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, 0))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_ALLTOALL);
 	return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
