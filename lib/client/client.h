@@ -190,6 +190,14 @@ int client_am_tree_current(struct inca_comm *c);
 
 /* ---- coll.c (issue 4): collective dispatch. The host algorithms it calls are in host_coll.c
  * and the AM failure report in am.c (weak fallbacks in coll.c keep the library linkable). */
+/* What each collective is, in enum inca_coll order (coll.c). */
+struct client_coll_info {
+	const char *name;  /* inca_coll_name */
+	bool reduces;      /* takes a reduction op */
+	bool rooted;       /* has a root */
+	bool offload;      /* has an INC (in-network) path */
+};
+extern const struct client_coll_info client_coll_info[INCA_COLL_COUNT];
 struct client_coll;
 int client_coll_init(struct inca_comm *c);
 void client_coll_free(struct inca_comm *c);
