@@ -1062,6 +1062,31 @@ static bool agg__sender_ok(const struct agg_tree *t, const struct wire_pkt *p, u
 	return true;
 }
 
+/* Duplicates of a version still waiting (collecting, or sent up): they come in waves, one per
+ * retransmission timeout of the members below. A duplicate whose sender has not asked in the
+ * current wave only joins it (true: ignore it); one that asks again, or the first of a wave
+ * (none yet, and no wave pending), starts a new wave with its P-BM as the askers (false: act on
+ * it). */
+static bool agg__wave_join(struct agg_tree *t, struct agg__ver *v, const uint8_t *pbm, size_t nw,
+			   size_t len, bool pending)
+{
+	uint8_t *req = agg__req(t, v);
+	uint64_t again = 0, any = pending;
+
+	for (size_t w = 0; w < nw; w++) {
+		uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
+		again |= x & r0;
+		any |= r0;
+	}
+	if (any && !again) {
+		for (size_t w = 0; w < nw; w++)
+			agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+		return true;
+	}
+	memcpy(req, pbm, len);
+	return false;
+}
+
 static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt *p,
 				      uint32_t ingress, struct agg__out *o)
 {
@@ -1139,19 +1164,8 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				 * time out at about the same moment, and each copy sent up would bring
 				 * the whole sub-tree's result back down. Another member's duplicate
 				 * only joins the wave; a member asking again starts a new one. */
-				uint8_t *req = agg__req(t, v);
-				uint64_t again = 0, any = v->wave;
-				for (size_t w = 0; w < nw; w++) {
-					uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
-					again |= x & r0;
-					any |= r0;
-				}
-				if (any && !again) {
-					for (size_t w = 0; w < nw; w++)
-						agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+				if (agg__wave_join(t, v, pbm, nw, len, v->wave != 0))
 					return AGG_DUP_IGNORED;
-				}
-				memcpy(req, pbm, len);
 				v->wave = 0;
 				if (agg__send_up(t, o, v, p->inca.slot))
 					t->st.results_resent++;
@@ -1163,19 +1177,8 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				 * again starts a new wave), as for UP_SENT above. The duplicate got
 				 * no answer: it earns its sender a re-send credit. */
 				agg__rearn(t, low_bp);
-				uint8_t *req = agg__req(t, v);
-				uint64_t again = 0, any = 0;
-				for (size_t w = 0; w < nw; w++) {
-					uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
-					again |= x & r0;
-					any |= r0;
-				}
-				if (any && !again) {
-					for (size_t w = 0; w < nw; w++)
-						agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+				if (agg__wave_join(t, v, pbm, nw, len, false))
 					return AGG_DUP_IGNORED;
-				}
-				memcpy(req, pbm, len);
 				agg__unlist(t, v);
 				if (v->cand != AGG__CAND_FAR)
 					agg__notice(t, o, v, t->abm);
