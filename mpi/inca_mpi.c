@@ -4,11 +4,9 @@
  * first use and cached in an MPI attribute whose delete callback destroys it. docs/mpi.md. */
 #include <mpi.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -17,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -344,53 +341,35 @@ static void impi_log(void *ctx, int level, const char *msg)
 	impi_say("libinca: %s", msg);
 }
 
-/* Rank 0 of the communicator picks a free TCP port for the libinca rendezvous. */
-static int impi_free_port(const char *ip)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof sa;
-	int fd, port = -1;
-
-	if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
-		return -1;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
 /* Collective over comm (every rank of it calls the same MPI collective, so every rank gets
  * here together). Every rank ends with an INCA communicator or none: the outcome is agreed. */
 static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_world)
 {
-	struct {
-		char boot[80];
-		char group[64];
-	} info;
-	char data[96];
+	char group[64] = "", data[96];
+	uint8_t handle[INCA_PEER_HANDLE_BYTES] = { 0 };
+	uint8_t *peers = impi_malloc(comm, (size_t)size * INCA_PEER_HANDLE_BYTES);
+	struct inca_peer_listener *l = NULL;
 	struct inca_comm_opts o;
 	struct inca_comm *ic = NULL;
 	int rc, ok, all = 0;
 
-	memset(&info, 0, sizeof info);
 	if (rank == 0) {
-		int port = impi_free_port(g.host_ip);
-		if (port > 0)
-			snprintf(info.boot, sizeof info.boot, "%s:%d", g.host_ip, port);
 		pthread_mutex_lock(&g.mu);
-		snprintf(info.group, sizeof info.group, "mpi-%d-%u", g.world_rank, ++g.group_seq);
+		snprintf(group, sizeof group, "mpi-%d-%u", g.world_rank, ++g.group_seq);
 		pthread_mutex_unlock(&g.mu);
 	}
-	PMPI_Bcast(&info, (int)sizeof info, MPI_BYTE, 0, comm);
+	PMPI_Bcast(group, (int)sizeof group, MPI_CHAR, 0, comm);
+	/* libinca's external bootstrap: every rank's listener handle, gathered by MPI. A rank
+	 * without a listener contributes zeros, which every rank's create then refuses. */
+	rc = inca_peer_listen(g.host_ip, &l, handle);
+	PMPI_Allgather(handle, INCA_PEER_HANDLE_BYTES, MPI_BYTE, peers, INCA_PEER_HANDLE_BYTES,
+		       MPI_BYTE, comm);
 
 	memset(&o, 0, sizeof o);
 	o.rank = rank;
 	o.size = size;
-	o.bootstrap_addr = info.boot;
+	o.peer_table = peers;
+	o.peer_listener = l;
 	o.host_ip = g.host_ip;
 	o.timeout_ms = g.timeout_ms;
 	/* floating-point sums through INCA: at least the same bits on every run */
@@ -404,7 +383,7 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 		o.am_addr = g.am_addr;
 		o.job_id = g.job_id;
 		o.job_credential = g.cred;
-		o.group_name = info.group;
+		o.group_name = group;
 		o.am_timeout_ms = g.timeout_ms < 10000 ? g.timeout_ms : 10000;
 	} else if (g.switch_addr[0] && is_world) {
 		/* Standalone switch: one tree, configured for MPI_COMM_WORLD (docs/mpi.md). */
@@ -415,7 +394,9 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 			snprintf(data, sizeof data, "%s:%d", g.host_ip, g.data_port_base + rank);
 	}
 	o.data_addr = data;
-	rc = info.boot[0] ? inca_comm_create(&o, &ic) : -EADDRNOTAVAIL;
+	if (rc == 0)
+		rc = inca_comm_create(&o, &ic);
+	free(peers);
 	ok = rc == 0;
 	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
 	if (!all) {
@@ -430,12 +411,12 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 		struct inca_am_info ai;
 		if (inca_comm_am_info(ic, &ai) == 0 && ai.inc_enabled)
 			impi_say("communicator %s (size %d): AM group %" PRIu64 ", INC on tree %u",
-				 info.group, size, ai.group_id, (unsigned)ai.tree_id);
+				 group, size, ai.group_id, (unsigned)ai.tree_id);
 		else if (inca_comm_am_info(ic, &ai) == 0)
 			impi_say("communicator %s (size %d): AM group %" PRIu64 ", host only: %s",
-				 info.group, size, ai.group_id, ai.reason);
+				 group, size, ai.group_id, ai.reason);
 		else
-			impi_say("communicator %s (size %d): no AM, %s", info.group, size,
+			impi_say("communicator %s (size %d): no AM, %s", group, size,
 				 g.switch_addr[0] && is_world ? "standalone switch" : "host only");
 	}
 	return ic;

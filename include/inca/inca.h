@@ -155,8 +155,27 @@ struct inca_comm_opts {
 	const uint8_t *auth_key; /* INCA_AUTH_KEY_BYTES bytes; NULL: INCA_AUTH_KEY or none */
 	uint32_t auth_key_id;    /* carried in every packet; must match the switch's tree */
 	int no_auth;
+
+	/* ---- External bootstrap (inca_peer_listen below): appended fields. The table of every
+	 * rank's peer handle, in rank order (size * INCA_PEER_HANDLE_BYTES bytes), exchanged by
+	 * the caller, and this rank's listener; bootstrap_addr must then be NULL. */
+	const uint8_t *peer_table;
+	struct inca_peer_listener *peer_listener; /* always consumed by inca_comm_create */
 };
 #define INCA_AUTH_KEY_BYTES 32
+
+/* External bootstrap, for frameworks that already exchange data among their ranks (MPI,
+ * torch.distributed stores, NCCL's handle exchange) instead of INCA's rendezvous at rank 0:
+ * every rank opens its host-path listener with inca_peer_listen (on host_ip, NULL:
+ * 127.0.0.1), which fills an opaque handle; the caller gathers the handles of all ranks in
+ * rank order and passes the table and the rank's own listener to inca_comm_create
+ * (opts.peer_table, opts.peer_listener). inca_comm_create takes the listener over, also when
+ * it fails; inca_peer_listener_close frees one that is not used. 0 or -errno. */
+#define INCA_PEER_HANDLE_BYTES 32
+struct inca_peer_listener;
+int inca_peer_listen(const char *host_ip, struct inca_peer_listener **out,
+		     uint8_t handle[INCA_PEER_HANDLE_BYTES]);
+void inca_peer_listener_close(struct inca_peer_listener *l);
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or
  * timeout_ms passes. Returns 0 and an owned communicator in *out, or -errno:

@@ -28,6 +28,7 @@ struct client_cfg {
 	int rank, size;
 	bool have_bootstrap;
 	struct sockaddr_in bootstrap_sa;
+	bool have_peers; /* external bootstrap: inca_comm_opts.peer_table */
 	struct in_addr host_ip;
 
 	uint64_t busy_poll_ns; /* waits poll this long before sleeping (INCA_BUSY_POLL_US) */
@@ -68,6 +69,10 @@ struct inca_comm {
 	 * -1 when size == 1. Once a ring operation fails midway the byte streams are out of
 	 * step, so the ring is marked broken and every later host-path call fails -EIO. */
 	int ring_send_fd, ring_recv_fd;
+	/* External bootstrap, while inca_comm_create runs: the caller's handle table (borrowed)
+	 * and this rank's listener (owned; its socket moves to the bootstrap). */
+	const uint8_t *boot_peers;
+	struct inca_peer_listener *boot_listener;
 	bool ring_broken;
 	uint8_t *ring_tmp; /* staging buffer for reduce steps, CLIENT_RING_TMP_BYTES */
 	uint64_t coll_seq; /* collectives issued so far; checked across ranks by the ring */

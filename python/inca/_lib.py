@@ -28,6 +28,9 @@ INCA_ALGO_COUNT = 9
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 
 
+PEER_HANDLE_BYTES = 32  # INCA_PEER_HANDLE_BYTES
+
+
 class CommOpts(ctypes.Structure):
     """struct inca_comm_opts."""
     _fields_ = [
@@ -71,6 +74,9 @@ class CommOpts(ctypes.Structure):
         ("auth_key", ctypes.c_char_p),  # 32 bytes
         ("auth_key_id", ctypes.c_uint32),
         ("no_auth", ctypes.c_int),
+        # external bootstrap (inca_peer_listen)
+        ("peer_table", ctypes.c_char_p),  # size * PEER_HANDLE_BYTES
+        ("peer_listener", ctypes.c_void_p),
     ]
 
 
@@ -191,7 +197,7 @@ def _declare(lib):
         "inca_comm_am_info": (c_int, [comm_p, ctypes.POINTER(AmInfo)]),
         "inca_comm_get_io_stats": (c_int, [comm_p, ctypes.POINTER(IoStats), c_size_t]),
         "inca_comm_get_auth_stats": (c_int, [comm_p, ctypes.POINTER(AuthStats), c_size_t]),
-        # issue 4 (may be missing from an older library: declared only when present)
+        # may be missing from an older library: declared only when present
         "inca_coll": (c_int, [comm_p, ctypes.POINTER(CollArgs)]),
         "inca_bcast": (c_int, [comm_p, c_void_p, c_size_t, c_int, c_int]),
         "inca_allgather": (c_int, [comm_p, c_void_p, c_void_p, c_size_t, c_int]),
@@ -203,6 +209,8 @@ def _declare(lib):
                                     ctypes.POINTER(c_void_p)]),
         "inca_test": (c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(c_int)]),
         "inca_wait": (c_int, [ctypes.POINTER(c_void_p)]),
+        "inca_peer_listen": (c_int, [c_char_p, ctypes.POINTER(c_void_p), c_char_p]),
+        "inca_peer_listener_close": (None, [c_void_p]),
     }
     have = set()
     for name, (res, args) in protos.items():
