@@ -48,7 +48,7 @@ enum inca_algo {
 	INCA_ALGO_AUTO = 0, /* INC when the communicator has a switch, else ring */
 	INCA_ALGO_INC = 1,  /* in-network aggregation through the switch */
 	INCA_ALGO_RING = 2, /* host-based ring over TCP between the ranks */
-	/* issue 4: further host algorithms (appended; each collective accepts the ones that
+	/* further host algorithms (each collective accepts the ones that
 	 * apply to it, see inca_coll_algo_valid) */
 	INCA_ALGO_RECDBL = 3,      /* recursive doubling (AllReduce, AllGather, Barrier) */
 	INCA_ALGO_RABENSEIFNER = 4,/* reduce-scatter + allgather by recursive halving (AllReduce) */
@@ -118,7 +118,7 @@ struct inca_comm_opts {
 	void *log_ctx;
 	int log_level; /* messages at or below this level go to log_fn */
 
-	/* ---- Aggregation Manager (issue 3, docs/am.md): appended fields. With am_addr set the
+	/* ---- Aggregation Manager (docs/am.md): appended fields. With am_addr set the
 	 * rank joins a group through inca-am instead of using switch_addr/tree_id/key/...: the
 	 * AM assigns the tree, BFR-id, key, slots and MTU. If the AM answers HOST_FALLBACK (or
 	 * no verdict comes within am_timeout_ms) the communicator runs on the host ring only.
@@ -248,7 +248,7 @@ struct inca_auth_stats {
 int inca_comm_get_auth_stats(const struct inca_comm *comm, struct inca_auth_stats *out,
 			     size_t out_size);
 
-/* ---- Aggregation Manager (issue 3): additions ---------------------------------------- */
+/* ---- Aggregation Manager ---------------------------------------------------------------- */
 
 /* The communicator's view of its AM group (only for communicators created with am_addr). */
 struct inca_am_info {
@@ -264,7 +264,7 @@ struct inca_am_info {
  * Cheap (one mutex); call from the communicator's thread. */
 int inca_comm_am_info(const struct inca_comm *comm, struct inca_am_info *out);
 
-/* ---- Collectives (issue 4, docs/collectives.md): additions --------------------------------
+/* ---- Collectives (docs/collectives.md) --------------------------------------------------
  * The nine collectives of draft-liu-nfsv4-rocev2 §1. Every rank of the communicator calls the
  * same collective with the same count, dtype, op, root and algo, in the same order. Counts are
  * in elements of dt. Data-movement collectives (Broadcast, AllGather, AllToAll, Gather,

@@ -87,7 +87,7 @@ struct client_am {
 
 	uint32_t applied_gen; /* caller thread: generation in c->cfg / c->inc */
 
-	/* ReportFailure (issue 4), caller thread only: at most one call in flight on its own
+	/* ReportFailure, caller thread only: at most one call in flight on its own
 	 * queue, started without waiting and reaped later, so a failed collective's host-path
 	 * completion never waits for the AM. */
 	grpc_completion_queue *rcq;

@@ -637,7 +637,7 @@ int client_bootstrap(struct inca_comm *c)
 	rc = client_tcp_send_all(c->ring_send_fd, rh, sizeof rh, deadline_ns);
 	if (rc < 0)
 		goto out;
-	/* Mesh (issue 4): connect to every lower rank now; accept the higher ones below. Like the
+	/* Mesh: connect to every lower rank now; accept the higher ones below. Like the
 	 * ring, connecting before accepting cannot deadlock (the backlog completes handshakes). */
 	c->host_fd = malloc(sizeof(int) * (size_t)cfg->size);
 	if (!c->host_fd) {

@@ -87,10 +87,10 @@ struct inca_comm {
 
 	struct inca_comm_stats stats;
 
-	struct client_am *am; /* am.c: AM session, NULL without am_addr (issue 3) */
-	struct client_coll *coll; /* coll.c: collective dispatch, tuner, failover (issue 4) */
+	struct client_am *am; /* am.c: AM session, NULL without am_addr */
+	struct client_coll *coll; /* coll.c: collective dispatch, tuner, failover */
 
-	/* host_coll.c (issue 4): the full TCP mesh bootstrap.c builds for the host algorithms.
+	/* host_coll.c: the full TCP mesh bootstrap.c builds for the host algorithms.
 	 * host_fd[r] is the connection to rank r (-1 for ourselves); NULL when size == 1. Once a
 	 * mesh collective fails midway the streams are out of step: host_broken, later -EIO.
 	 * Staging and scratch buffers are allocated on first use and kept (grow only). */
@@ -178,7 +178,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a);
 void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out);
 void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out);
 
-/* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
+/* ---- am.c: the Aggregation Manager client. Without INCA_HAVE_GRPC these are
  * stubs (client_am_start -> -ENOTSUP). */
 struct client_am;
 /* Bind the data socket, join, start the session thread, wait for the verdict and, on
@@ -193,7 +193,7 @@ int client_am_check(struct inca_comm *c);
 /* 1: the tree generation c->inc uses is still the AM's current one. */
 int client_am_tree_current(struct inca_comm *c);
 
-/* ---- coll.c (issue 4): collective dispatch. The host algorithms it calls are in host_coll.c
+/* ---- coll.c: collective dispatch. The host algorithms it calls are in host_coll.c
  * and the AM failure report in am.c (weak fallbacks in coll.c keep the library linkable). */
 /* What each collective is, in enum inca_coll order (coll.c). */
 struct client_coll_info {
@@ -213,13 +213,13 @@ enum inca_algo client_host_choose(const struct inca_comm *c, enum inca_coll coll
  * durations (agreed over ranks); true when INC's fastest is no slower than the host's. */
 bool client_tune_prefers_inc(const uint64_t *ns, unsigned pairs);
 
-/* am.c failover (issue 4) */
+/* am.c failover */
 /* Tell the AM (ReportFailure) that the INC path of the current tree generation failed
  * mid-collective; once per generation, which is then never used again. Non-blocking: the
  * call completes in the background (2 s deadline). 0 (also without an AM), or -errno. */
 int client_am_report_failure(struct inca_comm *c, const char *reason);
 
-/* ---- host_coll.c (issue 4): host algorithms over the mesh (client_host_coll,
+/* ---- host_coll.c: host algorithms over the mesh (client_host_coll,
  * client_host_algo_valid and client_host_choose are declared in the coll.c block above). */
 /* Close the mesh sockets and free the host_coll buffers. Idempotent; inca_comm_destroy
  * must call it. */

@@ -1,4 +1,4 @@
-/* libinca collective dispatch (issue 4): validation of the nine collectives, the choice between
+/* libinca collective dispatch: validation of the nine collectives, the choice between
  * INC and host algorithms (an online tuner that agrees across ranks), the INC forms of Reduce,
  * Broadcast, AllGather, ReduceScatter and Barrier built on the INC AllReduce, failover of a
  * failed INC call to the host path, per-path counters and the nonblocking AllReduce. */

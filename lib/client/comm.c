@@ -221,7 +221,7 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 			goto fail;
 		}
 	}
-	/* AM path (issue 3): join the group; on TREE_READY this fills the switch settings. */
+	/* AM path: join the group; on TREE_READY this fills the switch settings. */
 	if (opts->am_addr) {
 		if (opts->switch_addr) {
 			rc = -EINVAL;

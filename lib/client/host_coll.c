@@ -1,4 +1,4 @@
-/* libinca host algorithms for the nine collectives (issue 4, docs/collectives.md) over the TCP
+/* libinca host algorithms for the nine collectives (docs/collectives.md) over the TCP
  * mesh bootstrap.c builds: a poll-driven transfer engine (many concurrent framed sends and
  * receives, reduce-on-receive, sends gated on receives for pipelining) and the algorithms on it.
  * Public dispatch, argument checks and the INC paths are in coll.c, not here. */
