@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/cli.h"
 #include "util/util.h"
 #include "wire/auth.h"
 
@@ -673,32 +674,7 @@ const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap)
 
 int launch_parse_bytes(const char *s, uint64_t *out)
 {
-	char *end;
-	/* strtoull would also take leading blanks and a sign ("-1" is 2^64-1) */
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (end == s || errno)
-		return -EINVAL;
-	unsigned shift = 0;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: return -EINVAL;
-	}
-	if (shift && *end == 'i') /* KiB, MiB, GiB; not "4iB" */
-		end++;
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end != '\0')
-		return -EINVAL;
-	if (v > (UINT64_MAX >> shift)) /* the multiple would wrap */
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return util_parse_bytes(s, out);
 }
 
 /* ---- fabric plans ---------------------------------------------------------------------- */
