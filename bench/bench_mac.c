@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/cli.h"
 #include "wire/auth.h"
 
 static double now_s(void)
@@ -102,8 +103,17 @@ static double wire_path(size_t data_len, int n)
 		b_;                                                                    \
 	})
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* No options: the figures are fixed, --version and --help are all there is. */
+	if (argc > 1 && !strcmp(argv[1], "--version")) {
+		util_cli_print_version("bench-mac");
+		return 0;
+	}
+	if (argc > 1) {
+		printf("usage: bench-mac [--version]: prints its table, takes no options\n");
+		return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
+	}
 	const int n = 50000;
 	memset(buf, 7, sizeof buf);
 	printf("# bench-mac: ns per packet, best of 5 runs of %d\n", n);

@@ -117,7 +117,7 @@ struct client_inc {
 	 * reordering window after its own send. Order is evidence only where it holds: one
 	 * switch worker serves a slot block (WIRE_SLOT_BLOCK slots) in arrival order and every
 	 * member sends a block's chunks in the same order, but a switch with several workers
-	 * (inca-switch -t N) answers different blocks independently, a worker's answers can
+	 * (inca-switch --threads N) answers different blocks independently, a worker's answers can
 	 * overtake another's by a whole service time, and the send queue groups packets by
 	 * block. So an answer vouches only for chunks of its own block: rack[b]. The window is
 	 * small (reordering within a block is rare), widened when a resend turns out spurious.
