@@ -1,5 +1,7 @@
 /* lib/util/cli: option-value parsers for the programs' command lines (see cli.h). They print
- * their own diagnostics, so only programs link them, never libinca. */
+ * their own diagnostics, so only programs link them, never libinca. The version string is in
+ * version.c (it needs the generated header; this file does not, so harnesses can compile it
+ * alone). */
 #include "util/cli.h"
 
 #include <errno.h>
@@ -7,18 +9,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "util/version.h"
-
-const char *util_cli_version(void)
-{
-	return INCA_VERSION;
-}
-
-void util_cli_print_version(const char *prog)
-{
-	printf("%s (INCA) %s\n", prog, INCA_VERSION);
-}
 
 int util_cli_error(const char *prog, const char *fmt, ...)
 {
