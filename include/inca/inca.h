@@ -14,7 +14,9 @@ extern "C" {
 #define INCA_VERSION_MAJOR 0
 #define INCA_VERSION_MINOR 1
 
-/* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber. */
+/* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber.
+ * lib/wire/dtype.h is their one definition (names, sizes); libinca checks these values against
+ * it at compile time, and tools/gen_facts.py writes this enum from it. */
 enum inca_dtype {
 	INCA_INT8 = 0,
 	INCA_UINT8 = 1,
@@ -31,7 +33,8 @@ enum inca_dtype {
 	INCA_DTYPE_COUNT
 };
 
-/* Reduction operators. Wire values too. Bitwise ops are defined for integer types only. */
+/* Reduction operators. Wire values too (lib/wire/dtype.h, like the dtypes). Bitwise ops are
+ * defined for integer types only. */
 enum inca_op {
 	INCA_SUM = 0,
 	INCA_PROD = 1,
@@ -93,7 +96,8 @@ struct inca_comm_opts {
 	const char *data_addr;   /* local "ip:port" for the data-plane UDP socket (port 0: any) */
 	uint16_t tree_id;
 	uint32_t key;        /* group key, carried as RETH R_Key */
-	uint32_t switch_qpn; /* destination QP of the switch for this tree; 0: 0x100 + tree_id */
+	uint32_t switch_qpn; /* destination QP of the switch for this tree; 0: 0x100 + tree_id;
+			      * standalone: must equal the tree's qpn in the switch config */
 	uint32_t qpn;        /* this client's QP number; 0: 0x1000 + bfr_id */
 	uint16_t bfr_id;     /* BFR-id (1..65535); 0: rank + 1 */
 	uint16_t bsl_bits;   /* BIER bit-string length, 64..4096, power of two; 0: 64 */
