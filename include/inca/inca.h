@@ -16,8 +16,10 @@ extern "C" {
 
 /* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber.
  * lib/wire/dtype.h is their one definition (names, sizes); libinca checks these values against
- * it at compile time, and tools/gen_facts.py writes this enum from it. */
+ * it at compile time, and tools/gen_facts.py writes this enum from it. fp16 is IEEE 754
+ * binary16, bf16 bfloat16 (the upper half of an fp32). */
 enum inca_dtype {
+	/* begin generated: dtypes */
 	INCA_INT8 = 0,
 	INCA_UINT8 = 1,
 	INCA_INT16 = 2,
@@ -26,16 +28,18 @@ enum inca_dtype {
 	INCA_UINT32 = 5,
 	INCA_INT64 = 6,
 	INCA_UINT64 = 7,
-	INCA_FP16 = 8, /* IEEE 754 binary16 */
-	INCA_BF16 = 9, /* bfloat16 */
+	INCA_FP16 = 8,
+	INCA_BF16 = 9,
 	INCA_FP32 = 10,
 	INCA_FP64 = 11,
+	/* end generated: dtypes */
 	INCA_DTYPE_COUNT
 };
 
 /* Reduction operators. Wire values too (lib/wire/dtype.h, like the dtypes). Bitwise ops are
  * defined for integer types only. */
 enum inca_op {
+	/* begin generated: ops */
 	INCA_SUM = 0,
 	INCA_PROD = 1,
 	INCA_MIN = 2,
@@ -43,6 +47,7 @@ enum inca_op {
 	INCA_BAND = 4,
 	INCA_BOR = 5,
 	INCA_BXOR = 6,
+	/* end generated: ops */
 	INCA_OP_COUNT
 };
 
