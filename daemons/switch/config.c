@@ -413,7 +413,8 @@ static int parse_child(struct pctx *p, struct sw_conf_tree *t, char *v)
 {
 	char *tok[8];
 	size_t n = tokenize(v, tok, 8);
-	struct sw_conf_child ch = { .line = p->line, .qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id) };
+	struct sw_conf_child ch = { .line = p->line,
+				    .qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id) };
 	struct sw_conf_child *nc;
 	uint64_t x;
 

@@ -13,8 +13,8 @@
 	_Static_assert(INCA_##NAME == (code), "inca_op differs from lib/wire/dtype.h");
 WIRE_DTYPES(SAME_DT)
 WIRE_OPS(SAME_OP)
-_Static_assert((int)INCA_DTYPE_COUNT == (int)WIRE_DTYPE_COUNT, "inca_dtype count differs from the table");
-_Static_assert((int)INCA_OP_COUNT == (int)WIRE_OP_COUNT, "inca_op count differs from the table");
+_Static_assert((int)INCA_DTYPE_COUNT == (int)WIRE_DTYPE_COUNT, "inca_dtype count differs");
+_Static_assert((int)INCA_OP_COUNT == (int)WIRE_OP_COUNT, "inca_op count differs");
 
 /* The enums may be signed or unsigned depending on the compiler: the casts to unsigned make a
  * negative value fail the same range check as a too-large one. */

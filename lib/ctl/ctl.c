@@ -395,7 +395,9 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 	memset(t, 0, sizeof *t);
 	t->id = (uint16_t)leaf_u64(tn, "id", 0);
 	t->key = (uint32_t)leaf_u64(tn, "key", 0);
-	t->qpn = (uint32_t)leaf_u64(tn, "qpn", wire_qpn_default(WIRE_QPN_SWITCH, t->id));
+	/* the default QPN of this tree's switches, for its own, its parent's and its children's */
+	uint32_t sw_qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id);
+	t->qpn = (uint32_t)leaf_u64(tn, "qpn", sw_qpn);
 	t->slots = (uint16_t)leaf_u64(tn, "slots", 256);
 	t->slot_bytes = (uint32_t)leaf_u64(tn, "slot-bytes", 4096);
 	t->bsl_bits = (unsigned)leaf_u64(tn, "bsl", 64);
@@ -405,7 +407,7 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 	if (!lyd_find_path(tn, "parent", 0, &p) && p) {
 		t->has_parent = true;
 		copy_str(t->parent_addr, sizeof t->parent_addr, leaf(p, "address"));
-		t->parent_qpn = (uint32_t)leaf_u64(p, "qpn", wire_qpn_default(WIRE_QPN_SWITCH, t->id));
+		t->parent_qpn = (uint32_t)leaf_u64(p, "qpn", sw_qpn);
 	}
 	t->deterministic = leaf(tn, "deterministic") && !strcmp(leaf(tn, "deterministic"), "true");
 	t->auth = leaf(tn, "auth") && !strcmp(leaf(tn, "auth"), "enabled");
@@ -425,7 +427,8 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 			memset(m, 0, sizeof *m);
 			m->bfr_id = (uint16_t)leaf_u64(c, "bfr-id", 0);
 			copy_str(m->addr, sizeof m->addr, leaf(c, "address"));
-			m->qpn = (uint32_t)leaf_u64(c, "qpn", wire_qpn_default(WIRE_QPN_MEMBER, m->bfr_id));
+			uint32_t dflt = wire_qpn_default(WIRE_QPN_MEMBER, m->bfr_id);
+			m->qpn = (uint32_t)leaf_u64(c, "qpn", dflt);
 		} else if (!strcmp(c->schema->name, "child")) {
 			struct ctl_child *nch = realloc(t->children, (t->nchildren + 1) * sizeof *nch);
 			struct ctl_child *ch;
@@ -435,7 +438,7 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 			ch = &t->children[t->nchildren++];
 			memset(ch, 0, sizeof *ch);
 			copy_str(ch->addr, sizeof ch->addr, leaf(c, "address"));
-			ch->qpn = (uint32_t)leaf_u64(c, "qpn", wire_qpn_default(WIRE_QPN_SWITCH, t->id));
+			ch->qpn = (uint32_t)leaf_u64(c, "qpn", sw_qpn);
 			for (const struct lyd_node *b = lyd_child(c); b; b = b->next) {
 				uint16_t *nb;
 				if (!b->schema || strcmp(b->schema->name, "bfr-id"))
