@@ -21,8 +21,8 @@ static void run(const char *name, uint16_t count, uint8_t bsl_code)
 	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
 	p.bth.pkey = WIRE_PKEY_DEFAULT;
 	p.inca.coll = WIRE_COLL_ALLREDUCE;
-	p.inca.dtype = INCA_FP32;
-	p.inca.op = INCA_SUM;
+	p.inca.dtype = WIRE_DT_FP32;
+	p.inca.op = WIRE_OP_SUM;
 	p.inca.bsl_code = bsl_code;
 	p.inca.count = count;
 	p.inca.bits = bits;

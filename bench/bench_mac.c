@@ -77,7 +77,7 @@ static double wire_path(size_t data_len, int n)
 	memset(&p, 0, sizeof p);
 	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
 	p.inca = (struct wire_inca){ .version = 1, .flags = WIRE_F_AUTH, .coll = 1,
-				     .dtype = INCA_FP32, .bsl_code = 1, .bfr_id = 1,
+				     .dtype = WIRE_DT_FP32, .bsl_code = 1, .bfr_id = 1,
 				     .count = (uint16_t)(data_len / 4), .bits = bits };
 	p.auth.ctx = 1;
 	p.data = buf;

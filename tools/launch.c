@@ -174,7 +174,7 @@ static int write_config(const struct launch_cfg *c, const struct launch_addrs *a
 	fprintf(f, "stats_interval_ms = %u\n", c->stats_interval_ms ? c->stats_interval_ms : 1000);
 	fprintf(f, "\ntree %u {\n", c->tree_id);
 	fprintf(f, "  key = 0x%x\n", c->key);
-	fprintf(f, "  qpn = 0x%x\n", 0x100u + c->tree_id);
+	fprintf(f, "  qpn = 0x%x\n", wire_qpn_default(WIRE_QPN_SWITCH, c->tree_id));
 	fprintf(f, "  slots = %u\n", c->nslots);
 	fprintf(f, "  slot_bytes = %u\n", c->slot_bytes);
 	fprintf(f, "  bsl = %u\n", c->bsl_bits);
@@ -188,7 +188,8 @@ static int write_config(const struct launch_cfg *c, const struct launch_addrs *a
 	for (int r = 0; r < c->nranks; r++) {
 		char ip[LAUNCH_IP_LEN];
 		launch_rank_ip(a, r, ip);
-		fprintf(f, "  member = %d %s:4791 qpn 0x%x\n", r + 1, ip, 0x1000u + (unsigned)r + 1);
+		fprintf(f, "  member = %d %s:4791 qpn 0x%x\n", r + 1, ip,
+			wire_qpn_default(WIRE_QPN_MEMBER, (uint32_t)r + 1));
 	}
 	fprintf(f, "}\n");
 	if (fclose(f) != 0)
@@ -451,9 +452,9 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 	} else if (!c->plan) {
 		o->no_auth = 1;
 	}
-	o->switch_qpn = 0x100u + c->tree_id;
+	o->switch_qpn = wire_qpn_default(WIRE_QPN_SWITCH, c->tree_id);
 	o->bfr_id = bfr;
-	o->qpn = 0x1000u + bfr;
+	o->qpn = wire_qpn_default(WIRE_QPN_MEMBER, bfr);
 	o->bsl_bits = c->bsl_bits;
 	o->nslots = c->nslots;
 	o->mtu = c->mtu;

@@ -622,7 +622,7 @@ grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 	snprintf(m->host, sizeof m->host, "%s", rq->host_name);
 	snprintf(m->hint, sizeof m->hint, "%s", rq->attach_hint);
 	snprintf(m->addr, sizeof m->addr, "%s", rq->data_addr);
-	m->qpn = rq->qpn ? rq->qpn : 0x1000u + m->bfr_id;
+	m->qpn = rq->qpn ? rq->qpn : wire_qpn_default(WIRE_QPN_MEMBER, m->bfr_id);
 	m->token = rnd64();
 	m->wants_inc = rq->caps ? rq->caps->inc : true;
 	m->dtype_mask = rq->caps ? rq->caps->dtype_mask : 0;

@@ -14,8 +14,12 @@ extern "C" {
 #define INCA_VERSION_MAJOR 0
 #define INCA_VERSION_MINOR 1
 
-/* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber. */
+/* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber.
+ * lib/wire/dtype.h is their one definition (names, sizes); libinca checks these values against
+ * it at compile time, and tools/gen_facts.py writes this enum from it. fp16 is IEEE 754
+ * binary16, bf16 bfloat16 (the upper half of an fp32). */
 enum inca_dtype {
+	/* begin generated: dtypes */
 	INCA_INT8 = 0,
 	INCA_UINT8 = 1,
 	INCA_INT16 = 2,
@@ -24,15 +28,18 @@ enum inca_dtype {
 	INCA_UINT32 = 5,
 	INCA_INT64 = 6,
 	INCA_UINT64 = 7,
-	INCA_FP16 = 8, /* IEEE 754 binary16 */
-	INCA_BF16 = 9, /* bfloat16 */
+	INCA_FP16 = 8,
+	INCA_BF16 = 9,
 	INCA_FP32 = 10,
 	INCA_FP64 = 11,
+	/* end generated: dtypes */
 	INCA_DTYPE_COUNT
 };
 
-/* Reduction operators. Wire values too. Bitwise ops are defined for integer types only. */
+/* Reduction operators. Wire values too (lib/wire/dtype.h, like the dtypes). Bitwise ops are
+ * defined for integer types only. */
 enum inca_op {
+	/* begin generated: ops */
 	INCA_SUM = 0,
 	INCA_PROD = 1,
 	INCA_MIN = 2,
@@ -40,6 +47,7 @@ enum inca_op {
 	INCA_BAND = 4,
 	INCA_BOR = 5,
 	INCA_BXOR = 6,
+	/* end generated: ops */
 	INCA_OP_COUNT
 };
 
@@ -93,7 +101,8 @@ struct inca_comm_opts {
 	const char *data_addr;   /* local "ip:port" for the data-plane UDP socket (port 0: any) */
 	uint16_t tree_id;
 	uint32_t key;        /* group key, carried as RETH R_Key */
-	uint32_t switch_qpn; /* destination QP of the switch for this tree; 0: 0x100 + tree_id */
+	uint32_t switch_qpn; /* destination QP of the switch for this tree; 0: 0x100 + tree_id;
+			      * standalone: must equal the tree's qpn in the switch config */
 	uint32_t qpn;        /* this client's QP number; 0: 0x1000 + bfr_id */
 	uint16_t bfr_id;     /* BFR-id (1..65535); 0: rank + 1 */
 	uint16_t bsl_bits;   /* BIER bit-string length, 64..4096, power of two; 0: 64 */

@@ -137,22 +137,6 @@ struct agg_tree {
 
 /* ---------------------------------------------------------------- small helpers */
 
-static const uint8_t agg__elem_size[INCA_DTYPE_COUNT] = {
-	[INCA_INT8] = 1, [INCA_UINT8] = 1, [INCA_INT16] = 2, [INCA_UINT16] = 2,
-	[INCA_INT32] = 4, [INCA_UINT32] = 4, [INCA_INT64] = 8, [INCA_UINT64] = 8,
-	[INCA_FP16] = 2, [INCA_BF16] = 2, [INCA_FP32] = 4, [INCA_FP64] = 8,
-};
-
-/* Own type/op table: the engine must not depend on libinca (inca_op_valid lives there). */
-static bool agg__pair_valid(unsigned dt, unsigned op)
-{
-	if (dt >= INCA_DTYPE_COUNT || op >= INCA_OP_COUNT)
-		return false;
-	if (op >= INCA_BAND && dt >= INCA_FP16)
-		return false; /* bitwise ops are integer-only */
-	return true;
-}
-
 /* Bit-strings are handled a 64-bit word at a time; byte order inside a word does not matter for
  * AND/OR/popcount as long as every operand is loaded the same way. Packet bit-strings may be
  * unaligned, hence memcpy (which compiles to a plain load). */
@@ -765,7 +749,7 @@ static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struc
 		*li = (block / t->nshards) * WIRE_SLOT_BLOCK + slot % WIRE_SLOT_BLOCK;
 	}
 	unsigned dt = p->inca.dtype, op = p->inca.op;
-	if (!agg__pair_valid(dt, op))
+	if (!wire_op_valid(dt, op))
 		return AGG_DROP_UNSUPPORTED;
 	if (t->cfg.dtype_mask && !(t->cfg.dtype_mask & (1u << dt)))
 		return AGG_DROP_UNSUPPORTED;
@@ -773,7 +757,7 @@ static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struc
 		return AGG_DROP_UNSUPPORTED;
 	if (p->data_len > t->cfg.slot_bytes)
 		return AGG_DROP_TOO_BIG;
-	if (p->data_len != (uint32_t)p->inca.count * agg__elem_size[dt] ||
+	if (p->data_len != (uint32_t)p->inca.count * wire_dtype_size(dt) ||
 	    (p->data_len && !p->data))
 		return AGG_DROP_MISMATCH;
 	return AGG_ABSORBED; /* "ok" */

@@ -89,9 +89,10 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	cfg->si = (uint8_t)((cfg->bfr_id - 1u) / cfg->bsl_bits);
 	cfg->tree_id = o->tree_id;
 	cfg->key = o->key;
-	cfg->switch_qpn = o->switch_qpn ? o->switch_qpn : 0x100u + o->tree_id;
-	cfg->qpn = o->qpn ? o->qpn : 0x1000u + cfg->bfr_id;
-	if (cfg->switch_qpn > 0xFFFFFFu || cfg->qpn > 0xFFFFFFu)
+	cfg->switch_qpn =
+		o->switch_qpn ? o->switch_qpn : wire_qpn_default(WIRE_QPN_SWITCH, o->tree_id);
+	cfg->qpn = o->qpn ? o->qpn : wire_qpn_default(WIRE_QPN_MEMBER, cfg->bfr_id);
+	if (cfg->switch_qpn > WIRE_QPN_MAX || cfg->qpn > WIRE_QPN_MAX)
 		return -EINVAL;
 	cfg->nslots = o->nslots ? o->nslots : 256;
 	cfg->window = o->window; /* clamped to nslots when INC opens (the AM may set nslots) */

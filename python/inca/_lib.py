@@ -7,12 +7,14 @@ import glob
 import os
 
 # ---- enums (wire values: never renumber; they follow inca.h) ----------------------------
+# begin generated: dtypes and ops (tools/gen_facts.py, from lib/wire/dtype.h)
 DTYPES = {
     "int8": 0, "uint8": 1, "int16": 2, "uint16": 3, "int32": 4, "uint32": 5,
     "int64": 6, "uint64": 7, "fp16": 8, "bf16": 9, "fp32": 10, "fp64": 11,
 }
 DTYPE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 2, 9: 2, 10: 4, 11: 8}
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "band": 4, "bor": 5, "bxor": 6}
+# end generated: dtypes and ops
 ALGOS = {
     "auto": 0, "inc": 1, "ring": 2, "recdbl": 3, "rabenseifner": 4, "binomial": 5,
     "bruck": 6, "pairwise": 7, "linear": 8,
