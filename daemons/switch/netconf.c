@@ -187,22 +187,79 @@ static struct nc_server_reply *reply_err(NC_ERR tag, const char *path, const cha
 	return nc_server_reply_err(e);
 }
 
-/* The last libyang error of our context as an rpc-error. */
-static struct nc_server_reply *reply_ly_err(const char *what)
+/* The data XPath in a libyang error location ('Data location "/m:a/b[k='1']", line number 3.',
+ * 'Schema location "/m:a/b/c", data location "/m:a/b[k='1']".'); NULL without one. */
+static const char *ly_err_xpath(const struct ly_err_item *ei, char *buf, size_t cap)
+{
+	const char *p, *q;
+
+	if (!ei || !ei->path)
+		return NULL;
+	if (ei->path[0] == '/')
+		return ei->path;
+	p = strstr(ei->path, "ata location \""); /* "Data" or ", data" */
+	if (!p)
+		return NULL;
+	p += strlen("ata location \"");
+	q = strchr(p, '"');
+	if (!q || q == p || (size_t)(q - p) >= cap)
+		return NULL;
+	memcpy(buf, p, (size_t)(q - p));
+	buf[q - p] = 0;
+	return buf;
+}
+
+/* A missing node has only a schema location ('Schema location "/m:a/b/c".'): the path of the
+ * first instance of its parent in tree that lacks it. */
+static char *missing_node_xpath(const struct ly_err_item *ei, const struct lyd_node *tree)
+{
+	const char *p, *q, *leaf;
+	char xp[600];
+	struct ly_set *set = NULL;
+	char *out = NULL;
+
+	if (!tree || !ei || !ei->path || !(p = strstr(ei->path, "Schema location \"")) ||
+	    strstr(ei->path, "ata location"))
+		return NULL;
+	p += strlen("Schema location \"");
+	q = strchr(p, '"');
+	leaf = q ? memrchr(p, '/', (size_t)(q - p)) : NULL;
+	if (!leaf || leaf == p || (size_t)(q - p) + 16 >= sizeof xp)
+		return NULL;
+	snprintf(xp, sizeof xp, "%.*s[not(%.*s)]", (int)(leaf - p), p, (int)(q - leaf - 1),
+		 leaf + 1);
+	if (!lyd_find_xpath(tree, xp, &set) && set->count)
+		out = lyd_path(set->dnodes[0], LYD_PATH_STD, NULL, 0);
+	ly_set_free(set, NULL);
+	return out;
+}
+
+/* The last libyang error of our context as an rpc-error; tree (may be NULL) is the data it is
+ * about. */
+static struct nc_server_reply *reply_ly_err_in(const char *what, const struct lyd_node *tree)
 {
 	const struct ly_err_item *ei = ly_err_last(g_nc->ly);
 	struct nc_server_reply *r;
+	char pbuf[512];
+	char *missing = missing_node_xpath(ei, tree);
+	const char *path = missing ? missing : ly_err_xpath(ei, pbuf, sizeof pbuf);
 
 	/* libyang quotes the refused value: never echo (a mistyped) group key */
 	if (ei && ((ei->path && strstr(ei->path, "auth-key") && !strstr(ei->path, "auth-key-id")) ||
 		   (ei->msg && strstr(ei->msg, "[0-9a-fA-F]{64}"))))
-		r = reply_err(NC_ERR_INVALID_VALUE, ei->path, "%s: auth-key: expected %d hex digits",
+		r = reply_err(NC_ERR_INVALID_VALUE, path, "%s: auth-key: expected %d hex digits",
 			      what, 2 * WIRE_AUTH_KEY_LEN);
 	else
-		r = reply_err(NC_ERR_INVALID_VALUE, ei ? ei->path : NULL, "%s: %s", what,
+		r = reply_err(NC_ERR_INVALID_VALUE, path, "%s: %s", what,
 			      ei && ei->msg ? ei->msg : "invalid data");
+	free(missing);
 	ly_err_clean(g_nc->ly, NULL);
 	return r;
+}
+
+static struct nc_server_reply *reply_ly_err(const char *what)
+{
+	return reply_ly_err_in(what, NULL);
 }
 
 /* ---------------------------------------------------------------- data tree building */
@@ -351,6 +408,8 @@ static int build_drops(struct lyd_node *p, const char *reason, uint64_t count)
 
 static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct sw_treeset *set)
 {
+	static const char *const offloaded[] = { "allreduce", "reduce", "bcast", "barrier",
+						 "allgather", "reduce-scatter" };
 	const struct sw_config *cfg = nc->cfg;
 	struct lyd_node *caps, *links, *st;
 	uint64_t used_slots = 0, total = 0;
@@ -376,7 +435,10 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 	rc |= term(caps, "max-bsl", "%u", 4096u);
 	rc |= add_mask(caps, "data-type", (1u << SW_DTYPE_COUNT) - 1, sw_dtype_name, SW_DTYPE_COUNT);
 	rc |= add_mask(caps, "operation", (1u << SW_OP_COUNT) - 1, sw_op_name, SW_OP_COUNT);
-	rc |= term(caps, "collective", "allreduce");
+	/* The collectives libinca offloads (docs/protocol.md, the INCA header's Collective
+	 * field); the engine serves them all with every tree. */
+	for (size_t i = 0; i < sizeof offloaded / sizeof offloaded[0]; i++)
+		rc |= term(caps, "collective", "%s", offloaded[i]);
 
 	if (lyd_new_inner(top, NULL, "links", 0, &links))
 		return -1;
@@ -885,98 +947,155 @@ static const char *val(const struct lyd_node *n)
 	return v ? v : "";
 }
 
-/* Validated candidate (YANG level) -> config-file text of its trees. */
-static char *candidate_to_text(const struct lyd_node *cand)
+/* Config-file text of a candidate, with the data node each line came from (so an error of the
+ * config parser, which names a line, can name the node: the rpc-error's error-path). */
+struct cand_text {
+	char *buf;
+	size_t len;
+	FILE *f;
+	const struct lyd_node **node; /* node[i]: line i + 1 */
+	size_t nlines, cap;
+	bool oom;
+};
+
+static void put_line(struct cand_text *t, const struct lyd_node *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void put_line(struct cand_text *t, const struct lyd_node *n, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->nlines == t->cap) {
+		size_t nc = t->cap ? 2 * t->cap : 64;
+		const struct lyd_node **nn = realloc(t->node, nc * sizeof *nn);
+
+		if (!nn) {
+			t->oom = true;
+			return;
+		}
+		t->node = nn;
+		t->cap = nc;
+	}
+	t->node[t->nlines++] = n;
+	va_start(ap, fmt);
+	vfprintf(t->f, fmt, ap);
+	va_end(ap);
+	fputc('\n', t->f);
+}
+
+static void cand_text_free(struct cand_text *t)
+{
+	free(t->buf);
+	free(t->node);
+	memset(t, 0, sizeof *t);
+}
+
+static const struct lyd_node *child_named(const struct lyd_node *n, const char *name)
+{
+	for (const struct lyd_node *c = lyd_child(n); c; c = c->next)
+		if (c->schema && !strcmp(c->schema->name, name))
+			return c;
+	return NULL;
+}
+
+/* Validated candidate (YANG level) -> config-file text of its trees. 0 or -ENOMEM. */
+static int candidate_to_text(const struct lyd_node *cand, struct cand_text *t)
 {
 	struct ly_set *trees = NULL;
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
 
-	if (!f)
-		return NULL;
+	memset(t, 0, sizeof *t);
+	t->f = open_memstream(&t->buf, &t->len);
+	if (!t->f)
+		return -ENOMEM;
 	if (cand && !lyd_find_xpath(cand, "/inca-switch:inca-switch/trees/tree", &trees)) {
 		for (uint32_t i = 0; i < trees->count; i++) {
-			const struct lyd_node *t = trees->dnodes[i];
+			const struct lyd_node *t_node = trees->dnodes[i], *first_dt = NULL,
+					      *first_op = NULL;
 			const char *dt_sep = "", *op_sep = "";
-			char dts[256] = "", ops[128] = "";
+			char dts[256] = "", ops[128] = "", line[1024];
 
-			fprintf(f, "tree %s {\n", val(lyd_child(t)));
-			for (const struct lyd_node *c = lyd_child(t); c; c = c->next) {
+			put_line(t, t_node, "tree %s {", val(lyd_child(t_node)));
+			for (const struct lyd_node *c = lyd_child(t_node); c; c = c->next) {
 				const char *n = c->schema->name;
 				const char *v = val(c);
+				const struct lyd_node *q;
+				size_t l;
 
 				if (!strcmp(n, "id") || !strcmp(n, "forwarding"))
 					continue;
 				if (!strcmp(n, "parent")) {
-					struct lyd_node *pa = NULL, *pq = NULL;
-					lyd_find_path(c, "address", 0, &pa);
-					lyd_find_path(c, "qpn", 0, &pq);
-					fprintf(f, "parent = %s", pa ? val(pa) : "?");
-					if (pq)
-						fprintf(f, " qpn %s", val(pq));
-					fputc('\n', f);
+					const struct lyd_node *pa = child_named(c, "address");
+					l = (size_t)snprintf(line, sizeof line, "parent = %s",
+							     pa ? val(pa) : "?");
+					if ((q = child_named(c, "qpn")))
+						snprintf(line + l, sizeof line - l, " qpn %s", val(q));
+					put_line(t, c, "%s", line);
 				} else if (!strcmp(n, "member")) {
-					struct lyd_node *ma = NULL, *mq = NULL;
-					lyd_find_path(c, "address", 0, &ma);
-					lyd_find_path(c, "qpn", 0, &mq);
-					fprintf(f, "member = %s %s", val(lyd_child(c)),
-						ma ? val(ma) : "?");
-					if (mq)
-						fprintf(f, " qpn %s", val(mq));
-					fputc('\n', f);
+					const struct lyd_node *ma = child_named(c, "address");
+					l = (size_t)snprintf(line, sizeof line, "member = %s %s",
+							     val(lyd_child(c)), ma ? val(ma) : "?");
+					if ((q = child_named(c, "qpn")))
+						snprintf(line + l, sizeof line - l, " qpn %s", val(q));
+					put_line(t, c, "%s", line);
 				} else if (!strcmp(n, "child")) {
 					const char *sep = "";
-					fprintf(f, "child = %s", val(lyd_child(c)));
+					l = (size_t)snprintf(line, sizeof line, "child = %s",
+							     val(lyd_child(c)));
+					if ((q = child_named(c, "qpn")))
+						l += (size_t)snprintf(line + l, sizeof line - l,
+								      " qpn %s", val(q));
+					l += (size_t)snprintf(line + l, sizeof line - l, " bfr ");
 					for (const struct lyd_node *cc = lyd_child(c); cc; cc = cc->next)
-						if (!strcmp(cc->schema->name, "qpn"))
-							fprintf(f, " qpn %s", val(cc));
-					fprintf(f, " bfr ");
-					for (const struct lyd_node *cc = lyd_child(c); cc; cc = cc->next)
-						if (!strcmp(cc->schema->name, "bfr-id")) {
-							fprintf(f, "%s%s", sep, val(cc));
+						if (!strcmp(cc->schema->name, "bfr-id") &&
+						    l < sizeof line) {
+							l += (size_t)snprintf(line + l, sizeof line - l,
+									      "%s%s", sep, val(cc));
 							sep = ",";
 						}
-					fputc('\n', f);
+					put_line(t, c, "%s", line);
 				} else if (!strcmp(n, "data-type")) {
-					size_t l = strlen(dts);
+					l = strlen(dts);
 					snprintf(dts + l, sizeof dts - l, "%s%s", dt_sep, v);
 					dt_sep = ",";
+					first_dt = first_dt ? first_dt : c;
 				} else if (!strcmp(n, "operation")) {
-					size_t l = strlen(ops);
+					l = strlen(ops);
 					snprintf(ops + l, sizeof ops - l, "%s%s", op_sep, v);
 					op_sep = ",";
+					first_op = first_op ? first_op : c;
 				} else if (!strcmp(n, "deterministic") || !strcmp(n, "check-sender")) {
-					fprintf(f, "%s = %s\n",
-						n[0] == 'd' ? "deterministic" : "check_sender",
-						!strcmp(v, "true") ? "yes" : "no");
+					put_line(t, c, "%s = %s",
+						 n[0] == 'd' ? "deterministic" : "check_sender",
+						 !strcmp(v, "true") ? "yes" : "no");
 				} else if (!strcmp(n, "slot-bytes")) {
-					fprintf(f, "slot_bytes = %s\n", v);
+					put_line(t, c, "slot_bytes = %s", v);
 				} else if (!strcmp(n, "bfr-id")) {
-					fprintf(f, "bfr_id = %s\n", v);
+					put_line(t, c, "bfr_id = %s", v);
 				} else if (!strcmp(n, "auth")) {
-					fprintf(f, "auth = %s\n", !strcmp(v, "disabled") ? "off" : "on");
+					put_line(t, c, "auth = %s", !strcmp(v, "disabled") ? "off" : "on");
 				} else if (!strcmp(n, "auth-key")) {
-					fprintf(f, "auth_key = %s\n", v);
+					put_line(t, c, "auth_key = %s", v);
 				} else if (!strcmp(n, "auth-key-id")) {
-					fprintf(f, "auth_key_id = %s\n", v);
+					put_line(t, c, "auth_key_id = %s", v);
 				} else {
-					fprintf(f, "%s = %s\n", n, v); /* key qpn slots bsl si role */
+					put_line(t, c, "%s = %s", n, v); /* key qpn slots bsl si role */
 				}
 			}
 			if (dts[0])
-				fprintf(f, "dtypes = %s\n", dts);
+				put_line(t, first_dt, "dtypes = %s", dts);
 			if (ops[0])
-				fprintf(f, "ops = %s\n", ops);
-			fprintf(f, "}\n");
+				put_line(t, first_op, "ops = %s", ops);
+			put_line(t, t_node, "}");
 		}
 		ly_set_free(trees, NULL);
 	}
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
+	if (fclose(t->f) != 0 || t->oom) {
+		t->f = NULL;
+		cand_text_free(t);
+		return -ENOMEM;
 	}
-	return buf;
+	t->f = NULL;
+	return 0;
 }
 
 /* Overwrite the text of every auth-key element with '*' (for logging an edit). */
@@ -995,6 +1114,121 @@ static void redact_auth_keys(char *x)
 	}
 }
 
+#define NACM_NS "urn:ietf:params:xml:ns:yang:ietf-netconf-acm"
+
+/* ietf-netconf-acm is in the context only for the nacm:default-deny-all extension the modules
+ * use; the server keeps no NACM rules (access is the SSH authorized_keys list). An edit of them
+ * is refused, never answered <ok/> and dropped. */
+static struct nc_server_reply *refuse_nacm(const struct lyd_node *cfgnode)
+{
+	const struct lyd_node_any *any = (const struct lyd_node_any *)cfgnode;
+
+	if (any->value_type != LYD_ANYDATA_DATATREE)
+		return NULL;
+	for (const struct lyd_node *n = any->value.tree; n; n = n->next) {
+		const char *ns = n->schema ? n->schema->module->ns :
+					     ((const struct lyd_node_opaq *)n)->name.module_ns;
+
+		if (ns && !strcmp(ns, NACM_NS))
+			return reply_err(NC_ERR_OP_NOT_SUPPORTED, "/ietf-netconf-acm:nacm",
+					 "NACM (ietf-netconf-acm) is not implemented: access is "
+					 "granted by the SSH authorized_keys list");
+	}
+	return NULL;
+}
+
+/* Every check a candidate passes before it may run: YANG validation (types, ranges, mandatory
+ * nodes, must rules), the config file's semantic checks, the capacity limits. NULL when it
+ * passes (parsed: its trees, mgmt: its management addresses), else the rpc-error. The edit
+ * and <validate> run the same. */
+static struct nc_server_reply *check_candidate(struct sw_netconf *nc, struct lyd_node **cand,
+					       struct sw_config *parsed,
+					       char mgmt[SW_MGMT_MAX][128], size_t *nmgmt)
+{
+	struct nc_server_reply *r = NULL;
+	struct cand_text text;
+	char err[SW_CONF_ERR_MAX];
+	struct ly_set *ms = NULL;
+	int rc;
+
+	*nmgmt = 0;
+	if (lyd_validate_all(cand, nc->ly, LYD_VALIDATE_NO_STATE | LYD_VALIDATE_PRESENT, NULL))
+		return reply_ly_err_in("validation", *cand);
+	if (candidate_to_text(*cand, &text) < 0)
+		return reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
+	rc = sw_config_parse_text(parsed, text.buf, text.len, "edit-config", err, sizeof err);
+	if (rc < 0) {
+		/* "edit-config:LINE: msg": the line is in generated text; it names the node. */
+		const char *m = err;
+		unsigned long line = 0;
+		char *path = NULL;
+
+		if (!strncmp(m, "edit-config:", 12)) {
+			char *end;
+
+			line = strtoul(m + 12, &end, 10);
+			m = end;
+			if (*m == ':')
+				m++;
+			while (*m == ' ')
+				m++;
+		}
+		if (line >= 1 && line <= text.nlines && text.node[line - 1])
+			path = lyd_path(text.node[line - 1], LYD_PATH_STD, NULL, 0);
+		r = reply_err(NC_ERR_INVALID_VALUE, path, "%s", m);
+		free(path);
+		cand_text_free(&text);
+		return r;
+	}
+	cand_text_free(&text);
+	if (sw_config_check_limits(nc->cfg, parsed->trees, parsed->ntrees, err, sizeof err) < 0)
+		return reply_err(NC_ERR_RES_DENIED, "/inca-switch:inca-switch/trees", "%s", err);
+	if (*cand && !lyd_find_xpath(*cand, "/inca-switch:inca-switch/management/address", &ms)) {
+		for (uint32_t i = 0; i < ms->count && *nmgmt < SW_MGMT_MAX; i++)
+			snprintf(mgmt[(*nmgmt)++], sizeof mgmt[0], "%s",
+				 lyd_get_value(ms->dnodes[i]));
+		if (ms->count > SW_MGMT_MAX)
+			r = reply_err(NC_ERR_RES_DENIED, "/inca-switch:inca-switch/management",
+				      "at most %d management addresses", SW_MGMT_MAX);
+		ly_set_free(ms, NULL);
+	}
+	return r;
+}
+
+/* Parse the <config> anyxml of an edit-config or validate as inca-switch data (nc:operation
+ * attributes kept as metadata). NULL or the rpc-error. */
+static struct nc_server_reply *parse_config(struct sw_netconf *nc, struct lyd_node *cfgnode,
+					    const char *what, struct lyd_node **out)
+{
+	struct nc_server_reply *r;
+	char *xml = NULL;
+
+	*out = NULL;
+	if ((r = refuse_nacm(cfgnode)))
+		return r;
+	if (lyd_any_value_str(cfgnode, &xml) || !xml)
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot read <config>");
+	if (sw_verbosity >= 3) {
+		char *shown = strdup(xml);
+		if (shown)
+			redact_auth_keys(shown);
+		sw_log(3, "netconf: %s content (keys hidden): %s", what, shown ? shown : "");
+		free(shown);
+	}
+	if (strlen(xml) > EDIT_TEXT_MAX) {
+		free(xml);
+		return reply_err(NC_ERR_TOO_BIG, NULL, "config too large");
+	}
+	if (lyd_parse_data_mem(nc->ly, xml, LYD_XML,
+			       LYD_PARSE_ONLY | LYD_PARSE_STRICT | LYD_PARSE_NO_STATE, 0, out)) {
+		free(xml);
+		*out = NULL;
+		return reply_ly_err(what);
+	}
+	free(xml);
+	return NULL;
+}
+
 static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd_node *rpc,
 					       struct nc_session *session)
 {
@@ -1004,7 +1238,7 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	struct edit_err ee = { 0 };
 	struct sw_config parsed;
 	struct nc_server_reply *r = NULL;
-	char *text = NULL, *xml = NULL, err[SW_CONF_ERR_MAX];
+	char err[SW_CONF_ERR_MAX];
 	size_t nmgmt = 0;
 	char mgmt[SW_MGMT_MAX][128];
 	int rc;
@@ -1019,33 +1253,15 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	    parse_op(lyd_get_value(n), &defop) < 0)
 		return reply_err(NC_ERR_INVALID_VALUE, NULL, "bad default-operation");
 	n = NULL;
+	/* test-then-set (the default) and set both validate first: nothing invalid ever runs */
 	if (!lyd_find_path(rpc, "test-option", 0, &n) && n)
 		test_only = !strcmp(lyd_get_value(n), "test-only");
 	if (lyd_find_path(rpc, "config", 0, &cfgnode) || !cfgnode)
 		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL, "only inline <config> is supported");
-
-	/* The <config> content arrives as anyxml: print it and parse it as inca-switch data, with
-	 * the nc:operation attributes as metadata. */
-	if (lyd_any_value_str(cfgnode, &xml) || !xml)
-		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot read <config>");
-	if (sw_verbosity >= 3) {
-		char *shown = strdup(xml);
-		if (shown)
-			redact_auth_keys(shown);
-		sw_log(3, "netconf: edit-config content (keys hidden): %s", shown ? shown : "");
-		free(shown);
-	}
-	if (strlen(xml) > EDIT_TEXT_MAX) {
-		free(xml);
-		return reply_err(NC_ERR_TOO_BIG, NULL, "config too large");
-	}
-	if (lyd_parse_data_mem(nc->ly, xml, LYD_XML,
-			       LYD_PARSE_ONLY | LYD_PARSE_STRICT | LYD_PARSE_NO_STATE, 0, &edit)) {
-		free(xml);
+	if ((r = parse_config(nc, cfgnode, "edit-config", &edit))) {
 		nc->edits_refused++;
-		return reply_ly_err("edit-config");
+		return r;
 	}
-	free(xml);
 
 	/* Candidate = running + edit. */
 	if (build_data(nc, false, true, &cand) < 0) {
@@ -1059,58 +1275,11 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 		return reply_err(ee.tag, ee.path, "%s", ee.msg);
 	}
 	lyd_free_all(edit);
-	if (lyd_validate_all(&cand, nc->ly, LYD_VALIDATE_NO_STATE | LYD_VALIDATE_PRESENT, NULL)) {
-		lyd_free_all(cand);
-		nc->edits_refused++;
-		return reply_ly_err("validation");
-	}
-
-	/* Semantic checks: exactly those of a config file (BFR-id ranges, unique addresses, ...),
-	 * then the capacity limits. */
-	text = candidate_to_text(cand);
 	sw_config_init(&parsed);
-	if (!text) {
-		r = reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
-		goto out;
-	}
-	rc = sw_config_parse_text(&parsed, text, strlen(text), "edit-config", err, sizeof err);
-	if (rc < 0) {
-		/* "edit-config:LINE: msg": the line is in generated text, only msg means much. */
-		const char *m = err;
-		if (!strncmp(m, "edit-config:", 12)) {
-			m += 12;
-			while (*m >= '0' && *m <= '9')
-				m++;
-			if (*m == ':')
-				m++;
-			while (*m == ' ')
-				m++;
-		}
+	r = check_candidate(nc, &cand, &parsed, mgmt, &nmgmt);
+	if (r) {
 		nc->edits_refused++;
-		r = reply_err(NC_ERR_INVALID_VALUE, NULL, "%s", m);
 		goto out;
-	}
-	if (sw_config_check_limits(nc->cfg, parsed.trees, parsed.ntrees, err, sizeof err) < 0) {
-		nc->edits_refused++;
-		r = reply_err(NC_ERR_RES_DENIED, NULL, "%s", err);
-		goto out;
-	}
-	{
-		struct ly_set *ms = NULL;
-		if (cand && !lyd_find_xpath(cand, "/inca-switch:inca-switch/management/address",
-					    &ms)) {
-			for (uint32_t i = 0; i < ms->count && nmgmt < SW_MGMT_MAX; i++)
-				snprintf(mgmt[nmgmt++], sizeof mgmt[0], "%s",
-					 lyd_get_value(ms->dnodes[i]));
-			if (ms->count > SW_MGMT_MAX) {
-				ly_set_free(ms, NULL);
-				nc->edits_refused++;
-				r = reply_err(NC_ERR_RES_DENIED, NULL,
-					      "at most %d management addresses", SW_MGMT_MAX);
-				goto out;
-			}
-			ly_set_free(ms, NULL);
-		}
 	}
 	if (test_only) {
 		r = nc_server_reply_ok();
@@ -1130,9 +1299,32 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	r = nc_server_reply_ok();
 out:
 	sw_config_free(&parsed);
-	free(text);
 	lyd_free_all(cand);
 	return r;
+}
+
+/* <validate> (:validate:1.1): running is valid by construction; an inline <config> is checked
+ * as a complete configuration, exactly like the candidate of an edit. */
+static struct nc_server_reply *rpc_validate(struct sw_netconf *nc, struct lyd_node *rpc)
+{
+	struct lyd_node *cfgnode = NULL, *cand = NULL;
+	struct nc_server_reply *r;
+	struct sw_config parsed;
+	char mgmt[SW_MGMT_MAX][128];
+	size_t nmgmt;
+
+	if (target_is_running(rpc, "source"))
+		return nc_server_reply_ok();
+	if (lyd_find_path(rpc, "source/config", 0, &cfgnode) || !cfgnode)
+		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL,
+				 "only running and an inline <config> can be validated");
+	if ((r = parse_config(nc, cfgnode, "validate", &cand)))
+		return r;
+	sw_config_init(&parsed);
+	r = check_candidate(nc, &cand, &parsed, mgmt, &nmgmt);
+	sw_config_free(&parsed);
+	lyd_free_all(cand);
+	return r ? r : nc_server_reply_ok();
 }
 
 /* ---------------------------------------------------------------- other RPCs */
@@ -1223,6 +1415,8 @@ static struct nc_server_reply *rpc_dispatch(struct lyd_node *rpc, struct nc_sess
 		return rpc_lock(nc, rpc, s, false);
 	if (!strcmp(name, "get-schema"))
 		return rpc_get_schema(rpc, s);
+	if (!strcmp(name, "validate"))
+		return rpc_validate(nc, rpc);
 	return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL, "operation <%s> is not supported", name);
 }
 
