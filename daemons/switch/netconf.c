@@ -530,6 +530,105 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 	return rc ? -1 : 0;
 }
 
+static void fmt_time(time_t t, char *buf, size_t cap)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* ietf-netconf-monitoring's netconf-state (RFC 6022), state only: the capabilities of the
+ * <hello>, the running datastore and its lock, every schema get-schema serves, the sessions
+ * and the server's counters. Runs in the poll thread (the writer of what it reads). */
+static int build_monitoring(struct sw_netconf *nc, struct lyd_node **out)
+{
+	const struct lys_module *mod = ly_ctx_get_module_implemented(nc->ly,
+								     "ietf-netconf-monitoring");
+	struct lyd_node *top = NULL, *n, *ds, *e;
+	const struct lys_module *m;
+	const char **cp;
+	char tb[32];
+	uint32_t it = 0;
+	int rc = 0;
+
+	if (!mod || lyd_new_inner(NULL, mod, "netconf-state", 0, &top))
+		return -1;
+	if (lyd_new_inner(top, NULL, "capabilities", 0, &n))
+		goto fail;
+	cp = nc_server_get_cpblts_version(nc->ly, LYS_VERSION_1_0); /* as in the <hello> */
+	for (size_t i = 0; cp && cp[i]; i++) {
+		rc |= term(n, "capability", "%s", cp[i]);
+		lydict_remove(nc->ly, cp[i]);
+	}
+	free(cp);
+
+	if (lyd_new_inner(top, NULL, "datastores", 0, &n) ||
+	    lyd_new_list(n, NULL, "datastore", 0, &ds, "running"))
+		goto fail;
+	if (nc->lock_sid) {
+		if (lyd_new_inner(ds, NULL, "locks", 0, &e) ||
+		    lyd_new_inner(e, NULL, "global-lock", 0, &e))
+			goto fail;
+		rc |= term(e, "locked-by-session", "%u", nc->lock_sid);
+		fmt_time(nc->lock_time, tb, sizeof tb);
+		rc |= term(e, "locked-time", "%s", tb);
+	}
+
+	if (lyd_new_inner(top, NULL, "schemas", 0, &n))
+		goto fail;
+	while ((m = ly_ctx_get_module_iter(nc->ly, &it)) && !rc) {
+		if (!strcmp(m->name, "yang") || !strcmp(m->name, "ietf-yang-metadata"))
+			continue; /* libyang's internal modules: no text to serve */
+		if (lyd_new_list(n, NULL, "schema", 0, &e, m->name, m->revision ? m->revision : "",
+				 "ietf-netconf-monitoring:yang"))
+			goto fail;
+		rc |= term(e, "namespace", "%s", m->ns);
+		rc |= term(e, "location", "NETCONF");
+	}
+
+	if (lyd_new_inner(top, NULL, "sessions", 0, &n))
+		goto fail;
+	for (const struct nc_sess *sd = nc->sessions; sd && !rc; sd = sd->next) {
+		char id[16];
+
+		snprintf(id, sizeof id, "%u", sd->id);
+		if (lyd_new_list(n, NULL, "session", 0, &e, id))
+			goto fail;
+		rc |= term(e, "transport", "%s",
+			   sd->ssh ? "ietf-netconf-monitoring:netconf-ssh" : CTL_YANG_MODULE
+			   ":netconf-unix");
+		rc |= term(e, "username", "%s", sd->user);
+		if (sd->host[0])
+			rc |= term(e, "source-host", "%s", sd->host);
+		fmt_time(sd->login, tb, sizeof tb);
+		rc |= term(e, "login-time", "%s", tb);
+		rc |= term(e, "in-rpcs", "%llu", (unsigned long long)sd->in_rpcs);
+		rc |= term(e, "in-bad-rpcs", "%llu", (unsigned long long)sd->in_bad_rpcs);
+		rc |= term(e, "out-rpc-errors", "%llu", (unsigned long long)sd->out_rpc_errors);
+		rc |= term(e, "out-notifications", "0");
+	}
+
+	if (lyd_new_inner(top, NULL, "statistics", 0, &n))
+		goto fail;
+	fmt_time(nc->start_time, tb, sizeof tb);
+	rc |= term(n, "netconf-start-time", "%s", tb);
+	rc |= term(n, "in-bad-hellos", "%llu", (unsigned long long)atomic_load(&nc->in_bad_hellos));
+	rc |= term(n, "in-sessions", "%llu", (unsigned long long)atomic_load(&nc->in_sessions));
+	rc |= term(n, "dropped-sessions", "%llu", (unsigned long long)nc->dropped_sessions);
+	rc |= term(n, "in-rpcs", "%llu", (unsigned long long)nc->in_rpcs);
+	rc |= term(n, "in-bad-rpcs", "%llu", (unsigned long long)nc->in_bad_rpcs);
+	rc |= term(n, "out-rpc-errors", "%llu", (unsigned long long)nc->out_rpc_errors);
+	rc |= term(n, "out-notifications", "0");
+	if (rc)
+		goto fail;
+	*out = top;
+	return 0;
+fail:
+	lyd_free_all(top);
+	return -1;
+}
+
 /* The whole inca-switch tree: running config, plus state when with_state; group keys only
  * with secrets (the edit-config candidate, never a reply). */
 static int build_data(struct sw_netconf *nc, bool with_state, bool secrets, struct lyd_node **out)
@@ -786,6 +885,15 @@ static struct nc_server_reply *rpc_get(struct sw_netconf *nc, struct lyd_node *r
 				 "only the running datastore exists");
 	if (build_data(nc, state, false, &data) < 0)
 		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the data tree");
+	if (state) {
+		struct lyd_node *mon = NULL;
+
+		if (build_monitoring(nc, &mon) < 0 || lyd_insert_sibling(data, mon, &data)) {
+			lyd_free_all(mon);
+			lyd_free_all(data);
+			return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build netconf-state");
+		}
+	}
 	err = apply_filter(nc, rpc, &data);
 	if (err) {
 		lyd_free_all(data);
@@ -1341,6 +1449,7 @@ static struct nc_server_reply *rpc_lock(struct sw_netconf *nc, struct lyd_node *
 			return reply_err(NC_ERR_LOCK_DENIED, NULL, "running is locked by session %u",
 					 nc->lock_sid);
 		nc->lock_sid = sid;
+		nc->lock_time = time(NULL);
 	} else {
 		if (nc->lock_sid != sid)
 			return reply_err(NC_ERR_OP_FAILED, NULL, "running is not locked by you");
