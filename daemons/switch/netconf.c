@@ -1,10 +1,12 @@
-/* inca-switch NETCONF server: libnetconf2 2.0.x endpoints (UNIX socket, SSH with public-key
- * authentication), a small pool of accept threads doing the handshakes and one thread polling
- * the established sessions, and the datastore behind them: the running config is
- * the data plane's current tree set plus the management addresses; state is built on demand
- * from the capabilities, links and statistics. edit-config is applied to a copy, validated
- * with libyang, converted to the config-file form and re-parsed (the same semantic checks as
- * a config file), checked against max_trees / max_slots, and only then published. */
+/* inca-switch NETCONF server: its own listeners (UNIX socket; TCP with SSH done here with
+ * libssh, public-key authentication only), one thread per connection handshake with limits and
+ * a deadline for unauthenticated connections, libnetconf2 2.0.x sessions on the accepted
+ * transports (SSH channels relayed through a socketpair) polled by one thread, and the
+ * datastore behind them: the running config is the data plane's current tree set plus the
+ * management addresses; state is built on demand from the capabilities, links, statistics and
+ * ietf-netconf-monitoring. edit-config is applied to a copy, validated with libyang, converted
+ * to the config-file form and re-parsed (the same semantic checks as a config file), checked
+ * against max_trees / max_slots, and only then published; <validate> runs the same checks. */
 #include "netconf.h"
 
 #include <arpa/inet.h>
