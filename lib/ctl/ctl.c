@@ -1,7 +1,7 @@
 /* lib/ctl: the NETCONF client side of the control plane (libnetconf2 2.0.x, libyang 2.1):
  * connections over a UNIX socket or SSH with key authentication (host key checked against
  * known_hosts, never a prompt), and the conversions between struct ctl_tree / ctl_caps /
- * ctl_tree_stats and the inca-switch YANG data (yang/inca-switch@2026-11-26.yang). */
+ * ctl_tree_stats and the inca-switch YANG data (yang/inca-switch@2026-11-27.yang). */
 #include "ctl.h"
 
 #include <errno.h>
