@@ -8,6 +8,7 @@
 # gen-facts`). Nothing else in those files is touched.
 import argparse
 import difflib
+import glob
 import json
 import os
 import subprocess
@@ -112,6 +113,9 @@ def md_op_row(t):
             % (ops, ranges(int_ops), ranges(int_dts))]
 
 
+# The switch's YANG module: its file name carries the current revision (found in main()).
+YANG = "yang/inca-switch@REVISION.yang"
+
 # (file, block name or line prefix, renderer); a name starting with "|" is a line prefix.
 TARGETS = [
     ("include/inca/inca.h", "dtypes", lambda t: c_enum("INCA_", t["dtypes"])),
@@ -119,8 +123,8 @@ TARGETS = [
     ("python/inca/_lib.py", "dtypes and ops", py_tables),
     ("tools/inca.lua", "dtypes and ops", lua_tables),
     ("tools/inca.lua", "element fields", lua_elem),
-    ("yang/inca-switch@2026-11-26.yang", "dtypes", lambda t: yang_enum(t["dtypes"])),
-    ("yang/inca-switch@2026-11-26.yang", "ops", lambda t: yang_enum(t["ops"])),
+    (YANG, "dtypes", lambda t: yang_enum(t["dtypes"])),
+    (YANG, "ops", lambda t: yang_enum(t["ops"])),
     ("docs/protocol.md", "dtype table", md_dtype_table),
     ("docs/protocol.md", "| 3 | 1 | Op |", md_op_row),
 ]
@@ -154,7 +158,12 @@ def main():
     table = json.loads(subprocess.run([a.dump], check=True, capture_output=True,
                                       text=True).stdout)
     new, old = {}, {}
+    yang = sorted(glob.glob(os.path.join(a.root, "yang", "inca-switch@*.yang")))
+    if len(yang) != 1:
+        sys.exit("gen_facts: expected one yang/inca-switch@*.yang, found %d" % len(yang))
     for path, name, render in TARGETS:
+        if path == YANG:
+            path = os.path.relpath(yang[0], a.root)
         full = os.path.join(a.root, path)
         if full not in new:
             with open(full, encoding="utf-8") as f:
