@@ -50,6 +50,7 @@ struct am_member {
 	uint32_t dtype_mask, op_mask;
 	bool wants_inc;
 	bool wants_det;          /* asked for a deterministic (arrival-order independent) tree */
+	uint16_t max_mtu;        /* Capabilities.max_mtu, 0: 4096 or more */
 	struct am_session *sess; /* NULL while no session stream is open */
 	uint64_t last_hb_ns;
 	int attach;              /* switch index, -1 unknown */
