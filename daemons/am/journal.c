@@ -22,9 +22,9 @@
 
 /* ---------------------------------------------------------------- writing */
 
-/* A string field: "-" for "", every byte that could split a record or a switch:parent pair
- * ('%', ':', space, control, non-ASCII) as %XX; a string that is "-" itself as %2d. */
-static void put_esc(FILE *f, const char *s)
+/* A string field: "-" for "", every byte that could split a record ('%', space, control,
+ * non-ASCII; ':' too in a SWITCH:PARENT pair) as %XX; a string that is "-" itself as %2d. */
+static void put_esc(FILE *f, const char *s, bool colon)
 {
 	if (!s[0]) {
 		fputc('-', f);
@@ -36,7 +36,7 @@ static void put_esc(FILE *f, const char *s)
 	}
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
-		if (c <= ' ' || c >= 0x7f || c == '%' || c == ':')
+		if (c <= ' ' || c >= 0x7f || c == '%' || (colon && c == ':'))
 			fprintf(f, "%%%02x", c);
 		else
 			fputc(c, f);
@@ -46,7 +46,7 @@ static void put_esc(FILE *f, const char *s)
 static void put_str(FILE *f, const char *s)
 {
 	fputc(' ', f);
-	put_esc(f, s);
+	put_esc(f, s, false);
 }
 
 /* One record is built in memory, then written as one line: the record, a space and the
@@ -103,9 +103,9 @@ static void journal_group_write(struct am *am, FILE *out, const struct am_group 
 		for (size_t i = 0; g->plan.ok && i < g->plan.nsw; i++) {
 			int p = g->plan.sws[i].parent;
 			fputc(' ', f);
-			put_esc(f, am->sw[g->plan.sws[i].sw].cfg->name);
+			put_esc(f, am->sw[g->plan.sws[i].sw].cfg->name, true);
 			fputc(':', f);
-			put_esc(f, p < 0 ? "" : am->sw[p].cfg->name);
+			put_esc(f, p < 0 ? "" : am->sw[p].cfg->name, true);
 		}
 		rec_end(am, &r, out);
 	}
@@ -353,7 +353,7 @@ static bool unesc(const char *s, char *dst, size_t cap)
 			if (lo < 0 || (c = hi << 4 | lo) == 0)
 				return false;
 			s += 2;
-		} else if (c <= ' ' || c >= 0x7f || c == ':') {
+		} else if (c <= ' ' || c >= 0x7f) {
 			return false;
 		}
 		if (n + 1 >= cap)
