@@ -608,7 +608,7 @@ static grpc_status_code join_validate(const struct am *am, const Inca__Am__V1__J
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		const char *why = name_bad(names[i].value, names[i].empty_ok);
 		if (why)
-			JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "%s: %s (1..63 printable ASCII "
+			JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "%s: %s (at most 63 printable ASCII "
 				 "characters, no space or ':')", names[i].field, why);
 	}
 	/* A secret may hold spaces and UTF-8, never a control character (it is journalled). */
