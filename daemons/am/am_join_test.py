@@ -123,7 +123,8 @@ try:
     refused("attach_hint with ':'", INV, ["attach_hint"], attach_hint="a:b")
     refused("credential with a control character", INV, ["job_credential"], cred="v\x01")
     refused("credential with a newline", INV, ["job_credential"], cred="v\nG 1")
-    refused("empty credential", INV, ["job_credential"], cred="")
+    refused("empty credential: denied like a wrong one", grpc.StatusCode.PERMISSION_DENIED,
+            [], cred="")
     refused("credential of 128 bytes", INV, ["job_credential"], cred="v" * 128)
     refused("size 0", INV, ["size"], size=0)
     refused("size 5000 (above 4096)", INV, ["size", "4096"], size=5000)
@@ -141,7 +142,8 @@ try:
     refused("bad field and a wrong credential: the field first", INV, ["size"], cred="x",
             size=0)
     st = stub.GetStats(pb.Empty(), timeout=5)
-    check(st.groups_created == 0 and st.joins == 0, "no refused join created a group")
+    check(st.groups_created == 0 and st.joins == 0 and st.joins_denied == 1,
+          "no refused join created a group; only the empty credential counts as a denial")
 
     # ---- a forming group is not replaced by a join with another size
     a = join(name="sz", size=3)

@@ -611,10 +611,10 @@ static grpc_status_code join_validate(const struct am *am, const Inca__Am__V1__J
 			JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "%s: %s (at most 63 printable ASCII "
 				 "characters, no space or ':')", names[i].field, why);
 	}
-	/* A secret may hold spaces and UTF-8, never a control character (it is journalled). */
-	if (n == 0 || n >= AM_STR * 2)
-		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "job_credential: %s", n ? "longer than 127 bytes"
-			 : "empty");
+	/* A secret may hold spaces and UTF-8, never a control character (it is journalled).
+	 * An empty one is just a wrong credential: denied (and counted) below. */
+	if (n >= AM_STR * 2)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "job_credential: longer than 127 bytes");
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)rq->job_credential[i] < ' ' || rq->job_credential[i] == 0x7f)
 			JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "job_credential: control character at "
