@@ -917,6 +917,7 @@ int am_journal_open(struct am *am)
 			  "trees no recovered group owns and move the file aside", am->cfg.journal,
 		       dmg.line, dmg.rec, dmg.what);
 		rs_free(&rs);
+		explicit_bzero(am->learned, sizeof am->learned);
 		am->nlearned = 0;
 		return rc;
 	}
@@ -924,6 +925,7 @@ int am_journal_open(struct am *am)
 		am_log(0, "journal %s: cannot read it: %s; refusing to start", am->cfg.journal,
 		       strerror(-rc));
 		rs_free(&rs);
+		explicit_bzero(am->learned, sizeof am->learned);
 		am->nlearned = 0;
 		return rc;
 	}
