@@ -50,6 +50,7 @@ struct am_member {
 	uint32_t dtype_mask, op_mask;
 	bool wants_inc;
 	bool wants_det;          /* asked for a deterministic (arrival-order independent) tree */
+	uint16_t max_mtu;        /* Capabilities.max_mtu, 0: 4096 or more */
 	struct am_session *sess; /* NULL while no session stream is open */
 	uint64_t last_hb_ns;
 	int attach;              /* switch index, -1 unknown */
@@ -76,7 +77,8 @@ struct am_stats {
 	uint64_t joins, joins_denied, sessions_denied, groups_created, groups_ready,
 		groups_fallback, dismantles, rebuilds, heartbeat_timeouts, switch_failures,
 		push_failures, journal_records, recovered_groups, rpc_unimplemented,
-		operator_denied, failure_reports, failure_reports_denied, failure_reports_stale;
+		operator_denied, failure_reports, failure_reports_denied, failure_reports_stale,
+		journal_damaged_records, orphan_trees_removed;
 };
 
 struct am {
@@ -86,6 +88,7 @@ struct am {
 	struct am_group *groups;
 	uint64_t next_group_id;
 	FILE *journal;
+	bool recover;            /* --recover: start from a damaged journal's valid records */
 	struct am_stats st;
 	uint64_t start_ns, last_poll_ns;
 	/* jobs whose secret was set by a first joiner (allow_first_joiner) */
@@ -116,7 +119,10 @@ void am_group_free(struct am_group *g);
 
 /* ---------------------------------------------------------------- journal.c */
 /* Replay the journal into am->groups (reconciled with the switches' running trees), then
- * compact it and keep it open for appending. */
+ * compact it and keep it open for appending. A damaged journal: -EBADMSG, logged with file,
+ * line and record, the file untouched; with am->recover its valid records are kept, trees in
+ * this AM's tree-id range that no recovered group owns are removed from the switches, and the
+ * file is kept as JOURNAL.damaged-TIME. */
 int am_journal_open(struct am *am);
 void am_journal_group(struct am *am, const struct am_group *g);
 void am_journal_del(struct am *am, uint64_t id);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "am.h"
+#include "inca/inca.h"
 #include "util/util.h"
 
 #define EV(k) INCA__AM__V1__GROUP_EVENT__KIND__##k
@@ -362,6 +363,14 @@ static uint16_t alloc_tree_id(struct am *am)
 	return 0;
 }
 
+/* Does g count against its job's max_trees: it holds a tree, is forming (will ask for one)
+ * or waits for a rebuild. */
+static bool wants_tree(const struct am_group *g)
+{
+	return g->state == AM_G_READY || g->state == AM_G_FORMING ||
+	       (g->state == AM_G_FALLBACK && g->rebuildable);
+}
+
 /* Plan and push a tree for g. On success the group is READY; otherwise FALLBACK with the
  * reason (rebuildable as given). Notifies the members either way. */
 static void establish(struct am *am, struct am_group *g, bool rebuild)
@@ -377,6 +386,8 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 	bool was_waiting = g->state == AM_G_FALLBACK && g->rebuildable;
 	uint16_t tid;
 	bool wants = true;
+	struct am_quota q;
+	uint32_t jtrees, jslots, left;
 
 	snprintf(prev, sizeof prev, "%s", g->reason);
 	if (g->size > 4096) {
@@ -396,9 +407,36 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 		req.op_need |= m->op_mask;
 		req.deterministic = req.deterministic || m->wants_det;
 		wants = wants && m->wants_inc;
+		if (m->max_mtu && (!req.mtu_max || m->max_mtu < req.mtu_max))
+			req.mtu_max = m->max_mtu; /* the plan's MTU fits every member */
 	}
 	if (!wants) {
 		am_group_set_state(g, AM_G_FALLBACK, "a client asked for the host path only");
+		goto fallback;
+	}
+	/* The job's quota (join refuses what it can already tell; a rebuild or a group that
+	 * formed while the job's other groups grew is held here). */
+	am_cfg_quota(&am->cfg, g->job, &q);
+	jtrees = jslots = 0;
+	for (const struct am_group *x = am->groups; x; x = x->next)
+		if (x != g && x->plan.ok && strcmp(x->job, g->job) == 0) {
+			jtrees++;
+			jslots += x->plan.slots;
+		}
+	req.slots_wanted = g->slots_wanted && g->slots_wanted < am->cfg.slots_default
+				   ? g->slots_wanted : am->cfg.slots_default;
+	left = jslots < q.max_slots ? q.max_slots - jslots : 0;
+	if (left < req.slots_wanted)
+		req.slots_wanted = (uint16_t)left;
+	if (req.slots_wanted < am->cfg.slots_min) {
+		snprintf(why, sizeof why, "quota max_slots of job %s: %u of %u slots held", g->job,
+			 jslots, q.max_slots);
+		am_group_set_state(g, AM_G_FALLBACK, why);
+		goto fallback;
+	}
+	if (jtrees >= q.max_trees) {
+		snprintf(why, sizeof why, "quota max_trees of job %s: %u trees held", g->job, jtrees);
+		am_group_set_state(g, AM_G_FALLBACK, why);
 		goto fallback;
 	}
 	tid = alloc_tree_id(am);
@@ -419,7 +457,6 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 		req.auth_key_id = (uint32_t)rnd64();
 	while (!req.auth_key_id || req.auth_key_id == g->last_auth_key_id);
 	g->last_auth_key_id = req.auth_key_id;
-	req.slots_wanted = g->slots_wanted ? g->slots_wanted : am->cfg.slots_default;
 	req.slots_min = am->cfg.slots_min;
 	rc = am_plan_build(v, am->nsw, mv, g->size, &req, &plan);
 	explicit_bzero(req.auth_key, sizeof req.auth_key);
@@ -523,16 +560,20 @@ static void group_remove(struct am *am, struct am_group *g)
 
 /* ---------------------------------------------------------------- RPC handlers */
 
-static bool name_ok(const char *s, bool allow_empty)
+/* Why a name (job id, group name, host name, attach hint) is unusable, NULL if it is fine:
+ * names show in logs, listings and the journal, so they are printable and without spaces. */
+static const char *name_bad(const char *s, bool allow_empty)
 {
 	size_t n = strlen(s);
 
-	if ((!allow_empty && n == 0) || n >= AM_STR)
-		return false;
+	if (!allow_empty && n == 0)
+		return "empty";
+	if (n >= AM_STR)
+		return "longer than 63 bytes";
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)s[i] <= ' ' || s[i] == ':' || (unsigned char)s[i] >= 0x7f)
-			return false;
-	return true;
+			return "holds a space, ':', control or non-ASCII character";
+	return NULL;
 }
 
 static bool addr_ok(const char *s)
@@ -541,6 +582,105 @@ static bool addr_ok(const char *s)
 
 	return s && strlen(s) < CTL_ADDR_MAX && strchr(s, ':') && util_parse_addr(s, -1, &sa) == 0 &&
 	       sa.sin_addr.s_addr != 0 && sa.sin_port != 0;
+}
+
+#define JOIN_ERR(st, ...)                        \
+	do {                                     \
+		snprintf(msg, cap, __VA_ARGS__); \
+		return st;                       \
+	} while (0)
+
+/* Every field of a JoinRequest, before the credential is looked at. The message names the
+ * field and says why. */
+static grpc_status_code join_validate(const struct am *am, const Inca__Am__V1__JoinRequest *rq,
+				      char *msg, size_t cap)
+{
+	const Inca__Am__V1__Capabilities *c = rq->caps;
+	const struct { const char *field, *value; bool empty_ok; } names[] = {
+		{ "job_id", rq->job_id, false },
+		{ "group_name", rq->group_name, true },
+		{ "host_name", rq->host_name, true },
+		{ "attach_hint", rq->attach_hint, true },
+	};
+	uint32_t dtype_all = (1u << INCA_DTYPE_COUNT) - 1, op_all = (1u << INCA_OP_COUNT) - 1;
+	size_t n = strlen(rq->job_credential);
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		const char *why = name_bad(names[i].value, names[i].empty_ok);
+		if (why)
+			JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "%s: %s (at most 63 printable ASCII "
+				 "characters, no space or ':')", names[i].field, why);
+	}
+	/* A secret may hold spaces and UTF-8, never a control character (it is journalled).
+	 * An empty one is just a wrong credential: denied (and counted) below. */
+	if (n >= AM_STR * 2)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "job_credential: longer than 127 bytes");
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)rq->job_credential[i] < ' ' || rq->job_credential[i] == 0x7f)
+			JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "job_credential: control character at "
+				 "byte %zu", i);
+	if (rq->size < 1 || rq->size > AM_MAX_GROUP_SIZE)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "size: %u outside 1..%u (one BIER set)",
+			 rq->size, AM_MAX_GROUP_SIZE);
+	if (rq->rank >= rq->size)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "rank: %u not below size %u", rq->rank, rq->size);
+	if (!addr_ok(rq->data_addr))
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "data_addr: not IPv4:port with a nonzero "
+			 "address and port");
+	if (rq->qpn > 0xFFFFFF)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "qpn: 0x%x wider than 24 bits", rq->qpn);
+	if (rq->slots_wanted > 65535)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "slots_wanted: %u above 65535",
+			 rq->slots_wanted);
+	if (rq->slots_wanted && rq->slots_wanted < am->cfg.slots_min)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "slots_wanted: %u below this AM's slots_min %u "
+			 "(no tree would be admitted)", rq->slots_wanted, am->cfg.slots_min);
+	if (c && (c->dtype_mask & ~dtype_all))
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "caps.dtype_mask: unknown bits 0x%x (known "
+			 "0x%x)", c->dtype_mask & ~dtype_all, dtype_all);
+	if (c && (c->op_mask & ~op_all))
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "caps.op_mask: unknown bits 0x%x (known 0x%x)",
+			 c->op_mask & ~op_all, op_all);
+	if (c && c->max_mtu && c->max_mtu < WIRE_MTU_MIN)
+		JOIN_ERR(GRPC_STATUS_INVALID_ARGUMENT, "caps.max_mtu: %u below the smallest usable "
+			 "MTU %u", c->max_mtu, WIRE_MTU_MIN);
+	return GRPC_STATUS_OK;
+}
+
+/* Would a join that starts a group exceed a quota of its job? Groups of the same name are
+ * not counted: the join supersedes them. */
+static grpc_status_code join_quota(const struct am *am, const Inca__Am__V1__JoinRequest *rq,
+				   char *msg, size_t cap)
+{
+	struct am_quota q;
+	uint32_t trees = 0, slots = 0, forming = 0;
+
+	am_cfg_quota(&am->cfg, rq->job_id, &q);
+	if (rq->size > q.max_size)
+		JOIN_ERR(GRPC_STATUS_RESOURCE_EXHAUSTED, "quota max_size of job %s: size %u above %u",
+			 rq->job_id, rq->size, q.max_size);
+	for (const struct am_group *g = am->groups; g; g = g->next) {
+		if (strcmp(g->job, rq->job_id) != 0)
+			continue;
+		/* a group of the same name is superseded by this join: not counted */
+		if (strcmp(g->name, rq->group_name) == 0)
+			continue;
+		trees += wants_tree(g);
+		forming += g->state == AM_G_FORMING;
+		if (g->plan.ok)
+			slots += g->plan.slots;
+	}
+	if (forming >= q.max_forming)
+		JOIN_ERR(GRPC_STATUS_RESOURCE_EXHAUSTED, "quota max_forming of job %s: %u groups "
+			 "already forming", rq->job_id, forming);
+	if (trees >= q.max_trees)
+		JOIN_ERR(GRPC_STATUS_RESOURCE_EXHAUSTED, "quota max_trees of job %s: %u groups hold "
+			 "or wait for a tree", rq->job_id, trees);
+	if (slots + am->cfg.slots_min > q.max_slots)
+		JOIN_ERR(GRPC_STATUS_RESOURCE_EXHAUSTED, "quota max_slots of job %s: %u of %u slots "
+			 "held, fewer than slots_min %u left", rq->job_id, slots, q.max_slots,
+			 am->cfg.slots_min);
+	return GRPC_STATUS_OK;
 }
 
 static struct am_group *group_new(struct am *am, const char *job, const char *name, uint32_t size)
@@ -572,17 +712,10 @@ grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 	struct am_group *g = NULL;
 	struct am_member *m;
 
-	if (!name_ok(rq->job_id, false) || !name_ok(rq->group_name, true) ||
-	    !name_ok(rq->host_name, true) || !name_ok(rq->attach_hint, true)) {
-		snprintf(msg, cap, "job id, group name, host name and hint: 1..63 printable "
-				   "characters without spaces or ':'");
-		return GRPC_STATUS_INVALID_ARGUMENT;
-	}
-	if (rq->size < 1 || rq->size > 65535 || rq->rank >= rq->size || !addr_ok(rq->data_addr) ||
-	    rq->qpn > 0xFFFFFF) {
-		snprintf(msg, cap, "bad rank/size, data address (ip:port) or QPN");
-		return GRPC_STATUS_INVALID_ARGUMENT;
-	}
+	grpc_status_code st = join_validate(am, rq, msg, cap);
+
+	if (st != GRPC_STATUS_OK)
+		return st;
 	if (!check_credential(am, rq->job_id, rq->job_credential)) {
 		am->st.joins_denied++;
 		am_log(0, "DENIED join: job %s rank %u from %s (%s): bad job credential", rq->job_id,
@@ -591,16 +724,30 @@ grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 		return GRPC_STATUS_PERMISSION_DENIED;
 	}
 	/* The forming group of this job/name, if any; a rank that is already in a running group
-	 * of the same name starts a new one (a new communicator) and ends the old. */
+	 * of the same name starts a new one (a new communicator) and ends the old. A forming
+	 * group is never replaced by a join of another size: that is a client's mistake (or
+	 * another job run reusing the name) and would strand the ranks already waiting. */
 	for (struct am_group *x = am->groups; x; x = x->next) {
-		if (strcmp(x->job, rq->job_id) != 0 || strcmp(x->name, rq->group_name) != 0)
+		if (strcmp(x->job, rq->job_id) != 0 || strcmp(x->name, rq->group_name) != 0 ||
+		    x->state != AM_G_FORMING)
 			continue;
-		if (x->state == AM_G_FORMING && x->size == rq->size && !x->m[rq->rank].joined) {
+		if (x->size != rq->size) {
+			snprintf(msg, cap, "size: %u differs from size %u of the forming group %llu "
+				 "(%s/%s)", rq->size, x->size, (unsigned long long)x->id, x->job,
+				 x->name);
+			return GRPC_STATUS_FAILED_PRECONDITION;
+		}
+		if (!x->m[rq->rank].joined) {
 			g = x;
 			break;
 		}
 	}
 	if (!g) {
+		st = join_quota(am, rq, msg, cap);
+		if (st != GRPC_STATUS_OK) {
+			am_log(0, "join: job %s rank %u refused: %s", rq->job_id, rq->rank, msg);
+			return st;
+		}
 		for (struct am_group *x = am->groups; x; x = x->next)
 			if (strcmp(x->job, rq->job_id) == 0 && strcmp(x->name, rq->group_name) == 0 &&
 			    x->state != AM_G_DISMANTLED && (x->state != AM_G_FORMING ||
@@ -628,10 +775,11 @@ grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 	m->dtype_mask = rq->caps ? rq->caps->dtype_mask : 0;
 	m->op_mask = rq->caps ? rq->caps->op_mask : 0;
 	m->wants_det = rq->caps && rq->caps->deterministic;
+	m->max_mtu = rq->caps && rq->caps->max_mtu < WIRE_MTU_MAX ? (uint16_t)rq->caps->max_mtu
+								  : 0;
 	m->last_hb_ns = util_now_ns();
 	m->attach = -1;
-	if (rq->slots_wanted && rq->slots_wanted <= 65535 &&
-	    (!g->slots_wanted || rq->slots_wanted < g->slots_wanted))
+	if (rq->slots_wanted && (!g->slots_wanted || rq->slots_wanted < g->slots_wanted))
 		g->slots_wanted = (uint16_t)rq->slots_wanted;
 	g->joined++;
 	am->st.joins++;

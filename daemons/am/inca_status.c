@@ -420,6 +420,11 @@ static int show_stats(void)
 	       (unsigned long long)s->operator_denied,
 	       (unsigned long long)s->failure_reports_denied,
 	       (unsigned long long)s->failure_reports, (unsigned long long)s->failure_reports_stale);
+	if (s->journal_damaged_records || s->orphan_trees_removed)
+		printf("recovery (--recover): %llu damaged journal records dropped, %llu trees no "
+		       "recovered group owned removed\n",
+		       (unsigned long long)s->journal_damaged_records,
+		       (unsigned long long)s->orphan_trees_removed);
 	protobuf_c_message_free_unpacked(&s->base, NULL);
 	return 0;
 }

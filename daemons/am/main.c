@@ -39,6 +39,8 @@ static void usage(FILE *f)
 		"      --tls-key FILE     ... and this private key (PEM)\n"
 		"      --ready-file PATH  created once the gRPC port is bound\n"
 		"      --check-config     parse the configuration and exit\n"
+		"      --recover          start from a damaged journal: keep its valid records,\n"
+		"                         remove trees no recovered group owns, move it aside\n"
 		"  -v, --verbose          more logging (repeat)\n"
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and exit\n"
@@ -64,6 +66,7 @@ int main(int argc, char **argv)
 		{ "tls-key", required_argument, NULL, 2 },
 		{ "ready-file", required_argument, NULL, 3 },
 		{ "check-config", no_argument, NULL, 4 },
+		{ "recover", no_argument, NULL, 5 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -98,6 +101,9 @@ int main(int argc, char **argv)
 			break;
 		case 4:
 			check = true;
+			break;
+		case 5:
+			am.recover = true;
 			break;
 		case 'v':
 			am_verbosity++;
@@ -149,15 +155,22 @@ int main(int argc, char **argv)
 	if (check) {
 		printf("listen = %s\njournal = %s\nheartbeat_ms = %u\nheartbeat_misses = %u\n"
 		       "poll_ms = %u\nslots = %u\nslots_min = %u\ntree_ids = %u-%u\n"
-		       "allow_first_joiner = %s\ntls = %s\n",
+		       "allow_first_joiner = %s\ntls = %s\njob_max_trees = %u\njob_max_slots = %u\n"
+		       "job_max_forming = %u\njob_max_size = %u\n",
 		       am.cfg.listen, am.cfg.journal, am.cfg.heartbeat_ms, am.cfg.heartbeat_misses,
 		       am.cfg.poll_ms, am.cfg.slots_default, am.cfg.slots_min, am.cfg.tree_id_min,
 		       am.cfg.tree_id_max, am.cfg.allow_first_joiner ? "yes" : "no",
-		       am.cfg.tls_cert[0] ? "yes" : "no");
+		       am.cfg.tls_cert[0] ? "yes" : "no", am.cfg.quota.max_trees,
+		       am.cfg.quota.max_slots, am.cfg.quota.max_forming, am.cfg.quota.max_size);
 		for (size_t i = 0; i < am.cfg.nswitches; i++)
 			printf("switch %s %s\n", am.cfg.sw[i].name, am.cfg.sw[i].target);
-		for (size_t i = 0; i < am.cfg.njobs; i++)
-			printf("job %s credential ***\n", am.cfg.jobs[i].id);
+		for (size_t i = 0; i < am.cfg.njobs; i++) {
+			struct am_quota q;
+			am_cfg_quota(&am.cfg, am.cfg.jobs[i].id, &q);
+			printf("job %s credential *** max_trees=%u max_slots=%u max_forming=%u "
+			       "max_size=%u\n", am.cfg.jobs[i].id, q.max_trees, q.max_slots,
+			       q.max_forming, q.max_size);
+		}
 		for (size_t i = 0; i < am.cfg.nattach; i++)
 			printf("attach %s %s\n", am.cfg.attach[i].host, am.cfg.attach[i].sw);
 		return 0;

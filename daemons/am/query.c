@@ -264,6 +264,8 @@ static void q_stats(struct am_qreply *q, struct am *am)
 	rp->failure_reports = s->failure_reports;
 	rp->failure_reports_denied = s->failure_reports_denied;
 	rp->failure_reports_stale = s->failure_reports_stale;
+	rp->journal_damaged_records = s->journal_damaged_records;
+	rp->orphan_trees_removed = s->orphan_trees_removed;
 	for (struct am_group *g = am->groups; g; g = g->next)
 		rp->active_groups++;
 	q->msg = &rp->base;
