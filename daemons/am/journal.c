@@ -404,9 +404,9 @@ static void replay_journal(struct am *am)
 				/* Remove what is left of it; rebuild once members are back. */
 				for (size_t k = 0; k < rg[i].r->nsw; k++) {
 					int s = am_sw_index(am, rg[i].r->sw[k]);
-					if (s >= 0 && am->sw[s].conn &&
+					if (s >= 0 && am->sw[s].up &&
 					    am_running_find(&am->sw[s], rg[i].r->tree_id))
-						ctl_delete_tree(am->sw[s].conn, rg[i].r->tree_id);
+						am_sw_delete(am, (size_t)s, rg[i].r->tree_id);
 				}
 				am_group_set_state(g, AM_G_FALLBACK, "tree lost while the AM was down");
 				g->rebuildable = true;
