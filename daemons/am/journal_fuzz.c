@@ -3,7 +3,8 @@
  * one: a crash mid-write, a full disk). No switches are configured, so every recovered group
  * is reconciled against an empty fabric. Afterwards every group must be consistent
  * (0 < size <= 65535, joined <= size, members indexed by rank), and the compacted journal the
- * AM wrote must replay to the same groups and be mode 0600. Links the real groups.c, journal.c, query.c, plan.c and cfg.c with the
+ * AM wrote must replay to the same groups and be mode 0600. Links the real groups.c,
+ * switches.c (no switch: no worker thread), journal.c, query.c, plan.c and cfg.c with the
  * NETCONF stub; the gRPC session calls and the logger are stubbed (no client connects during
  * a replay). Build: tests/fuzz/run_fuzz.sh (see tests/fuzz/meson.build). */
 #include <stdint.h>

@@ -595,7 +595,9 @@ void am_sw_stop(struct am *am)
 		pthread_cond_destroy(&q->cv);
 		free(q);
 	}
-	if (am->swio && all_joined) {
+	/* A worker or the gRPC pump (am->srvq still set) left running may still write to
+	 * wake_fd: then it stays open, so that its number is never reused. */
+	if (am->swio && all_joined && !am->srvq) {
 		while (am->swio->head) {
 			struct swreq *r = am->swio->head;
 			am->swio->head = r->next;
@@ -608,5 +610,4 @@ void am_sw_stop(struct am *am)
 			close(am->wake_fd);
 		am->wake_fd = -1;
 	}
-	/* else: a detached worker may still answer into swio and wake_fd; both stay. */
 }
