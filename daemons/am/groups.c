@@ -939,7 +939,11 @@ static void check_groups(struct am *am, bool polled)
 			continue;
 		if (g->op)
 			continue; /* a push or a re-check decides */
-		if (g->state == AM_G_READY && !tree_healthy(am, g, why, sizeof why)) {
+		if (g->state == AM_G_FORMING && g->joined == g->size) {
+			/* complete but never pushed: recovered from the journal of an AM that
+			 * stopped while pushing */
+			establish(am, g, false);
+		} else if (g->state == AM_G_READY && !tree_healthy(am, g, why, sizeof why)) {
 			am_log(0, "group %llu: %s: rebuilding", (unsigned long long)g->id, why);
 			am->st.dismantles++;
 			am_group_set_state(g, AM_G_FALLBACK, why);
@@ -966,6 +970,23 @@ void am_tick(struct am *am)
 	}
 	check_groups(am, am->sw_polled);
 	am->sw_polled = false;
+}
+
+void am_finish_pushes(struct am *am)
+{
+	uint64_t until = util_now_ns() + (uint64_t)am->cfg.switch_timeout_ms * 2 * NS_PER_MS +
+			 NS_PER_MS * 1000;
+	bool busy = true;
+
+	while (busy && util_now_ns() < until) {
+		busy = false;
+		for (struct am_group *g = am->groups; g; g = g->next)
+			busy = busy || g->op != NULL;
+		if (busy) {
+			am_server_run_once(am, 50);
+			am_tick(am);
+		}
+	}
 }
 
 int am_init(struct am *am)

@@ -182,6 +182,7 @@ int main(int argc, char **argv)
 		am_tick(&am);
 	}
 	am_log(1, "stopping (trees stay on the switches)");
+	am_finish_pushes(&am);
 	am_server_stop(&am);
 	am_fini(&am);
 	grpc_shutdown();
