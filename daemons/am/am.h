@@ -158,9 +158,8 @@ void am_build_views(struct am *am, struct am_sw_view *v);
 int am_init(struct am *am);        /* start the switch workers, replay the journal, reconcile */
 void am_fini(struct am *am);
 void am_tick(struct am *am);       /* switch answers, heartbeats, switch polling, rebuilds */
-/* Before stopping: serve until no group waits for its switches (bounded by twice
- * switch_timeout_ms + 1 s), so that a push under way ends journalled and told. */
-void am_finish_pushes(struct am *am);
+/* A group waits for its switches (a push or a re-check under way). */
+bool am_switch_work_pending(const struct am *am);
 /* An answer to a request tagged with a group (see am_sw_poll). */
 void am_group_sw_done(struct am *am, const struct am_sw_answer *a);
 

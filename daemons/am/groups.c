@@ -972,21 +972,12 @@ void am_tick(struct am *am)
 	am->sw_polled = false;
 }
 
-void am_finish_pushes(struct am *am)
+bool am_switch_work_pending(const struct am *am)
 {
-	uint64_t until = util_now_ns() + (uint64_t)am->cfg.switch_timeout_ms * 2 * NS_PER_MS +
-			 NS_PER_MS * 1000;
-	bool busy = true;
-
-	while (busy && util_now_ns() < until) {
-		busy = false;
-		for (struct am_group *g = am->groups; g; g = g->next)
-			busy = busy || g->op != NULL;
-		if (busy) {
-			am_server_run_once(am, 50);
-			am_tick(am);
-		}
-	}
+	for (const struct am_group *g = am->groups; g; g = g->next)
+		if (g->op)
+			return true;
+	return false;
 }
 
 int am_init(struct am *am)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "am.h"
+#include "util/util.h"
 
 int am_verbosity;
 
@@ -182,7 +183,12 @@ int main(int argc, char **argv)
 		am_tick(&am);
 	}
 	am_log(1, "stopping (trees stay on the switches)");
-	am_finish_pushes(&am);
+	/* A push under way ends journalled and told (bounded: each request times out). */
+	for (uint64_t until = util_now_ns() + (am.cfg.switch_timeout_ms * 2ull + 1000) * NS_PER_MS;
+	     am_switch_work_pending(&am) && util_now_ns() < until;) {
+		am_server_run_once(&am, 50);
+		am_tick(&am);
+	}
 	am_server_stop(&am);
 	am_fini(&am);
 	grpc_shutdown();
