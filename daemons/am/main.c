@@ -131,10 +131,10 @@ int main(int argc, char **argv)
 	}
 	if (check) {
 		printf("listen = %s\njournal = %s\nheartbeat_ms = %u\nheartbeat_misses = %u\n"
-		       "poll_ms = %u\nslots = %u\nslots_min = %u\ntree_ids = %u-%u\n"
-		       "allow_first_joiner = %s\ntls = %s\n",
+		       "poll_ms = %u\nswitch_timeout_ms = %u\nslots = %u\nslots_min = %u\n"
+		       "tree_ids = %u-%u\nallow_first_joiner = %s\ntls = %s\n",
 		       am.cfg.listen, am.cfg.journal, am.cfg.heartbeat_ms, am.cfg.heartbeat_misses,
-		       am.cfg.poll_ms, am.cfg.slots_default, am.cfg.slots_min, am.cfg.tree_id_min,
+		       am.cfg.poll_ms, am.cfg.switch_timeout_ms, am.cfg.slots_default, am.cfg.slots_min, am.cfg.tree_id_min,
 		       am.cfg.tree_id_max, am.cfg.allow_first_joiner ? "yes" : "no",
 		       am.cfg.tls_cert[0] ? "yes" : "no");
 		for (size_t i = 0; i < am.cfg.nswitches; i++)
