@@ -116,6 +116,11 @@ struct sim_ina {
 };
 
 /* ---- payload pool ----------------------------------------------------------------------- */
+static inline struct sim_ina *ina_of(const struct sim *s)
+{
+	return s->mod[SIM_MOD_ina];
+}
+
 static struct ina_buf *buf_at(struct sim_ina *a, uint32_t i)
 {
 	return (struct ina_buf *)(void *)(a->pool + (size_t)i * a->rec_bytes);
@@ -200,7 +205,7 @@ static void host_send(struct sim *s, struct sim_host *h, struct sim_pkt *p, bool
 
 static void switch_send(struct sim *s, struct sim_switch *sw, struct sim_port *out, struct sim_pkt *p)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	if (out->q_bytes + p->size_bytes > s->cfg.buffer_bytes) { /* lossy admission */
 		sw->drops_queue++;
 		out->drops++;
@@ -229,7 +234,7 @@ static sim_time_ps rto_of(const struct sim *s, sim_time_ps srtt, uint32_t tries)
 
 static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool retx)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	struct ina_job *j = &a->jobs[m->job];
 	uint32_t b = buf_alloc(a);
 	struct sim_pkt *p = b ? sim_pkt_alloc(s) : NULL;
@@ -292,7 +297,7 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
  * a switch that completes a chunk knows any earlier chunk's missing contributions are lost. */
 static void member_start(struct sim *s, struct ina_member *m)
 {
-	const struct ina_job *j = &s->ina->jobs[m->job];
+	const struct ina_job *j = &ina_of(s)->jobs[m->job];
 	uint32_t W = s->cfg.ina_job_slots;
 	while (m->next < j->nchunks && !m->w[m->next % W].busy)
 		member_send(s, m, m->next++, false);
@@ -311,7 +316,7 @@ static void member_nack(struct sim *s, struct ina_member *m, uint32_t g)
 		return;
 	if (w->g == g && w->tries && s->now < w->dep + m->srtt / 2)
 		return;
-	s->ina->nack_resends++;
+	ina_of(s)->nack_resends++;
 	w->tries++;
 	member_send(s, m, w->g, true);
 }
@@ -340,7 +345,7 @@ static void member_gaps(struct sim *s, struct ina_member *m, sim_time_ps dep)
 static void wslot_timeout(struct sim *s, struct sim_event *ev)
 {
 	struct ina_wslot *w = SIM_CONTAINER_OF(ev, struct ina_wslot, ev);
-	struct ina_member *m = &s->ina->mem[w->member];
+	struct ina_member *m = &ina_of(s)->mem[w->member];
 	if (!w->busy)
 		return;
 	if (w->gap) {
@@ -348,7 +353,7 @@ static void wslot_timeout(struct sim *s, struct sim_event *ev)
 		member_send(s, m, w->g, true);
 		return;
 	}
-	s->ina->jobs[m->job].timeouts++;
+	ina_of(s)->jobs[m->job].timeouts++;
 	s->timeouts++;
 	w->tries++;
 	member_send(s, m, w->g, true);
@@ -395,7 +400,7 @@ static void ring_try_start(struct sim *s, struct ina_job *j, uint32_t i)
 
 static struct ina_job *ring_job_of(struct sim *s, const struct sim_flow *f, uint32_t *obj)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	if (f->idx < a->ring_lo || f->idx >= a->ring_hi)
 		return NULL;
 	for (uint32_t x = 0; x < a->njobs; x++) {
@@ -412,10 +417,10 @@ static void job_finish(struct sim *s, struct ina_job *j)
 {
 	j->finished = true;
 	j->finish_ps = s->now;
-	s->ina->jobs_done++;
+	ina_of(s)->jobs_done++;
 }
 
-void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f)
+static void ina_flow_recv_done(struct sim *s, struct sim_flow *f)
 {
 	uint32_t o;
 	struct ina_job *j = ring_job_of(s, f, &o);
@@ -428,13 +433,13 @@ void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f)
 	ring_try_start(s, j, nx);
 }
 
-void sim_ina_flow_done(struct sim *s, struct sim_flow *f)
+static void ina_flow_done(struct sim *s, struct sim_flow *f)
 {
 	uint32_t o;
 	struct ina_job *j = ring_job_of(s, f, &o);
 	if (!j)
 		return;
-	s->ina->ring_completions++;
+	ina_of(s)->ring_completions++;
 	ring_try_start(s, j, o / 2);
 }
 
@@ -449,13 +454,13 @@ static void job_start(struct sim *s, struct sim_event *ev)
 		return;
 	}
 	for (uint32_t r = 0; r < j->n; r++)
-		member_start(s, &s->ina->mem[j->member0 + r]);
+		member_start(s, &ina_of(s)->mem[j->member0 + r]);
 }
 
 /* ---- receive paths --------------------------------------------------------------------- */
 static bool lost(struct sim *s)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	if (s->cfg.ina_loss > 0 && util_rng_double(&a->rng) < s->cfg.ina_loss) {
 		a->lost_pkts++;
 		return true;
@@ -463,9 +468,9 @@ static bool lost(struct sim *s)
 	return false;
 }
 
-void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+static void ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	uint32_t b = p->psn;
 	uint32_t mi = a->member_of_host[h->n.id];
 	if (lost(s) || !mi || p->type != SIM_PKT_INA_RESULT)
@@ -541,9 +546,9 @@ static struct ina_tn *tn_at(struct sim_ina *a, uint32_t sw, uint32_t job)
 	return NULL;
 }
 
-void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+static void ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	uint32_t b = p->psn;
 	struct ina_buf *ib = buf_at(a, b);
 	struct ina_tn *tn = lost(s) ? NULL : tn_at(a, sw->n.id - s->nhosts, ib->job);
@@ -696,7 +701,7 @@ static int tn_link(struct sim *s, struct sim_ina *a, uint32_t c, uint32_t psw, u
 /* Build job j's tree into a->tn (not yet linked to switches). */
 static int build_tree(struct sim *s, struct ina_job *j, uint32_t *map)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	uint32_t H = s->nhosts, first = a->ntn;
 	uint32_t *cur = malloc(sizeof(*cur) * (j->n + 1)), *nxt = malloc(sizeof(*nxt) * (j->n + 1));
 	uint32_t ncur = 0, nnxt, *cand = NULL;
@@ -791,7 +796,7 @@ out:
  * then crosses every link of the round trip once (serialisation + latency). */
 static sim_time_ps job_bound(struct sim *s, struct ina_job *j)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	const struct sim_port *path[2 * INA_MAX_LEVELS + 2];
 	unsigned np = 0;
 	path[np++] = &s->hosts[j->hosts[0]].port;
@@ -820,7 +825,7 @@ static sim_time_ps job_bound(struct sim *s, struct ina_job *j)
 
 static int job_setup_inc(struct sim *s, struct ina_job *j)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	uint32_t W = s->cfg.ina_job_slots;
 	for (uint32_t i = 0; i < j->ntn; i++) {
 		struct ina_tn *t = &a->tn[j->tns[i]];
@@ -906,7 +911,7 @@ static int job_setup_ring(struct sim *s, struct ina_job *j)
 	return 0;
 }
 
-int sim_ina_create(struct sim *s)
+static int ina_create(struct sim *s)
 {
 	const struct sim_config *c = &s->cfg;
 	uint32_t J = c->ina_jobs, n = c->ina_job_hosts ? c->ina_job_hosts : (J ? s->nhosts / J : 0);
@@ -932,7 +937,7 @@ int sim_ina_create(struct sim *s)
 	struct sim_ina *a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	s->ina = a;
+	s->mod[SIM_MOD_ina] = a;
 	sim_rng_init(s, &a->rng, 6, 0);
 	sim_rng_init(s, &a->jrng, 6, 1);
 	a->data_bytes = c->ina_elems * 4;
@@ -992,9 +997,9 @@ int sim_ina_create(struct sim *s)
 	return rc;
 }
 
-void sim_ina_destroy(struct sim *s)
+static void ina_destroy(struct sim *s)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	if (!a)
 		return;
 	for (uint32_t x = 0; x < a->njobs; x++) {
@@ -1024,20 +1029,20 @@ void sim_ina_destroy(struct sim *s)
 	free(a->pool);
 	free(a->sends);
 	free(a);
-	s->ina = NULL;
+	s->mod[SIM_MOD_ina] = NULL;
 }
 
-bool sim_ina_done(const struct sim *s)
+static bool ina_run_done(const struct sim *s)
 {
-	const struct sim_ina *a = s->ina;
+	const struct sim_ina *a = ina_of(s);
 	uint64_t others = s->nflows - (a->ring_hi - a->ring_lo);
 	return a->jobs_done == a->njobs && s->flows_done - a->ring_completions >= others;
 }
 
 /* Ring objects are reused: count each once, done if its last step is done. */
-void sim_ina_adjust_stats(const struct sim *s, struct sim_stats *st)
+static void ina_adjust_stats(const struct sim *s, struct sim_stats *st)
 {
-	const struct sim_ina *a = s->ina;
+	const struct sim_ina *a = ina_of(s);
 	uint32_t done = 0;
 	for (uint32_t x = 0; x < a->njobs; x++) /* a finished job's flows count as done */
 		if (!a->jobs[x].inc)
@@ -1049,14 +1054,14 @@ void sim_ina_adjust_stats(const struct sim *s, struct sim_stats *st)
 /* ---- results ----------------------------------------------------------------------------- */
 uint32_t sim_ina_job_count(const struct sim *s)
 {
-	return s->ina ? s->ina->njobs : 0;
+	return ina_of(s) ? ina_of(s)->njobs : 0;
 }
 
 int sim_ina_job_result(const struct sim *s, uint32_t x, struct sim_ina_job_result *r)
 {
-	if (!s->ina || x >= s->ina->njobs)
+	if (!ina_of(s) || x >= ina_of(s)->njobs)
 		return -ENOENT;
-	const struct ina_job *j = &s->ina->jobs[x];
+	const struct ina_job *j = &ina_of(s)->jobs[x];
 	memset(r, 0, sizeof(*r));
 	r->job = j->id;
 	r->hosts = j->n;
@@ -1092,7 +1097,7 @@ static uint64_t ina_notices(const struct sim_ina *a)
 
 int sim_ina_get_stats(const struct sim *s, struct sim_ina_stats *st)
 {
-	const struct sim_ina *a = s->ina;
+	const struct sim_ina *a = ina_of(s);
 	if (!a)
 		return -ENOENT;
 	memset(st, 0, sizeof(*st));
@@ -1107,7 +1112,7 @@ int sim_ina_get_stats(const struct sim *s, struct sim_ina_stats *st)
 	return 0;
 }
 
-int sim_ina_write_outputs(struct sim *s, const char *dir)
+static int ina_write_outputs(struct sim *s, const char *dir)
 {
 	char path[SIM_PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/ina.csv", dir);
@@ -1136,10 +1141,51 @@ int sim_ina_write_outputs(struct sim *s, const char *dir)
 	fprintf(f, "verdict,count\n");
 	for (int v = 0; v < AGG_VERDICT_COUNT; v++)
 		fprintf(f, "%s,%llu\n", agg_verdict_name((enum agg_verdict)v),
-			(unsigned long long)s->ina->verdicts[v]);
+			(unsigned long long)ina_of(s)->verdicts[v]);
 	fprintf(f, "lost_pkts,%llu\nqueue_drops,%llu\nina_pkts,%llu\nnotices,%llu\nnack_resends,%llu\n",
-		(unsigned long long)s->ina->lost_pkts, (unsigned long long)s->ina->drops_queue,
-		(unsigned long long)s->ina->pkts, (unsigned long long)ina_notices(s->ina),
-		(unsigned long long)s->ina->nack_resends);
+		(unsigned long long)ina_of(s)->lost_pkts, (unsigned long long)ina_of(s)->drops_queue,
+		(unsigned long long)ina_of(s)->pkts, (unsigned long long)ina_notices(ina_of(s)),
+		(unsigned long long)ina_of(s)->nack_resends);
 	return fclose(f) ? -errno : 0;
 }
+
+static const char *const ina_mode_names[] = { "off", "inc", "ring", NULL };
+static const char *const ina_place_names[] = { "contiguous", "strided", NULL };
+static const char *const ina_dtype_names[] = { "int32", "fp32", NULL };
+static const struct sim_param ina_params[] = {
+	{ "ina", "mode", SIM_P_ENUM, SIM_PARAM_FIELD(ina_mode), "off", ina_mode_names, "off | inc (AllReduce jobs aggregated by lib/agg in switches; jobs without slots run ring) | ring (all jobs ring AllReduce: the baseline)" },
+	{ "ina", "jobs", SIM_P_U32, SIM_PARAM_FIELD(ina_jobs), "1", NULL, "concurrent AllReduce jobs (admitted in id order)" },
+	{ "ina", "job_hosts", SIM_P_U32, SIM_PARAM_FIELD(ina_job_hosts), "0", NULL, "ranks per job (0 = hosts / jobs), at most 4096" },
+	{ "ina", "size_bytes", SIM_P_U64, SIM_PARAM_FIELD(ina_size_bytes), "1048576", NULL, "AllReduce buffer per rank (chunks of host.mtu_bytes)" },
+	{ "ina", "placement", SIM_P_ENUM, SIM_PARAM_FIELD(ina_placement), "contiguous", ina_place_names, "contiguous (job j: hosts j*n..) | strided (rank r of job j: host r*jobs+j)" },
+	{ "ina", "switch_slots", SIM_P_U32, SIM_PARAM_FIELD(ina_switch_slots), "256", NULL, "aggregation slots per switch, shared by the jobs whose trees use it" },
+	{ "ina", "job_slots", SIM_P_U32, SIM_PARAM_FIELD(ina_job_slots), "64", NULL, "slots a job takes at every switch of its tree = chunks in flight per member" },
+	{ "ina", "elems", SIM_P_U32, SIM_PARAM_FIELD(ina_elems), "16", NULL, "real elements carried and reduced per packet (the rest of the MTU is modelled only)" },
+	{ "ina", "dtype", SIM_P_ENUM, SIM_PARAM_FIELD(ina_dtype), "int32", ina_dtype_names, "int32 | fp32 (values are small integers: sums are exact in any order)" },
+	{ "ina", "loss", SIM_P_DBL, SIM_PARAM_FIELD(ina_loss), "0", NULL, "probability that an INA packet is lost on each link" },
+	{ "ina", "rto_us", SIM_P_DBL, SIM_PARAM_FIELD(ina_rto_us), "100", NULL, "member retransmission timeout per chunk, from its estimated departure (doubles per retry, at most 8x)" },
+	{ "ina", "start_us", SIM_P_DBL, SIM_PARAM_FIELD(ina_start_us), "0", NULL, "start time of every job" },
+};
+
+static bool ina_enabled(const struct sim_config *c)
+{
+	return c->ina_mode != SIM_INA_OFF;
+}
+
+const struct sim_module_ops sim_ina_ops = {
+	.name = "ina",
+	.params = ina_params,
+	.nparams = sizeof(ina_params) / sizeof(ina_params[0]),
+	.enabled = ina_enabled,
+	.pkt_lo = SIM_PKT_INA_DATA,
+	.pkt_hi = SIM_PKT_INA_RESULT,
+	.create = ina_create,
+	.destroy = ina_destroy,
+	.switch_rx = ina_switch_rx,
+	.host_rx = ina_host_rx,
+	.flow_recv_done = ina_flow_recv_done,
+	.flow_done = ina_flow_done,
+	.run_done = ina_run_done,
+	.adjust_stats = ina_adjust_stats,
+	.write_outputs = ina_write_outputs,
+};

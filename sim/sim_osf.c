@@ -3,7 +3,7 @@
  * path selection and per-packet spraying (modelled in the source NIC), OSF-Forwarder source
  * routing, credit-based flow control (4.3.1), OSF-Egress reordering, and fast failure
  * notification (4.4), and (osf.cell_bytes > 0) packet aggregation / fragmentation into cells
- * with per-flow cell numbering and reassembly at the egress. Active only when s->osf is set;
+ * with per-flow cell numbering and reassembly at the egress. A simulator module (sim_module.h);
  * see docs/sim.md for the model. */
 #include <errno.h>
 #include <stdio.h>
@@ -124,9 +124,14 @@ struct sim_osf {
 	struct sim_osf_stats st;
 };
 
+static inline struct sim_osf *osf_of(const struct sim *s)
+{
+	return s->mod[SIM_MOD_osf];
+}
+
 static struct osf_flow *oflow(struct sim *s, uint32_t idx)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	if (idx >= o->nfl) {
 		uint32_t n = o->nfl ? o->nfl : 64;
 		while (n <= idx)
@@ -148,7 +153,7 @@ static void egress_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
 static struct osf_flow *oflow_get(struct sim *s, uint32_t idx)
 {
 	struct osf_flow *of = oflow(s, idx);
-	if (of || idx >= s->osf->nfl)
+	if (of || idx >= osf_of(s)->nfl)
 		return of;
 	of = calloc(1, sizeof(*of));
 	if (!of)
@@ -156,7 +161,7 @@ static struct osf_flow *oflow_get(struct sim *s, uint32_t idx)
 	of->idx = idx;
 	sim_ev_init(&of->hole_ev, hole_fire);
 	sim_ev_init(&of->chole_ev, chole_fire);
-	s->osf->fl[idx] = of;
+	osf_of(s)->fl[idx] = of;
 	return of;
 }
 
@@ -215,7 +220,7 @@ static int flow_paths(struct sim *s, struct sim_flow *f, struct osf_flow *of)
  * left out while any other remains. Smooth weighted round robin over what is left. */
 static uint16_t pick_path(struct sim *s, struct sim_host *h, struct osf_flow *of)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	struct osf_view *v = &o->hv[h->n.id];
 	int64_t w[OSF_MAXPATHS];
 	int level[OSF_MAXPATHS]; /* 2 usable, 1 congested, 0 down */
@@ -359,7 +364,7 @@ static void port_send_ctl(struct sim *s, struct sim_port *port, struct sim_pkt *
  * implementation would time out); the reservations it holds are returned. */
 static void credit_lost(struct sim *s, struct sim_pkt *p, bool free_it)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	struct osf_grant *g = &o->grants[p->osf_grant - 1];
 	uint64_t bytes = (uint64_t)g->npk * full_pkt(s);
 	if (p->type == SIM_PKT_OSF_CREDIT_REQ)
@@ -394,9 +399,9 @@ static void credit_back(struct sim *s, struct osf_grant *g, struct sim_pkt *p, u
 	port_send_ctl(s, out, p);
 }
 
-void sim_osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+static void osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	if (p->type == SIM_PKT_OSF_LINKQ) {
 		struct sim_rgroup *g = sim_route_group(sw, p->dst);
 		if (!g) {
@@ -440,21 +445,23 @@ void sim_osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 }
 
 /* ---- data path hooks --------------------------------------------------------------------- */
-void sim_osf_dequeue(struct sim *s, struct sim_port *port, struct sim_pkt *p)
+static void osf_data_dequeue(struct sim *s, struct sim_port *port, struct sim_pkt *p)
 {
 	if (!p->osf_grant)
 		return;
-	struct osf_grant *g = &s->osf->grants[p->osf_grant - 1];
+	struct osf_grant *g = &osf_of(s)->grants[p->osf_grant - 1];
 	for (unsigned j = 1; j < g->nhops; j++)
 		if (g->ports[j] == port) {
-			grant_release(s->osf, g, j, p->size_bytes);
+			grant_release(osf_of(s), g, j, p->size_bytes);
 			return;
 		}
 }
 
-void sim_osf_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at, bool reserved_here)
+static void osf_pkt_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at,
+			 enum sim_drop_why why)
 {
-	struct sim_osf *o = s->osf;
+	bool reserved_here = why == SIM_DROP_ROUTED_DOWN; /* it still held credit on `at` */
+	struct sim_osf *o = osf_of(s);
 	if (p->type >= SIM_PKT_OSF_CREDIT_REQ && p->type <= SIM_PKT_OSF_CREDIT_REJ) {
 		credit_lost(s, p, false); /* queued behind a link that went down */
 		return;
@@ -497,7 +504,7 @@ static uint32_t flow_demand(const struct sim *s, const struct sim_flow *f, const
 static struct sim_pkt *make_req(struct sim *s, struct sim_host *h, struct sim_flow *f,
 				struct osf_flow *of, uint32_t npk)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	uint32_t gi = grant_new(o);
 	if (!gi)
 		return NULL;
@@ -537,7 +544,7 @@ static struct sim_pkt *make_req(struct sim *s, struct sim_host *h, struct sim_fl
  * credit is returned at once (a release message would take one path latency). */
 static void close_unused(struct sim *s, struct sim_flow *f, struct osf_flow *of)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	while (of->gq_n) {
 		uint32_t gi = of->gq[of->gq_head];
 		struct osf_grant *g = &o->grants[gi - 1];
@@ -554,7 +561,7 @@ static void close_unused(struct sim *s, struct sim_flow *f, struct osf_flow *of)
 static void stamp(struct sim *s, struct sim_host *h, struct sim_flow *f, struct osf_flow *of,
 		  struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	const struct sim_port *const *ports;
 	unsigned n;
 	p->osf_grant = 0;
@@ -638,7 +645,7 @@ static bool stream_pull(struct sim *s, struct sim_host *h, struct sim_flow *f, s
 	of->os_psn[of->nos] = p->psn;
 	of->os_end[of->nos] = of->stream_bytes;
 	of->nos++;
-	s->osf->st.orig_pkts_sent++;
+	osf_of(s)->st.orig_pkts_sent++;
 	if (*tmpl)
 		sim_pkt_free(s, *tmpl);
 	*tmpl = p;
@@ -650,7 +657,7 @@ static bool stream_pull(struct sim *s, struct sim_host *h, struct sim_flow *f, s
  * ingress for more grants while the transport's retransmission timer runs. */
 static bool credit_covers(const struct sim *s, const struct osf_flow *of)
 {
-	const struct sim_osf *o = s->osf;
+	const struct sim_osf *o = osf_of(s);
 	if (!o->credit)
 		return true;
 	uint64_t cells = 0;
@@ -666,7 +673,7 @@ static bool credit_covers(const struct sim *s, const struct osf_flow *of)
 static struct sim_pkt *cell_build(struct sim *s, struct sim_host *h, struct sim_flow *f,
 				  struct osf_flow *of, sim_time_ps *wake)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	uint32_t C = o->cell;
 	struct sim_pkt *p = NULL;
 	if (of->stream_bytes - of->cut_bytes < C && f->in_active) {
@@ -743,7 +750,7 @@ static void hev_fire(struct sim *s, struct sim_event *ev)
  * the end of the cell being sent. */
 static struct sim_pkt *bl_wake(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	if (!p || h->nactive || h->port.cq.n || !o->bl[h->n.id])
 		return p;
 	struct osf_hev *e = &o->hev[h->n.id];
@@ -783,9 +790,9 @@ static struct osf_flow *flow_ready(struct sim *s, struct sim_flow *f)
 	return of->npaths ? of : NULL;
 }
 
-struct sim_pkt *sim_osf_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake)
+static struct sim_pkt *osf_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	uint32_t n = h->nactive;
 	struct sim_flow *f = h->active;
 	if (!sim_ev_pending(&o->tick_ev)) /* flows added after sim_create: reports start now */
@@ -869,7 +876,7 @@ static inline void bit_set(uint8_t *b, uint32_t i) { b[i >> 3] |= (uint8_t)(1u <
 
 static void deliver(struct sim *s, struct sim_flow *f, struct osf_flow *of, struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	if (s->cfg.transport != SIM_TRANSPORT_IDEAL && p->psn != f->rcv_nxt && !f->recv_done)
 		o->st.inorder_violations++;
 	uint32_t payload = p->size_bytes - s->cfg.header_bytes;
@@ -897,7 +904,7 @@ static void send_nack(struct sim *s, struct sim_flow *f, uint32_t psn)
 	p->spray_ctr = f->ctl_seq++;
 	p->sack_bits = 0;
 	p->size_bytes = s->cfg.ack_bytes;
-	s->osf->st.egress_nacks++;
+	osf_of(s)->st.egress_nacks++;
 	host_send_ctl(s, &s->hosts[f->dst], p);
 }
 
@@ -922,7 +929,7 @@ static void cell_deliver(struct sim *s, struct sim_flow *f, struct osf_flow *of,
  * dropped here (the transport recovers them). */
 static void cell_consume(struct sim *s, struct sim_flow *f, struct osf_flow *of, uint32_t k)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	uint64_t a = of->c_start[k], b = a + of->c_len[k];
 	if (a != of->eoff) {
 		while (of->eo < of->nos && of->os_end[of->eo] <= a) {
@@ -958,7 +965,7 @@ static void cell_drain(struct sim *s, struct sim_flow *f, struct osf_flow *of)
 
 static void cell_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	struct osf_flow *of = oflow_get(s, f->idx);
 	uint32_t k = p->psn;
 	if (!of)
@@ -1042,7 +1049,7 @@ static void chole_fire(struct sim *s, struct sim_event *ev)
 		skipped++;
 		of->cnext++;
 	}
-	s->osf->st.cell_skips += skipped;
+	osf_of(s)->st.cell_skips += skipped;
 	cell_drain(s, f, of);
 	if (skipped && !f->recv_done && s->cfg.transport != SIM_TRANSPORT_IDEAL) {
 		send_nack(s, f, f->rcv_nxt);
@@ -1075,7 +1082,7 @@ static void hole_fire(struct sim *s, struct sim_event *ev)
 
 static void egress_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	struct osf_flow *of = oflow_get(s, f->idx);
 	if (!of || f->recv_done || p->psn < f->rcv_nxt || s->cfg.transport == SIM_TRANSPORT_IDEAL) {
 		if (of && !f->recv_done && p->psn >= f->rcv_nxt)
@@ -1128,7 +1135,7 @@ static void egress_rx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 static bool view_apply_snap(struct sim *s, struct osf_view *v, uint32_t swi, uint32_t slot,
 			    uint32_t seq, bool take_down)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	bool newly_down = false;
 	if (v->seq[swi] && seq < v->seq[swi])
 		return false; /* an older report overtaken by a newer one */
@@ -1155,7 +1162,7 @@ static bool view_apply_snap(struct sim *s, struct osf_view *v, uint32_t swi, uin
  * (returned; the data is sent on other paths after new requests). */
 static void ingress_learnt_down(struct sim *s, uint32_t h)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	struct osf_view *v = &o->hv[h];
 	if (o->learnt[h] == SIM_TIME_NEVER && o->st.fail_ps != SIM_TIME_NEVER) {
 		o->learnt[h] = s->now;
@@ -1213,7 +1220,7 @@ static struct sim_pkt *linkq_pkt(struct sim *s, uint32_t dst, uint32_t swi, uint
 	p->spray_ctr = 0;
 	p->osf_grant = 0;
 	p->size_bytes = s->cfg.osf_report_bytes;
-	s->osf->st.linkq_sent++;
+	osf_of(s)->st.linkq_sent++;
 	return p;
 }
 
@@ -1221,7 +1228,7 @@ static struct sim_pkt *linkq_pkt(struct sim *s, uint32_t dst, uint32_t swi, uint
  * quality), or to every ingress (distributed; hybrid for a topology change). */
 static void switch_report(struct sim *s, uint32_t swi, bool urgent)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	struct sim_switch *sw = &s->sws[swi];
 	uint32_t seq = ++o->seq[swi], slot = seq % OSF_RING;
 	struct osf_snap *row = &o->snaps[((size_t)o->snap_base[swi]) * OSF_RING];
@@ -1230,7 +1237,7 @@ static void switch_report(struct sim *s, uint32_t swi, bool urgent)
 		struct osf_snap *sn = &row[(size_t)i * OSF_RING + slot];
 		sn->q = pt->q_bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)pt->q_bytes;
 		sn->rate_mbps = (uint32_t)(pt->rate_bps / 1000000);
-		sn->loss_ppm = s->fail ? (uint32_t)(sim_fail_port_loss(s, pt) * 1e6) : 0;
+		sn->loss_ppm = (uint32_t)(sim_module_port_loss(s, pt) * 1e6);
 		sn->down = o->det_down[pt->id];
 	}
 	bool direct = s->cfg.osf_tm == SIM_OSF_TM_DIST || (s->cfg.osf_tm == SIM_OSF_TM_HYBRID && urgent);
@@ -1238,7 +1245,7 @@ static void switch_report(struct sim *s, uint32_t swi, bool urgent)
 	if (!direct) {
 		struct sim_pkt *p = linkq_pkt(s, s->cfg.osf_tm_host, swi, slot, seq, LQ_TO_TM, urgent);
 		if (p && (g = sim_route_group(sw, p->dst)))
-			sim_osf_switch_rx(s, sw, p);
+			osf_switch_rx(s, sw, p);
 		else if (p)
 			sim_pkt_free(s, p);
 		return;
@@ -1246,13 +1253,13 @@ static void switch_report(struct sim *s, uint32_t swi, bool urgent)
 	for (uint32_t hst = 0; hst < s->nhosts; hst++) {
 		struct sim_pkt *p = linkq_pkt(s, hst, swi, slot, seq, LQ_TO_HOST, urgent);
 		if (p)
-			sim_osf_switch_rx(s, sw, p);
+			osf_switch_rx(s, sw, p);
 	}
 }
 
 static void tm_push(struct sim *s)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	struct sim_host *tmh = &s->hosts[s->cfg.osf_tm_host];
 	o->st.tm_pushes++;
 	for (uint32_t hst = 0; hst < s->nhosts; hst++) {
@@ -1287,7 +1294,7 @@ static bool all_done(const struct sim *s)
 
 static void tick_fire(struct sim *s, struct sim_event *ev)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	for (uint32_t j = 0; j < s->nsw; j++)
 		switch_report(s, j, false);
 	/* The central TM pushes its view every period too (half a period after the reports). */
@@ -1306,14 +1313,14 @@ static void tick_fire(struct sim *s, struct sim_event *ev)
 static void det_fire(struct sim *s, struct sim_event *ev)
 {
 	struct osf_det *d = SIM_CONTAINER_OF(ev, struct osf_det, ev);
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	o->det_down[d->port->id] = d->down;
 	switch_report(s, d->port->node->id - s->nhosts, true);
 }
 
-void sim_osf_link_event(struct sim *s, struct sim_port *port, bool down)
+static bool osf_link_change(struct sim *s, struct sim_port *port, bool down)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	if (down && o->st.fail_ps == SIM_TIME_NEVER)
 		o->st.fail_ps = s->now;
 	struct sim_port *ends[2] = { port, port->peer };
@@ -1330,11 +1337,12 @@ void sim_osf_link_event(struct sim *s, struct sim_port *port, bool down)
 		o->dets = d;
 		sim_schedule(s, &d->ev, s->now + sim_time_from_us_f(s->cfg.osf_detect_us));
 	}
+	return true; /* the ingresses fail over once the topology manager tells them */
 }
 
 static void linkq_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	uint32_t kind = p->sack_psn, seq = (uint32_t)(p->sack_bits >> 1);
 	bool urgent = p->sack_bits & 1;
 	o->st.linkq_recv++;
@@ -1364,9 +1372,9 @@ static void linkq_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 	}
 }
 
-bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+static bool osf_host_rx_any(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	switch (p->type) {
 	case SIM_PKT_OSF_LINKQ:
 		linkq_rx(s, h, p);
@@ -1460,7 +1468,7 @@ static void view_free(struct osf_view *v)
 	free(v->seq);
 }
 
-int sim_osf_create(struct sim *s)
+static int osf_start(struct sim *s)
 {
 	const struct sim_config *c = &s->cfg;
 	if (c->osf_linkq_interval_us <= 0 || c->osf_linkq_interval_us > 1e6 || c->osf_chunk_pkts == 0 ||
@@ -1475,10 +1483,12 @@ int sim_osf_create(struct sim *s)
 			    "cell_header_bytes <= 1024)");
 		return -EINVAL;
 	}
-	if (s->ccm) { /* both would steer data packets */
-		sim_set_err(s, "osf: cannot run together with ccm (both choose the data path)");
-		return -EINVAL;
-	}
+	for (unsigned i = 0; i < s->non; i++) /* two modules would steer data packets */
+		if (s->on[i]->route) {
+			snprintf(s->err, sizeof(s->err),
+				 "osf: cannot run together with %s (both choose the data path)", s->on[i]->name);
+			return -EINVAL;
+		}
 	uint64_t chunk = (uint64_t)c->osf_chunk_pkts * full_pkt(s);
 	if (c->osf_mode == SIM_OSF_CREDIT &&
 	    (c->osf_window_bytes < chunk || (!c->pfc && c->osf_window_bytes > c->buffer_bytes))) {
@@ -1501,7 +1511,7 @@ int sim_osf_create(struct sim *s)
 	struct sim_osf *o = calloc(1, sizeof(*o));
 	if (!o)
 		return -ENOMEM;
-	s->osf = o;
+	s->mod[SIM_MOD_osf] = o;
 	o->credit = c->osf_mode == SIM_OSF_CREDIT;
 	o->cell = c->osf_cell_bytes;
 	o->cell_hdr = c->osf_cell_header_bytes;
@@ -1553,9 +1563,9 @@ int sim_osf_create(struct sim *s)
 	return 0;
 }
 
-void sim_osf_destroy(struct sim *s)
+static void osf_destroy(struct sim *s)
 {
-	struct sim_osf *o = s->osf;
+	struct sim_osf *o = osf_of(s);
 	if (!o)
 		return;
 	for (uint32_t i = 0; i < o->nfl; i++)
@@ -1591,29 +1601,29 @@ void sim_osf_destroy(struct sim *s)
 		free(d);
 	}
 	free(o);
-	s->osf = NULL;
+	s->mod[SIM_MOD_osf] = NULL;
 }
 
 int sim_osf_get_stats(const struct sim *s, struct sim_osf_stats *st)
 {
-	if (!s->osf)
+	if (!osf_of(s))
 		return -ENOENT;
-	*st = s->osf->st;
+	*st = osf_of(s)->st;
 	st->max_queue_bytes = 0;
 	st->reserved_now_bytes = 0;
 	for (uint32_t i = 0; i < s->nports; i++)
-		st->reserved_now_bytes += s->osf->reserved[i];
-	for (uint32_t i = 0; i < s->osf->ngrants; i++) /* minus what live grants hold */
-		if (s->osf->grants[i].refs)
+		st->reserved_now_bytes += osf_of(s)->reserved[i];
+	for (uint32_t i = 0; i < osf_of(s)->ngrants; i++) /* minus what live grants hold */
+		if (osf_of(s)->grants[i].refs)
 			for (unsigned j = 0; j < OSF_MAXHOPS; j++)
-				st->reserved_now_bytes -= s->osf->grants[i].held[j];
+				st->reserved_now_bytes -= osf_of(s)->grants[i].held[j];
 	for (uint32_t i = 0; i < s->nports; i++)
 		if (s->ports[i]->node->kind == SIM_NODE_SWITCH && s->ports[i]->q_max_bytes > st->max_queue_bytes)
 			st->max_queue_bytes = s->ports[i]->q_max_bytes;
 	return 0;
 }
 
-int sim_osf_write_outputs(struct sim *s, const char *dir)
+static int osf_write_outputs(struct sim *s, const char *dir)
 {
 	struct sim_osf_stats st;
 	char path[SIM_PATH_MAX + 32];
@@ -1654,3 +1664,50 @@ int sim_osf_write_outputs(struct sim *s, const char *dir)
 	fclose(f);
 	return 0;
 }
+
+static const char *const osf_mode_names[] = { "off", "spray", "credit", NULL };
+static const char *const osf_tm_names[] = { "centralised", "distributed", "hybrid", NULL };
+static const struct sim_param osf_params[] = {
+	{ "osf", "mode", SIM_P_ENUM, SIM_PARAM_FIELD(osf_mode), "off", osf_mode_names, "off | spray (OSF spraying + egress reorder, no credits) | credit (draft-hcl OSF with credit-based flow control)" },
+	{ "osf", "tm", SIM_P_ENUM, SIM_PARAM_FIELD(osf_tm), "centralised", osf_tm_names, "topology manager: centralised | distributed | hybrid (topology flooded, quality central)" },
+	{ "osf", "tm_host", SIM_P_U32, SIM_PARAM_FIELD(osf_tm_host), "0", NULL, "host running the central topology manager" },
+	{ "osf", "linkq_interval_us", SIM_P_DBL, SIM_PARAM_FIELD(osf_linkq_interval_us), "10", NULL, "switches report link quality this often" },
+	{ "osf", "detect_us", SIM_P_DBL, SIM_PARAM_FIELD(osf_detect_us), "1", NULL, "a switch detects a failure of its link after this" },
+	{ "osf", "tm_compute_us", SIM_P_DBL, SIM_PARAM_FIELD(osf_tm_compute_us), "2", NULL, "central TM: from an urgent report to pushing the new state" },
+	{ "osf", "reorder_timeout_us", SIM_P_DBL, SIM_PARAM_FIELD(osf_reorder_timeout_us), "50", NULL, "OSF-Egress: a hole older than this is NACKed to the sender" },
+	{ "osf", "retry_us", SIM_P_DBL, SIM_PARAM_FIELD(osf_retry_us), "2", NULL, "credit request retry after a rejection" },
+	{ "osf", "rej_hold_us", SIM_P_DBL, SIM_PARAM_FIELD(osf_rej_hold_us), "20", NULL, "a rejecting link counts as congested at the ingress this long" },
+	{ "osf", "loss_max", SIM_P_DBL, SIM_PARAM_FIELD(osf_loss_max), "0.001", NULL, "links with a higher reported loss rate are avoided" },
+	{ "osf", "window_bytes", SIM_P_U64, SIM_PARAM_FIELD(osf_window_bytes), "262144", NULL, "credit window: bytes that may be reserved per switch egress port" },
+	{ "osf", "congest_bytes", SIM_P_U64, SIM_PARAM_FIELD(osf_congest_bytes), "262144", NULL, "reported queue above which a link is congested (path excluded)" },
+	{ "osf", "chunk_pkts", SIM_P_U32, SIM_PARAM_FIELD(osf_chunk_pkts), "4", NULL, "packets (cells) per credit request" },
+	{ "osf", "outstanding", SIM_P_U32, SIM_PARAM_FIELD(osf_outstanding), "12", NULL, "credit requests per flow in flight or granted and unused (x chunk_pkts: the flow's credit window)" },
+	{ "osf", "report_bytes", SIM_P_U32, SIM_PARAM_FIELD(osf_report_bytes), "128", NULL, "size of a link-quality report on the wire" },
+	{ "osf", "cell_bytes", SIM_P_U32, SIM_PARAM_FIELD(osf_cell_bytes), "0", NULL, "cell (container) payload: 0 = one original packet per unit (no cells); 64..65535 = the ingress cuts each flow's packets into cells of this size (aggregation of small packets, fragmentation of large ones)" },
+	{ "osf", "cell_header_bytes", SIM_P_U32, SIM_PARAM_FIELD(osf_cell_header_bytes), "32", NULL, "per-cell header on the wire (fabric encapsulation + cell sequence number + piece table)" },
+	{ "osf", "cell_aggregate", SIM_P_BOOL, SIM_PARAM_FIELD(osf_cell_aggregate), "true", NULL, "cells: pack pieces of several packets into one cell (false: each cell carries one packet's bytes)" },
+	{ "osf", "cell_pad", SIM_P_BOOL, SIM_PARAM_FIELD(osf_cell_pad), "false", NULL, "cells: a short cell is padded to cell_bytes on the wire (fixed-size cells)" },
+};
+
+static bool osf_enabled(const struct sim_config *c)
+{
+	return c->osf_mode != SIM_OSF_OFF;
+}
+
+const struct sim_module_ops sim_osf_ops = {
+	.name = "osf",
+	.params = osf_params,
+	.nparams = sizeof(osf_params) / sizeof(osf_params[0]),
+	.enabled = osf_enabled,
+	.pkt_lo = SIM_PKT_OSF_CREDIT_REQ,
+	.pkt_hi = SIM_PKT_OSF_LINKQ,
+	.start = osf_start,
+	.destroy = osf_destroy,
+	.switch_rx = osf_switch_rx,
+	.host_rx_any = osf_host_rx_any,
+	.host_next = osf_host_next,
+	.data_dequeue = osf_data_dequeue,
+	.pkt_drop = osf_pkt_drop,
+	.link_change = osf_link_change,
+	.write_outputs = osf_write_outputs,
+};
