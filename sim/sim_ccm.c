@@ -10,110 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_int.h"
-
-#define CCM_MAX_EVENTS 2000000u
-#define CCM_MAX_SF (1u << 24)     /* switch x flow entries */
-#define CCM_MAX_SW 8192u          /* the switch-to-switch distance table is nsw^2 bytes */
-#define CCM_NONE UINT32_MAX
-#define CCM_RECENT 16             /* flows remembered per switch */
-/* Coordinated mode: a port must have been congested this long before a local path switch
- * (then at most one per port per this time); ECN is withheld meanwhile (AR first). Two reasons:
- * an incast state from the last hop needs a few hops' time to arrive (~0.8 us per hop at 100G),
- * and moving every flow that meets a congested port at once only herds them onto the same
- * alternative. 1-4 us all remove the last path switches of incast flows in the scenarios; 2 us
- * finished the imbalance and mixed scenarios soonest (measured, docs/sim.md). */
-#define CCM_AR_CONFIRM_PS (2ull * 1000000)
-
-/* Per (switch, flow): the flow's current port at that switch and what the switch has done. */
-struct ccm_sf {
-	uint16_t port1;          /* chosen port + 1 (0: not placed yet) */
-	uint16_t entropy;        /* entropy when placed: a host-side AR (new entropy) re-places */
-	uint8_t cc_notified;     /* type 1 sent for this flow by this switch (incast) */
-	uint8_t cc_seen;         /* its last packet here carried the CC indicator: no AR for it,
-				  * even on its older untagged packets still in the fabric */
-	sim_time_ps moved_ps;    /* last path switch here */
-};
-
-/* Per egress port: the current congestion episode. One type 3 per port per
- * notify_interval_us: moving every flow of a congested port at once only moves the collision
- * (they herd onto the same alternative and back); one at a time resolves it. */
-struct ccm_port {
-	sim_time_ps t3_first_ps; /* first type 3 of the current episode (0 = none) */
-	sim_time_ps t3_last_ps;  /* last type 3 sent */
-	uint32_t last_flow1;     /* flow index + 1 of the last data packet queued here */
-	sim_time_ps mix_ps;      /* last time two different flows followed each other here */
-	sim_time_ps cong_ps;     /* congested since / last local move (coordinated, confirm_ps) */
-};
-
-struct ccm_recent {          /* per switch: the last few flows it forwarded (convergent()) */
-	uint32_t flow1, dst;
-	sim_time_ps t_ps;
-};
-
-struct ccm_flow {            /* host side (reaction point) and per-flow counters */
-	bool cc_tag;             /* CC indicator set in its packets */
-	bool incast;             /* ever notified with type 1 */
-	uint64_t ar_switches;
-};
-
-/* Incast state (draft choice, see "incast state" below): a destination host whose last-hop
- * port is in an incast episode, kept by that last hop until the episode ends. */
-struct ccm_inc {
-	uint32_t dst, sw, flow;  /* destination host; last-hop switch index; first incast flow */
-	uint16_t port;
-	sim_time_ps below_since;
-};
-
-/* Internal notification kinds carried like the draft's (psn field); not types of §6.2. */
-#define CCM_STATE_SET 4u
-#define CCM_STATE_CLEAR 5u
-
-struct ccm_rel {             /* incast flow awaiting release (type 2) */
-	uint32_t sw, flow;
-	uint16_t port;
-	sim_time_ps below_since;
-};
-
-/* Incast detector (§6.3.1 leaves room for others): true if the packet's flow, about to be
- * queued on `out`, takes part in incast congestion. */
-struct ccm_detector {
-	const char *name;
-	bool (*is_incast)(struct sim *s, struct sim_switch *sw, struct sim_port *out,
-			  const struct sim_pkt *p);
-};
-
-struct sim_ccm {
-	int mode;
-	const struct ccm_detector *det;
-	sim_time_ps notify_iv_ps, hold_ps, grace_ps, check_ps, rel_hold_ps;
-	uint8_t *dist;           /* nsw x nsw hop counts between switches (255 = unreachable) */
-	struct ccm_sf *sf;       /* nsw x nflows, allocated when the run starts */
-	struct ccm_flow *fl;
-	struct ccm_port *port;   /* by global port id */
-	struct ccm_recent *recent; /* nsw x CCM_RECENT */
-	uint32_t nflows;
-	bool ready;
-	bool ecn_ok;             /* decision for the packet being enqueued (sim_ccm_route) */
-	struct ccm_rel *rel;
-	uint32_t nrel, rel_cap;
-	uint8_t *dst_inc;        /* nsw x nhosts: this switch knows the destination is in incast */
-	struct ccm_inc *inc;     /* incast episodes, at their last hop */
-	uint32_t ninc, inc_cap;
-	uint64_t state_msgs, state_sets, ar_held; /* incast state messages, episodes; type 3 held */
-	sim_time_ps confirm_ps;  /* the time an incast state needs to reach every switch */
-	struct sim_event check_ev;
-	struct sim_ccm_event *ev;
-	size_t nev, ev_cap;
-	struct sim_ccm_stats st;
-};
+#include "sim_ccm_int.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
-static inline struct sim_ccm *ccm_of(const struct sim *s)
-{
-	return s->mod[SIM_MOD_ccm];
-}
-
 static void log_ev_seq(struct sim *s, int kind, uint8_t ntype, uint32_t node, uint32_t peer,
 		       uint32_t flow, double value, uint64_t seq)
 {
@@ -870,104 +769,6 @@ static void ccm_destroy(struct sim *s)
 	s->mod[SIM_MOD_ccm] = NULL;
 }
 
-/* ---- results ----------------------------------------------------------------------------- */
-static const char *const ev_names[] = {
-	[SIM_CCM_EV_NOTIFY_SENT] = "notify_sent", [SIM_CCM_EV_NOTIFY_RECV] = "notify_recv",
-	[SIM_CCM_EV_AR_LOCAL] = "ar_local", [SIM_CCM_EV_AR_UPSTREAM] = "ar_upstream",
-	[SIM_CCM_EV_AR_FAIL] = "ar_fail", [SIM_CCM_EV_RATE_CUT] = "rate_cut",
-	[SIM_CCM_EV_TAG_SET] = "tag_set", [SIM_CCM_EV_TAG_CLEAR] = "tag_clear",
-	[SIM_CCM_EV_HOST_AR] = "host_ar",
-};
-
-const char *sim_ccm_ev_name(int kind)
-{
-	return kind >= 0 && kind <= SIM_CCM_EV_HOST_AR ? ev_names[kind] : "?";
-}
-
-const char *sim_node_name(const struct sim *s, uint32_t node)
-{
-	if (node < s->nhosts)
-		return s->hosts[node].n.name;
-	if (node - s->nhosts < s->nsw)
-		return s->sws[node - s->nhosts].n.name;
-	return "-";
-}
-
-int sim_ccm_get_stats(const struct sim *s, struct sim_ccm_stats *st)
-{
-	if (!ccm_of(s))
-		return -ENOENT;
-	*st = ccm_of(s)->st;
-	return 0;
-}
-
-size_t sim_ccm_event_count(const struct sim *s)
-{
-	return ccm_of(s) ? ccm_of(s)->nev : 0;
-}
-
-const struct sim_ccm_event *sim_ccm_event_get(const struct sim *s, size_t i)
-{
-	return ccm_of(s) && i < ccm_of(s)->nev ? &ccm_of(s)->ev[i] : NULL;
-}
-
-uint64_t sim_ccm_flow_ar_switches(const struct sim *s, uint32_t flow)
-{
-	return ccm_of(s) && ccm_of(s)->fl && flow < ccm_of(s)->nflows ? ccm_of(s)->fl[flow].ar_switches : 0;
-}
-
-bool sim_ccm_flow_incast(const struct sim *s, uint32_t flow)
-{
-	return ccm_of(s) && ccm_of(s)->fl && flow < ccm_of(s)->nflows && ccm_of(s)->fl[flow].incast;
-}
-
-static int ccm_write_outputs(struct sim *s, const char *dir)
-{
-	struct sim_ccm *m = ccm_of(s);
-	char path[SIM_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/ccm_events.csv", dir);
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "time_us,event,type,node,peer,flow,src,dst,value,pkt_seq\n");
-	for (size_t i = 0; i < m->nev; i++) {
-		const struct sim_ccm_event *e = &m->ev[i];
-		const struct sim_flow *fl = &s->flows[e->flow];
-		bool ar = e->kind == SIM_CCM_EV_AR_LOCAL || e->kind == SIM_CCM_EV_AR_UPSTREAM;
-		char val[40];
-		if (ar) /* the new next hop */
-			snprintf(val, sizeof(val), "%s", sim_node_name(s, (uint32_t)e->value));
-		else
-			snprintf(val, sizeof(val), "%.6g", e->value);
-		fprintf(f, "%.6f,%s,%u,%s,%s,%u,%s,%s,%s,%llu\n", sim_time_to_us(e->t_ps),
-			sim_ccm_ev_name(e->kind), e->ntype, sim_node_name(s, e->node),
-			e->peer == CCM_NONE ? "-" : sim_node_name(s, e->peer), fl->user_id,
-			sim_node_name(s, fl->src), sim_node_name(s, fl->dst), val, (unsigned long long)e->seq);
-	}
-	if (fclose(f))
-		return -EIO;
-	snprintf(path, sizeof(path), "%s/ccm.json", dir);
-	if (!(f = fopen(path, "w")))
-		return -errno;
-	const struct sim_ccm_stats *st = &m->st;
-	fprintf(f, "{\n  \"mode\": \"%s\",\n", m->mode == SIM_CCM_COORD ? "coordinated" : "ar");
-	for (int t = 1; t <= 3; t++)
-		fprintf(f, "  \"notify_type%d_sent\": %llu,\n  \"notify_type%d_recv\": %llu,\n", t,
-			(unsigned long long)st->notify_sent[t], t, (unsigned long long)st->notify_recv[t]);
-	fprintf(f, "  \"ar_local\": %llu,\n  \"ar_upstream\": %llu,\n  \"ar_fail\": %llu,\n"
-		"  \"ar_switches_incast_flows\": %llu,\n  \"incast_flows\": %llu,\n  \"rate_cuts\": %llu,\n"
-		"  \"ecn_suppressed\": %llu,\n  \"incast_states\": %llu,\n  \"incast_state_msgs\": %llu,\n"
-		"  \"type3_held_incast\": %llu,\n  \"events\": %llu,\n  \"events_dropped\": %llu\n}\n",
-		(unsigned long long)st->ar_local, (unsigned long long)st->ar_upstream,
-		(unsigned long long)st->ar_fail, (unsigned long long)st->ar_incast_flows,
-		(unsigned long long)st->incast_flows, (unsigned long long)st->rate_cuts,
-		(unsigned long long)st->ecn_suppressed, (unsigned long long)m->state_sets,
-		(unsigned long long)m->state_msgs, (unsigned long long)m->ar_held,
-		(unsigned long long)st->events,
-		(unsigned long long)st->events_dropped);
-	return fclose(f) ? -EIO : 0;
-}
-
 static const char *const ccm_mode_names[] = { "off", "ar", "coordinated", NULL };
 static const char *const ccm_det_names[] = { "lasthop", NULL };
 static const struct sim_param ccm_params[] = {
@@ -1006,5 +807,5 @@ const struct sim_module_ops sim_ccm_ops = {
 	.route = ccm_route,
 	.ecn_ok = ccm_ecn_ok,
 	.rate_cut = ccm_rate_cut,
-	.write_outputs = ccm_write_outputs,
+	.write_outputs = sim_ccm_write_outputs,
 };
