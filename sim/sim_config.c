@@ -14,9 +14,8 @@
 
 #include "sim_module.h"
 
-/* The row type (struct sim_param) is shared with the modules, which bring their own rows. */
-#define param sim_param
-
+/* The row type (struct sim_param, sim_module.h) is shared with the modules: each brings the
+ * rows of its own sections, which follow the core's below. */
 
 static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL };
 static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random", NULL };
@@ -25,9 +24,10 @@ static const char *const cc_names[] = { "none", "dcqcn", NULL };
 static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
 					"cmatrix", "none", NULL };
 static const char *const unit_names[] = { "ps", "us", NULL };
+
 #define F(field) offsetof(struct sim_config, field)
 
-static const struct param core_params[] = {
+static const struct sim_param core_params[] = {
 	{ "sim", "seed", SIM_P_U64, F(seed), "1", NULL, "random seed; every component derives its own stream" },
 	{ "sim", "stop_us", SIM_P_DBL, F(stop_us), "0", NULL, "stop at this simulated time (0 = when all flows finish)" },
 	{ "sim", "progress_s", SIM_P_DBL, F(progress_s), "2", NULL, "wall seconds between progress lines on stderr (0 = off)" },
@@ -111,7 +111,7 @@ static size_t nparams(void)
 	return n;
 }
 
-static const struct param *param_at(size_t i)
+static const struct sim_param *param_at(size_t i)
 {
 	if (i < NCORE)
 		return &core_params[i];
@@ -125,7 +125,7 @@ static const struct param *param_at(size_t i)
 }
 #define NPARAMS nparams()
 
-static int parse_value(struct sim_config *c, const struct param *p, const char *v)
+static int parse_value(struct sim_config *c, const struct sim_param *p, const char *v)
 {
 	char *end;
 	void *dst = (char *)c + p->off;
@@ -207,9 +207,9 @@ void sim_config_defaults(struct sim_config *c)
 		(void)parse_value(c, param_at(i), param_at(i)->def);
 }
 
-static const struct param *find_param(const char *section, const char *key)
+static const struct sim_param *find_param(const char *section, const char *key)
 {
-	const struct param *hit = NULL;
+	const struct sim_param *hit = NULL;
 	int nhits = 0;
 	for (size_t i = 0; i < NPARAMS; i++) {
 		if (strcasecmp(param_at(i)->key, key))
@@ -237,7 +237,7 @@ int sim_config_set(struct sim_config *c, const char *name, const char *value)
 		sec[n] = 0;
 		key = dot + 1;
 	}
-	const struct param *p = find_param(sec, key);
+	const struct sim_param *p = find_param(sec, key);
 	if (!p)
 		return -ENOENT;
 	return parse_value(c, p, value);
@@ -265,7 +265,7 @@ struct load_ctx {
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
 	struct load_ctx *lc = user;
-	const struct param *p = find_param(section, name);
+	const struct sim_param *p = find_param(section, name);
 	int rc = p ? parse_value(lc->c, p, value) : -ENOENT;
 	if (rc && !lc->rc) {
 		lc->rc = rc;
@@ -336,7 +336,7 @@ int sim_config_load_string(struct sim_config *c, const char *text, const char *n
 	return load_finish(c, &lc, ini_parse_string(text, ini_cb, &lc), before);
 }
 
-static void print_value(const struct sim_config *c, const struct param *p, FILE *f)
+static void print_value(const struct sim_config *c, const struct sim_param *p, FILE *f)
 {
 	const void *src = (const char *)c + p->off;
 	switch (p->type) {
@@ -349,8 +349,8 @@ static void print_value(const struct sim_config *c, const struct param *p, FILE 
 	}
 }
 
-/* A quiet (module) parameter still at its default is not dumped: see struct param. */
-static bool dump_skip(const struct sim_config *c, const struct param *p)
+/* A quiet (module) parameter still at its default is not dumped: see struct sim_param. */
+static bool dump_skip(const struct sim_config *c, const struct sim_param *p)
 {
 	if (p >= core_params && p < core_params + NCORE)
 		return false;
@@ -394,7 +394,7 @@ void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *inden
 	fprintf(f, "{");
 	const char *prev = "";
 	for (size_t i = dump_next(c, 0); i < NPARAMS; i = dump_next(c, i + 1)) {
-		const struct param *p = param_at(i);
+		const struct sim_param *p = param_at(i);
 		size_t nx = dump_next(c, i + 1);
 		bool first = strcmp(prev, p->section) != 0;
 		bool last = nx == NPARAMS || strcmp(param_at(nx)->section, p->section);
