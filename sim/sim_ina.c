@@ -64,14 +64,6 @@ static void buf_free(struct sim_ina *a, uint32_t i)
 }
 
 /* ---- element values ------------------------------------------------------------------- */
-/* Contribution of rank r to element e of chunk g: an integer in [-1000, 1000], exact as int32
- * and as fp32 for any sum of up to 16 k ranks. */
-int32_t sim_ina_val(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, uint32_t e)
-{
-	uint64_t k = sim_mix64(s->cfg.seed ^ ((uint64_t)job << 48) ^ ((uint64_t)r << 24) ^ sim_mix64(((uint64_t)g << 16) | e));
-	return (int32_t)(k % 2001) - 1000;
-}
-
 static void ina_fill(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, uint8_t *out)
 {
 	for (uint32_t e = 0; e < s->cfg.ina_elems; e++) {
@@ -83,17 +75,6 @@ static void ina_fill(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, 
 			memcpy(out + 4 * e, &v, 4);
 		}
 	}
-}
-
-static uint32_t chunk_len(const struct sim *s, const struct ina_job *j, uint32_t g)
-{
-	uint64_t off = (uint64_t)g * s->cfg.mtu_bytes, rest = j->size_bytes - off;
-	return rest < s->cfg.mtu_bytes ? (uint32_t)rest : s->cfg.mtu_bytes;
-}
-
-uint32_t sim_ina_wire_size(const struct sim *s, const struct ina_job *j, uint32_t g, bool data)
-{
-	return s->cfg.header_bytes + WIRE_INCA_FIXED_LEN + j->bsl_bits / 8 + (data ? chunk_len(s, j, g) : 0);
 }
 
 /* ---- sending --------------------------------------------------------------------------- */

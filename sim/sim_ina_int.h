@@ -97,9 +97,26 @@ static inline struct sim_ina *ina_of(const struct sim *s)
 	return s->mod[SIM_MOD_ina];
 }
 
+/* Contribution of rank r to element e of chunk g: an integer in [-1000, 1000], exact as int32
+ * and as fp32 for any sum of up to 16 k ranks. */
+static inline int32_t sim_ina_val(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, uint32_t e)
+{
+	uint64_t k = sim_mix64(s->cfg.seed ^ ((uint64_t)job << 48) ^ ((uint64_t)r << 24) ^ sim_mix64(((uint64_t)g << 16) | e));
+	return (int32_t)(k % 2001) - 1000;
+}
+
+static inline uint32_t chunk_len(const struct sim *s, const struct ina_job *j, uint32_t g)
+{
+	uint64_t off = (uint64_t)g * s->cfg.mtu_bytes, rest = j->size_bytes - off;
+	return rest < s->cfg.mtu_bytes ? (uint32_t)rest : s->cfg.mtu_bytes;
+}
+
+static inline uint32_t sim_ina_wire_size(const struct sim *s, const struct ina_job *j, uint32_t g, bool data)
+{
+	return s->cfg.header_bytes + WIRE_INCA_FIXED_LEN + j->bsl_bits / 8 + (data ? chunk_len(s, j, g) : 0);
+}
+
 /* sim_ina.c */
-int32_t sim_ina_val(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, uint32_t e);
-uint32_t sim_ina_wire_size(const struct sim *s, const struct ina_job *j, uint32_t g, bool data);
 void sim_ina_wslot_timeout(struct sim *s, struct sim_event *ev);
 void sim_ina_job_start(struct sim *s, struct sim_event *ev);
 void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f);
