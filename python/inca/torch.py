@@ -3,6 +3,7 @@
 # INCA communicator (the switch when one is configured, INCA's host algorithms otherwise).
 # Pure Python: a subclass of c10d's ProcessGroup (torch >= 1.13 dispatches its virtual methods
 # to Python). Configuration: pg_options (a dict) or the INCA_* environment, see docs/python.md.
+import atexit
 import datetime
 import os
 import queue
@@ -91,6 +92,24 @@ def options_from_env(rank, env=None):
             raise ValueError("INCA_SWITCH_ADDR needs INCA_DATA_ADDR or INCA_DATA_PORT_BASE "
                              "(this rank's member address in the switch's tree)")
     return o
+
+
+# Live worker threads -> their queues. At exit every worker is stopped and joined before the
+# interpreter finalizes: a daemon thread still inside torch's C++ code then (completing a
+# future) would be unwound through it and abort the process.
+_workers = {}
+_workers_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_workers():
+    with _workers_lock:
+        items = list(_workers.items())
+        _workers.clear()
+    for thread, q in items:
+        q.put(None)
+    for thread, q in items:
+        thread.join(timeout=30)
 
 
 def _worker(q, comm):
@@ -214,6 +233,8 @@ class ProcessGroupInca(ProcessGroup):
         self._q = queue.SimpleQueue()
         self._thread = threading.Thread(target=_worker, args=(self._q, self.comm),
                                         name="inca-pg", daemon=True)
+        with _workers_lock:
+            _workers[self._thread] = self._q
         self._thread.start()
 
     def getBackendName(self):
@@ -223,6 +244,8 @@ class ProcessGroupInca(ProcessGroup):
         """Finish the queued collectives and destroy the communicator (also on garbage
         collection of the group)."""
         if self._thread is not None:
+            with _workers_lock:
+                _workers.pop(self._thread, None)
             self._q.put(None)
             self._thread.join()
             self._thread = None
@@ -230,7 +253,7 @@ class ProcessGroupInca(ProcessGroup):
     def __del__(self):
         try:
             if self._thread is not None:
-                self._q.put(None)  # the worker closes the communicator; no join here
+                self._q.put(None)  # the worker closes the communicator; joined at exit
                 self._thread = None
         except Exception:
             pass
