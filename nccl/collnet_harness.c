@@ -5,10 +5,12 @@
  * connect, regMr, batches of iallreduce polled with test(), results compared bit for bit
  * with a locally computed reference, deregMr, closeColl, closeListen.
  *   collnet_harness --plugin PATH [--ranks N] [--abi 7|8] [--no-switch | --switch PATH]
- *                   [--addr-index K]
+ *                   [--addr-index K] [--am]
  * With a switch: starts inca-switch (one tree for the N ranks) on loopback, every call must
- * go through it (INCA_TUNE=off) and the switch must report aggregations. Exit 0 pass, 1 fail,
- * 77 skip. */
+ * go through it (INCA_TUNE=off) and the switch must report aggregations. --am: the caller
+ * runs inca-am + inca-switch and passes INCA_AM_ADDR / INCA_JOB_ID / INCA_JOB_CREDENTIAL in
+ * the environment (run_collnet_am_test.sh); every call must go in-network too.
+ * Exit 0 pass, 1 fail, 77 skip. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -381,7 +383,7 @@ static int verify(const struct slot *s, int nranks)
 	return 0;
 }
 
-static int run_rank(const char *plugin, int abi, int rank, int nranks, int fd, bool with_switch)
+static int run_rank(const char *plugin, int abi, int rank, int nranks, int fd, bool expect_inc)
 {
 	struct plug p = { 0 };
 	uint8_t mine[2 * HMAX], all[MAX_RANKS * 2 * HMAX];
@@ -508,9 +510,9 @@ static int run_rank(const char *plugin, int abi, int rank, int nranks, int fd, b
 	fprintf(stderr, "[rank %d] %" PRIu64 " allreduce calls: inc %" PRIu64 ", host %" PRIu64
 		", data-plane packets tx %" PRIu64 " rx %" PRIu64 "\n", rank, nonempty,
 		st.inc_calls, st.ring_calls, st.tx_pkts, st.rx_pkts);
-	if (with_switch && (st.inc_calls != nonempty || st.ring_calls != 0 || st.rx_pkts == 0))
+	if (expect_inc && (st.inc_calls != nonempty || st.ring_calls != 0 || st.rx_pkts == 0))
 		FAIL("with a switch every call must go in-network");
-	if (!with_switch && (st.inc_calls != 0 || st.ring_calls != nonempty))
+	if (!expect_inc && (st.inc_calls != 0 || st.ring_calls != nonempty))
 		FAIL("without a switch every call must use the host path");
 
 	nccl_abi_result (*cdereg)(void *, void *) = COLL(&p, dereg_mr);
@@ -530,7 +532,7 @@ static int run_rank(const char *plugin, int abi, int rank, int nranks, int fd, b
 static void usage(void)
 {
 	fprintf(stderr, "usage: collnet_harness --plugin PATH [--ranks N] [--abi 7|8] "
-		"[--no-switch | --switch PATH] [--addr-index K]\n");
+		"[--no-switch | --switch PATH | --am] [--addr-index K]\n");
 	exit(2);
 }
 
@@ -543,7 +545,7 @@ int main(int argc, char **argv)
 	struct launch_cfg cfg;
 	struct launch_addrs a;
 	struct launch_switch sw;
-	bool with_switch = false;
+	bool with_switch = false, with_am = false;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
@@ -556,13 +558,20 @@ int main(int argc, char **argv)
 			switch_path = argv[++i], with_switch = true;
 		else if (!strcmp(argv[i], "--no-switch"))
 			with_switch = false;
+		else if (!strcmp(argv[i], "--am"))
+			with_am = true;
 		else if (!strcmp(argv[i], "--addr-index") && i + 1 < argc)
 			index = (unsigned)atoi(argv[++i]);
 		else
 			usage();
 	}
-	if (!plugin || nranks < 1 || nranks > MAX_RANKS || (abi != 7 && abi != 8))
+	if (!plugin || nranks < 1 || nranks > MAX_RANKS || (abi != 7 && abi != 8) ||
+	    (with_am && with_switch))
 		usage();
+	if (with_am && !getenv("INCA_AM_ADDR")) {
+		printf("SKIP: --am without INCA_AM_ADDR\n");
+		return 77;
+	}
 	if (access(plugin, R_OK) != 0) {
 		printf("SKIP: plugin %s not built\n", plugin);
 		return 77;
@@ -617,12 +626,15 @@ int main(int argc, char **argv)
 					setenv("INCA_AUTH_KEY_ID", buf, 1);
 				}
 				setenv("INCA_TUNE", "off", 1); /* every call in-network */
+			} else if (with_am) {
+				unsetenv("INCA_SWITCH_ADDR");
+				setenv("INCA_TUNE", "off", 1);
 			} else {
 				unsetenv("INCA_SWITCH_ADDR");
 				unsetenv("INCA_AM_ADDR");
 			}
 			alarm(240);
-			_exit(run_rank(plugin, abi, r, nranks, sp[1], with_switch));
+			_exit(run_rank(plugin, abi, r, nranks, sp[1], with_switch || with_am));
 		}
 		close(sp[1]);
 		fds[r] = sp[0];
@@ -664,6 +676,6 @@ int main(int argc, char **argv)
 	}
 	printf("%s: %d ranks, ABI v%d, %s, %zu allreduce cases + p2p ring\n",
 	       failed ? "FAIL" : "PASS", nranks, abi, with_switch ? "standalone switch" :
-	       "host algorithms", NCASES);
+	       with_am ? "Aggregation Manager" : "host algorithms", NCASES);
 	return failed;
 }
