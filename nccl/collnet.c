@@ -207,6 +207,8 @@ nccl_abi_result nplug_coll_connect(void *handles[], int nranks, int rank, void *
 		o.job_credential = nplug_env("INCA_JOB_CREDENTIAL");
 		o.group_name = group;
 		o.am_timeout_ms = (uint32_t)nplug_env_ul("INCA_NCCL_AM_TIMEOUT_MS", 10000);
+		/* floating-point sums added in BFR-id order: the same bits on every run */
+		o.deterministic = nplug_env_ul("INCA_NCCL_DETERMINISTIC", 0) ? 1 : 0;
 		o.data_addr = data_addr;
 		cc->uses_switch = 1;
 	} else if (sw && atomic_fetch_add(&g_switch_used, 1) == 0) {
