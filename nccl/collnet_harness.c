@@ -439,6 +439,15 @@ static int run_rank(const char *plugin, int abi, int rank, int nranks, int fd, b
 	for (int r = 0; r < nranks; r++)
 		handles[r] = all + (size_t)r * 2 * HMAX + HMAX;
 	nccl_abi_result (*cconnect)(void **, int, int, void *, void **) = COLL(&p, connect);
+	/* a foreign handle (here: a p2p one) is refused before the listener is used */
+	void *wrong[MAX_RANKS];
+	memcpy(wrong, handles, sizeof wrong);
+	wrong[(rank + 1) % nranks] = all + (size_t)((rank + 1) % nranks) * 2 * HMAX;
+	g_quiet = 1;
+	nccl_abi_result bad_conn = cconnect(wrong, nranks, rank, coll_listen, &coll);
+	g_quiet = 0;
+	if (bad_conn == NCCL_ABI_SUCCESS || coll)
+		FAIL("CollNet connect accepted a p2p handle");
 	CHECK_OK(cconnect(handles, nranks, rank, coll_listen, &coll));
 	CHECK_OK(((nccl_abi_result(*)(void *))COLL(&p, close_listen))(coll_listen));
 	if (reduce_support_checks(&p))
