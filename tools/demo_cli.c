@@ -304,6 +304,10 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d);
 int demo_main(int argc, char **argv, const struct demo_defaults *d)
 {
 	int at = 0;
+	/* gRPC core (libinca's AM client) logs every failed TLS handshake on stderr; libinca
+	 * reports the failure itself in one line ("no connection to the AM (TLS: ...)"). An
+	 * operator's GRPC_VERBOSITY wins. */
+	setenv("GRPC_VERBOSITY", "NONE", 0);
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--auth-compare"))
 			at = i;
