@@ -263,30 +263,33 @@ static bool caller(struct am_call *c, const char *m, bool query, struct am_auth 
 	return true;
 }
 
+/* A unary OK answer whose reply is packed already (owned by the call from here on). */
+static void send_packed(struct am_call *c, grpc_byte_buffer *bb)
+{
+	grpc_op ops[3];
+
+	memset(ops, 0, sizeof ops);
+	c->status_sent = true;
+	c->send_bb = bb;
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = bb;
+	ops[2].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[2].data.send_status_from_server.status = GRPC_STATUS_OK;
+	ops[2].data.send_status_from_server.status_details = &c->status_details;
+	start(c, ops, 3, &c->t_status);
+}
+
 static void handle_health_check(struct am_call *c)
 {
 	char msg[160] = "";
 	grpc_status_code st;
 	grpc_byte_buffer *bb = am_health(c->am, c->recv_bb, false, &st, msg, sizeof msg);
 
-	if (!bb) {
+	if (bb)
+		send_packed(c, bb);
+	else
 		send_status(c, st, msg, NULL, true);
-		return;
-	}
-	/* send_status packs a message; this reply is packed already */
-	{
-		grpc_op ops[3];
-		memset(ops, 0, sizeof ops);
-		c->status_sent = true;
-		c->send_bb = bb;
-		ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-		ops[1].op = GRPC_OP_SEND_MESSAGE;
-		ops[1].data.send_message.send_message = bb;
-		ops[2].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-		ops[2].data.send_status_from_server.status = GRPC_STATUS_OK;
-		ops[2].data.send_status_from_server.status_details = &c->status_details;
-		start(c, ops, 3, &c->t_status);
-	}
 }
 
 static void handle_unary(struct am_call *c)
