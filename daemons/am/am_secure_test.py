@@ -321,7 +321,7 @@ def case_learned():
     am.stop()
     with open(journal) as f:
         text = f.read()
-    check("X bogus5" in text, "the journal records the expiry")
+    check("E bogus5" in text, "the journal records the expiry")
     am = Am(conf, TLS, journal=journal)
     st = pbg.AmStub(am.channel()).GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     check(st.learned_jobs == 2, "after a restart only the live jobs are known (%d)" %

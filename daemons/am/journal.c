@@ -178,7 +178,7 @@ void am_journal_job_forget(struct am *am, const char *job)
 
 	if (!am->journal || !rec_begin(&r))
 		return;
-	fputc('X', r.f);
+	fputc('E', r.f);
 	put_str(r.f, job);
 	rec_end(am, &r, am->journal);
 	journal_sync(am);
@@ -452,7 +452,7 @@ static bool rec_forget(struct am *am, char **t, size_t n, char *why, size_t cap)
 	char id[AM_STR];
 
 	if (n != 2)
-		BAD("X record with %zu fields, not 2", n);
+		BAD("E record with %zu fields, not 2", n);
 	STR(1, id, "job");
 	for (size_t i = 0; i < am->nlearned; i++)
 		if (strcmp(am->learned[i].id, id) == 0) {
@@ -709,7 +709,7 @@ static bool replay_line(struct am *am, struct replay_set *rs, char *line, size_t
 	}
 	if (strcmp(t[0], "J") == 0)
 		return rec_job(am, t, n, why, cap);
-	if (strcmp(t[0], "X") == 0)
+	if (strcmp(t[0], "E") == 0)
 		return rec_forget(am, t, n, why, cap);
 	if (strcmp(t[0], "G") == 0)
 		return rec_group(rs, t, n, why, cap);
