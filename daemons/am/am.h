@@ -91,7 +91,16 @@ struct am_stats {
 		groups_fallback, dismantles, rebuilds, heartbeat_timeouts, switch_failures,
 		push_failures, journal_records, recovered_groups, rpc_unimplemented,
 		operator_denied, failure_reports, failure_reports_denied, failure_reports_stale,
-		journal_damaged_records, orphan_trees_removed;
+		journal_damaged_records, orphan_trees_removed, queries_denied,
+		learned_expired;
+};
+
+/* Who is calling, from the call's metadata (AM_MD_* keys of am_rpc.h), checked by
+ * am_auth_check: the admin sees everything, a job's caller its own groups only. */
+enum am_caller { AM_CALLER_ANON, AM_CALLER_JOB, AM_CALLER_ADMIN };
+struct am_auth {
+	enum am_caller who;
+	char job[AM_STR]; /* AM_CALLER_JOB */
 };
 
 struct am {
@@ -109,10 +118,12 @@ struct am {
 	struct am_srvq *srvq;    /* server.c: gRPC events waiting for the main loop */
 	uint32_t next_op_seq;
 	bool sw_polled;          /* a poll answer was applied since the last group check */
-	/* jobs whose secret was set by a first joiner (allow_first_joiner) */
+	/* jobs whose secret was set by a first joiner (allow_first_joiner); an entry is
+	 * forgotten once its job has had no group for cfg.first_joiner_ttl_s */
 	size_t nlearned;
 	struct {
 		char id[AM_STR], cred[AM_STR * 2];
+		uint64_t idle_since_ns; /* 0: the job has a group */
 	} learned[AM_MAX_JOBS];
 	/* gRPC */
 	grpc_server *server;
@@ -181,14 +192,23 @@ int am_journal_open(struct am *am);
 void am_journal_group(struct am *am, const struct am_group *g);
 void am_journal_del(struct am *am, uint64_t id);
 void am_journal_job(struct am *am, const char *job, const char *cred); /* first joiner's */
+void am_journal_job_forget(struct am *am, const char *job);              /* ... expired */
 
 /* RPC handlers: return a gRPC status; *msg gets a short explanation on failure. */
 grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 			 Inca__Am__V1__JoinReply *rp, char *msg, size_t cap);
 grpc_status_code am_leave(struct am *am, const Inca__Am__V1__LeaveRequest *rq, char *msg,
 			  size_t cap);
+/* Credentials of a call: admin token and/or job id + job credential (NULL or "" when not
+ * sent). Any credential sent must be valid (else PERMISSION_DENIED, logged and counted);
+ * none gives AM_CALLER_ANON. Never learns a job (that is Join's first joiner). */
+grpc_status_code am_auth_check(struct am *am, const char *admin_token, const char *job,
+			       const char *cred, const char *method, struct am_auth *out,
+			       char *msg, size_t cap);
+/* Dismantle is an admin operation: refused unless admin_token is configured and given (in
+ * the request or as the caller's admin credential). */
 grpc_status_code am_dismantle_rpc(struct am *am, const Inca__Am__V1__DismantleRequest *rq,
-				  char *msg, size_t cap);
+				  const struct am_auth *who, char *msg, size_t cap);
 /* A member's INC path failed: dismantle, re-check the tree's switches, rebuild. Returns
  * AM_DEFERRED when it keeps `call` and answers it (am_pending_answer) once the rebuild is
  * done; otherwise the status, with rp filled (rp->state points to a static string). */
@@ -207,9 +227,19 @@ void am_session_gone(struct am *am, struct am_session *s);
 /* Query replies (ListGroups, ListTrees, ListSwitches, ListLinks, GetStats): an owned reply
  * whose message and every part live in one arena; NULL for an unknown method. */
 struct am_qreply;
-struct am_qreply *am_query(struct am *am, const char *method);
+/* who: AM_CALLER_ADMIN sees every group; AM_CALLER_JOB the groups of its job; callers are
+ * authenticated (server.c refuses anonymous queries). */
+struct am_qreply *am_query(struct am *am, const char *method, const struct am_auth *who);
 const ProtobufCMessage *am_qreply_msg(const struct am_qreply *r);
 void am_qreply_free(struct am_qreply *r);
+
+/* ---------------------------------------------------------------- introspect.c */
+/* grpc.reflection (v1alpha / v1) ServerReflectionInfo: one response (owned) per request
+ * (borrowed); NULL if the request does not parse. */
+grpc_byte_buffer *am_reflect(grpc_byte_buffer *req);
+/* grpc.health.v1 Check (watch false) and Watch: an owned response, or NULL with *st and msg. */
+grpc_byte_buffer *am_health(struct am *am, grpc_byte_buffer *req, bool watch,
+			    grpc_status_code *st, char *msg, size_t cap);
 
 /* ---------------------------------------------------------------- server.c */
 int am_server_start(struct am *am, char *err, size_t cap);

@@ -44,6 +44,11 @@ HB_TIMEOUT = HB_MS * HB_MISSES / 1000.0
 RPC_BOUND = 1.0  # seconds; an AM waiting on the stopped switch takes its NETCONF timeout
 
 
+
+# the admin credential (queries need one; docs/am.md "Who sees what")
+ADMIN_TOKEN = "test-admin"
+ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
+
 def check(cond, what):
     global failures
     if not cond:
@@ -107,7 +112,9 @@ try:
     with open(conf, "w") as f:
         f.write("listen = 127.0.0.1:%d\nheartbeat_ms = %d\nheartbeat_misses = %d\n"
                 "poll_ms = %d\nswitch_timeout_ms = %d\njob jobS credential scred\n"
-                % (port, HB_MS, HB_MISSES, POLL_MS, SW_TIMEOUT_MS))
+                # stalled switches are tested here, TLS in am_tls_python / am-tls
+                "tls = off\nadmin_token = %s\n"
+                % (port, HB_MS, HB_MISSES, POLL_MS, SW_TIMEOUT_MS, ADMIN_TOKEN))
         for name in SWITCHES:
             f.write("switch %s unix:%s\n" % (name, os.path.join(tmp, name + ".sock")))
     ready = os.path.join(tmp, "am.ready")
@@ -164,10 +171,12 @@ try:
                 found = found or ev.kind == kind
 
     def switches():
-        return {s.name: s for s in stub.ListSwitches(pb.Empty(), timeout=20).switches}
+        return {s.name: s for s in
+                stub.ListSwitches(pb.Empty(), timeout=20, metadata=ADMIN).switches}
 
     def groups():
-        return {g.group_name: g for g in stub.ListGroups(pb.Empty(), timeout=20).groups}
+        return {g.group_name: g for g in
+                stub.ListGroups(pb.Empty(), timeout=20, metadata=ADMIN).groups}
 
     def timed(fn):
         t0 = time.time()
@@ -194,7 +203,7 @@ try:
         n = 0
         end = time.time() + seconds
         while time.time() < end:
-            st, d1 = timed(lambda: stub.GetStats(pb.Empty(), timeout=20))
+            st, d1 = timed(lambda: stub.GetStats(pb.Empty(), timeout=20, metadata=ADMIN))
             gs, d2 = timed(groups)
             worst_stats, worst_list = max(worst_stats, d1), max(worst_list, d2)
             n += 1
@@ -206,7 +215,7 @@ try:
               (what, n, worst_stats * 1000, worst_list * 1000))
 
     # ---- an unrelated switch stops: nothing else may notice
-    st0 = stub.GetStats(pb.Empty(), timeout=5)
+    st0 = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     procs["swB"].send_signal(signal.SIGSTOP)
     stopped.add("swB")
     t_stop = time.time()
@@ -234,7 +243,7 @@ try:
     check(states == {"ready"}, "g1 stayed ready all along (%s)" % sorted(states))
     check(not any(m.seen(pb.GroupEvent.DISMANTLED) for m in g1 + g2),
           "no member was told DISMANTLED")
-    st = stub.GetStats(pb.Empty(), timeout=5)
+    st = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     check(st.heartbeat_timeouts == st0.heartbeat_timeouts and st.dismantles == st0.dismantles,
           "no heartbeat timeout, no dismantle (%d, %d)" % (st.heartbeat_timeouts, st.dismantles))
     bound = (2 * POLL_MS + 2 * SW_TIMEOUT_MS) / 1000.0 + 0.5
@@ -265,7 +274,7 @@ try:
         ev = m.next_event([pb.GroupEvent.DISMANTLED], 1)
         ok = ok and ev is not None and "swA" in ev.reason
     check(ok, "every member told DISMANTLED (switch swA)")
-    st = stub.GetStats(pb.Empty(), timeout=5)
+    st = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     check(st.heartbeat_timeouts == st0.heartbeat_timeouts, "still no heartbeat timeout")
     check(not switches()["swA"].up, "swA shown down")
 

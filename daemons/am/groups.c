@@ -59,24 +59,106 @@ static bool secret_eq(const char *a, const char *b)
 	return d == 0;
 }
 
-/* 1 allowed, 0 denied. */
-static int check_credential(struct am *am, const char *job, const char *cred)
+/* A job's configured or learned secret; NULL for a job unknown to both. */
+static const char *job_secret(const struct am *am, const char *job)
 {
 	for (size_t i = 0; i < am->cfg.njobs; i++)
 		if (strcmp(am->cfg.jobs[i].id, job) == 0)
-			return secret_eq(cred, am->cfg.jobs[i].cred);
+			return am->cfg.jobs[i].cred;
 	for (size_t i = 0; i < am->nlearned; i++)
 		if (strcmp(am->learned[i].id, job) == 0)
-			return secret_eq(cred, am->learned[i].cred);
-	if (!am->cfg.allow_first_joiner || !cred[0] || am->nlearned == AM_MAX_JOBS ||
-	    strlen(cred) >= sizeof am->learned[0].cred)
-		return 0;
+			return am->learned[i].cred;
+	return NULL;
+}
+
+/* Join's check: OK, PERMISSION_DENIED (bad secret, unknown job) or RESOURCE_EXHAUSTED (the
+ * first-joiner table is full). An unknown job with allow_first_joiner takes the secret given. */
+static grpc_status_code check_credential(struct am *am, const char *job, const char *cred,
+					 char *msg, size_t cap)
+{
+	const char *secret = job_secret(am, job);
+
+	if (secret) {
+		if (secret_eq(cred, secret))
+			return GRPC_STATUS_OK;
+		snprintf(msg, cap, "job credential rejected");
+		return GRPC_STATUS_PERMISSION_DENIED;
+	}
+	if (!am->cfg.allow_first_joiner || !cred[0] || strlen(cred) >= sizeof am->learned[0].cred) {
+		snprintf(msg, cap, "job credential rejected");
+		return GRPC_STATUS_PERMISSION_DENIED;
+	}
+	if (am->nlearned == AM_MAX_JOBS) {
+		snprintf(msg, cap, "job %s unknown and the table of jobs set by their first joiner "
+				   "is full (%d jobs, AM_MAX_JOBS): an entry is freed once its job has "
+				   "had no group for first_joiner_ttl_s = %u s; or list the job in the AM "
+				   "config", job, AM_MAX_JOBS, am->cfg.first_joiner_ttl_s);
+		return GRPC_STATUS_RESOURCE_EXHAUSTED;
+	}
 	snprintf(am->learned[am->nlearned].id, AM_STR, "%s", job);
 	snprintf(am->learned[am->nlearned].cred, sizeof am->learned[0].cred, "%s", cred);
+	am->learned[am->nlearned].idle_since_ns = 0;
 	am->nlearned++;
 	am_journal_job(am, job, cred);
 	am_log(1, "job %s: credential set by its first joiner", job);
-	return 1;
+	return GRPC_STATUS_OK;
+}
+
+/* Forget the secrets of learned jobs that have had no group for first_joiner_ttl_s, so that
+ * a squatted job id or a table filled with bogus jobs does not last. */
+static void learned_expire(struct am *am, uint64_t now)
+{
+	uint64_t ttl_ns = (uint64_t)am->cfg.first_joiner_ttl_s * 1000 * NS_PER_MS;
+
+	for (size_t i = 0; i < am->nlearned;) {
+		bool busy = false;
+		for (struct am_group *g = am->groups; g && !busy; g = g->next)
+			busy = strcmp(g->job, am->learned[i].id) == 0;
+		if (busy) {
+			am->learned[i].idle_since_ns = 0;
+		} else if (!am->learned[i].idle_since_ns) {
+			am->learned[i].idle_since_ns = now;
+		} else if (now - am->learned[i].idle_since_ns >= ttl_ns) {
+			am_log(1, "job %s: first joiner's credential expired (no group for %u s)",
+			       am->learned[i].id, am->cfg.first_joiner_ttl_s);
+			am_journal_job_forget(am, am->learned[i].id);
+			am->st.learned_expired++;
+			am->learned[i] = am->learned[--am->nlearned];
+			continue;
+		}
+		i++;
+	}
+}
+
+grpc_status_code am_auth_check(struct am *am, const char *admin_token, const char *job,
+			       const char *cred, const char *method, struct am_auth *out,
+			       char *msg, size_t cap)
+{
+	memset(out, 0, sizeof *out);
+	if (admin_token && admin_token[0]) {
+		if (!am->cfg.admin_token[0] || !secret_eq(admin_token, am->cfg.admin_token)) {
+			am->st.queries_denied++;
+			am_log(0, "DENIED %s: bad admin token%s", method,
+			       am->cfg.admin_token[0] ? "" : " (no admin_token configured)");
+			snprintf(msg, cap, am->cfg.admin_token[0] ? "admin token rejected" :
+				 "admin token rejected: the AM has no admin_token configured");
+			return GRPC_STATUS_PERMISSION_DENIED;
+		}
+		out->who = AM_CALLER_ADMIN;
+		return GRPC_STATUS_OK;
+	}
+	if (job && job[0]) {
+		const char *secret = job_secret(am, job);
+		if (!secret || !cred || !secret_eq(cred, secret)) {
+			am->st.queries_denied++;
+			am_log(0, "DENIED %s: job %.63s: bad job credential", method, job);
+			snprintf(msg, cap, "job credential rejected");
+			return GRPC_STATUS_PERMISSION_DENIED;
+		}
+		out->who = AM_CALLER_JOB;
+		snprintf(out->job, sizeof out->job, "%s", job);
+	}
+	return GRPC_STATUS_OK;
 }
 
 /* ---------------------------------------------------------------- attachment */
@@ -761,12 +843,12 @@ grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 
 	if (st != GRPC_STATUS_OK)
 		return st;
-	if (!check_credential(am, rq->job_id, rq->job_credential)) {
+	st = check_credential(am, rq->job_id, rq->job_credential, msg, cap);
+	if (st != GRPC_STATUS_OK) {
 		am->st.joins_denied++;
-		am_log(0, "DENIED join: job %s rank %u from %s (%s): bad job credential", rq->job_id,
-		       rq->rank, rq->data_addr, rq->host_name);
-		snprintf(msg, cap, "job credential rejected");
-		return GRPC_STATUS_PERMISSION_DENIED;
+		am_log(0, "DENIED join: job %s rank %u from %s (%s): %s", rq->job_id, rq->rank,
+		       rq->data_addr, rq->host_name, msg);
+		return st;
 	}
 	/* The forming group of this job/name, if any; a rank that is already in a running group
 	 * of the same name starts a new one (a new communicator) and ends the old. A forming
@@ -896,14 +978,22 @@ grpc_status_code am_leave(struct am *am, const Inca__Am__V1__LeaveRequest *rq, c
 }
 
 grpc_status_code am_dismantle_rpc(struct am *am, const Inca__Am__V1__DismantleRequest *rq,
-				  char *msg, size_t cap)
+				  const struct am_auth *who, char *msg, size_t cap)
 {
 	struct am_group *g;
 	char why[200];
 
-	if (am->cfg.admin_token[0] && !secret_eq(rq->admin_token, am->cfg.admin_token)) {
+	if (!am->cfg.admin_token[0]) {
 		am->st.operator_denied++;
-		am_log(0, "DENIED dismantle of group %llu: bad admin token",
+		am_log(0, "DENIED dismantle of group %llu: no admin_token configured",
+		       (unsigned long long)rq->group_id);
+		snprintf(msg, cap, "admin operations are disabled: set admin_token in the AM config "
+				   "and pass it (inca --admin-token / INCA_ADMIN_TOKEN)");
+		return GRPC_STATUS_PERMISSION_DENIED;
+	}
+	if (who->who != AM_CALLER_ADMIN && !secret_eq(rq->admin_token, am->cfg.admin_token)) {
+		am->st.operator_denied++;
+		am_log(0, "DENIED dismantle of group %llu: bad or missing admin token",
 		       (unsigned long long)rq->group_id);
 		snprintf(msg, cap, "admin token rejected");
 		return GRPC_STATUS_PERMISSION_DENIED;
@@ -1127,6 +1217,7 @@ void am_tick(struct am *am)
 	}
 	check_groups(am, am->sw_polled);
 	am->sw_polled = false;
+	learned_expire(am, now);
 }
 
 bool am_switch_work_pending(const struct am *am)

@@ -1,4 +1,5 @@
-/* inca-am journal: an append-only log of job credentials learned from first joiners, groups,
+/* inca-am journal: an append-only log of job credentials learned from first joiners (and
+ * their expiry), groups,
  * their members and tree keys, so that a restarted AM keeps running groups (replayed and
  * reconciled with the switches' running trees at start, then compacted), and the recovery
  * from a damaged journal (--recover). Format: docs/am.md "Restart and the journal".
@@ -168,6 +169,18 @@ void am_journal_job(struct am *am, const char *job, const char *cred)
 	if (!am->journal)
 		return;
 	journal_job_write(am, am->journal, job, cred);
+	journal_sync(am);
+}
+
+void am_journal_job_forget(struct am *am, const char *job)
+{
+	struct jrec r;
+
+	if (!am->journal || !rec_begin(&r))
+		return;
+	fputc('E', r.f);
+	put_str(r.f, job);
+	rec_end(am, &r, am->journal);
 	journal_sync(am);
 }
 
@@ -433,6 +446,23 @@ static bool rec_job(struct am *am, char **t, size_t n, char *why, size_t cap)
 	return true;
 }
 
+/* A learned credential expired: the job is unknown again. */
+static bool rec_forget(struct am *am, char **t, size_t n, char *why, size_t cap)
+{
+	char id[AM_STR];
+
+	if (n != 2)
+		BAD("E record with %zu fields, not 2", n);
+	STR(1, id, "job");
+	for (size_t i = 0; i < am->nlearned; i++)
+		if (strcmp(am->learned[i].id, id) == 0) {
+			explicit_bzero(am->learned[i].cred, sizeof am->learned[i].cred);
+			am->learned[i] = am->learned[--am->nlearned];
+			break;
+		}
+	return true;
+}
+
 static bool rec_group(struct replay_set *rs, char **t, size_t n, char *why, size_t cap)
 {
 	static const struct {
@@ -679,6 +709,8 @@ static bool replay_line(struct am *am, struct replay_set *rs, char *line, size_t
 	}
 	if (strcmp(t[0], "J") == 0)
 		return rec_job(am, t, n, why, cap);
+	if (strcmp(t[0], "E") == 0)
+		return rec_forget(am, t, n, why, cap);
 	if (strcmp(t[0], "G") == 0)
 		return rec_group(rs, t, n, why, cap);
 	if (strcmp(t[0], "M") == 0)

@@ -211,7 +211,7 @@ class Comm:
     Extra keyword arguments set the remaining inca_comm_opts fields by name (host_ip, qpn,
     switch_qpn, bfr_id, bsl_bits, nslots, mtu, rto_us, rto_max_us, retx_limit, timeout_ms,
     drop_rate, seed, group_name, host_name, am_attach_hint, am_tls_ca, am_timeout_ms, window,
-    deterministic, auth_key (32 bytes), auth_key_id, no_auth).
+    deterministic, auth_key (32 bytes), auth_key_id, no_auth, am_insecure).
     External bootstrap instead of bootstrap_addr: peer_table (bytes: every rank's
     PeerListener.handle in rank order) and peer_listener (this rank's PeerListener, which the
     communicator takes over).
