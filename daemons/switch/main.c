@@ -427,9 +427,13 @@ int main(int argc, char **argv)
 			sw_config_free(&cfg);
 			return 1;
 		}
-		/* With port 0 the log is the only place the port shows: say it at any verbosity. */
-		sw_log(metrics_any_port ? 0 : 1, "metrics on http://%s/metrics",
-		       util_format_addr(sw_metrics_addr(metrics), a, sizeof a));
+		/* With port 0 the log is the only place the port shows: say it at any verbosity
+		 * (sw_log's level 0 would call it an error). */
+		util_format_addr(sw_metrics_addr(metrics), a, sizeof a);
+		if (metrics_any_port && sw_verbosity < 1)
+			fprintf(stderr, "inca-switch: metrics on http://%s/metrics\n", a);
+		else
+			sw_log(1, "metrics on http://%s/metrics", a);
 	}
 	{
 		char a[32];
