@@ -90,6 +90,7 @@ struct am {
 	FILE *journal;
 	bool recover;            /* --recover: start from a damaged journal's valid records */
 	struct am_stats st;
+	struct am_metrics *metrics; /* metrics.c: --metrics-listen, NULL when off */
 	uint64_t start_ns, last_poll_ns;
 	/* jobs whose secret was set by a first joiner (allow_first_joiner) */
 	size_t nlearned;

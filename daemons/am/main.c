@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "am.h"
+#include "metrics.h"
 #include "util/cli.h"
+#include "util/util.h"
 
 int am_verbosity;
 
@@ -38,6 +40,8 @@ static void usage(FILE *f)
 		"      --tls-cert FILE    serve gRPC over TLS with this certificate chain (PEM)\n"
 		"      --tls-key FILE     ... and this private key (PEM)\n"
 		"      --ready-file PATH  created once the gRPC port is bound\n"
+		"      --metrics-listen IP:PORT  Prometheus metrics on http://IP:PORT/metrics\n"
+		"                         (port 0: any free port, logged)\n"
 		"      --check-config     parse the configuration and exit\n"
 		"      --recover          start from a damaged journal: keep its valid records,\n"
 		"                         remove trees no recovered group owns, move it aside\n"
@@ -67,13 +71,14 @@ int main(int argc, char **argv)
 		{ "ready-file", required_argument, NULL, 3 },
 		{ "check-config", no_argument, NULL, 4 },
 		{ "recover", no_argument, NULL, 5 },
+		{ "metrics-listen", required_argument, NULL, 6 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL, *listen = NULL, *journal = NULL, *cert = NULL, *key = NULL;
-	const char *ready = NULL;
+	const char *ready = NULL, *metrics_listen = NULL;
 	bool check = false;
 	char err[512];
 	struct sigaction sa;
@@ -105,6 +110,16 @@ int main(int argc, char **argv)
 		case 5:
 			am.recover = true;
 			break;
+		case 6: {
+			struct sockaddr_in ma;
+			if (util_parse_addr(optarg, -1, &ma) < 0) {
+				util_cli_error("inca-am", "--metrics-listen '%s': expected IP:PORT",
+					       optarg);
+				return 2;
+			}
+			metrics_listen = optarg;
+			break;
+		}
 		case 'v':
 			am_verbosity++;
 			break;
@@ -198,6 +213,14 @@ int main(int argc, char **argv)
 		grpc_shutdown();
 		return 1;
 	}
+	if (metrics_listen && am_metrics_start(&am, metrics_listen, &am.metrics, err,
+					       sizeof err) < 0) {
+		fprintf(stderr, "inca-am: %s\n", err);
+		am_server_stop(&am);
+		am_fini(&am);
+		grpc_shutdown();
+		return 1;
+	}
 	if (am.cfg.njobs == 0 && !am.cfg.allow_first_joiner)
 		am_log(0, "warning: %s lists no job and allow_first_joiner is off: every Join "
 			  "will be refused", config);
@@ -217,9 +240,12 @@ int main(int argc, char **argv)
 	while (!stop_flag) {
 		am_server_run_once(&am, 50);
 		am_tick(&am);
+		am_metrics_poll(am.metrics); /* never waits: a scrape is at most 50 ms late */
 	}
 	am_log(1, "stopping (trees stay on the switches)");
 	am_server_stop(&am);
+	am_metrics_stop(am.metrics);
+	am.metrics = NULL;
 	am_fini(&am);
 	grpc_shutdown();
 	if (ready)

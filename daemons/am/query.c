@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "am.h"
+#include "metrics.h"
 #include "util/util.h"
 
 
@@ -242,32 +243,9 @@ static void q_links(struct am_qreply *q, struct am *am)
 static void q_stats(struct am_qreply *q, struct am *am)
 {
 	Inca__Am__V1__StatsReply *rp = qalloc(q, sizeof *rp);
-	const struct am_stats *s = &am->st;
 
 	inca__am__v1__stats_reply__init(rp);
-	rp->uptime_ms = (util_now_ns() - am->start_ns) / NS_PER_MS;
-	rp->joins = s->joins;
-	rp->joins_denied = s->joins_denied;
-	rp->sessions_denied = s->sessions_denied;
-	rp->groups_created = s->groups_created;
-	rp->groups_ready = s->groups_ready;
-	rp->groups_fallback = s->groups_fallback;
-	rp->dismantles = s->dismantles;
-	rp->rebuilds = s->rebuilds;
-	rp->heartbeat_timeouts = s->heartbeat_timeouts;
-	rp->switch_failures = s->switch_failures;
-	rp->push_failures = s->push_failures;
-	rp->journal_records = s->journal_records;
-	rp->recovered_groups = s->recovered_groups;
-	rp->rpc_unimplemented = s->rpc_unimplemented;
-	rp->operator_denied = s->operator_denied;
-	rp->failure_reports = s->failure_reports;
-	rp->failure_reports_denied = s->failure_reports_denied;
-	rp->failure_reports_stale = s->failure_reports_stale;
-	rp->journal_damaged_records = s->journal_damaged_records;
-	rp->orphan_trees_removed = s->orphan_trees_removed;
-	for (struct am_group *g = am->groups; g; g = g->next)
-		rp->active_groups++;
+	am_stats_fill_reply(am, rp); /* the counter table of metrics.c, shared with /metrics */
 	q->msg = &rp->base;
 }
 
