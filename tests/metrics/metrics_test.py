@@ -501,7 +501,7 @@ class Am:
             ready = os.path.join(TMP, "amsw.ready")
             start([SW, "--listen", f"127.0.0.1:{free_port()}", "--netconf-unix", ncsock,
                    "--ready-file", ready], ready, "inca-switch", os.path.join(TMP, "amsw.log"))
-            lines.append(f"switch sw0 unix:{ncsock}")
+            lines += [f"switch sw0 unix:{ncsock}", "attach h0 sw0", "attach h1 sw0"]
             self.sw = "sw0"
         lines.append(f"switch gone unix:{os.path.join(TMP, 'nothing-here.sock')}")
         with open(conf, "w") as f:
@@ -540,15 +540,16 @@ def case_am():
     t0 = time.monotonic()
     state = ""
     while time.monotonic() - t0 < 15:
-        gs = am.stub.ListGroups(pb.ListGroupsRequest(), timeout=5).groups
+        gs = am.stub.ListGroups(pb.Empty(), timeout=5).groups
         state = gs[0].state if gs else ""
         if state in ("ready", "fallback"):
             break
         time.sleep(0.1)
-    check(state == ("ready" if am.sw else "fallback"), f"group state {state}")
+    check(state == ("ready" if am.sw else "fallback"),
+          f"group state {state} ({gs[0].reason if gs else 'no group'})")
     time.sleep(0.5)  # a switch poll after the push
     samples, _ = scrape(am.maddr)
-    stats = am.stub.GetStats(pb.GetStatsRequest(), timeout=5)
+    stats = am.stub.GetStats(pb.Empty(), timeout=5)
     bad = 0
     for f in pb.StatsReply.DESCRIPTOR.fields:
         want = getattr(stats, f.name)
@@ -592,7 +593,7 @@ def case_am_idle():
     def grpc_calls():
         t0 = time.monotonic()
         for _ in range(20):
-            am.stub.GetStats(am.pb.GetStatsRequest(), timeout=5)
+            am.stub.GetStats(am.pb.Empty(), timeout=5)
         return time.monotonic() - t0 < 3.0
 
     idle_checks(am.maddr, "inca_am_", grpc_calls, "20 GetStats calls within 3 s")
