@@ -1,6 +1,7 @@
-/* inca-switch statistics: sums the per-worker snapshots and writes them as JSON (global drops
- * by reason, per tree engine counters, per neighbour QP counters). Schema: docs/switch.md.
- * Runs on the main thread only; workers never block on it. */
+/* inca-switch statistics: the counter tables (one entry per counter: name, help, type, offset)
+ * that the worker sums, the JSON writer below, the NETCONF state (netconf.c) and the Prometheus
+ * exposition (metrics.c) all walk. JSON schema: docs/switch.md. Runs on control threads only
+ * (main, NETCONF, metrics); workers never block on it. */
 #include "switch.h"
 
 #include <errno.h>
