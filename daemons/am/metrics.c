@@ -1,7 +1,9 @@
-/* inca-am counters and the /metrics endpoint (metrics.h): one table names every counter of the
- * GetStats reply (its protobuf field, help text, type, where the value lives); the reply and
- * the Prometheus exposition are both written by walking it. Metric list: docs/am.md. */
+/* inca-am /metrics (metrics.h): the Prometheus exposition of the counter table (counters.c,
+ * the one GetStats is filled from) and of the AM's state, RPC counts by method and status, and
+ * the endpoint's listener polled from the main loop. Metric list: docs/am.md. */
 #include "metrics.h"
+
+#include "counters.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,92 +15,6 @@
 #include "util/util.h"
 
 #define P "inca_am_"
-
-struct am_ctr {
-	const char *name; /* StatsReply field; Prometheus inca_am_NAME[_total] */
-	const char *help;
-	bool gauge;
-	size_t off;       /* offset of a uint64_t in struct am_stats, unless get */
-	uint64_t (*get)(const struct am *am);
-};
-
-static uint64_t get_uptime_ms(const struct am *am)
-{
-	return (util_now_ns() - am->start_ns) / NS_PER_MS;
-}
-
-static uint64_t get_active_groups(const struct am *am)
-{
-	uint64_t n = 0;
-
-	for (const struct am_group *g = am->groups; g; g = g->next)
-		n++;
-	return n;
-}
-
-#define S(f) offsetof(struct am_stats, f), NULL
-static const struct am_ctr ctrs[] = {
-	{ "uptime_ms", "Time since the AM started, in milliseconds.", true, 0, get_uptime_ms },
-	{ "joins", "Join calls accepted.", false, S(joins) },
-	{ "joins_denied", "Join calls refused (credential, validation, quota).", false,
-	  S(joins_denied) },
-	{ "sessions_denied", "Session streams refused (unknown member or bad token).", false,
-	  S(sessions_denied) },
-	{ "groups_created", "Groups created.", false, S(groups_created) },
-	{ "groups_ready", "Groups that got an INC tree.", false, S(groups_ready) },
-	{ "groups_fallback", "Groups sent to the host path.", false, S(groups_fallback) },
-	{ "dismantles", "Trees dismantled.", false, S(dismantles) },
-	{ "rebuilds", "Trees rebuilt after a failure.", false, S(rebuilds) },
-	{ "heartbeat_timeouts", "Members declared gone for missed heartbeats.", false,
-	  S(heartbeat_timeouts) },
-	{ "switch_failures", "Switch polls or connections that failed.", false,
-	  S(switch_failures) },
-	{ "push_failures", "Tree pushes (NETCONF edits) that failed.", false, S(push_failures) },
-	{ "journal_records", "Records appended to the journal.", false, S(journal_records) },
-	{ "recovered_groups", "Groups recovered from the journal at start.", false,
-	  S(recovered_groups) },
-	{ "active_groups", "Groups the AM holds now, in any state.", true, 0, get_active_groups },
-	{ "rpc_unimplemented", "Calls of methods the AM does not implement.", false,
-	  S(rpc_unimplemented) },
-	{ "operator_denied", "Operator calls (Dismantle) refused.", false, S(operator_denied) },
-	{ "failure_reports", "ReportFailure calls that dismantled a tree.", false,
-	  S(failure_reports) },
-	{ "failure_reports_denied", "ReportFailure calls refused (unknown member or bad token).",
-	  false, S(failure_reports_denied) },
-	{ "failure_reports_stale", "ReportFailure calls for an older generation (no action).",
-	  false, S(failure_reports_stale) },
-	{ "journal_damaged_records", "Damaged journal records dropped at start by --recover.",
-	  false, S(journal_damaged_records) },
-	{ "orphan_trees_removed", "Trees in the AM's range that no recovered group owned, removed.",
-	  false, S(orphan_trees_removed) },
-};
-#undef S
-
-static uint64_t ctr_value(const struct am_ctr *c, const struct am *am)
-{
-	uint64_t v;
-
-	if (c->get)
-		return c->get(am);
-	memcpy(&v, (const char *)&am->st + c->off, sizeof v);
-	return v;
-}
-
-void am_stats_fill_reply(const struct am *am, Inca__Am__V1__StatsReply *rp)
-{
-	const ProtobufCMessageDescriptor *d = &inca__am__v1__stats_reply__descriptor;
-
-	for (size_t i = 0; i < sizeof ctrs / sizeof ctrs[0]; i++) {
-		const ProtobufCFieldDescriptor *f =
-			protobuf_c_message_descriptor_get_field_by_name(d, ctrs[i].name);
-		uint64_t v = ctr_value(&ctrs[i], am);
-
-		/* A table name without its uint64 field is a bug the am tests catch (the metric
-		 * then has no GetStats twin). */
-		if (f && f->type == PROTOBUF_C_TYPE_UINT64 && f->label != PROTOBUF_C_LABEL_REPEATED)
-			memcpy((char *)rp + f->offset, &v, sizeof v);
-	}
-}
 
 /* ---------------------------------------------------------------- RPCs */
 
@@ -202,14 +118,14 @@ static void render(void *arg, struct util_prom *p)
 	util_prom_family(p, P "uptime_seconds", "Time since the AM started.", UTIL_PROM_GAUGE);
 	util_prom_sample_double(p, P "uptime_seconds", NULL,
 				(double)(util_now_ns() - am->start_ns) / 1e9);
-	for (size_t i = 0; i < sizeof ctrs / sizeof ctrs[0]; i++) {
-		const struct am_ctr *c = &ctrs[i];
+	for (size_t i = 0; i < am_nctrs; i++) {
+		const struct am_ctr *c = &am_ctrs[i];
 
-		if (c->get == get_uptime_ms) /* as uptime_seconds above, in Prometheus' unit */
+		if (c->prom_skip) /* shown in Prometheus' own unit above */
 			continue;
 		snprintf(name, sizeof name, P "%s%s", c->name, c->gauge ? "" : "_total");
 		util_prom_family(p, name, c->help, c->gauge ? UTIL_PROM_GAUGE : UTIL_PROM_COUNTER);
-		util_prom_sample(p, name, NULL, ctr_value(c, am));
+		util_prom_sample(p, name, NULL, am_ctr_value(c, am));
 	}
 
 	util_prom_family(p, P "groups", "Groups the AM holds, by state.", UTIL_PROM_GAUGE);

@@ -1,7 +1,7 @@
-/* inca-am counters and /metrics (metrics.c): the table of struct am_stats that the GetStats
- * reply is filled from, the Prometheus exposition derived from the same table plus the AM's
- * state (groups by state, switches, RPCs by method and status), served on --metrics-listen by
- * lib/util/httpd from the main loop. Main loop thread only. */
+/* inca-am /metrics (metrics.c): the Prometheus exposition of the counter table (counters.h,
+ * the one GetStats is filled from) plus the AM's state (groups by state, switches, RPCs by
+ * method and status), served on --metrics-listen by lib/util/httpd from the main loop.
+ * Main loop thread only. */
 #ifndef INCA_AM_METRICS_H
 #define INCA_AM_METRICS_H
 
@@ -10,9 +10,6 @@
 #include "am.h"
 
 struct am_metrics;
-
-/* Fill every table counter of rp (uptime_ms, active_groups and each am_stats field). */
-void am_stats_fill_reply(const struct am *am, Inca__Am__V1__StatsReply *rp);
 
 /* Listen on addr ("ip:port", port 0: any free port, logged). Returns 0 or -errno with a
  * message in err. am must outlive the server. */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "am.h"
-#include "metrics.h"
+#include "counters.h"
 #include "util/util.h"
 
 
@@ -245,7 +245,7 @@ static void q_stats(struct am_qreply *q, struct am *am)
 	Inca__Am__V1__StatsReply *rp = qalloc(q, sizeof *rp);
 
 	inca__am__v1__stats_reply__init(rp);
-	am_stats_fill_reply(am, rp); /* the counter table of metrics.c, shared with /metrics */
+	am_stats_fill_reply(am, rp); /* the counter table, shared with /metrics */
 	q->msg = &rp->base;
 }
 
