@@ -174,10 +174,14 @@ try:
 
     if sock:
         def group(gid):
-            for g in stub.ListGroups(pb.Empty(), timeout=5).groups:
-                if g.group_id == gid:
-                    return g
-            return None
+            """The group once its tree push answered (a complete group is pushed
+            asynchronously: it stays forming until every switch took its tree)."""
+            deadline = time.time() + 10
+            while True:
+                for g in stub.ListGroups(pb.Empty(), timeout=5).groups:
+                    if g.group_id == gid and (g.state != "forming" or time.time() > deadline):
+                        return g
+                time.sleep(0.02)
 
         r = join(name="mtu", size=1, caps=pb.Capabilities(inc=True, max_mtu=512))
         g = group(r.group_id)

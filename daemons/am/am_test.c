@@ -374,9 +374,14 @@ static int run_rank(int rank, const struct rank_plan *p)
 	if (p->kill_at) {
 		/* The tree was rebuilt (generation 2) and INC came back on it after the failover. */
 		inca_comm_am_info(c, &info);
-		fprintf(stderr, "rank %d: generation %u, %llu of %d calls on INC, %llu timeouts\n",
-			rank, info.generation, (unsigned long long)st.inc_calls, p->iters,
-			(unsigned long long)st.timeouts);
+		fprintf(stderr, "rank %d: generation %u, %llu of %d calls on INC, %llu timeouts, "
+			"inc %s (state %d: %s)\n", rank, info.generation,
+			(unsigned long long)st.inc_calls, p->iters, (unsigned long long)st.timeouts,
+			info.inc_enabled ? "on" : "off", info.state, info.reason);
+		/* Every rank has read its state before any leaves (a leave dismantles the group). */
+		buf[0] = 1;
+		if (inca_allreduce_algo(c, buf, buf, 1, INCA_INT32, INCA_SUM, INCA_ALGO_RING) < 0)
+			return 21;
 		if (info.generation != 2 || !info.inc_enabled ||
 		    st.inc_calls < (uint64_t)p->kill_at + 10 || st.inc_calls >= (uint64_t)p->iters)
 			return 18;

@@ -17,6 +17,7 @@ void am_cfg_defaults(struct am_cfg *c)
 	c->heartbeat_misses = 4;
 	c->poll_ms = 1000;
 	c->grace_ms = 10000;
+	c->switch_timeout_ms = 3000;
 	c->slots_default = 256;
 	c->slots_min = 16;
 	c->tree_id_min = 1024;
@@ -237,6 +238,9 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 			} else if (!strcmp(k, "poll_ms")) {
 				if (parse_u32(v, 10, 600000, &c->poll_ms))
 					CFG_ERR("poll_ms: 10..600000");
+			} else if (!strcmp(k, "switch_timeout_ms")) {
+				if (parse_u32(v, 100, 60000, &c->switch_timeout_ms))
+					CFG_ERR("switch_timeout_ms: 100..60000");
 			} else if (!strcmp(k, "grace_ms")) {
 				if (parse_u32(v, 0, 3600000, &c->grace_ms))
 					CFG_ERR("grace_ms: 0..3600000");

@@ -39,6 +39,7 @@ struct am_cfg {
 	char tls_cert[AM_PATH], tls_key[AM_PATH];
 	char admin_token[AM_STR];  /* required by Dismantle when set */
 	uint32_t heartbeat_ms, heartbeat_misses, poll_ms, grace_ms;
+	uint32_t switch_timeout_ms; /* bound of one NETCONF connect or request */
 	uint16_t slots_default, slots_min;
 	uint16_t tree_id_min, tree_id_max;
 	bool allow_first_joiner;   /* a job unknown to the config gets the first joiner's secret */

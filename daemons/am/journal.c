@@ -778,9 +778,9 @@ static void replay_adopt(struct am *am, struct replay_set *rs)
 				/* Remove what is left of it; rebuild once members are back. */
 				for (size_t k = 0; k < rp->nsw; k++) {
 					int s = am_sw_index(am, rp->sw[k]);
-					if (s >= 0 && am->sw[s].conn &&
+					if (s >= 0 && am->sw[s].up &&
 					    am_running_find(&am->sw[s], rp->tree_id))
-						ctl_delete_tree(am->sw[s].conn, rp->tree_id);
+						am_sw_delete(am, (size_t)s, rp->tree_id);
 				}
 				am_group_set_state(g, AM_G_FALLBACK, "tree lost while the AM was down");
 				g->rebuildable = true;
@@ -805,7 +805,7 @@ static void sweep_orphans(struct am *am)
 {
 	for (size_t i = 0; i < am->nsw; i++) {
 		struct am_switch *s = &am->sw[i];
-		if (!s->up || !s->conn) {
+		if (!s->up) {
 			am_log(0, "recovery: switch %s is down: its trees were not checked for "
 				  "trees no recovered group owns", s->cfg->name);
 			continue;
@@ -813,7 +813,6 @@ static void sweep_orphans(struct am *am)
 		for (size_t j = 0; j < s->nrunning; j++) {
 			uint16_t id = s->running[j].id;
 			bool owned = false;
-			int rc;
 			if (id < am->cfg.tree_id_min || id > am->cfg.tree_id_max)
 				continue;
 			for (const struct am_group *g = am->groups; g && !owned; g = g->next) {
@@ -822,14 +821,10 @@ static void sweep_orphans(struct am *am)
 			}
 			if (owned)
 				continue;
-			rc = ctl_delete_tree(s->conn, id);
-			if (rc < 0 && rc != -ENOENT) {
-				am_log(0, "recovery: switch %s: tree %u that no recovered group owns: "
-					  "delete failed: %s", s->cfg->name, id, ctl_conn_error(s->conn));
-				continue;
-			}
+			/* queued on the switch's worker: a failure is logged there */
+			am_sw_delete(am, i, id);
 			am->st.orphan_trees_removed++;
-			am_log(0, "recovery: switch %s: removed tree %u that no recovered group owns",
+			am_log(0, "recovery: switch %s: removing tree %u that no recovered group owns",
 			       s->cfg->name, id);
 		}
 	}

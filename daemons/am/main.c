@@ -169,11 +169,11 @@ int main(int argc, char **argv)
 	}
 	if (check) {
 		printf("listen = %s\njournal = %s\nheartbeat_ms = %u\nheartbeat_misses = %u\n"
-		       "poll_ms = %u\nslots = %u\nslots_min = %u\ntree_ids = %u-%u\n"
-		       "allow_first_joiner = %s\ntls = %s\njob_max_trees = %u\njob_max_slots = %u\n"
-		       "job_max_forming = %u\njob_max_size = %u\n",
+		       "poll_ms = %u\nswitch_timeout_ms = %u\nslots = %u\nslots_min = %u\n"
+		       "tree_ids = %u-%u\nallow_first_joiner = %s\ntls = %s\njob_max_trees = %u\n"
+		       "job_max_slots = %u\njob_max_forming = %u\njob_max_size = %u\n",
 		       am.cfg.listen, am.cfg.journal, am.cfg.heartbeat_ms, am.cfg.heartbeat_misses,
-		       am.cfg.poll_ms, am.cfg.slots_default, am.cfg.slots_min, am.cfg.tree_id_min,
+		       am.cfg.poll_ms, am.cfg.switch_timeout_ms, am.cfg.slots_default, am.cfg.slots_min, am.cfg.tree_id_min,
 		       am.cfg.tree_id_max, am.cfg.allow_first_joiner ? "yes" : "no",
 		       am.cfg.tls_cert[0] ? "yes" : "no", am.cfg.quota.max_trees,
 		       am.cfg.quota.max_slots, am.cfg.quota.max_forming, am.cfg.quota.max_size);
@@ -243,6 +243,12 @@ int main(int argc, char **argv)
 		am_metrics_poll(am.metrics); /* never waits: a scrape is at most 50 ms late */
 	}
 	am_log(1, "stopping (trees stay on the switches)");
+	/* A push under way ends journalled and told (bounded: each request times out). */
+	for (uint64_t until = util_now_ns() + (am.cfg.switch_timeout_ms * 2ull + 1000) * NS_PER_MS;
+	     am_switch_work_pending(&am) && util_now_ns() < until;) {
+		am_server_run_once(&am, 50);
+		am_tick(&am);
+	}
 	am_server_stop(&am);
 	am_metrics_stop(am.metrics);
 	am.metrics = NULL;

@@ -1,10 +1,16 @@
-/* inca-am gRPC server on the core C API: one completion queue served by the main loop, generic
- * calls only (dispatch by method name, so an unknown method is answered UNIMPLEMENTED at once),
- * unary handlers, and the bidirectional Session stream (one send in flight, a queue behind).
- * A call object lives until its RECV_CLOSE_ON_SERVER completed and no batch is in flight. */
+/* inca-am gRPC server on the core C API: one completion queue, generic calls only (dispatch by
+ * method name, so an unknown method is answered UNIMPLEMENTED at once), unary handlers (one,
+ * ReportFailure, may answer later), and the bidirectional Session stream (one send in flight,
+ * a queue behind). A call object lives until its RECV_CLOSE_ON_SERVER completed, no batch is
+ * in flight and no handler keeps it. A pump thread waits on the completion queue and hands
+ * each event to the main loop (am->wake_fd), which alone touches calls and groups: the main
+ * loop thus sleeps on one fd for gRPC events and for the switch workers' answers alike. */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
@@ -12,6 +18,7 @@
 
 #include "am.h"
 #include "metrics.h"
+#include "util/util.h"
 
 enum tag_kind { T_NEW, T_INIT, T_RECV, T_SEND, T_STATUS, T_CLOSE };
 
@@ -32,6 +39,8 @@ struct am_call {
 	bool is_session;
 	int pending;
 	bool closed, status_sent, status_queued;
+	bool kept;               /* a handler answers later (am_pending_answer) */
+	struct am_call *kept_next;
 	int cancelled;
 	grpc_byte_buffer *recv_bb, *send_bb;
 	grpc_slice status_details;
@@ -44,10 +53,32 @@ struct am_call {
 	unsigned qh, qn;
 };
 
-/* The opaque handle of am.h is the call itself. */
+/* The opaque handles of am.h are the call itself. */
 struct am_session {
 	struct am_call c;
 };
+
+struct am_pending {
+	struct am_call c;
+};
+
+/* Completion-queue events on their way from the pump thread to the main loop. */
+struct srv_ev {
+	void *tag;
+	bool ok;
+};
+
+struct am_srvq {
+	pthread_t th;
+	bool started;
+	pthread_mutex_t mu;
+	struct srv_ev *v;
+	size_t n, cap;
+	bool shutdown;           /* the queue was shut down and drained: the pump is gone */
+	struct am_call *kept;    /* calls a handler still has to answer */
+};
+
+static int pump_start(struct am *am);
 
 static void tags_init(struct am_call *c)
 {
@@ -101,7 +132,7 @@ static void call_free(struct am_call *c)
 
 static void maybe_free(struct am_call *c)
 {
-	if (c->pending == 0 && c->closed)
+	if (c->pending == 0 && c->closed && !c->kept)
 		call_free(c);
 }
 
@@ -207,9 +238,15 @@ static void handle_unary(struct am_call *c)
 		Inca__Am__V1__FailureReport *rq = (Inca__Am__V1__FailureReport *)am_rpc_unpack(
 			&inca__am__v1__failure_report__descriptor, c->recv_bb);
 		Inca__Am__V1__FailureReply rp = INCA__AM__V1__FAILURE_REPLY__INIT;
-		st = rq ? am_report_failure(am, rq, &rp, msg, sizeof msg) :
+		st = rq ? am_report_failure(am, rq, &rp, (struct am_pending *)c, msg, sizeof msg) :
 			  GRPC_STATUS_INVALID_ARGUMENT;
-		send_status(c, st, rq ? msg : "bad FailureReport", &rp.base, true);
+		if (st == AM_DEFERRED) {
+			c->kept = true;
+			c->kept_next = am->srvq->kept;
+			am->srvq->kept = c;
+		} else {
+			send_status(c, st, rq ? msg : "bad FailureReport", &rp.base, true);
+		}
 		if (rq)
 			protobuf_c_message_free_unpacked(&rq->base, NULL);
 	} else {
@@ -235,6 +272,23 @@ static bool known_unary(const char *m)
 		if (strcmp(m, names[i]) == 0)
 			return true;
 	return false;
+}
+
+void am_pending_answer(struct am_pending *p, grpc_status_code st, const char *msg,
+		       const ProtobufCMessage *reply)
+{
+	struct am_call *c = &p->c, **pp;
+
+	if (!c->kept)
+		return;
+	for (pp = &c->am->srvq->kept; *pp && *pp != c; pp = &(*pp)->kept_next)
+		;
+	if (*pp)
+		*pp = c->kept_next;
+	c->kept = false;
+	if (!c->closed)
+		send_status(c, st, msg, reply, true);
+	maybe_free(c);
 }
 
 /* ---------------------------------------------------------------- sessions */
@@ -465,50 +519,156 @@ int am_server_start(struct am *am, char *err, size_t cap)
 	}
 	grpc_server_start(am->server);
 	request_new(am);
+	return pump_start(am);
+}
+
+/* ---------------------------------------------------------------- the pump thread */
+
+static void *pump(void *arg)
+{
+	struct am *am = arg;
+	struct am_srvq *q = am->srvq;
+	uint64_t one = 1;
+
+	for (;;) {
+		grpc_event ev = grpc_completion_queue_next(am->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
+							   NULL);
+		if (ev.type == GRPC_QUEUE_TIMEOUT)
+			continue;
+		pthread_mutex_lock(&q->mu);
+		if (ev.type == GRPC_QUEUE_SHUTDOWN) {
+			q->shutdown = true;
+		} else {
+			if (q->n == q->cap) {
+				size_t cap = q->cap ? q->cap * 2 : 64;
+				struct srv_ev *v = realloc(q->v, cap * sizeof *v);
+				if (!v)
+					abort(); /* daemon: out of memory */
+				q->v = v;
+				q->cap = cap;
+			}
+			q->v[q->n++] = (struct srv_ev){ ev.tag, ev.success != 0 };
+		}
+		pthread_mutex_unlock(&q->mu);
+		if (write(am->wake_fd, &one, sizeof one) < 0) {
+		}
+		if (ev.type == GRPC_QUEUE_SHUTDOWN)
+			return NULL;
+	}
+}
+
+static int pump_start(struct am *am)
+{
+	struct am_srvq *q = calloc(1, sizeof *q);
+
+	if (!q)
+		return -ENOMEM;
+	pthread_mutex_init(&q->mu, NULL);
+	am->srvq = q;
+	if (pthread_create(&q->th, NULL, pump, am) != 0)
+		return -EAGAIN;
+	q->started = true;
 	return 0;
+}
+
+/* Run the events the pump handed over. A tag equal to stop_tag is not run: returns true when
+ * it was seen. Returns with *gone set once the pump saw the queue shut down. */
+static bool serve_events(struct am *am, const void *stop_tag, bool *gone)
+{
+	struct am_srvq *q = am->srvq;
+	struct srv_ev *v, buf[64];
+	size_t n;
+	bool seen = false;
+
+	for (;;) {
+		pthread_mutex_lock(&q->mu);
+		n = q->n < 64 ? q->n : 64;
+		memcpy(buf, q->v, n * sizeof *buf);
+		memmove(q->v, q->v + n, (q->n - n) * sizeof *buf);
+		q->n -= n;
+		if (gone)
+			*gone = q->shutdown && q->n == 0 && n == 0;
+		pthread_mutex_unlock(&q->mu);
+		if (!n)
+			return seen;
+		for (v = buf; v < buf + n; v++) {
+			if (v->tag == stop_tag)
+				seen = true;
+			else
+				on_event(am, v->tag, v->ok);
+		}
+	}
+}
+
+static void wait_wake(struct am *am, unsigned timeout_ms)
+{
+	struct pollfd pfd = { .fd = am->wake_fd, .events = POLLIN };
+	uint64_t v;
+
+	if (poll(&pfd, 1, (int)timeout_ms) > 0 && read(am->wake_fd, &v, sizeof v) < 0) {
+	}
 }
 
 void am_server_run_once(struct am *am, unsigned timeout_ms)
 {
-	gpr_timespec deadline = am_rpc_deadline_ms(timeout_ms);
-
-	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(am->cq, deadline, NULL);
-		if (ev.type != GRPC_OP_COMPLETE)
-			return;
-		on_event(am, ev.tag, ev.success != 0);
-		deadline = gpr_time_0(GPR_CLOCK_MONOTONIC);
-	}
+	if (!am->srvq)
+		return;
+	wait_wake(am, timeout_ms);
+	serve_events(am, NULL, NULL);
 }
 
 void am_server_stop(struct am *am)
 {
 	static int shutdown_tag;
-	grpc_event ev;
+	struct am_srvq *q = am->srvq;
+	uint64_t until;
+	bool gone = false;
 
 	if (!am->server)
 		return;
 	am->shutting_down = true;
+	/* Calls a handler kept are answered now: nothing will finish their work. */
+	while (q && q->kept)
+		am_pending_answer((struct am_pending *)q->kept, GRPC_STATUS_UNAVAILABLE,
+				  "inca-am is stopping", NULL);
 	grpc_server_shutdown_and_notify(am->server, am->cq, &shutdown_tag);
 	grpc_server_cancel_all_calls(am->server);
-	for (;;) {
-		ev = grpc_completion_queue_next(am->cq, am_rpc_deadline_ms(5000), NULL);
-		if (ev.type != GRPC_OP_COMPLETE)
-			break;
-		if (ev.tag == &shutdown_tag)
-			break;
-		on_event(am, ev.tag, ev.success != 0);
+	if (q && q->started) {
+		until = util_now_ns() + 5000 * NS_PER_MS;
+		while (!serve_events(am, &shutdown_tag, NULL) && util_now_ns() < until)
+			wait_wake(am, 50);
 	}
 	grpc_server_destroy(am->server);
 	am->server = NULL;
 	grpc_completion_queue_shutdown(am->cq);
-	for (;;) {
-		ev = grpc_completion_queue_next(am->cq, am_rpc_deadline_ms(5000), NULL);
-		if (ev.type == GRPC_QUEUE_SHUTDOWN || ev.type == GRPC_QUEUE_TIMEOUT)
-			break;
-		if (ev.type == GRPC_OP_COMPLETE && ev.tag != &shutdown_tag)
-			on_event(am, ev.tag, ev.success != 0);
+	if (!q || !q->started) { /* the server never ran: drain here */
+		grpc_event ev;
+		do
+			ev = grpc_completion_queue_next(am->cq, am_rpc_deadline_ms(5000), NULL);
+		while (ev.type == GRPC_OP_COMPLETE);
+		gone = true;
+	} else {
+		/* The pump drains the queue to its end (GRPC_QUEUE_SHUTDOWN) and exits. */
+		until = util_now_ns() + 5000 * NS_PER_MS;
+		for (;;) {
+			serve_events(am, &shutdown_tag, &gone);
+			if (gone || util_now_ns() >= until)
+				break;
+			wait_wake(am, 50);
+		}
+		if (gone)
+			pthread_join(q->th, NULL);
+		else
+			pthread_detach(q->th);
 	}
-	grpc_completion_queue_destroy(am->cq);
-	am->cq = NULL;
+	if (gone) {
+		grpc_completion_queue_destroy(am->cq);
+		am->cq = NULL;
+	}
+	if (q && gone) {
+		pthread_mutex_destroy(&q->mu);
+		free(q->v);
+		free(q);
+		am->srvq = NULL;
+	}
 }
