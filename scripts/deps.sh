@@ -21,6 +21,7 @@ PKGS=(
   openssl                                            # TLS certificates for the AM tests
   libssl-dev                                         # data-plane MAC (AES-GMAC, HKDF from libcrypto)
   python3-cryptography                               # check_pcap.py verifies MAC tags independently
+  python3-prometheus-client                          # metrics tests: a Prometheus parser we did not write
 )
 
 missing=()

@@ -112,6 +112,7 @@ struct am {
 	FILE *journal;
 	bool recover;            /* --recover: start from a damaged journal's valid records */
 	struct am_stats st;
+	struct am_metrics *metrics; /* metrics.c: --metrics-listen, NULL when off */
 	uint64_t start_ns, last_poll_ns;
 	int wake_fd;             /* eventfd: a worker or the gRPC thread has something for us */
 	struct am_swio *swio;    /* switches.c: the answers of the switch workers */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "am.h"
+#include "metrics.h"
 #include "util/cli.h"
 #include "util/util.h"
 
@@ -41,6 +42,8 @@ static void usage(FILE *f)
 		"      --insecure         serve gRPC in clear (as 'tls = off'): credentials and\n"
 		"                         group keys cross the network readable by anyone\n"
 		"      --ready-file PATH  created once the gRPC port is bound\n"
+		"      --metrics-listen IP:PORT  Prometheus metrics on http://IP:PORT/metrics\n"
+		"                         (port 0: any free port, logged)\n"
 		"      --check-config     parse the configuration and exit\n"
 		"      --recover          start from a damaged journal: keep its valid records,\n"
 		"                         remove trees no recovered group owns, move it aside\n"
@@ -71,13 +74,14 @@ int main(int argc, char **argv)
 		{ "check-config", no_argument, NULL, 4 },
 		{ "recover", no_argument, NULL, 5 },
 		{ "insecure", no_argument, NULL, 6 },
+		{ "metrics-listen", required_argument, NULL, 7 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL, *listen = NULL, *journal = NULL, *cert = NULL, *key = NULL;
-	const char *ready = NULL;
+	const char *ready = NULL, *metrics_listen = NULL;
 	bool check = false, insecure = false;
 	char err[512];
 	struct sigaction sa;
@@ -112,6 +116,16 @@ int main(int argc, char **argv)
 		case 6:
 			insecure = true;
 			break;
+		case 7: {
+			struct sockaddr_in ma;
+			if (util_parse_addr(optarg, -1, &ma) < 0) {
+				util_cli_error("inca-am", "--metrics-listen '%s': expected IP:PORT",
+					       optarg);
+				return 2;
+			}
+			metrics_listen = optarg;
+			break;
+		}
 		case 'v':
 			am_verbosity++;
 			break;
@@ -222,6 +236,14 @@ int main(int argc, char **argv)
 		grpc_shutdown();
 		return 1;
 	}
+	if (metrics_listen && am_metrics_start(&am, metrics_listen, &am.metrics, err,
+					       sizeof err) < 0) {
+		fprintf(stderr, "inca-am: %s\n", err);
+		am_server_stop(&am);
+		am_fini(&am);
+		grpc_shutdown();
+		return 1;
+	}
 	if (am.cfg.njobs == 0 && !am.cfg.allow_first_joiner)
 		am_log(0, "warning: %s lists no job and allow_first_joiner is off: every Join "
 			  "will be refused", config);
@@ -241,6 +263,7 @@ int main(int argc, char **argv)
 	while (!stop_flag) {
 		am_server_run_once(&am, 50);
 		am_tick(&am);
+		am_metrics_poll(am.metrics); /* never waits: a scrape is at most 50 ms late */
 	}
 	am_log(1, "stopping (trees stay on the switches)");
 	/* A push under way ends journalled and told (bounded: each request times out). */
@@ -250,6 +273,8 @@ int main(int argc, char **argv)
 		am_tick(&am);
 	}
 	am_server_stop(&am);
+	am_metrics_stop(am.metrics);
+	am.metrics = NULL;
 	am_fini(&am);
 	grpc_shutdown();
 	if (ready)

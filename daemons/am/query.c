@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "am.h"
+#include "counters.h"
 #include "util/util.h"
 
 
@@ -254,33 +255,11 @@ static void q_links(struct am_qreply *q, struct am *am)
 static void q_stats(struct am_qreply *q, struct am *am, const struct am_auth *who)
 {
 	Inca__Am__V1__StatsReply *rp = qalloc(q, sizeof *rp);
-	const struct am_stats *s = &am->st;
 
 	inca__am__v1__stats_reply__init(rp);
-	rp->uptime_ms = (util_now_ns() - am->start_ns) / NS_PER_MS;
-	rp->joins = s->joins;
-	rp->joins_denied = s->joins_denied;
-	rp->sessions_denied = s->sessions_denied;
-	rp->groups_created = s->groups_created;
-	rp->groups_ready = s->groups_ready;
-	rp->groups_fallback = s->groups_fallback;
-	rp->dismantles = s->dismantles;
-	rp->rebuilds = s->rebuilds;
-	rp->heartbeat_timeouts = s->heartbeat_timeouts;
-	rp->switch_failures = s->switch_failures;
-	rp->push_failures = s->push_failures;
-	rp->journal_records = s->journal_records;
-	rp->recovered_groups = s->recovered_groups;
-	rp->rpc_unimplemented = s->rpc_unimplemented;
-	rp->operator_denied = s->operator_denied;
-	rp->failure_reports = s->failure_reports;
-	rp->failure_reports_denied = s->failure_reports_denied;
-	rp->failure_reports_stale = s->failure_reports_stale;
-	rp->journal_damaged_records = s->journal_damaged_records;
-	rp->orphan_trees_removed = s->orphan_trees_removed;
-	rp->queries_denied = s->queries_denied;
-	rp->learned_jobs = am->nlearned;
-	rp->learned_expired = s->learned_expired;
+	am_stats_fill_reply(am, rp); /* the counter table, shared with /metrics */
+	/* a job's caller counts only its own groups */
+	rp->active_groups = 0;
 	for (struct am_group *g = am->groups; g; g = g->next)
 		rp->active_groups += visible(g, who);
 	q->msg = &rp->base;

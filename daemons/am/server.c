@@ -18,6 +18,7 @@
 #include <grpc/support/time.h>
 
 #include "am.h"
+#include "metrics.h"
 #include "util/util.h"
 
 enum tag_kind { T_NEW, T_INIT, T_RECV, T_SEND, T_STATUS, T_CLOSE };
@@ -189,6 +190,7 @@ static void send_status(struct am_call *c, grpc_status_code st, const char *msg,
 	if (c->status_sent)
 		return;
 	c->status_sent = true;
+	am_metrics_rpc_done(c->am->metrics, c->method, st);
 	memset(ops, 0, sizeof ops);
 	if (with_initial_md)
 		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;

@@ -13,6 +13,7 @@
 
 #include "util/cli.h"
 #include "config.h"
+#include "metrics.h"
 #include "switch.h"
 #ifdef SW_HAVE_NETCONF
 #include "netconf.h"
@@ -32,6 +33,8 @@ static void usage(FILE *f)
 		"      --stats-file PATH      JSON statistics, rewritten periodically\n"
 		"      --stats-interval-ms N  period of --stats-file (1000; 0: SIGUSR1/exit only)\n"
 		"      --stats-stdout         print the JSON statistics on stdout at exit\n"
+		"      --metrics-listen IP:PORT  Prometheus metrics on http://IP:PORT/metrics\n"
+		"                             (port 0: any free port, logged)\n"
 		"      --reflect              echo valid-looking packets back (I/O baseline)\n"
 		"      --no-gso               send datagram by datagram (default: UDP GSO batches)\n"
 		"      --no-gro               receive datagram by datagram (default: UDP GRO)\n"
@@ -82,6 +85,7 @@ enum {
 	OPT_NC_HOSTKEY,
 	OPT_NC_AUTHKEYS,
 	OPT_THREADS,
+	OPT_METRICS_LISTEN,
 };
 
 static const struct option long_opts[] = {
@@ -94,6 +98,7 @@ static const struct option long_opts[] = {
 	{ "stats-file", required_argument, NULL, OPT_STATS_FILE },
 	{ "stats-interval-ms", required_argument, NULL, OPT_STATS_INTERVAL },
 	{ "stats-stdout", no_argument, NULL, OPT_STATS_STDOUT },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "reflect", no_argument, NULL, OPT_REFLECT },
 	{ "no-gso", no_argument, NULL, OPT_NO_GSO },
 	{ "no-gro", no_argument, NULL, OPT_NO_GRO },
@@ -163,9 +168,10 @@ int main(int argc, char **argv)
 	size_t ngflags = 0;
 	const char *trees[256];
 	size_t ntrees = 0;
-	const char *config_file = NULL, *ready_file = NULL;
+	const char *config_file = NULL, *ready_file = NULL, *metrics_listen = NULL;
+	struct sw_metrics *metrics = NULL;
 	struct sw_opts opts = { .seed = 1, .busy_poll_us = SW_BUSY_POLL_US };
-	bool stats_stdout = false, check_config = false;
+	bool stats_stdout = false, check_config = false, metrics_any_port = false;
 	char err[SW_CONF_ERR_MAX];
 	struct sw_switch *sw = NULL;
 	const char *nc_unix = NULL, *nc_ssh = NULL, *nc_hostkey = NULL, *nc_authkeys = NULL;
@@ -219,6 +225,16 @@ int main(int argc, char **argv)
 		case OPT_STATS_STDOUT:
 			stats_stdout = true;
 			break;
+		case OPT_METRICS_LISTEN: {
+			struct sockaddr_in sa;
+			if (util_parse_addr(optarg, -1, &sa) < 0) {
+				util_cli_error(P, "--metrics-listen '%s': expected IP:PORT", optarg);
+				return 2;
+			}
+			metrics_listen = optarg;
+			metrics_any_port = sa.sin_port == 0;
+			break;
+		}
 		case OPT_REFLECT:
 			opts.reflect = true;
 			break;
@@ -398,6 +414,27 @@ int main(int argc, char **argv)
 		       nc_ssh ? " ssh:" : "", nc_ssh ? nc_ssh : "");
 	}
 #endif
+	if (metrics_listen) {
+		char a[32];
+		rc = sw_metrics_start(sw, metrics_listen, &metrics, err, sizeof err);
+		if (rc < 0) {
+			fprintf(stderr, "inca-switch: %s\n", err);
+#ifdef SW_HAVE_NETCONF
+			sw_netconf_stop(nc);
+#endif
+			sw_switch_stop(sw);
+			sw_switch_destroy(sw);
+			sw_config_free(&cfg);
+			return 1;
+		}
+		/* With port 0 the log is the only place the port shows: say it at any verbosity
+		 * (sw_log's level 0 would call it an error). */
+		util_format_addr(sw_metrics_addr(metrics), a, sizeof a);
+		if (metrics_any_port && sw_verbosity < 1)
+			fprintf(stderr, "inca-switch: metrics on http://%s/metrics\n", a);
+		else
+			sw_log(1, "metrics on http://%s/metrics", a);
+	}
 	{
 		char a[32];
 		sw_log(1, "%s on %s: %zu tree(s), %u thread(s), ICRC %s, UDP GSO %s, GRO %s%s",
@@ -441,6 +478,7 @@ int main(int argc, char **argv)
 		}
 	}
 
+	sw_metrics_stop(metrics); /* before the workers: a scrape takes a snapshot */
 #ifdef SW_HAVE_NETCONF
 	sw_netconf_stop(nc); /* before the workers: a tree update waits for them */
 #endif

@@ -399,6 +399,25 @@ static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool sta
 	return rc ? -1 : 0;
 }
 
+/* The counters of a table that the YANG module lists (SW_CTR_YANG), as leaves of p. */
+static int build_ctrs(struct lyd_node *p, const struct sw_ctr *t, size_t n, const void *base)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char leaf[48];
+
+		if (!(t[i].flags & SW_CTR_YANG))
+			continue;
+		snprintf(leaf, sizeof leaf, "%s", t[i].name);
+		for (char *c = leaf; *c; c++)
+			if (*c == '_')
+				*c = '-';
+		rc |= term(p, leaf, "%llu", (unsigned long long)sw_ctr_get(&t[i], base));
+	}
+	return rc;
+}
+
 static int build_drops(struct lyd_node *p, const char *reason, uint64_t count)
 {
 	struct lyd_node *d;
@@ -414,9 +433,10 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 						 "allgather", "reduce-scatter" };
 	const struct sw_config *cfg = nc->cfg;
 	struct lyd_node *caps, *links, *st;
-	uint64_t used_slots = 0, total = 0;
+	uint64_t used_slots = 0, total;
 	struct sw_counters c;
-	char a[32], kb[64];
+	struct sw_drop_count dc[SW_STATS_NDROPS];
+	char a[32];
 	int rc = 0;
 
 	if (lyd_new_inner(top, NULL, "capabilities", 0, &caps))
@@ -464,24 +484,11 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 	sw_stats_sum_counters(nc->sw, &c);
 	rc |= term(st, "uptime-ms", "%llu",
 		   (unsigned long long)((util_now_ns() - nc->sw->start_ns) / 1000000ull));
-	rc |= term(st, "rx-pkts", "%llu", (unsigned long long)c.rx_pkts);
-	rc |= term(st, "rx-bytes", "%llu", (unsigned long long)c.rx_bytes);
-	rc |= term(st, "tx-pkts", "%llu", (unsigned long long)c.tx_pkts);
-	rc |= term(st, "tx-bytes", "%llu", (unsigned long long)c.tx_bytes);
-	for (int e = 1; e < WIRE_E_COUNT_MAX_; e++)
-		total += c.wire_drops[e];
-	for (int d = 0; d < SW_DROP_COUNT; d++)
-		total += c.sw_drops[d];
-	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
-		total += c.verdicts[v];
+	rc |= build_ctrs(st, sw_ctr_global, sw_nctr_global, &c);
+	total = sw_stats_drops(&c, dc);
 	rc |= term(st, "drops-total", "%llu", (unsigned long long)total);
-	for (int e = 1; e < WIRE_E_COUNT_MAX_ && !rc; e++)
-		rc |= build_drops(st, wire_err_name((enum wire_err)e), c.wire_drops[e]);
-	for (int d = 0; d < SW_DROP_COUNT && !rc; d++)
-		rc |= build_drops(st, sw_drop_name((enum sw_drop)d), c.sw_drops[d]);
-	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT && !rc; v++)
-		rc |= build_drops(st, sw_stats_engine_drop_key((enum agg_verdict)v, kb, sizeof kb),
-				  c.verdicts[v]);
+	for (size_t i = 0; i < SW_STATS_NDROPS && !rc; i++)
+		rc |= build_drops(st, dc[i].reason, dc[i].count);
 
 	for (size_t ti = 0; ti < set->ntrees && !rc; ti++) {
 		const struct sw_tree *t = set->trees[ti];
@@ -494,16 +501,7 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 		snprintf(id, sizeof id, "%u", t->conf.id);
 		if (lyd_new_list(st, NULL, "tree", 0, &tn, id))
 			return -1;
-		rc |= term(tn, "rx-pkts", "%llu", (unsigned long long)s.rx_pkts);
-		rc |= term(tn, "rx-bytes", "%llu", (unsigned long long)s.rx_bytes);
-		rc |= term(tn, "tx-pkts", "%llu", (unsigned long long)s.tx_pkts);
-		rc |= term(tn, "tx-bytes", "%llu", (unsigned long long)s.tx_bytes);
-		rc |= term(tn, "contributions", "%llu", (unsigned long long)s.contributions);
-		rc |= term(tn, "aggregations", "%llu", (unsigned long long)s.aggregations);
-		rc |= term(tn, "duplicates", "%llu", (unsigned long long)s.duplicates);
-		rc |= term(tn, "results-resent", "%llu", (unsigned long long)s.results_resent);
-		rc |= term(tn, "forwarded", "%llu", (unsigned long long)s.forwarded);
-		rc |= term(tn, "results-down", "%llu", (unsigned long long)s.results_down);
+		rc |= build_ctrs(tn, sw_ctr_tree, sw_nctr_tree, &s);
 		for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
 			drops += s.drops[v];
 		rc |= term(tn, "drops", "%llu", (unsigned long long)drops);
@@ -520,13 +518,7 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 			rc |= term(qn, "kind", "%s", sw_nbr_kind_name(nb->kind));
 			rc |= term(qn, "bfr-id", "%u", nb->bfr_id);
 			rc |= term(qn, "qpn", "%u", nb->qpn);
-			rc |= term(qn, "rx-pkts", "%llu", (unsigned long long)q.rx_pkts);
-			rc |= term(qn, "rx-bytes", "%llu", (unsigned long long)q.rx_bytes);
-			rc |= term(qn, "tx-pkts", "%llu", (unsigned long long)q.tx_pkts);
-			rc |= term(qn, "tx-bytes", "%llu", (unsigned long long)q.tx_bytes);
-			rc |= term(qn, "psn-gaps", "%llu", (unsigned long long)q.psn_gaps);
-			rc |= term(qn, "psn-lost", "%llu", (unsigned long long)q.psn_lost);
-			rc |= term(qn, "psn-reorder", "%llu", (unsigned long long)q.psn_reorder);
+			rc |= build_ctrs(qn, sw_ctr_qp, sw_nctr_qp, &q);
 		}
 	}
 	return rc ? -1 : 0;

@@ -71,6 +71,45 @@ struct sw_counters {
 	uint64_t verdicts[AGG_VERDICT_COUNT]; /* every agg_tree_input result */
 };
 
+/* ---------------------------------------------------------------- counter tables
+ * Every counter of sw_counters, agg_tree_stats and sw_qp_stats is described once, here: the
+ * worker sums, the JSON statistics, the NETCONF state and the Prometheus exposition (metrics.c)
+ * are all written by walking these tables, in table order (which is the JSON key order). */
+
+enum sw_ctr_type { SW_CTR_COUNTER, SW_CTR_GAUGE };
+
+enum {
+	SW_CTR_YANG = 1u << 0,   /* also a leaf of the NETCONF statistics ('_' written '-') */
+	SW_CTR_THREAD = 1u << 1, /* also in the JSON per_thread entries */
+	SW_CTR_MAX = 1u << 2,    /* workers combine by serial-number maximum, not by sum */
+	SW_CTR_U32 = 1u << 3,    /* a uint32_t field (default uint64_t) */
+};
+
+struct sw_ctr {
+	const char *name; /* JSON key; Prometheus: inca_switch_[tree_|qp_]NAME[_total] */
+	const char *help; /* Prometheus HELP text */
+	enum sw_ctr_type type;
+	unsigned flags;   /* SW_CTR_* */
+	size_t off;       /* of the field in its struct */
+};
+
+extern const struct sw_ctr sw_ctr_global[]; /* struct sw_counters (scalars) */
+extern const struct sw_ctr sw_ctr_tree[];   /* struct agg_tree_stats (scalars) */
+extern const struct sw_ctr sw_ctr_qp[];     /* struct sw_qp_stats */
+extern const size_t sw_nctr_global, sw_nctr_tree, sw_nctr_qp;
+uint64_t sw_ctr_get(const struct sw_ctr *c, const void *base);
+
+/* Drop reasons of the global "drops" map, in its order: decoder reasons, switch reasons, then
+ * engine verdicts (sw_stats_engine_drop_key names). */
+#define SW_STATS_NDROPS ((WIRE_E_COUNT_MAX_ - 1) + SW_DROP_COUNT + \
+			 (AGG_VERDICT_COUNT - AGG_DROP_FIRST))
+struct sw_drop_count {
+	char reason[48];
+	uint64_t count;
+};
+/* Fill out[SW_STATS_NDROPS] from summed counters; returns the total. */
+uint64_t sw_stats_drops(const struct sw_counters *c, struct sw_drop_count *out);
+
 /* ---------------------------------------------------------------- runtime */
 
 enum sw_nbr_kind { SW_NBR_MEMBER, SW_NBR_CHILD, SW_NBR_PARENT };
