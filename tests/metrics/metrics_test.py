@@ -493,8 +493,10 @@ class Am:
         self.grpc, self.pb, pbg = grpc_stubs()
         self.port = free_port(socket.SOCK_STREAM)
         conf = os.path.join(TMP, "am.conf")
+        # gRPC in clear (TLS is not the subject here); queries need the admin token
         lines = [f"listen = 127.0.0.1:{self.port}", "heartbeat_ms = 5000", "poll_ms = 200",
-                 "job jobA credential s3cret"]
+                 "tls = off", "admin_token = metrics-admin", "job jobA credential s3cret"]
+        self.md = (("inca-admin-token", "metrics-admin"),)
         self.sw = None
         if with_switch:
             ncsock = os.path.join(TMP, "amsw.sock")
@@ -540,7 +542,7 @@ def case_am():
     t0 = time.monotonic()
     state = ""
     while time.monotonic() - t0 < 15:
-        gs = am.stub.ListGroups(pb.Empty(), timeout=5).groups
+        gs = am.stub.ListGroups(pb.Empty(), timeout=5, metadata=am.md).groups
         state = gs[0].state if gs else ""
         if state in ("ready", "fallback"):
             break
@@ -549,7 +551,7 @@ def case_am():
           f"group state {state} ({gs[0].reason if gs else 'no group'})")
     time.sleep(0.5)  # a switch poll after the push
     samples, _ = scrape(am.maddr)
-    stats = am.stub.GetStats(pb.Empty(), timeout=5)
+    stats = am.stub.GetStats(pb.Empty(), timeout=5, metadata=am.md)
     bad = 0
     for f in pb.StatsReply.DESCRIPTOR.fields:
         want = getattr(stats, f.name)
@@ -593,7 +595,7 @@ def case_am_idle():
     def grpc_calls():
         t0 = time.monotonic()
         for _ in range(20):
-            am.stub.GetStats(am.pb.Empty(), timeout=5)
+            am.stub.GetStats(am.pb.Empty(), timeout=5, metadata=am.md)
         return time.monotonic() - t0 < 3.0
 
     idle_checks(am.maddr, "inca_am_", grpc_calls, "20 GetStats calls within 3 s")
