@@ -476,6 +476,7 @@ static void test_allreduce(void)
 			 "  member = 1 127.0.0.100:4791 qpn 0x1001\n"
 			 "  member = 2 127.0.0.101:4791\n"
 			 "  member = 3 127.0.0.102:4791\n"
+			 "  auth = off\n"
 			 "}\n",
 			 stats);
 		write_file(conf, text);
@@ -652,7 +653,7 @@ static void test_threads(void)
 	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "127.0.0.104:4791", "--threads", "2", "--tree",
-				      "id=2,key=0x77,slots=30,members=1@127.0.0.105:4791+2@127.0.0.106",
+				      "auth=off,id=2,key=0x77,slots=30,members=1@127.0.0.105:4791+2@127.0.0.106",
 				      "--stats-file", stats, "--stats-interval-ms", "0",
 				      "--ready-file", ready, NULL });
 	member_init(&m[0], "127.0.0.105", 1, "127.0.0.104", 2, 0x77);
@@ -691,7 +692,7 @@ static void test_multilevel(bool auth)
 {
 	static const char key_hex[] =
 		"0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000";
-	const char *akey = auth ? "\n auth_key_id = 5\n auth_key = " : "",
+	const char *akey = auth ? "\n auth_key_id = 5\n auth_key = " : "\n auth = off",
 		   *ahex = auth ? key_hex : "";
 	struct wire_mac *mac = NULL;
 	char rconf[128], lconf[128], rstats[128], lstats[128], rready[128], lready[128];
@@ -822,7 +823,7 @@ static void test_lossy(void)
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "127.0.0.118:4791", "--drop-rate", "0.2", "--seed",
 				      "7", "--tree",
-				      "id=6,key=0x66,slots=8,members=1@127.0.0.119+2@127.0.0.120",
+				      "auth=off,id=6,key=0x66,slots=8,members=1@127.0.0.119+2@127.0.0.120",
 				      "--stats-file", stats, "--ready-file", ready, NULL });
 	member_init(&m[0], "127.0.0.119", 1, "127.0.0.118", 6, 0x66);
 	member_init(&m[1], "127.0.0.120", 2, "127.0.0.118", 6, 0x66);
@@ -875,7 +876,7 @@ static void test_anyaddr(void)
 	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "0.0.0.0:47911", "--tree",
-				      "id=5,key=0x55,slots=4,members=1@127.0.0.116+2@127.0.0.117",
+				      "auth=off,id=5,key=0x55,slots=4,members=1@127.0.0.116+2@127.0.0.117",
 				      "--stats-file", stats, "--ready-file", ready, NULL });
 	member_init(&m[0], "127.0.0.116", 1, "127.0.0.115:47911", 5, 0x55);
 	member_init(&m[1], "127.0.0.117", 2, "127.0.0.115:47911", 5, 0x55);
@@ -904,7 +905,7 @@ static void test_reflect(void)
 	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "127.0.0.112:4791", "--reflect", "--tree",
-				      "id=4,key=1,members=1@127.0.0.113", "--stats-file", stats,
+				      "auth=off,id=4,key=1,members=1@127.0.0.113", "--stats-file", stats,
 				      "--ready-file", ready, NULL });
 	member_init(&m, "127.0.0.113", 1, "127.0.0.112", 4, 1);
 	len = build(&m, 0, 0, buf, sizeof buf, bits);
@@ -987,7 +988,7 @@ static void test_hostile(void)
 		 "listen = 127.0.0.190:4791\nthreads = 1\nstats_file = %s\nstats_interval_ms = 0\n"
 		 "tree 9 {\n  key = 0x5eed0009\n  slots = 4\n  pkey = 0xffff\n"
 		 "  member = 1 127.0.0.191:4791\n  member = 2 127.0.0.192:4791\n"
-		 "  member = 3 127.0.0.193:4791\n}\n",
+		 "  member = 3 127.0.0.193:4791\n  auth = off\n}\n",
 		 stats);
 	write_file(conf, text);
 	start_switch(0, ready, (char *const[]){ "-c", conf, "--ready-file", ready, NULL });

@@ -51,6 +51,7 @@ struct client_cfg {
 	/* Packet authentication (docs/protocol.md §14): from inca_comm_opts / INCA_AUTH_KEY, or
 	 * from the AM (TreeInfo.auth_key / auth_key_id); false: the tree runs unauthenticated. */
 	bool auth;
+	bool no_auth; /* opted out (inca_comm_opts.no_auth or INCA_AUTH=off) */
 	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
 	uint32_t auth_key_id;
 

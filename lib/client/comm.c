@@ -53,6 +53,9 @@ static int parse_endpoint(const char *s, int default_port, bool allow_port0, str
 int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
+	cfg->log_fn = o->log_fn;
+	cfg->log_ctx = o->log_ctx;
+	cfg->log_level = o->log_level;
 	if (o->size < 1 || o->rank < 0 || o->rank >= o->size)
 		return -EINVAL;
 	cfg->rank = o->rank;
@@ -130,7 +133,13 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 		return -EINVAL;
 	cfg->drop_rate = o->drop_rate;
 	cfg->seed = o->seed;
-	if (!o->no_auth) {
+	{ /* INCA_AUTH=off: the environment's form of no_auth (launchers, MPI, scripts) */
+		const char *a = getenv("INCA_AUTH");
+		if (a && *a && strcmp(a, "on") && strcmp(a, "off"))
+			return -EINVAL;
+		cfg->no_auth = o->no_auth || (a && !strcmp(a, "off"));
+	}
+	if (!cfg->no_auth) {
 		const char *k = getenv("INCA_AUTH_KEY"), *id = getenv("INCA_AUTH_KEY_ID");
 		if (o->auth_key) {
 			memcpy(cfg->auth_key, o->auth_key, WIRE_AUTH_KEY_LEN);
@@ -150,6 +159,14 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	if (o->switch_addr) {
 		if (parse_endpoint(o->switch_addr, WIRE_ROCE_UDP_PORT, false, &cfg->switch_sa) < 0)
 			return -EINVAL;
+		/* A standalone tree without a key runs unauthenticated only by explicit opt-out:
+		 * a forgotten key must not silently mean unprotected results. */
+		if (!cfg->auth && !cfg->no_auth) {
+			client_log(cfg, 0, "switch_addr without a data-plane key: "
+					   "set auth_key/auth_key_id (or INCA_AUTH_KEY/INCA_AUTH_KEY_ID), "
+					   "or opt out with no_auth = 1 (INCA_AUTH=off)");
+			return -ENOKEY;
+		}
 		cfg->have_switch = true;
 	}
 	if (o->data_addr) {
@@ -161,9 +178,6 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 		cfg->data_sa.sin_port = htons(WIRE_ROCE_UDP_PORT);
 	}
 
-	cfg->log_fn = o->log_fn;
-	cfg->log_ctx = o->log_ctx;
-	cfg->log_level = o->log_level;
 	return 0;
 }
 

@@ -427,6 +427,7 @@ static void opts_for(struct inca_comm_opts *o, const struct fsw *s, char *swaddr
 	o->key = s->cfg.key;
 	o->nslots = s->cfg.nslots;
 	o->switch_qpn = s->cfg.switch_qpn;
+	o->no_auth = 1; /* the fake switch's tree is unauthenticated */
 }
 
 /* Size-1 AllReduce through the echo switch: the result must equal the input. */
@@ -879,7 +880,7 @@ static void test_offloads(void)
 	/* Bad values are refused, not guessed. */
 	{
 		struct inca_comm_opts o = { .size = 1, .switch_addr = "127.0.0.1:9",
-					    .data_addr = "127.0.0.10:0" };
+					    .data_addr = "127.0.0.10:0", .no_auth = 1 };
 		struct inca_comm *c = NULL;
 		setenv("INCA_UDP_GSO", "yes", 1);
 		CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
@@ -996,6 +997,7 @@ static void *member_main(void *arg)
 		.switch_qpn = m->s->cfg.switch_qpn, .nslots = m->s->cfg.nslots, .timeout_ms = 10000,
 		.rto_us = 3000, .rto_max_us = 30000, .retx_limit = 200, .drop_rate = m->drop,
 		.seed = (uint64_t)m->rank + 1, .log_fn = member_log, .log_ctx = &m->rank, .log_level = 0,
+		.no_auth = 1,
 	};
 	struct inca_comm *c;
 
