@@ -216,6 +216,11 @@ struct launch_plan {
 	char job_credential[128];
 	char group_name[64];
 	char cli_path[256];
+	/* Standalone trees ('tree ... auth_key HEX auth_key_id N' or 'auth off'): the ranks'
+	 * group key or their explicit opt-out; a standalone plan needs one of them. */
+	bool has_auth_key, auth_off;
+	uint8_t auth_key[32];
+	uint32_t auth_key_id;
 };
 
 /* Parse a plan file. Returns 0, or -errno with a "path:line: message" on stderr. */
