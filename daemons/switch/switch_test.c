@@ -634,7 +634,7 @@ static void test_auth(void)
 	CHECK_EQ(json_get(j, "drops", "auth_key_id"), 1);
 	CHECK_EQ(json_get(j, "drops", "auth_ctx"), 1);
 	CHECK_EQ(json_get(j, "drops", "auth"), 1);
-	CHECK(strstr(j, "\"auth\": true") != NULL);
+	CHECK(strstr(j, "\"auth\": \"on\"") != NULL);
 	free(j);
 	stop_switch(0);
 	for (int i = 0; i < 3; i++)
@@ -756,7 +756,7 @@ static void test_multilevel(bool auth)
 	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
 	CHECK_EQ(json_get(j, NULL, "aggregations"), 8);
 	CHECK_EQ(json_get(j, NULL, "results_down"), 8);
-	CHECK(strstr(j, auth ? "\"auth\": true" : "\"auth\": false") != NULL);
+	CHECK(strstr(j, auth ? "\"auth\": \"on\"" : "\"auth\": \"off\"") != NULL);
 	free(j);
 	for (int i = 0; i < 3; i++)
 		close(m[i].fd);
