@@ -226,6 +226,12 @@ struct inca_auth_stats {
 	uint64_t rx_bad_key_id;   /* dropped: another key id */
 	uint64_t rx_bad_ctx;      /* dropped: the sender context is not a switch's */
 	uint64_t rx_bad_mac;      /* dropped: MAC mismatch (forged or corrupted) */
+	/* appended: */
+	uint64_t rx_replay;       /* dropped: authentic counter already seen, or below the
+				   * switch context's replay window (a replayed packet) */
+	uint64_t rx_epoch;        /* dropped: another job's epoch (docs/protocol.md §8) */
+	uint32_t epoch;           /* this communicator's job epoch (0 before bootstrap) */
+	int opted_out;            /* 1: authentication off by no_auth / INCA_AUTH=off */
 };
 /* Copy the authentication counters: at most out_size bytes. 0 or -EINVAL. */
 int inca_comm_get_auth_stats(const struct inca_comm *comm, struct inca_auth_stats *out,

@@ -254,6 +254,7 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 		if (getrandom(nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
 			memcpy(nonce, &t, sizeof nonce);
 		c->round_base = client_round_base(nonce);
+		c->epoch = client_epoch_now();
 	}
 	if (c->am && c->cfg.size > 1) {
 		rc = am_agree(c);
