@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/cli.h"
 #include "util/util.h"
 #include "wire/wire.h"
 
@@ -20,8 +21,8 @@ static void run(const char *name, uint16_t count, uint8_t bsl_code)
 	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
 	p.bth.pkey = WIRE_PKEY_DEFAULT;
 	p.inca.coll = WIRE_COLL_ALLREDUCE;
-	p.inca.dtype = INCA_FP32;
-	p.inca.op = INCA_SUM;
+	p.inca.dtype = WIRE_DT_FP32;
+	p.inca.op = WIRE_OP_SUM;
 	p.inca.bsl_code = bsl_code;
 	p.inca.count = count;
 	p.inca.bits = bits;
@@ -70,8 +71,17 @@ static void run(const char *name, uint16_t count, uint8_t bsl_code)
 	       name, len, icrc_ns, len / icrc_ns, dec_ns, dec0_ns, enc_ns, fan_ns);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* No options: the figures are fixed, --version and --help are all there is. */
+	if (argc > 1 && !strcmp(argv[1], "--version")) {
+		util_cli_print_version("bench-icrc");
+		return 0;
+	}
+	if (argc > 1) {
+		printf("usage: bench-icrc [--version]: prints its table, takes no options\n");
+		return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
+	}
 	run("fp32 x1017 BSL64", 1017, 1);
 	run("fp32 x256 BSL64", 256, 1);
 	run("fp32 x1 BSL64", 1, 1);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/cli.h"
 #include "agg/agg.h"
 #include "util/util.h"
 
@@ -114,6 +115,7 @@ static void usage(const char *argv0)
 {
 	fprintf(stderr,
 		"usage: %s [--isa auto|baseline|avx2|avx512] [--src-offset 0..63] [--quick]\n"
+		"       [--help] [--version]\n"
 		"  agg_reduce throughput per core vs memcpy; GB/s = dst bytes / second (1e9)\n",
 		argv0);
 }
@@ -131,16 +133,26 @@ int main(int argc, char **argv)
 				if (strcmp(v, isa_names[k]) == 0)
 					cfg.isa = k;
 			if (cfg.isa < 0 && strcmp(v, "auto") != 0) {
-				usage(argv[0]);
+				util_cli_error("bench-kernels", "--isa '%s': expected auto, baseline, "
+					       "avx2 or avx512", v);
 				return 2;
 			}
 		} else if (strcmp(argv[i], "--src-offset") == 0 && i + 1 < argc) {
-			cfg.src_offset = (unsigned)atoi(argv[++i]) % 64;
+			long long v;
+			if (util_cli_int("bench-kernels", "--src-offset", argv[++i], 0, 63, &v))
+				return 2;
+			cfg.src_offset = (unsigned)v;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			util_cli_print_version("bench-kernels");
+			return 0;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(argv[0]);
+			return 0;
 		} else if (strcmp(argv[i], "--quick") == 0) {
 			cfg.budget_small_ns = 10000000;
 			cfg.budget_large_ns = 40000000;
 		} else {
-			usage(argv[0]);
+			util_cli_error("bench-kernels", "unknown argument '%s'", argv[i]);
 			return 2;
 		}
 	}

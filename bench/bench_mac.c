@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/cli.h"
 #include "wire/auth.h"
 
 static double now_s(void)
@@ -76,7 +77,7 @@ static double wire_path(size_t data_len, int n)
 	memset(&p, 0, sizeof p);
 	p.bth.opcode = WIRE_OPCODE_UC_WRITE_ONLY_IMM;
 	p.inca = (struct wire_inca){ .version = 1, .flags = WIRE_F_AUTH, .coll = 1,
-				     .dtype = INCA_FP32, .bsl_code = 1, .bfr_id = 1,
+				     .dtype = WIRE_DT_FP32, .bsl_code = 1, .bfr_id = 1,
 				     .count = (uint16_t)(data_len / 4), .bits = bits };
 	p.auth.ctx = 1;
 	p.data = buf;
@@ -102,8 +103,17 @@ static double wire_path(size_t data_len, int n)
 		b_;                                                                    \
 	})
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* No options: the figures are fixed, --version and --help are all there is. */
+	if (argc > 1 && !strcmp(argv[1], "--version")) {
+		util_cli_print_version("bench-mac");
+		return 0;
+	}
+	if (argc > 1) {
+		printf("usage: bench-mac [--version]: prints its table, takes no options\n");
+		return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
+	}
 	const int n = 50000;
 	memset(buf, 7, sizeof buf);
 	printf("# bench-mac: ns per packet, best of 5 runs of %d\n", n);

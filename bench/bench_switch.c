@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "launch.h"
+#include "util/cli.h"
 #include "util/udpio.h"
 #include "util/util.h"
 #include "wire/auth.h"
@@ -596,7 +597,8 @@ static void usage(FILE *f)
 		"  --perf PREFIX    perf record (cpu-clock, call graphs) each daemon over its measured\n"
 		"                   window into PREFIX-<switch|reflect>-<bytes>B-t<threads>-<trial>.data\n"
 		"  --trials N       alternating switch/reflector pairs per size and thread count,\n"
-		"                   medians (default 3)\n");
+		"                   medians (default 3)\n"
+		"  --help, --version\n");
 }
 
 static int parse_threads(const char *s, int *out)
@@ -663,6 +665,7 @@ int main(int argc, char **argv)
 		{ "perf", required_argument, 0, 'P' },    { "help", no_argument, 0, 'h' },
 		{ "member-wait", required_argument, 0, 'W' },
 		{ "auth", no_argument, 0, 'A' },
+		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
 	};
 	struct launch_cfg cfg;
@@ -675,40 +678,68 @@ int main(int argc, char **argv)
 	double secs = 2.0;
 	int trials = 3;
 	bool gso = true, spin = true, auth = false;
+	static const char *const wait_modes[] = { "spin", "sleep", NULL };
+	static const char P[] = "bench-switch";
+	long long ll;
 	int c;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hV", lo, NULL)) != -1) {
 		switch (c) {
-		case 'm': cfg.nranks = atoi(optarg); break;
-		case 's': cfg.nslots = (uint16_t)atoi(optarg); break;
+		case 'm':
+			if (util_cli_int(P, "--members", optarg, 1, MAX_MEMBERS, &ll))
+				return 2;
+			cfg.nranks = (int)ll;
+			break;
+		case 's':
+			if (util_cli_int(P, "--slots", optarg, 1, MAX_SLOTS, &ll))
+				return 2;
+			cfg.nslots = (uint16_t)ll;
+			break;
 		case 'b': bytes_list = optarg; break;
-		case 'B': batch = (unsigned)atoi(optarg); break;
-		case 'T': secs = atof(optarg); break;
+		case 'B':
+			if (util_cli_int(P, "--batch", optarg, 1, MAX_BATCH, &ll))
+				return 2;
+			batch = (unsigned)ll;
+			break;
+		case 'T':
+			if (util_cli_double(P, "--time", optarg, 0.01, 3600, false, &secs))
+				return 2;
+			break;
 		case 't': threads_list = optarg; break;
 		case 'I': cfg.check_icrc = false; break;
-		case 'a': cfg.addr_index = (unsigned)atoi(optarg); break;
+		case 'a':
+			if (util_cli_int(P, "--addr-index", optarg, 1, 255, &ll))
+				return 2;
+			cfg.addr_index = (unsigned)ll;
+			break;
 		case 'S': cfg.switch_path = optarg; break;
 		case 'j': json_path = optarg; break;
-		case 'n': trials = atoi(optarg); break;
+		case 'n':
+			if (util_cli_int(P, "--trials", optarg, 1, MAX_TRIALS, &ll))
+				return 2;
+			trials = (int)ll;
+			break;
 		case 'G': gso = false; break;
 		case 'A': auth = true; break;
 		case 'P': perf_prefix = optarg; break;
 		case 'W':
-			if (strcmp(optarg, "spin") && strcmp(optarg, "sleep")) {
-				usage(stderr);
+			if (util_cli_choice(P, "--member-wait", optarg, wait_modes) < 0)
 				return 2;
-			}
 			spin = !strcmp(optarg, "spin");
 			break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'V': util_cli_print_version(P); return 0;
+		default: fprintf(stderr, "%s: --help lists the options\n", P); return 2;
 		}
 	}
 	int thr[MAX_THREADS];
 	int nthr = parse_threads(threads_list, thr);
-	if (cfg.nranks < 1 || cfg.nranks > MAX_MEMBERS || cfg.nslots < 1 || cfg.nslots > MAX_SLOTS ||
-	    batch < 1 || batch > MAX_BATCH || secs <= 0 || trials < 1 || trials > MAX_TRIALS ||
-	    cfg.addr_index < 1 || cfg.addr_index > 255 || nthr < 1) {
-		usage(stderr);
+	if (optind != argc) {
+		util_cli_error(P, "unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	if (nthr < 1) {
+		util_cli_error(P, "--threads '%s': expected a list of thread counts, e.g. 1,2",
+			       threads_list);
 		return 2;
 	}
 

@@ -33,9 +33,9 @@ def main():
     colls = ["allreduce", "bcast", "allgather", "reducescatter", "alltoall", "barrier"]
     with tempfile.TemporaryDirectory() as d:
         js = os.path.join(d, "rows.jsonl")
-        argv = [bench, "-n", "3", "-b", "64", "-e", "4K", "-f", "8", "-c", ",".join(colls),
+        argv = [bench, "-r", "3", "-b", "64", "-e", "4K", "-f", "8", "-C", ",".join(colls),
                 "-a", "inc,host,auto" + (",ompi" if have_ompi else ""), "-t", "int32:sum",
-                "-w", "1", "-i", "3", "--budget", "0.2", "--addr-index", "44", "--json", js]
+                "-w", "1", "-n", "3", "--budget", "0.2", "--addr-index", "44", "--json", js]
         env = dict(os.environ)
         if have_ompi:
             argv += ["--ompi-bench", ompi_bench]

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "coll_check.h"
+#include "util/cli.h"
 #include "launch.h"
 #include "sweep.h"
 
@@ -168,8 +169,8 @@ static void run_row(const struct opts *o, struct cc_call *c, void *sbuf, void *r
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mpirun -np N ompi-coll-bench [-b MIN] [-e MAX] [-f F] [-c COLLS] "
-		   "[-t TYPE:OP,...] [-w WARMUP] [-i ITERS] [--budget S] [--root R] [--seed S] "
+	fprintf(f, "usage: mpirun -np N ompi-coll-bench [-b MIN] [-e MAX] [-f F] [-C COLLS] "
+		   "[-t TYPE:OP,...] [-w WARMUP] [-n ITERS] [--budget S] [--root R] [--seed S] "
 		   "[--json FILE]\n"
 		   "  JSON lines (one per row) go to FILE (default stdout); rank 0 writes them.\n");
 }
@@ -181,26 +182,33 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "budget", required_argument, 0, 1 }, { "root", required_argument, 0, 2 },
 		{ "seed", required_argument, 0, 3 },   { "json", required_argument, 0, 4 },
-		{ "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 },
+		{ "help", no_argument, 0, 'h' },       { "version", no_argument, 0, 'V' },
+		{ 0, 0, 0, 0 },
 	};
 	MPI_Init(&argc, &argv);
 	int rank, n, c, bad = 0;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-	while ((c = getopt_long(argc, argv, "b:e:f:c:t:w:i:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "b:e:f:C:t:w:n:i:hV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'b': bad |= launch_parse_bytes(optarg, &o.minb) != 0; break;
 		case 'e': bad |= launch_parse_bytes(optarg, &o.maxb) != 0; break;
 		case 'f': o.factor = strtoull(optarg, NULL, 10); break;
-		case 'c': o.colls = optarg; break;
+		case 'C': o.colls = optarg; break;
 		case 't': o.types = optarg; break;
 		case 'w': o.warmup = atoi(optarg); break;
+		case 'n':
 		case 'i': o.iters = atoi(optarg); break;
 		case 1: o.budget_s = atof(optarg); break;
 		case 2: o.root = atoi(optarg); break;
 		case 3: o.seed = strtoull(optarg, NULL, 0); break;
 		case 4: o.json = optarg; break;
+		case 'V':
+			if (rank == 0)
+				util_cli_print_version("ompi-coll-bench");
+			MPI_Finalize();
+			return 0;
 		case 'h':
 			if (rank == 0)
 				usage(stdout);

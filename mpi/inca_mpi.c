@@ -4,19 +4,17 @@
  * first use and cached in an MPI attribute whose delete callback destroys it. docs/mpi.md. */
 #include <mpi.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -343,53 +341,35 @@ static void impi_log(void *ctx, int level, const char *msg)
 	impi_say("libinca: %s", msg);
 }
 
-/* Rank 0 of the communicator picks a free TCP port for the libinca rendezvous. */
-static int impi_free_port(const char *ip)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof sa;
-	int fd, port = -1;
-
-	if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
-		return -1;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
 /* Collective over comm (every rank of it calls the same MPI collective, so every rank gets
  * here together). Every rank ends with an INCA communicator or none: the outcome is agreed. */
 static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_world)
 {
-	struct {
-		char boot[80];
-		char group[64];
-	} info;
-	char data[96];
+	char group[64] = "", data[96];
+	uint8_t handle[INCA_PEER_HANDLE_BYTES] = { 0 };
+	uint8_t *peers = impi_malloc(comm, (size_t)size * INCA_PEER_HANDLE_BYTES);
+	struct inca_peer_listener *l = NULL;
 	struct inca_comm_opts o;
 	struct inca_comm *ic = NULL;
 	int rc, ok, all = 0;
 
-	memset(&info, 0, sizeof info);
 	if (rank == 0) {
-		int port = impi_free_port(g.host_ip);
-		if (port > 0)
-			snprintf(info.boot, sizeof info.boot, "%s:%d", g.host_ip, port);
 		pthread_mutex_lock(&g.mu);
-		snprintf(info.group, sizeof info.group, "mpi-%d-%u", g.world_rank, ++g.group_seq);
+		snprintf(group, sizeof group, "mpi-%d-%u", g.world_rank, ++g.group_seq);
 		pthread_mutex_unlock(&g.mu);
 	}
-	PMPI_Bcast(&info, (int)sizeof info, MPI_BYTE, 0, comm);
+	PMPI_Bcast(group, (int)sizeof group, MPI_CHAR, 0, comm);
+	/* libinca's external bootstrap: every rank's listener handle, gathered by MPI. A rank
+	 * without a listener contributes zeros, which every rank's create then refuses. */
+	rc = inca_peer_listen(g.host_ip, &l, handle);
+	PMPI_Allgather(handle, INCA_PEER_HANDLE_BYTES, MPI_BYTE, peers, INCA_PEER_HANDLE_BYTES,
+		       MPI_BYTE, comm);
 
 	memset(&o, 0, sizeof o);
 	o.rank = rank;
 	o.size = size;
-	o.bootstrap_addr = info.boot;
+	o.peer_table = peers;
+	o.peer_listener = l;
 	o.host_ip = g.host_ip;
 	o.timeout_ms = g.timeout_ms;
 	/* floating-point sums through INCA: at least the same bits on every run */
@@ -403,7 +383,7 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 		o.am_addr = g.am_addr;
 		o.job_id = g.job_id;
 		o.job_credential = g.cred;
-		o.group_name = info.group;
+		o.group_name = group;
 		o.am_timeout_ms = g.timeout_ms < 10000 ? g.timeout_ms : 10000;
 	} else if (g.switch_addr[0] && is_world) {
 		/* Standalone switch: one tree, configured for MPI_COMM_WORLD (docs/mpi.md). */
@@ -414,7 +394,9 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 			snprintf(data, sizeof data, "%s:%d", g.host_ip, g.data_port_base + rank);
 	}
 	o.data_addr = data;
-	rc = info.boot[0] ? inca_comm_create(&o, &ic) : -EADDRNOTAVAIL;
+	if (rc == 0)
+		rc = inca_comm_create(&o, &ic);
+	free(peers);
 	ok = rc == 0;
 	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
 	if (!all) {
@@ -429,12 +411,12 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 		struct inca_am_info ai;
 		if (inca_comm_am_info(ic, &ai) == 0 && ai.inc_enabled)
 			impi_say("communicator %s (size %d): AM group %" PRIu64 ", INC on tree %u",
-				 info.group, size, ai.group_id, (unsigned)ai.tree_id);
+				 group, size, ai.group_id, (unsigned)ai.tree_id);
 		else if (inca_comm_am_info(ic, &ai) == 0)
 			impi_say("communicator %s (size %d): AM group %" PRIu64 ", host only: %s",
-				 info.group, size, ai.group_id, ai.reason);
+				 group, size, ai.group_id, ai.reason);
 		else
-			impi_say("communicator %s (size %d): no AM, %s", info.group, size,
+			impi_say("communicator %s (size %d): no AM, %s", group, size,
 				 g.switch_addr[0] && is_world ? "standalone switch" : "host only");
 	}
 	return ic;
@@ -833,54 +815,102 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 	return PMPI_Bcast(buffer, count, datatype, root, comm);
 }
 
+/* How a data-movement collective uses its two buffers (MPI's rules): whether each side holds
+ * one block or one per rank, and whether it is significant at the root only. impi_move derives
+ * the block size, MPI_IN_PLACE, packing and unpacking from this. */
+struct impi_move {
+	enum inca_coll coll;
+	const char *name;
+	bool send_per_rank, recv_per_rank;
+	bool send_at_root, recv_at_root; /* significant at the root only */
+};
+
+static const struct impi_move IMPI_ALLGATHER = { INCA_COLL_ALLGATHER, "MPI_Allgather", false,
+						 true, false, false };
+static const struct impi_move IMPI_GATHER = { INCA_COLL_GATHER, "MPI_Gather", false, true,
+					      false, true };
+static const struct impi_move IMPI_SCATTER = { INCA_COLL_SCATTER, "MPI_Scatter", true, false,
+					       true, false };
+static const struct impi_move IMPI_ALLTOALL = { INCA_COLL_ALLTOALL, "MPI_Alltoall", true, true,
+						false, false };
+
+/* Serve a data-movement collective through INCA (1) or leave it to PMPI (0). Buffers that are
+ * not contiguous are packed into (and unpacked from) temporary buffers; the block size comes
+ * from a side significant on every rank, so every rank takes the same decision. */
+static int impi_move(MPI_Comm comm, const struct impi_move *mv, const void *sendbuf, int scount,
+		     MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype, int root)
+{
+	struct impi_span bs, ss, rs;
+	struct inca_comm *ic;
+	int rank = 0;
+
+	PMPI_Comm_rank(comm, &rank);
+	bool s_in_place = sendbuf == MPI_IN_PLACE, r_in_place = recvbuf == MPI_IN_PLACE;
+	bool s_sig = !mv->send_at_root || rank == root, r_sig = !mv->recv_at_root || rank == root;
+	/* The side every rank has: the receive side unless it is the root's in-place one. */
+	bool from_recv = mv->recv_at_root ? s_in_place : !r_in_place;
+	int cnt = from_recv ? rcount : scount;
+
+	impi_layout(from_recv ? rtype : stype, cnt, &bs);
+	if (cnt < 0 || !(ic = impi_get(comm)))
+		return 0;
+	size_t n = (size_t)inca_comm_size(ic), b = bs.bytes;
+	size_t sn = mv->send_per_rank ? n : 1, rn = mv->recv_per_rank ? n : 1;
+	char *r = NULL, *rtmp = NULL, *stmp = NULL;
+	const void *s = NULL;
+	MPI_Aint lb, ext;
+	if (b * n > IMPI_MAX_BYTES)
+		return 0;
+	if (r_sig && r_in_place) {
+		r = rtmp = impi_malloc(comm, b * rn); /* the root keeps its block in sendbuf */
+	} else if (r_sig) {
+		impi_layout(rtype, rcount, &rs);
+		r = rs.contig ? (char *)recvbuf + rs.off : (rtmp = impi_malloc(comm, b * rn));
+	}
+	if (s_sig && s_in_place && !mv->send_per_rank) {
+		/* The own block is already in recvbuf: the input of libinca's in-place form. */
+		PMPI_Type_get_extent(rtype, &lb, &ext);
+		if (rtmp)
+			impi_pack(comm, (char *)recvbuf + (MPI_Aint)rank * rcount * ext, rcount,
+				  rtype, rtmp + (size_t)rank * b, b);
+		s = r;
+	} else if (s_sig && s_in_place) {
+		/* The input is recvbuf: copy it aside (libinca moves per-rank blocks out of
+		 * place). */
+		s = stmp = impi_malloc(comm, b * sn);
+		if (rtmp)
+			impi_pack(comm, recvbuf, rcount * (int)rn, rtype, stmp, b * sn);
+		else
+			memcpy(stmp, r, b * sn);
+	} else if (s_sig) {
+		impi_layout(stype, scount, &ss);
+		if (ss.bytes != b) {
+			char what[64];
+			snprintf(what, sizeof what, "%s (send and receive sizes differ)", mv->name);
+			impi_fatal(comm, what, -EINVAL);
+		}
+		if (ss.contig) {
+			s = (const char *)sendbuf + ss.off;
+		} else {
+			s = stmp = impi_malloc(comm, b * sn);
+			impi_pack(comm, sendbuf, scount * (int)sn, stype, stmp, b * sn);
+		}
+	}
+	struct inca_coll_args a = impi_args(mv->coll, s, r, b, INCA_UINT8, INCA_SUM, root);
+	int served = impi_run(comm, ic, &a);
+	if (served && rtmp && !r_in_place)
+		impi_unpack(comm, rtmp, b * rn, recvbuf, rcount * (int)rn, rtype);
+	free(rtmp);
+	free(stmp);
+	return served;
+}
+
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 		  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-
-	/* The block size comes from the receive side, significant on every rank. */
-	impi_layout(recvtype, recvcount, &rs);
-	if (recvcount >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
-		int rank = inca_comm_rank(ic);
-		MPI_Aint lb, ext;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		PMPI_Type_get_extent(recvtype, &lb, &ext);
-		char *r = (char *)recvbuf + rs.off, *tmp = NULL;
-		const void *s;
-		/* Receive side: contiguous over all n blocks, else a temporary buffer. */
-		if (!rs.contig)
-			r = tmp = impi_malloc(comm, b * n);
-		if (sendbuf == MPI_IN_PLACE) {
-			if (tmp)
-				impi_pack(comm, (char *)recvbuf + (MPI_Aint)rank * recvcount * ext,
-					  recvcount, recvtype, tmp + (size_t)rank * b, b);
-			s = r; /* own block already in place */
-		} else {
-			impi_layout(sendtype, sendcount, &ss);
-			if (ss.bytes != b)
-				impi_fatal(comm, "MPI_Allgather (send and receive sizes differ)",
-					   -EINVAL);
-			if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				impi_pack(comm, sendbuf, sendcount, sendtype,
-					  r + (size_t)rank * b, b);
-				s = r;
-			}
-		}
-		struct inca_coll_args a = impi_args(INCA_COLL_ALLGATHER, s, r, b, INCA_UINT8,
-						    INCA_SUM, 0);
-		int served = impi_run(comm, ic, &a);
-		if (served && tmp)
-			impi_unpack(comm, tmp, b * n, recvbuf, recvcount * (int)n, recvtype);
-		free(tmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, 0))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_ALLGATHER);
 	return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -888,57 +918,9 @@ pmpi:
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 	       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-	int rank = 0;
-
-	/* Block size: the send side on every rank but an in-place root, which has only the
-	 * receive side (equal by MPI's type-matching rule). */
-	PMPI_Comm_rank(comm, &rank);
-	int cnt = sendbuf == MPI_IN_PLACE ? recvcount : sendcount;
-	impi_layout(sendbuf == MPI_IN_PLACE ? recvtype : sendtype, cnt, &ss);
-	if (cnt >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = ss.bytes;
-		char *r = NULL, *tmp = NULL, *stmp = NULL;
-		const void *s;
-		MPI_Aint lb, ext;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		if (rank == root) {
-			impi_layout(recvtype, recvcount, &rs);
-			PMPI_Type_get_extent(recvtype, &lb, &ext);
-			r = (char *)recvbuf + rs.off;
-			if (!rs.contig)
-				r = tmp = impi_malloc(comm, b * n);
-			if (sendbuf == MPI_IN_PLACE) {
-				if (tmp)
-					impi_pack(comm,
-						  (char *)recvbuf + (MPI_Aint)rank * recvcount * ext,
-						  recvcount, recvtype, tmp + (size_t)rank * b, b);
-				s = r;
-			} else if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				impi_pack(comm, sendbuf, sendcount, sendtype, r + (size_t)rank * b, b);
-				s = r;
-			}
-		} else if (ss.contig) {
-			s = (const char *)sendbuf + ss.off;
-		} else {
-			s = stmp = impi_malloc(comm, b);
-			impi_pack(comm, sendbuf, sendcount, sendtype, stmp, b);
-		}
-		struct inca_coll_args a = impi_args(INCA_COLL_GATHER, s, r, b, INCA_UINT8, INCA_SUM,
-						    root);
-		int served = impi_run(comm, ic, &a);
-		if (served && tmp)
-			impi_unpack(comm, tmp, b * n, recvbuf, recvcount * (int)n, recvtype);
-		free(tmp);
-		free(stmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, root))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_GATHER);
 	return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
@@ -946,44 +928,9 @@ pmpi:
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 		int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-	int rank = 0;
-
-	/* Block size: the receive side everywhere but an in-place root (send side there). */
-	PMPI_Comm_rank(comm, &rank);
-	int cnt = recvbuf == MPI_IN_PLACE ? sendcount : recvcount;
-	impi_layout(recvbuf == MPI_IN_PLACE ? sendtype : recvtype, cnt, &rs);
-	if (cnt >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
-		char *r, *rtmp = NULL, *stmp = NULL;
-		const void *s = NULL;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		if (rank == root) {
-			impi_layout(sendtype, sendcount, &ss);
-			if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				s = stmp = impi_malloc(comm, b * n);
-				impi_pack(comm, sendbuf, sendcount * (int)n, sendtype, stmp, b * n);
-			}
-		}
-		if (recvbuf == MPI_IN_PLACE || !rs.contig)
-			r = rtmp = impi_malloc(comm, b); /* in place: the root's block is discarded */
-		else
-			r = (char *)recvbuf + rs.off;
-		struct inca_coll_args a = impi_args(INCA_COLL_SCATTER, s, r, b, INCA_UINT8, INCA_SUM,
-						    root);
-		int served = impi_run(comm, ic, &a);
-		if (served && rtmp && recvbuf != MPI_IN_PLACE)
-			impi_unpack(comm, rtmp, b, recvbuf, recvcount, recvtype);
-		free(rtmp);
-		free(stmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, root))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_SCATTER);
 	return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
@@ -991,48 +938,9 @@ pmpi:
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 		 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	struct impi_span rs, ss;
-	struct inca_comm *ic;
-
-	impi_layout(recvtype, recvcount, &rs);
-	if (recvcount >= 0 && (ic = impi_get(comm))) {
-		size_t n = (size_t)inca_comm_size(ic), b = rs.bytes;
-		char *r, *rtmp = NULL, *stmp = NULL;
-		const void *s;
-		if (b * n > IMPI_MAX_BYTES)
-			goto pmpi;
-		r = rs.contig ? (char *)recvbuf + rs.off : (rtmp = impi_malloc(comm, b * n));
-		if (sendbuf == MPI_IN_PLACE) {
-			/* The input is recvbuf (with recvtype): take a copy, libinca has no
-			 * in-place AllToAll. */
-			s = stmp = impi_malloc(comm, b * n);
-			if (rs.contig)
-				memcpy(stmp, r, b * n);
-			else
-				impi_pack(comm, recvbuf, recvcount * (int)n, recvtype, stmp, b * n);
-		} else {
-			impi_layout(sendtype, sendcount, &ss);
-			if (ss.bytes != b)
-				impi_fatal(comm, "MPI_Alltoall (send and receive sizes differ)",
-					   -EINVAL);
-			if (ss.contig) {
-				s = (const char *)sendbuf + ss.off;
-			} else {
-				s = stmp = impi_malloc(comm, b * n);
-				impi_pack(comm, sendbuf, sendcount * (int)n, sendtype, stmp, b * n);
-			}
-		}
-		struct inca_coll_args a = impi_args(INCA_COLL_ALLTOALL, s, r, b, INCA_UINT8, INCA_SUM,
-						    0);
-		int served = impi_run(comm, ic, &a);
-		if (served && rtmp)
-			impi_unpack(comm, rtmp, b * n, recvbuf, recvcount * (int)n, recvtype);
-		free(rtmp);
-		free(stmp);
-		if (served)
-			return MPI_SUCCESS;
-	}
-pmpi:
+	if (impi_move(comm, &IMPI_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+		      recvtype, 0))
+		return MPI_SUCCESS;
 	PMPI_COUNT(INCA_COLL_ALLTOALL);
 	return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }

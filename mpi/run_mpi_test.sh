@@ -66,6 +66,10 @@ for row in allreduce reduce bcast allgather reducescatter barrier; do
 	n=$(col "$out/inca.txt" "$row" 1)
 	[ "$n" -gt 0 ] || fail "no $row call went through INC"
 done
+for row in alltoall gather scatter; do
+	n=$(( $(col "$out/inca.txt" "$row" 1) + $(col "$out/inca.txt" "$row" 2) ))
+	[ "$n" -gt 0 ] || fail "no $row call was served through INCA"
+done
 [ "$(col "$out/inca.txt" total 3)" -gt 0 ] || fail "no PMPI fallback counted (user ops must fall back)"
 [ "$(col "$out/disabled.txt" total 1)" = 0 ] && [ "$(col "$out/disabled.txt" total 2)" = 0 ] ||
 	fail "INCA_MPI_DISABLE=1 still used INCA"

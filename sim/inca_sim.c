@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "util/cli.h"
 #include "sim.h"
 #include "util/util.h"
 
@@ -23,7 +24,8 @@ static void usage(FILE *f)
 		"  -q, --quiet                  no progress and no report on stderr\n"
 		"      --dump-config            print the effective parameters and exit\n"
 		"      --params                 list every parameter with its default and meaning\n"
-		"  -h, --help\n");
+		"  -h, --help\n"
+		"  -V, --version\n");
 }
 
 struct prog {
@@ -59,13 +61,13 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, NULL, 1 }, { "cm", required_argument, NULL, 2 },
 		{ "quiet", no_argument, NULL, 'q' }, { "dump-config", no_argument, NULL, 3 },
 		{ "params", no_argument, NULL, 4 }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
 	if (!sets)
 		return 1;
 	sim_config_defaults(&cfg);
-	while ((c = getopt_long(argc, argv, "s:o:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:o:qhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': sets[nsets++] = optarg; break;
 		case 'o': out = optarg; break;
@@ -75,6 +77,7 @@ int main(int argc, char **argv)
 		case 3: dump = true; break;
 		case 4: sim_config_help(stdout); free(sets); return 0;
 		case 'h': usage(stdout); free(sets); return 0;
+		case 'V': util_cli_print_version("inca-sim"); free(sets); return 0;
 		default: usage(stderr); free(sets); return 2;
 		}
 	}

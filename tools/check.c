@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agg/agg.h"
+#include "agg/agg_ref.h"
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
 
@@ -261,13 +262,7 @@ static void expected_exact(const struct check_spec *s, uint64_t h, void *out)
 		double acc = float_value(s, h, 0);
 		for (int r = 1; r < n; r++) {
 			double v = float_value(s, h, r);
-			switch (s->op) {
-			case INCA_SUM: acc += v; break;
-			case INCA_PROD: acc *= v; break;
-			case INCA_MIN: if (v < acc) acc = v; break;
-			case INCA_MAX: if (v > acc) acc = v; break;
-			default: break;
-			}
+			acc = agg_ref_f64(s->op, acc, v);
 		}
 		store_float(s->dt, out, acc);
 		return;
@@ -276,22 +271,10 @@ static void expected_exact(const struct check_spec *s, uint64_t h, void *out)
 	uint64_t acc = int_value(s->dt, h, 0);
 	for (int r = 1; r < n; r++) {
 		uint64_t v = int_value(s->dt, h, r);
-		switch (s->op) {
-		case INCA_SUM: acc += v; break;
-		case INCA_PROD: acc *= v; break;
-		case INCA_MIN:
-			if (sg ? sext(v, es) < sext(acc, es) : v < acc)
-				acc = v;
-			break;
-		case INCA_MAX:
-			if (sg ? sext(v, es) > sext(acc, es) : v > acc)
-				acc = v;
-			break;
-		case INCA_BAND: acc &= v; break;
-		case INCA_BOR: acc |= v; break;
-		case INCA_BXOR: acc ^= v; break;
-		default: break;
-		}
+		if (sg)
+			acc = agg_ref_int(s->op, (uint64_t)sext(acc, es), (uint64_t)sext(v, es), true);
+		else
+			acc = agg_ref_int(s->op, acc, v, false);
 	}
 	store_int(es, out, acc);
 }

@@ -14,7 +14,9 @@
 #include "demo_cli.h"
 #include "launch.h"
 #include "sweep.h"
+#include "util/cli.h"
 #include "util/util.h"
+#include "wire/wire.h"
 
 static void usage(FILE *f, const struct demo_defaults *d)
 {
@@ -24,11 +26,11 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"  -b, --minbytes N       smallest size (default %s; K/M/G suffixes)\n"
 		"  -e, --maxbytes N       largest size (default %s)\n"
 		"  -f, --stepfactor F     size multiplier between rows (default %llu)\n"
-		"  -n, --iters N          timed iterations per row, at most (default %d)\n"
+		"  -n, -i, --iters N      timed iterations per row, at most (default %d)\n"
 		"  -w, --warmup N         warmup iterations per row, at most (default %d)\n"
 		"      --budget S         wall-time bound in seconds of one row's timed part per\n"
 		"                         algorithm (default %.1f; 0 = none)\n"
-		"  -r, --ranks N          number of rank processes (default 4)\n"
+		"  -r, --ranks N          number of rank processes (default 4, at most 64)\n"
 		"  -t, --types LIST       type:op pairs, e.g. fp32:sum,int32:max,fp16:sum; a pair may\n"
 		"                         carry its own range: fp32:sum@4-1M/16.\n"
 		"                         Default: fp32:sum over -b..-e%s%s\n",
@@ -36,7 +38,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		launch_fmt_bytes(d->maxb, b1, sizeof(b1)), (unsigned long long)d->factor, d->iters,
 		d->warmup, d->budget, d->extra ? ", plus " : "", d->extra ? d->extra : "");
 	fprintf(f,
-		"      --mtu N            RoCE MTU of the clients (default 4096)\n"
+		"      --mtu N            RoCE MTU of the clients, 256..4096 (default 4096)\n"
 		"      --slots N          switch slots per tree = client window (default 256)\n"
 		"      --rto-us N         clients' initial and minimum retransmission timeout (libinca\n"
 		"                         default: 20000 initially, then SRTT + 4 RTTVAR, at least 2000)\n"
@@ -64,7 +66,10 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"                         /usr/bin/python3 with matplotlib; skipped if missing)\n"
 		"      --seed S           data and fault-injection seed (default 1)\n"
 		"  -v, --verbose          libinca warnings/info on stderr, switch -v\n"
-		"  -h, --help\n", d->addr_index);
+		"  -h, --help             this text\n"
+		"  -V, --version          print the version and exit\n"
+		"Options follow docs/cli.md; a bad value is reported with the option that took it.\n",
+		d->addr_index);
 }
 
 enum {
@@ -280,17 +285,6 @@ static int am_epilogue(struct inca_comm *comm, void *argp)
 	return fail ? 1 : 0;
 }
 
-static int parse_num(const char *s, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (end == s || *end || errno)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 static int demo_run(int argc, char **argv, const struct demo_defaults *d);
 
 /* --auth-compare: the whole run twice, packet authentication on then off (--no-auth), each
@@ -334,6 +328,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		{ "types", required_argument, 0, 't' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'h' },
+		{ "version", no_argument, 0, 'V' },
 		{ "budget", required_argument, 0, OPT_BUDGET },
 		{ "link-rate", required_argument, 0, OPT_LINK },
 		{ "mtu", required_argument, 0, OPT_MTU },
@@ -371,30 +366,40 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	bool verbose = false, det = false, inplace = false, no_inc = false, no_ring = false;
 	const char *json_path = NULL;
 	uint64_t seed = 1;
+	const char *tool = d->tool;
+	long long ll;
 	int c;
-	while ((c = getopt_long(argc, argv, "b:e:f:n:w:r:t:vh", lo, NULL)) != -1) {
+	/* Every value is checked here, before a switch or rank starts (docs/cli.md). */
+	while ((c = getopt_long(argc, argv, "b:e:f:n:i:w:r:t:vhV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'b':
-			if (launch_parse_bytes(optarg, &minb))
-				goto bad;
+			if (util_cli_bytes(tool, "--minbytes", optarg, 1, UINT64_MAX, &minb))
+				return 2;
 			break;
 		case 'e':
-			if (launch_parse_bytes(optarg, &maxb))
-				goto bad;
+			if (util_cli_bytes(tool, "--maxbytes", optarg, 1, UINT64_MAX, &maxb))
+				return 2;
 			break;
 		case 'f':
-			if (parse_num(optarg, &v) || v < 2)
-				goto bad;
-			factor = (uint64_t)v;
+			if (util_cli_int(tool, "--stepfactor", optarg, 2, 1 << 30, &ll))
+				return 2;
+			factor = (uint64_t)ll;
 			break;
 		case 'n':
-			iters = atoi(optarg);
+		case 'i':
+			if (util_cli_int(tool, "--iters", optarg, 0, 1000000, &ll))
+				return 2;
+			iters = (int)ll;
 			break;
 		case 'w':
-			warmup = atoi(optarg);
+			if (util_cli_int(tool, "--warmup", optarg, 0, 1000000, &ll))
+				return 2;
+			warmup = (int)ll;
 			break;
 		case 'r':
-			cfg.nranks = atoi(optarg);
+			if (util_cli_int(tool, "--ranks", optarg, 1, LAUNCH_MAX_RANKS, &ll))
+				return 2;
+			cfg.nranks = (int)ll;
 			break;
 		case 't':
 			types = optarg;
@@ -405,29 +410,36 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		case 'h':
 			usage(stdout, d);
 			return 0;
+		case 'V':
+			util_cli_print_version(tool);
+			return 0;
 		case OPT_BUDGET:
-			if (parse_num(optarg, &budget) || budget < 0)
-				goto bad;
+			if (util_cli_double(tool, "--budget", optarg, 0, 86400, false, &budget))
+				return 2;
 			break;
 		case OPT_LINK:
-			if (parse_num(optarg, &link_bps) || link_bps < 0)
-				goto bad;
+			if (util_cli_double(tool, "--link-rate", optarg, 0, 1e15, false, &link_bps))
+				return 2;
 			break;
 		case OPT_MTU:
-			cfg.mtu = (uint16_t)atoi(optarg);
+			if (util_cli_int(tool, "--mtu", optarg, WIRE_MTU_MIN, WIRE_MTU_MAX, &ll))
+				return 2;
+			cfg.mtu = (uint16_t)ll;
 			break;
 		case OPT_SLOTS:
-			cfg.nslots = (uint16_t)atoi(optarg);
+			if (util_cli_int(tool, "--slots", optarg, 1, 65535, &ll))
+				return 2;
+			cfg.nslots = (uint16_t)ll;
 			break;
 		case OPT_DROP:
-			if (parse_num(optarg, &cfg.client_drop_rate) || cfg.client_drop_rate < 0 ||
-			    cfg.client_drop_rate >= 1)
-				goto bad;
+			if (util_cli_double(tool, "--drop-rate", optarg, 0, 1, true,
+					    &cfg.client_drop_rate))
+				return 2;
 			break;
 		case OPT_SWDROP:
-			if (parse_num(optarg, &cfg.switch_drop_rate) || cfg.switch_drop_rate < 0 ||
-			    cfg.switch_drop_rate >= 1)
-				goto bad;
+			if (util_cli_double(tool, "--switch-drop-rate", optarg, 0, 1, true,
+					    &cfg.switch_drop_rate))
+				return 2;
 			break;
 		case OPT_DET:
 			det = true;
@@ -448,16 +460,21 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			cfg.switch_path = optarg;
 			break;
 		case OPT_SWTHREADS:
-			cfg.switch_threads = atoi(optarg);
+			if (util_cli_int(tool, "--switch-threads", optarg, 1, 64, &ll))
+				return 2;
+			cfg.switch_threads = (int)ll;
 			break;
 		case OPT_ADDR:
-			cfg.addr_index = (unsigned)atoi(optarg);
+			if (util_cli_int(tool, "--addr-index", optarg, 0, 255, &ll))
+				return 2;
+			cfg.addr_index = (unsigned)ll;
 			break;
 		case OPT_JSON:
 			json_path = optarg;
 			break;
 		case OPT_SEED:
-			seed = strtoull(optarg, NULL, 0);
+			if (util_cli_u64(tool, "--seed", optarg, 0, UINT64_MAX, &seed))
+				return 2;
 			break;
 		case OPT_PLOT:
 			plot_path = optarg;
@@ -466,17 +483,34 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			fabric_path = optarg;
 			break;
 		case OPT_HOLD:
-			if (parse_num(optarg, &hold_s) || hold_s < 0 || hold_s > 3600)
-				goto bad;
+			if (util_cli_double(tool, "--hold", optarg, 0, 3600, false, &hold_s))
+				return 2;
 			break;
 		case OPT_RTO:
-			if (parse_num(optarg, &v) || v < 0 || v > 60e6)
-				goto bad;
+			if (util_cli_double(tool, "--rto-us", optarg, 0, 60e6, false, &v))
+				return 2;
 			cfg.rto_us = (uint32_t)v;
 			break;
-		default:
+		default: /* getopt_long named the option */
 			goto bad;
 		}
+	}
+	if (optind != argc) {
+		util_cli_error(tool, "unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	if (minb > maxb) {
+		util_cli_error(tool, "--minbytes %llu is larger than --maxbytes %llu",
+			       (unsigned long long)minb, (unsigned long long)maxb);
+		return 2;
+	}
+	if (no_inc && no_ring) {
+		util_cli_error(tool, "--no-inc and --no-ring together leave nothing to run");
+		return 2;
+	}
+	if (plot_path && !json_path) {
+		util_cli_error(tool, "--plot needs --json");
+		return 2;
 	}
 	if (fabric_path) {
 		if (launch_plan_load(fabric_path, &plan))
@@ -488,15 +522,22 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			return 2;
 		}
 	}
-	if (optind != argc || cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS || iters < 0 ||
-	    warmup < 0 || minb > maxb || (no_inc && no_ring) || cfg.addr_index > 255)
-		goto bad;
+	if (cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS) {
+		util_cli_error(tool, "the fabric plan has %d ranks (1..%d)", cfg.nranks,
+			       LAUNCH_MAX_RANKS);
+		return 2;
+	}
 
 	struct sweep_job job;
 	memset(&job, 0, sizeof(job));
 	struct sweep_opts *o = &job.o;
 	if (types) {
 		o->npairs = sweep_parse_pairs(types, minb, maxb, factor, o->pairs, SWEEP_MAX_PAIRS);
+		if (o->npairs <= 0) {
+			util_cli_error(tool, "--types '%s': expected TYPE:OP[@MIN-MAX[/FACTOR]],... "
+				       "(e.g. fp32:sum,int32:max@4-64K/16)", types);
+			return 2;
+		}
 	} else {
 		o->npairs = 0;
 		/* Pairs listed before the main one (bench-allreduce's small-size latency rows). */
@@ -709,6 +750,6 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	return fail ? 1 : 0;
 
 bad:
-	usage(stderr, d);
+	fprintf(stderr, "%s: --help lists the options\n", d->tool);
 	return 2;
 }

@@ -30,7 +30,8 @@ int main(int argc, char **argv)
 	bool fabric = false;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--fabric") || !strncmp(argv[i], "--fabric=", 9) ||
-		    !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+		    !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ||
+		    !strcmp(argv[i], "-V") || !strcmp(argv[i], "--version"))
 			fabric = true;
 	if (!fabric) {
 		fprintf(stderr, "inca-fabric-demo: needs --fabric PLAN (run it through "

@@ -16,12 +16,18 @@ local inca = Proto("inca", "INCA In-Network Collective Acceleration")
 local COLL = { [1] = "allreduce", [2] = "reduce", [3] = "bcast", [4] = "barrier",
 	[5] = "allgather", [6] = "reduce-scatter", [7] = "alltoall", [8] = "scatter",
 	[9] = "gather" }
+-- begin generated: dtypes and ops (tools/gen_facts.py, from lib/wire/dtype.h)
 local DTYPE = { [0] = "int8", [1] = "uint8", [2] = "int16", [3] = "uint16", [4] = "int32",
 	[5] = "uint32", [6] = "int64", [7] = "uint64", [8] = "fp16", [9] = "bf16",
 	[10] = "fp32", [11] = "fp64" }
-local DSIZE = { [0] = 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 }
+local DSIZE = { [0] = 1, [1] = 1, [2] = 2, [3] = 2, [4] = 4, [5] = 4, [6] = 8, [7] = 8, [8] = 2,
+	[9] = 2, [10] = 4, [11] = 8 }
 local OP = { [0] = "sum", [1] = "prod", [2] = "min", [3] = "max", [4] = "band", [5] = "bor",
 	[6] = "bxor" }
+local DT_INT = { [0] = true, [1] = true, [2] = true, [3] = true, [4] = true, [5] = true,
+	[6] = true, [7] = true }
+local OP_INT_ONLY = { [4] = true, [5] = true, [6] = true }
+-- end generated: dtypes and ops
 local BSL = { [1] = "64 bits", [2] = "128 bits", [3] = "256 bits", [4] = "512 bits",
 	[5] = "1024 bits", [6] = "2048 bits", [7] = "4096 bits" }
 
@@ -61,6 +67,7 @@ local F = {
 }
 -- one element field per data type (data is little-endian on the wire)
 local ELEM = {
+	-- begin generated: element fields
 	[0] = ProtoField.int8("inca.elem.int8", "int8"),
 	[1] = ProtoField.uint8("inca.elem.uint8", "uint8"),
 	[2] = ProtoField.int16("inca.elem.int16", "int16"),
@@ -73,6 +80,7 @@ local ELEM = {
 	[9] = ProtoField.float("inca.elem.bf16", "bf16"),
 	[10] = ProtoField.float("inca.elem.fp32", "fp32"),
 	[11] = ProtoField.double("inca.elem.fp64", "fp64"),
+	-- end generated: element fields
 }
 local fl = {}
 for _, f in pairs(F) do fl[#fl + 1] = f end
@@ -140,7 +148,7 @@ local function dissect(tvb, pinfo, root)
 	local dt = t:add(F.dtype, tvb(2, 1))
 	if not DTYPE[dtype] then dt:add_proto_expert_info(E.bad, "unknown data type") end
 	local ot = t:add(F.op, tvb(3, 1))
-	if not OP[opc] or (opc >= 4 and dtype >= 8) then
+	if not OP[opc] or (OP_INT_ONLY[opc] and not DT_INT[dtype]) then
 		ot:add_proto_expert_info(E.bad, "unknown op or op invalid for the type")
 	end
 	t:add(F.tree, tvb(4, 2))

@@ -22,6 +22,7 @@
 #include "demo_cli.h"
 #include "launch.h"
 #include "sweep.h"
+#include "util/cli.h"
 #include "util/util.h"
 
 #ifndef INCA_SOURCE_DIR
@@ -655,7 +656,7 @@ static int run_ompi(const struct ompi_cfg *oc, const struct bench_opts *o, int n
 	}
 	argv[ac++] = bench;
 	const char *flags[][2] = { { "-b", b }, { "-e", e }, { "-f", f },
-				   { "-c", oc->colls_arg }, { "-t", oc->types_arg }, { "-w", w },
+				   { "-C", oc->colls_arg }, { "-t", oc->types_arg }, { "-w", w },
 				   { "-i", it }, { "--budget", bud }, { "--root", root },
 				   { "--seed", seed }, { "--json", out } };
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
@@ -744,12 +745,12 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: inca-bench [options]\n"
-		"  -n, --ranks N          rank processes (default 4)\n"
+		"  -r, --ranks N          rank processes (default 4, at most 64)\n"
 		"  -b, --minbytes N       smallest size (default 4; K/M/G suffixes). Sizes are\n"
 		"                         nccl-tests' \"size\": the largest buffer of the call\n"
 		"  -e, --maxbytes N       largest size (default 1M)\n"
 		"  -f, --stepfactor F     size multiplier between rows (default 4)\n"
-		"  -c, --colls LIST       collectives: allreduce,reduce,bcast,allgather,\n"
+		"  -C, --colls LIST       collectives: allreduce,reduce,bcast,allgather,\n"
 		"                         reducescatter,alltoall,gather,scatter,barrier or all (default)\n"
 		"  -a, --algos LIST       inc, ring, recdbl, rabenseifner, binomial, bruck, pairwise,\n"
 		"                         linear, host (every host algorithm), auto, ompi, all\n"
@@ -759,7 +760,7 @@ static void usage(FILE *f)
 		"                         range: int32:max@4-64K/16. Data-movement collectives use the\n"
 		"                         type only\n"
 		"  -w, --warmup N         warmup iterations per row, at most (default 5)\n"
-		"  -i, --iters N          timed iterations per row, at most (default 20)\n"
+		"  -n, -i, --iters N      timed iterations per row, at most (default 20)\n"
 		"      --budget S         wall-time bound of one row's timed part (default 0.5 s)\n"
 		"      --root R           root of reduce, bcast, gather, scatter (default 0)\n"
 		"      --json FILE        one JSON line per row (INCA and Open MPI rows)\n"
@@ -775,6 +776,8 @@ static void usage(FILE *f)
 		"      --rto-us N         clients' minimum retransmission timeout\n"
 		"      --seed S           data seed (default 1)\n"
 		"  -v, --verbose          libinca warnings on stderr\n"
+		"  -h, --help             this text\n"
+		"  -V, --version          print the version and exit\n"
 		"Every result is verified on every rank against an exact reference (#wrong). Auto rows\n"
 		"show inca_coll_choose's pick for the size after the row, and \"(ran X)\" when the\n"
 		"timed AUTO calls were served by another algorithm (the library's tuner exploring).\n"
@@ -826,9 +829,9 @@ enum { OPT_BUDGET = 1000, OPT_ROOT, OPT_JSON, OPT_PLOT, OPT_MPIRUN, OPT_OMPIBENC
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "ranks", required_argument, 0, 'n' },     { "minbytes", required_argument, 0, 'b' },
+		{ "ranks", required_argument, 0, 'r' },     { "minbytes", required_argument, 0, 'b' },
 		{ "maxbytes", required_argument, 0, 'e' },  { "stepfactor", required_argument, 0, 'f' },
-		{ "colls", required_argument, 0, 'c' },     { "algos", required_argument, 0, 'a' },
+		{ "colls", required_argument, 0, 'C' },     { "algos", required_argument, 0, 'a' },
 		{ "types", required_argument, 0, 't' },     { "warmup", required_argument, 0, 'w' },
 		{ "iters", required_argument, 0, 'i' },     { "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'h' },            { "budget", required_argument, 0, OPT_BUDGET },
@@ -842,6 +845,7 @@ int main(int argc, char **argv)
 		{ "addr-index", required_argument, 0, OPT_ADDR },
 		{ "rto-us", required_argument, 0, OPT_RTO },
 		{ "seed", required_argument, 0, OPT_SEED },
+		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
 	};
 	static struct bench_job job;
@@ -860,40 +864,94 @@ int main(int argc, char **argv)
 	o->warmup = 5;
 	o->budget_s = 0.5;
 	o->seed = 1;
+	const char *tool = "inca-bench";
+	long long ll;
 	int c;
-	while ((c = getopt_long(argc, argv, "n:b:e:f:c:a:t:w:i:vh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:b:e:f:C:a:t:w:n:i:vhV", lo, NULL)) != -1) {
 		switch (c) {
-		case 'n': cfg.nranks = atoi(optarg); break;
+		case 'r':
+			if (util_cli_int(tool, "--ranks", optarg, 1, LAUNCH_MAX_RANKS, &ll))
+				return 2;
+			cfg.nranks = (int)ll;
+			break;
 		case 'b':
-			if (launch_parse_bytes(optarg, &minb))
-				goto bad;
+			if (util_cli_bytes(tool, "--minbytes", optarg, 1, UINT64_MAX, &minb))
+				return 2;
 			break;
 		case 'e':
-			if (launch_parse_bytes(optarg, &maxb))
-				goto bad;
+			if (util_cli_bytes(tool, "--maxbytes", optarg, 1, UINT64_MAX, &maxb))
+				return 2;
 			break;
-		case 'f': factor = strtoull(optarg, NULL, 10); break;
-		case 'c': colls = optarg; break;
+		case 'f':
+			if (util_cli_int(tool, "--stepfactor", optarg, 2, 1 << 30, &ll))
+				return 2;
+			factor = (uint64_t)ll;
+			break;
+		case 'C': colls = optarg; break;
 		case 'a': algos = optarg; break;
 		case 't': types = optarg; break;
-		case 'w': o->warmup = atoi(optarg); break;
-		case 'i': o->iters = atoi(optarg); break;
+		case 'w':
+			if (util_cli_int(tool, "--warmup", optarg, 0, 1000000, &ll))
+				return 2;
+			o->warmup = (int)ll;
+			break;
+		case 'n':
+		case 'i':
+			if (util_cli_int(tool, "--iters", optarg, 1, 1000000, &ll))
+				return 2;
+			o->iters = (int)ll;
+			break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;
-		case OPT_BUDGET: o->budget_s = atof(optarg); break;
-		case OPT_ROOT: o->root = atoi(optarg); break;
+		case 'V': util_cli_print_version(tool); return 0;
+		case OPT_BUDGET:
+			if (util_cli_double(tool, "--budget", optarg, 0, 86400, false, &o->budget_s))
+				return 2;
+			break;
+		case OPT_ROOT:
+			if (util_cli_int(tool, "--root", optarg, 0, LAUNCH_MAX_RANKS - 1, &ll))
+				return 2;
+			o->root = (int)ll;
+			break;
 		case OPT_JSON: o->json_path = optarg; break;
 		case OPT_PLOT: plot = optarg; break;
 		case OPT_MPIRUN: oc.mpirun = optarg; break;
 		case OPT_OMPIBENCH: oc.bench = optarg; break;
 		case OPT_FABRIC: fabric = optarg; break;
-		case OPT_LINK: o->link_bps = atof(optarg); break;
+		case OPT_LINK:
+			if (util_cli_double(tool, "--link-rate", optarg, 0, 1e15, false, &o->link_bps))
+				return 2;
+			break;
 		case OPT_SWITCH: cfg.switch_path = optarg; break;
-		case OPT_ADDR: cfg.addr_index = (unsigned)atoi(optarg); break;
-		case OPT_RTO: cfg.rto_us = (uint32_t)atoi(optarg); break;
-		case OPT_SEED: o->seed = strtoull(optarg, NULL, 0); break;
-		default: goto bad;
+		case OPT_ADDR:
+			if (util_cli_int(tool, "--addr-index", optarg, 0, 255, &ll))
+				return 2;
+			cfg.addr_index = (unsigned)ll;
+			break;
+		case OPT_RTO:
+			if (util_cli_int(tool, "--rto-us", optarg, 0, 60000000, &ll))
+				return 2;
+			cfg.rto_us = (uint32_t)ll;
+			break;
+		case OPT_SEED:
+			if (util_cli_u64(tool, "--seed", optarg, 0, UINT64_MAX, &o->seed))
+				return 2;
+			break;
+		default: goto bad; /* getopt_long named the option */
 		}
+	}
+	if (optind != argc) {
+		util_cli_error(tool, "unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	if (minb > maxb) {
+		util_cli_error(tool, "--minbytes %llu is larger than --maxbytes %llu",
+			       (unsigned long long)minb, (unsigned long long)maxb);
+		return 2;
+	}
+	if (plot && !o->json_path) {
+		util_cli_error(tool, "--plot needs --json");
+		return 2;
 	}
 	if (fabric) {
 		if (launch_plan_load(fabric, &plan))
@@ -903,13 +961,33 @@ int main(int argc, char **argv)
 			cfg.rto_us = 50000; /* as inca-fabric-demo: queues on rate-limited hops */
 	}
 	o->ncolls = cc_parse_colls(colls, o->colls);
+	if (o->ncolls <= 0) {
+		util_cli_error(tool, "--colls '%s': expected a list of allreduce, reduce, bcast, "
+			       "allgather, reducescatter, alltoall, gather, scatter, barrier or all",
+			       colls);
+		return 2;
+	}
 	o->nalgos = parse_algos(algos, o->algos);
+	if (o->nalgos <= 0) {
+		util_cli_error(tool, "--algos '%s': no algorithm selected", algos);
+		return 2;
+	}
 	o->npairs = sweep_parse_pairs(types, minb, maxb, factor, o->pairs, SWEEP_MAX_PAIRS);
-	if (optind != argc || o->ncolls <= 0 || o->nalgos <= 0 || o->npairs <= 0 ||
-	    cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS || o->iters < 1 || o->warmup < 0 ||
-	    factor < 2 || minb > maxb || o->root < 0 || o->root >= cfg.nranks ||
-	    cfg.addr_index > 255)
-		goto bad;
+	if (o->npairs <= 0) {
+		util_cli_error(tool, "--types '%s': expected TYPE:OP[@MIN-MAX[/FACTOR]],... "
+			       "(e.g. fp32:sum,int32:max@4-64K/16)", types);
+		return 2;
+	}
+	if (cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS) {
+		util_cli_error(tool, "the fabric plan has %d ranks (1..%d)", cfg.nranks,
+			       LAUNCH_MAX_RANKS);
+		return 2;
+	}
+	if (o->root >= cfg.nranks) {
+		util_cli_error(tool, "--root %d: not a rank of %d (0..%d)", o->root, cfg.nranks,
+			       cfg.nranks - 1);
+		return 2;
+	}
 	bool want_inc = false, want_ompi = false;
 	for (int a = 0; a < o->nalgos; a++) {
 		want_inc |= o->algos[a] == INCA_ALGO_INC || o->algos[a] == INCA_ALGO_AUTO;
@@ -1025,6 +1103,6 @@ int main(int argc, char **argv)
 	return fail ? 1 : 0;
 
 bad:
-	usage(stderr);
+	fprintf(stderr, "inca-bench: --help lists the options\n");
 	return 2;
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/cli.h"
 #include "util/util.h"
 #include "wire/auth.h"
 
@@ -174,7 +175,7 @@ static int write_config(const struct launch_cfg *c, const struct launch_addrs *a
 	fprintf(f, "stats_interval_ms = %u\n", c->stats_interval_ms ? c->stats_interval_ms : 1000);
 	fprintf(f, "\ntree %u {\n", c->tree_id);
 	fprintf(f, "  key = 0x%x\n", c->key);
-	fprintf(f, "  qpn = 0x%x\n", 0x100u + c->tree_id);
+	fprintf(f, "  qpn = 0x%x\n", wire_qpn_default(WIRE_QPN_SWITCH, c->tree_id));
 	fprintf(f, "  slots = %u\n", c->nslots);
 	fprintf(f, "  slot_bytes = %u\n", c->slot_bytes);
 	fprintf(f, "  bsl = %u\n", c->bsl_bits);
@@ -190,7 +191,8 @@ static int write_config(const struct launch_cfg *c, const struct launch_addrs *a
 	for (int r = 0; r < c->nranks; r++) {
 		char ip[LAUNCH_IP_LEN];
 		launch_rank_ip(a, r, ip);
-		fprintf(f, "  member = %d %s:4791 qpn 0x%x\n", r + 1, ip, 0x1000u + (unsigned)r + 1);
+		fprintf(f, "  member = %d %s:4791 qpn 0x%x\n", r + 1, ip,
+			wire_qpn_default(WIRE_QPN_MEMBER, (uint32_t)r + 1));
 	}
 	fprintf(f, "}\n");
 	if (fclose(f) != 0)
@@ -462,9 +464,9 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 	} else {
 		o->no_auth = 1;
 	}
-	o->switch_qpn = 0x100u + c->tree_id;
+	o->switch_qpn = wire_qpn_default(WIRE_QPN_SWITCH, c->tree_id);
 	o->bfr_id = bfr;
-	o->qpn = 0x1000u + bfr;
+	o->qpn = wire_qpn_default(WIRE_QPN_MEMBER, bfr);
 	o->bsl_bits = c->bsl_bits;
 	o->nslots = c->nslots;
 	o->mtu = c->mtu;
@@ -685,32 +687,7 @@ const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap)
 
 int launch_parse_bytes(const char *s, uint64_t *out)
 {
-	char *end;
-	/* strtoull would also take leading blanks and a sign ("-1" is 2^64-1) */
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (end == s || errno)
-		return -EINVAL;
-	unsigned shift = 0;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: return -EINVAL;
-	}
-	if (shift && *end == 'i') /* KiB, MiB, GiB; not "4iB" */
-		end++;
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end != '\0')
-		return -EINVAL;
-	if (v > (UINT64_MAX >> shift)) /* the multiple would wrap */
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return util_parse_bytes(s, out);
 }
 
 /* ---- fabric plans ---------------------------------------------------------------------- */

@@ -25,16 +25,20 @@ def load(path):
     return rows
 
 
-def main(argv):
-    if len(argv) < 3:
-        print(__doc__, file=sys.stderr)
+def parse_args(argv, doc):
+    """ROWS.jsonl OUT.png [--title TEXT] -> (src, out, title, pyplot), or the exit status
+    (2 usage, 3 matplotlib missing)."""
+    if len(argv) < 3 or argv[-1] == "--title":
+        print(doc, file=sys.stderr)
         return 2
     title = None
     if "--title" in argv:
         i = argv.index("--title")
         title = argv[i + 1]
         argv = argv[:i] + argv[i + 2:]
-    src, out = argv[1], argv[2]
+    if len(argv) < 3:
+        print(doc, file=sys.stderr)
+        return 2
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -42,6 +46,14 @@ def main(argv):
     except ImportError:
         print("matplotlib not available", file=sys.stderr)
         return 3
+    return argv[1], argv[2], title, plt
+
+
+def main(argv):
+    args = parse_args(argv, __doc__)
+    if isinstance(args, int):
+        return args
+    src, out, title, plt = args
     rows = [r for r in load(src) if "size_bytes" in r]
     if not rows:
         print(f"{src}: no rows", file=sys.stderr)

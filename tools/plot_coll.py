@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_bench import load  # noqa: E402  (JSON lines reader shared with plot_bench.py)
+from plot_bench import load, parse_args  # noqa: E402  (shared with plot_bench.py)
 
 ORDER = ["allreduce", "reduce", "bcast", "allgather", "reducescatter", "alltoall", "gather",
          "scatter", "barrier"]
@@ -26,22 +26,10 @@ COLOR = {"inc": "tab:green", "ring": "tab:blue", "recdbl": "tab:purple",
 
 
 def main(argv):
-    if len(argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    title = None
-    if "--title" in argv:
-        i = argv.index("--title")
-        title = argv[i + 1]
-        argv = argv[:i] + argv[i + 2:]
-    src, out = argv[1], argv[2]
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not available", file=sys.stderr)
-        return 3
+    args = parse_args(argv, __doc__)
+    if isinstance(args, int):
+        return args
+    src, out, title, plt = args
     rows = [r for r in load(src) if "coll" in r and "size_bytes" in r]
     good = []
     for r in rows:

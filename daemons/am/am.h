@@ -1,5 +1,5 @@
 /* inca-am internals shared by main.c (config, main loop), server.c (gRPC core API: calls,
- * sessions) and groups.c (switches, groups, lifecycle, journal, query replies).
+ * sessions), groups.c (switches, groups, lifecycle), journal.c and query.c.
  * Single-threaded: every function here runs on the main loop thread. Daemon-private. */
 #ifndef INCA_AM_AM_H
 #define INCA_AM_AM_H
@@ -14,6 +14,8 @@
 #include "cfg.h"
 #include "ctl/ctl.h"
 #include "plan.h"
+
+#define NS_PER_MS 1000000ull
 
 /* Log to stderr: 0 errors/denials, 1 (-v) lifecycle, 2 (-vv) per call. */
 extern int am_verbosity;
@@ -48,6 +50,7 @@ struct am_member {
 	uint32_t dtype_mask, op_mask;
 	bool wants_inc;
 	bool wants_det;          /* asked for a deterministic (arrival-order independent) tree */
+	uint16_t max_mtu;        /* Capabilities.max_mtu, 0: 4096 or more */
 	struct am_session *sess; /* NULL while no session stream is open */
 	uint64_t last_hb_ns;
 	int attach;              /* switch index, -1 unknown */
@@ -74,7 +77,8 @@ struct am_stats {
 	uint64_t joins, joins_denied, sessions_denied, groups_created, groups_ready,
 		groups_fallback, dismantles, rebuilds, heartbeat_timeouts, switch_failures,
 		push_failures, journal_records, recovered_groups, rpc_unimplemented,
-		operator_denied, failure_reports, failure_reports_denied, failure_reports_stale;
+		operator_denied, failure_reports, failure_reports_denied, failure_reports_stale,
+		journal_damaged_records, orphan_trees_removed;
 };
 
 struct am {
@@ -84,6 +88,7 @@ struct am {
 	struct am_group *groups;
 	uint64_t next_group_id;
 	FILE *journal;
+	bool recover;            /* --recover: start from a damaged journal's valid records */
 	struct am_stats st;
 	uint64_t start_ns, last_poll_ns;
 	/* jobs whose secret was set by a first joiner (allow_first_joiner) */
@@ -101,6 +106,27 @@ struct am {
 int am_init(struct am *am);        /* connect switches, replay the journal, reconcile */
 void am_fini(struct am *am);
 void am_tick(struct am *am);       /* heartbeats, switch polling, pending builds */
+
+/* Shared by groups.c, journal.c and query.c. */
+const char *am_state_name(enum am_gstate s);
+int am_sw_index(const struct am *am, const char *name); /* -1 unknown */
+const struct ctl_tree *am_running_find(const struct am_switch *s, uint16_t id);
+enum am_role am_sw_role(const struct am_switch *s);
+/* Recompute per-switch holdings (this AM's and foreign). */
+void am_account(struct am *am);
+void am_group_set_state(struct am_group *g, enum am_gstate s, const char *reason);
+void am_group_free(struct am_group *g);
+
+/* ---------------------------------------------------------------- journal.c */
+/* Replay the journal into am->groups (reconciled with the switches' running trees), then
+ * compact it and keep it open for appending. A damaged journal: -EBADMSG, logged with file,
+ * line and record, the file untouched; with am->recover its valid records are kept, trees in
+ * this AM's tree-id range that no recovered group owns are removed from the switches, and the
+ * file is kept as JOURNAL.damaged-TIME. */
+int am_journal_open(struct am *am);
+void am_journal_group(struct am *am, const struct am_group *g);
+void am_journal_del(struct am *am, uint64_t id);
+void am_journal_job(struct am *am, const char *job, const char *cred); /* first joiner's */
 
 /* RPC handlers: return a gRPC status; *msg gets a short explanation on failure. */
 grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
@@ -120,6 +146,7 @@ grpc_status_code am_session_open(struct am *am, struct am_session *s,
 void am_session_ping(struct am *am, struct am_session *s, const Inca__Am__V1__SessionMsg *msg);
 void am_session_gone(struct am *am, struct am_session *s);
 
+/* ---------------------------------------------------------------- query.c */
 /* Query replies (ListGroups, ListTrees, ListSwitches, ListLinks, GetStats): an owned reply
  * whose message and every part live in one arena; NULL for an unknown method. */
 struct am_qreply;

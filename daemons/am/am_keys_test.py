@@ -295,7 +295,8 @@ try:
         check_listings(key2, "generation 2")
         krec = [ln.split() for ln in open(journal).read().splitlines()
                 if ln.startswith("K %d " % gid)]
-        check(krec and krec[-1][2:] == [str(id2), key2.hex()],
+        # K GROUP KEY-ID KEY CRC
+        check(krec and krec[-1][2:4] == [str(id2), key2.hex()],
               "the journal's latest K record holds the new key and id")
 
     for r in range(N):

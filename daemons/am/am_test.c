@@ -529,10 +529,14 @@ static void case_inc(void)
 	if (!kline)
 		die("no K record in the journal");
 	{
-		char *sp = strchr(kline + 2, ' '); /* after the group id */
+		/* K GROUP KEY-ID KEY CRC: from after the group id to before the CRC */
+		char *sp = strchr(kline + 2, ' ');
 		char *nl = sp ? strchr(sp, '\n') : NULL;
-		if (!sp || !nl)
+		while (nl && nl > sp && nl[-1] != ' ')
+			nl--;
+		if (!sp || !nl || nl == sp)
 			die("bad K record");
+		nl--;
 		snprintf(want, sizeof want, "1 %.*s", (int)(nl - sp - 1), sp + 1);
 	}
 	if (strcmp(want, ka) != 0)

@@ -2,6 +2,7 @@
  * Kept apart from main.c so that the libFuzzer harness (cfg_fuzz.c) links it alone. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,43 @@ void am_cfg_defaults(struct am_cfg *c)
 	c->slots_min = 16;
 	c->tree_id_min = 1024;
 	c->tree_id_max = 65000;
+	/* One job cannot take a whole switch: 16 trees of the default 256 slots. */
+	c->quota.max_trees = 16;
+	c->quota.max_slots = 4096;
+	c->quota.max_forming = 16;
+	c->quota.max_size = AM_MAX_GROUP_SIZE;
 }
+
+void am_cfg_quota(const struct am_cfg *c, const char *job, struct am_quota *out)
+{
+	*out = c->quota;
+	for (size_t i = 0; i < c->njobs; i++) {
+		const struct am_quota *q = &c->jobs[i].quota;
+		if (strcmp(c->jobs[i].id, job) != 0)
+			continue;
+		if (q->max_trees)
+			out->max_trees = q->max_trees;
+		if (q->max_slots)
+			out->max_slots = q->max_slots;
+		if (q->max_forming)
+			out->max_forming = q->max_forming;
+		if (q->max_size)
+			out->max_size = q->max_size;
+		return;
+	}
+}
+
+/* Quota keys: "NAME = N" (the default for every job) and "NAME=N" options of a job line. */
+static const struct {
+	const char *name;
+	size_t off;
+	uint32_t max;
+} quota_keys[] = {
+	{ "max_trees", offsetof(struct am_quota, max_trees), 65535 },
+	{ "max_slots", offsetof(struct am_quota, max_slots), 1u << 24 },
+	{ "max_forming", offsetof(struct am_quota, max_forming), 65535 },
+	{ "max_size", offsetof(struct am_quota, max_size), AM_MAX_GROUP_SIZE },
+};
 
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
@@ -43,6 +80,20 @@ static int parse_bool(const char *s, bool *out)
 		*out = false;
 	else
 		return -1;
+	return 0;
+}
+
+/* 1 if name is a quota key (value parsed into q, or -1 when out of range), 0 otherwise. */
+static int parse_quota(const char *name, const char *v, struct am_quota *q, uint32_t *max)
+{
+	for (size_t i = 0; i < sizeof quota_keys / sizeof quota_keys[0]; i++) {
+		if (strcmp(name, quota_keys[i].name) != 0)
+			continue;
+		*max = quota_keys[i].max;
+		if (parse_u32(v, 1, quota_keys[i].max, (uint32_t *)((char *)q + quota_keys[i].off)))
+			return -1;
+		return 1;
+	}
 	return 0;
 }
 
@@ -120,14 +171,29 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 			continue;
 		}
 		if (!strcmp(w[0], "job")) {
-			if (n != 4 || strcmp(w[2], "credential"))
-				CFG_ERR("job ID credential SECRET");
+			if (n < 4 || strcmp(w[2], "credential"))
+				CFG_ERR("job ID credential SECRET [max_trees=N] [max_slots=N] "
+					"[max_forming=N] [max_size=N]");
 			if (c->njobs == AM_MAX_JOBS)
 				CFG_ERR("too many jobs");
 			if (!fits(w[1], AM_STR) || !fits(w[3], AM_STR * 2))
 				CFG_ERR("job id or credential too long");
+			memset(&c->jobs[c->njobs], 0, sizeof c->jobs[0]);
 			snprintf(c->jobs[c->njobs].id, AM_STR, "%s", w[1]);
 			snprintf(c->jobs[c->njobs].cred, AM_STR * 2, "%s", w[3]);
+			for (int i = 4; i < n; i++) {
+				char *eq = strchr(w[i], '=');
+				uint32_t max = 0;
+				int rc;
+				if (!eq)
+					CFG_ERR("job %s: unknown option '%s'", w[1], w[i]);
+				*eq = '\0';
+				rc = parse_quota(w[i], eq + 1, &c->jobs[c->njobs].quota, &max);
+				if (rc == 0)
+					CFG_ERR("job %s: unknown option '%s'", w[1], w[i]);
+				if (rc < 0)
+					CFG_ERR("job %s: %s: 1..%u", w[1], w[i], max);
+			}
 			c->njobs++;
 			continue;
 		}
@@ -148,6 +214,7 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 		{
 			const char *k = w[0], *v = w[2];
 			uint32_t u;
+			int qrc;
 			if (!strcmp(k, "listen") && fits(v, sizeof c->listen))
 				snprintf(c->listen, sizeof c->listen, "%s", v);
 			else if (!strcmp(k, "journal") && fits(v, AM_PATH))
@@ -181,6 +248,10 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 				if (parse_u32(v, 1, 65535, &u))
 					CFG_ERR("slots_min: 1..65535");
 				c->slots_min = (uint16_t)u;
+			} else if (!strncmp(k, "job_", 4) &&
+				   (qrc = parse_quota(k + 4, v, &c->quota, &u)) != 0) {
+				if (qrc < 0)
+					CFG_ERR("%s: 1..%u", k, u);
 			} else if (!strcmp(k, "tree_ids")) {
 				uint32_t lo, hi;
 				char *dash = strchr(v, '-');

@@ -23,6 +23,16 @@ struct am_cfg_switch {
 	enum am_role role;         /* from the config; the switch's role_hint otherwise */
 };
 
+/* What one job may hold (docs/am.md "Quotas"). In a job line 0 means "the default". */
+struct am_quota {
+	uint32_t max_trees;   /* groups holding a tree, forming or waiting for a rebuild */
+	uint32_t max_slots;   /* slot pools of the job's trees, each tree counted once */
+	uint32_t max_forming; /* groups still forming (each costs size x ~256 B until formed) */
+	uint32_t max_size;    /* members per group */
+};
+
+#define AM_MAX_GROUP_SIZE 4096 /* one BIER set */
+
 struct am_cfg {
 	char listen[AM_STR];       /* gRPC "ip:port" */
 	char journal[AM_PATH];     /* "" = no journal */
@@ -32,11 +42,13 @@ struct am_cfg {
 	uint16_t slots_default, slots_min;
 	uint16_t tree_id_min, tree_id_max;
 	bool allow_first_joiner;   /* a job unknown to the config gets the first joiner's secret */
+	struct am_quota quota;     /* every job's, unless its job line overrides a field */
 	size_t nswitches;
 	struct am_cfg_switch sw[AM_MAX_SWITCHES];
 	size_t njobs;
 	struct {
 		char id[AM_STR], cred[AM_STR * 2];
+		struct am_quota quota; /* 0 fields: the default */
 	} jobs[AM_MAX_JOBS];
 	size_t nattach;
 	struct {
@@ -47,5 +59,7 @@ struct am_cfg {
 /* Parse the config file. Returns 0 or -1 with a "file:line: ..." message in err. */
 int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap);
 void am_cfg_defaults(struct am_cfg *c);
+/* The effective quota of a job (its job line's overrides on top of the defaults). */
+void am_cfg_quota(const struct am_cfg *c, const char *job, struct am_quota *out);
 
 #endif

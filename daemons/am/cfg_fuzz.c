@@ -1,6 +1,7 @@
 /* libFuzzer harness for inca-am's config parser (cfg.c): the input is the config file; an
  * accepted config must respect the documented limits (counts within the arrays, every string
- * terminated, tree id range ordered, TLS certificate and key together). Build: clang
+ * terminated, tree id range ordered, TLS certificate and key together, every job's quota
+ * within its limits). Build: clang
  * -fsanitize=fuzzer with cfg.c (tests/fuzz/run_fuzz.sh). */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,9 +42,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!TERMINATED(c.sw[i].name) || !TERMINATED(c.sw[i].target) ||
 			    !TERMINATED(c.sw[i].key_path) || !TERMINATED(c.sw[i].known_hosts))
 				abort();
-		for (size_t i = 0; i < c.njobs; i++)
+		for (size_t i = 0; i < c.njobs; i++) {
+			struct am_quota q;
 			if (!TERMINATED(c.jobs[i].id) || !TERMINATED(c.jobs[i].cred))
 				abort();
+			/* every job's effective quota is within the documented limits */
+			am_cfg_quota(&c, c.jobs[i].id, &q);
+			if (!q.max_trees || !q.max_slots || !q.max_forming || !q.max_size ||
+			    q.max_size > AM_MAX_GROUP_SIZE || q.max_trees > 65535 ||
+			    q.max_forming > 65535 || q.max_slots > 1u << 24)
+				abort();
+		}
 	} else if (!err[0] || !memchr(err, 0, sizeof err)) {
 		abort(); /* a refusal always says why */
 	}

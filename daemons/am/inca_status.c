@@ -1,17 +1,32 @@
 /* `inca`: the operator's command line for the Aggregation Manager. `inca status` shows every
  * switch, link and client and their relationships, and every group with its tree (draft-liu
- * §3.1), through the AM's query RPCs; `inca dismantle` asks the AM to take a group down. */
+ * §3.1), through the AM's query RPCs; `inca dismantle` asks the AM to take a group down.
+ * `--json` prints the same replies as one JSON document, field names as in the .proto. */
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <grpc/support/log.h>
+
 #include "am_rpc.h"
+#include "util/cli.h"
 
 static grpc_channel *ch;
 static unsigned timeout_ms = 5000;
+static const char *am_target, *ca_path;
+static bool verbose;
+
+/* gRPC logs every failed TLS handshake and connection attempt on stderr itself, several lines
+ * per try; the one message that matters is printed by call(). -v lets them through. */
+static void grpc_log_quiet(gpr_log_func_args *a)
+{
+	if (verbose)
+		fprintf(stderr, "grpc: %s:%d: %s\n", a->file, a->line, a->message);
+}
 
 static void *call(const char *method, const ProtobufCMessage *rq,
 		  const ProtobufCMessageDescriptor *d)
@@ -21,11 +36,236 @@ static void *call(const char *method, const ProtobufCMessage *rq,
 	int rc = am_rpc_unary(ch, method, rq, d, &rp, timeout_ms, err, sizeof err);
 
 	if (rc < 0) {
-		fprintf(stderr, "inca: %s: %s%s%s\n", method, strerror(-rc), err[0] ? ": " : "", err);
+		if (ca_path && (rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -ECONNREFUSED ||
+				strstr(err, "UNAVAILABLE") || strstr(err, "andshake")))
+			fprintf(stderr, "inca: cannot reach the AM at %s over TLS: %s%s%s (is the AM "
+				"up with TLS, and did the CA in %s sign its certificate for this "
+				"address? -v shows gRPC's own log)\n", am_target, strerror(-rc),
+				err[0] ? ": " : "", err, ca_path);
+		else
+			fprintf(stderr, "inca: %s: cannot reach the AM at %s: %s%s%s\n", method,
+				am_target, strerror(-rc), err[0] ? ": " : "", err);
 		return NULL;
 	}
 	return rp;
 }
+
+/* ---------------------------------------------------------------- JSON */
+
+static void json_str(const char *p)
+{
+	putchar('"');
+	for (; p && *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void json_msg(const ProtobufCMessage *m);
+
+static void json_value(const ProtobufCFieldDescriptor *f, const void *p)
+{
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_SINT32:
+	case PROTOBUF_C_TYPE_SFIXED32:
+		printf("%" PRId32, *(const int32_t *)p);
+		break;
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_FIXED32:
+		printf("%" PRIu32, *(const uint32_t *)p);
+		break;
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_SFIXED64:
+		printf("%" PRId64, *(const int64_t *)p);
+		break;
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_FIXED64:
+		printf("%" PRIu64, *(const uint64_t *)p);
+		break;
+	case PROTOBUF_C_TYPE_FLOAT:
+		printf("%.9g", (double)*(const float *)p);
+		break;
+	case PROTOBUF_C_TYPE_DOUBLE:
+		printf("%.17g", *(const double *)p);
+		break;
+	case PROTOBUF_C_TYPE_BOOL:
+		printf("%s", *(const protobuf_c_boolean *)p ? "true" : "false");
+		break;
+	case PROTOBUF_C_TYPE_ENUM: {
+		const ProtobufCEnumValue *ev =
+			protobuf_c_enum_descriptor_get_value(f->descriptor, *(const int *)p);
+		if (ev)
+			json_str(ev->name);
+		else
+			printf("%d", *(const int *)p);
+		break;
+	}
+	case PROTOBUF_C_TYPE_STRING:
+		json_str(*(char *const *)p);
+		break;
+	case PROTOBUF_C_TYPE_MESSAGE:
+		json_msg(*(ProtobufCMessage *const *)p);
+		break;
+	default: /* bytes: key material never leaves the AM through this tool */
+		printf("null");
+		break;
+	}
+}
+
+static size_t field_size(const ProtobufCFieldDescriptor *f)
+{
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64:
+		return 8;
+	case PROTOBUF_C_TYPE_DOUBLE:
+		return sizeof(double);
+	case PROTOBUF_C_TYPE_BOOL:
+		return sizeof(protobuf_c_boolean);
+	case PROTOBUF_C_TYPE_ENUM:
+		return sizeof(int);
+	case PROTOBUF_C_TYPE_STRING: case PROTOBUF_C_TYPE_MESSAGE:
+		return sizeof(void *);
+	case PROTOBUF_C_TYPE_BYTES:
+		return sizeof(ProtobufCBinaryData);
+	default:
+		return 4;
+	}
+}
+
+/* Any reply, every field, by its descriptor: a field added to the .proto shows up here
+ * without a change to this file. */
+static void json_msg(const ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d;
+
+	if (!m) {
+		printf("null");
+		return;
+	}
+	d = m->descriptor;
+	putchar('{');
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *base = (const char *)m;
+		printf("%s", i ? "," : "");
+		json_str(f->name);
+		putchar(':');
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(const size_t *)(base + f->quantifier_offset);
+			const char *arr = *(char *const *)(base + f->offset);
+			putchar('[');
+			for (size_t k = 0; k < n; k++) {
+				printf("%s", k ? "," : "");
+				json_value(f, arr + k * field_size(f));
+			}
+			putchar(']');
+		} else {
+			json_value(f, base + f->offset);
+		}
+	}
+	putchar('}');
+}
+
+/* status --json: one object, the replies of the text view's RPCs, plus "clients" (every
+ * group's members with their group id, as the CLIENTS table lists them). */
+static int show_json(const char *what)
+{
+	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
+	bool all = !strcmp(what, "status");
+	Inca__Am__V1__StatsReply *st = NULL;
+	Inca__Am__V1__ListSwitchesReply *sw = NULL;
+	Inca__Am__V1__ListLinksReply *ln = NULL;
+	Inca__Am__V1__ListGroupsReply *gr = NULL;
+	bool first = true;
+	int rc = 1;
+
+	if ((all || !strcmp(what, "stats")) &&
+	    !(st = call("GetStats", &e.base, &inca__am__v1__stats_reply__descriptor)))
+		goto out;
+	if ((all || !strcmp(what, "switches")) &&
+	    !(sw = call("ListSwitches", &e.base, &inca__am__v1__list_switches_reply__descriptor)))
+		goto out;
+	if ((all || !strcmp(what, "links")) &&
+	    !(ln = call("ListLinks", &e.base, &inca__am__v1__list_links_reply__descriptor)))
+		goto out;
+	if ((all || !strcmp(what, "groups") || !strcmp(what, "clients")) &&
+	    !(gr = call("ListGroups", &e.base, &inca__am__v1__list_groups_reply__descriptor)))
+		goto out;
+	putchar('{');
+	if (all) {
+		printf("\"am\":");
+		json_str(am_target);
+		first = false;
+	}
+	if (st) {
+		printf("%s\"stats\":", first ? "" : ",");
+		json_msg(&st->base);
+		first = false;
+	}
+	if (sw) {
+		printf("%s\"switches\":[", first ? "" : ",");
+		for (size_t i = 0; i < sw->n_switches; i++) {
+			printf("%s", i ? "," : "");
+			json_msg(&sw->switches[i]->base);
+		}
+		putchar(']');
+		first = false;
+	}
+	if (ln) {
+		printf("%s\"links\":[", first ? "" : ",");
+		for (size_t i = 0; i < ln->n_links; i++) {
+			printf("%s", i ? "," : "");
+			json_msg(&ln->links[i]->base);
+		}
+		putchar(']');
+		first = false;
+	}
+	if (gr && (all || !strcmp(what, "clients"))) {
+		bool k0 = true;
+		printf("%s\"clients\":[", first ? "" : ",");
+		for (size_t g = 0; g < gr->n_groups; g++)
+			for (size_t i = 0; i < gr->groups[g]->n_members; i++) {
+				printf("%s{\"group_id\":%" PRIu64 ",\"member\":", k0 ? "" : ",",
+				       (uint64_t)gr->groups[g]->group_id);
+				json_msg(&gr->groups[g]->members[i]->base);
+				putchar('}');
+				k0 = false;
+			}
+		putchar(']');
+		first = false;
+	}
+	if (gr && (all || !strcmp(what, "groups"))) {
+		printf("%s\"groups\":[", first ? "" : ",");
+		for (size_t g = 0; g < gr->n_groups; g++) {
+			printf("%s", g ? "," : "");
+			json_msg(&gr->groups[g]->base);
+		}
+		putchar(']');
+	}
+	printf("}\n");
+	rc = 0;
+out:
+	if (st)
+		protobuf_c_message_free_unpacked(&st->base, NULL);
+	if (sw)
+		protobuf_c_message_free_unpacked(&sw->base, NULL);
+	if (ln)
+		protobuf_c_message_free_unpacked(&ln->base, NULL);
+	if (gr)
+		protobuf_c_message_free_unpacked(&gr->base, NULL);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- text */
 
 static void print_ids(const uint32_t *v, size_t n)
 {
@@ -180,6 +420,11 @@ static int show_stats(void)
 	       (unsigned long long)s->operator_denied,
 	       (unsigned long long)s->failure_reports_denied,
 	       (unsigned long long)s->failure_reports, (unsigned long long)s->failure_reports_stale);
+	if (s->journal_damaged_records || s->orphan_trees_removed)
+		printf("recovery (--recover): %llu damaged journal records dropped, %llu trees no "
+		       "recovered group owned removed\n",
+		       (unsigned long long)s->journal_damaged_records,
+		       (unsigned long long)s->orphan_trees_removed);
 	protobuf_c_message_free_unpacked(&s->base, NULL);
 	return 0;
 }
@@ -187,11 +432,17 @@ static int show_stats(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: inca [--am HOST:PORT] [--ca PEM] [--timeout-ms N] COMMAND\n"
+		"usage: inca [--am HOST:PORT] [--ca PEM] [--timeout-ms N] [--json] [-v] COMMAND\n"
 		"  status            switches, links, clients and groups with their trees (default)\n"
 		"  switches | links | clients | groups | stats\n"
 		"  dismantle GROUP-ID [--reason TEXT] [--token ADMIN-TOKEN]\n"
-		"The AM address defaults to $INCA_AM or 127.0.0.1:50051.\n");
+		"      --am HOST:PORT    the AM (default $INCA_AM or 127.0.0.1:50051)\n"
+		"      --ca PEM          talk TLS, trusting this CA for the AM's certificate\n"
+		"      --timeout-ms N    per request (default 5000)\n"
+		"      --json            the same information as one JSON document on stdout\n"
+		"  -v, --verbose         also show gRPC's own log lines\n"
+		"  -h, --help            this text\n"
+		"  -V, --version         print the version and exit\n");
 }
 
 int main(int argc, char **argv)
@@ -202,25 +453,35 @@ int main(int argc, char **argv)
 		{ "timeout-ms", required_argument, NULL, 't' },
 		{ "reason", required_argument, NULL, 'r' },
 		{ "token", required_argument, NULL, 'k' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *am = getenv("INCA_AM"), *ca = NULL, *reason = "", *token = "", *cmd;
+	static const char *const views[] = { "status", "switches", "links", "clients", "groups",
+					     "stats", "dismantle", NULL };
+	const char *am = getenv("INCA_AM"), *reason = "", *token = "", *cmd;
+	uint64_t group_id = 0;
+	bool json = false;
+	long long ll;
 	char err[256];
 	int opt, rc = 0;
 
 	if (!am)
 		am = "127.0.0.1:50051";
-	while ((opt = getopt_long(argc, argv, "a:h", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "vhV", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'a':
 			am = optarg;
 			break;
 		case 'C':
-			ca = optarg;
+			ca_path = optarg;
 			break;
 		case 't':
-			timeout_ms = (unsigned)strtoul(optarg, NULL, 10);
+			if (util_cli_int("inca", "--timeout-ms", optarg, 1, 3600000, &ll))
+				return 2;
+			timeout_ms = (unsigned)ll;
 			break;
 		case 'r':
 			reason = optarg;
@@ -228,23 +489,56 @@ int main(int argc, char **argv)
 		case 'k':
 			token = optarg;
 			break;
+		case 'J':
+			json = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
-		default:
-			usage(stderr);
+		case 'V':
+			util_cli_print_version("inca");
+			return 0;
+		default: /* getopt_long named the option */
+			fprintf(stderr, "inca: --help lists the commands and options\n");
 			return 2;
 		}
 	}
+	am_target = am;
 	cmd = optind < argc ? argv[optind] : "status";
+	if (util_cli_choice("inca", "command", cmd, views) < 0)
+		return 2;
+	if (!strcmp(cmd, "dismantle")) {
+		if (optind + 1 >= argc) {
+			util_cli_error("inca", "dismantle needs a GROUP-ID (inca groups lists them)");
+			return 2;
+		}
+		if (util_cli_u64("inca", "dismantle GROUP-ID", argv[optind + 1], 1, UINT64_MAX,
+				 &group_id))
+			return 2;
+		if (json) {
+			util_cli_error("inca", "--json applies to the views, not to dismantle");
+			return 2;
+		}
+		optind++;
+	}
+	if (optind + 1 < argc) {
+		util_cli_error("inca", "unexpected argument '%s'", argv[optind + 1]);
+		return 2;
+	}
+	gpr_set_log_function(grpc_log_quiet);
 	grpc_init();
-	ch = am_rpc_channel(am, ca, err, sizeof err);
+	ch = am_rpc_channel(am, ca_path, err, sizeof err);
 	if (!ch) {
 		fprintf(stderr, "inca: %s\n", err);
 		grpc_shutdown();
 		return 1;
 	}
-	if (!strcmp(cmd, "status")) {
+	if (json && strcmp(cmd, "dismantle")) {
+		rc = show_json(cmd);
+	} else if (!strcmp(cmd, "status")) {
 		printf("Aggregation Manager %s\n", am);
 		rc = show_stats() || show_switches() || show_links() || show_groups(true) ||
 		     show_groups(false);
@@ -258,10 +552,10 @@ int main(int argc, char **argv)
 		rc = show_groups(false);
 	} else if (!strcmp(cmd, "stats")) {
 		rc = show_stats();
-	} else if (!strcmp(cmd, "dismantle") && optind + 1 < argc) {
+	} else {
 		Inca__Am__V1__DismantleRequest rq = INCA__AM__V1__DISMANTLE_REQUEST__INIT;
 		void *rp;
-		rq.group_id = strtoull(argv[optind + 1], NULL, 10);
+		rq.group_id = group_id;
 		rq.reason = (char *)reason;
 		rq.admin_token = (char *)token;
 		rp = call("Dismantle", &rq.base, &inca__am__v1__dismantle_reply__descriptor);
@@ -270,11 +564,8 @@ int main(int argc, char **argv)
 			protobuf_c_message_free_unpacked(rp, NULL);
 		}
 		rc = !rp;
-	} else {
-		usage(stderr);
-		rc = 2;
 	}
 	grpc_channel_destroy(ch);
 	grpc_shutdown();
-	return rc ? (rc == 2 ? 2 : 1) : 0;
+	return rc ? 1 : 0;
 }

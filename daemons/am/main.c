@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "am.h"
+#include "util/cli.h"
 
 int am_verbosity;
 
@@ -29,16 +30,20 @@ void am_log(int level, const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: inca-am [options]\n"
-		"  -c, --config FILE      configuration (switches, jobs, attachments; docs/am.md)\n"
+		"usage: inca-am -c FILE [options]\n"
+		"  -c, --config FILE      configuration (switches, jobs, attachments; docs/am.md);\n"
+		"                         required: without it there is no job to admit\n"
 		"  -l, --listen IP:PORT   gRPC address (default 127.0.0.1:50051)\n"
 		"  -j, --journal FILE     journal for restarts (append-only, fsync'd)\n"
 		"      --tls-cert FILE    serve gRPC over TLS with this certificate chain (PEM)\n"
 		"      --tls-key FILE     ... and this private key (PEM)\n"
 		"      --ready-file PATH  created once the gRPC port is bound\n"
 		"      --check-config     parse the configuration and exit\n"
+		"      --recover          start from a damaged journal: keep its valid records,\n"
+		"                         remove trees no recovered group owns, move it aside\n"
 		"  -v, --verbose          more logging (repeat)\n"
-		"  -h, --help\n"
+		"  -h, --help             this text\n"
+		"  -V, --version          print the version and exit\n"
 		"SIGTERM/SIGINT stop the AM; running trees stay on the switches.\n");
 }
 
@@ -61,8 +66,10 @@ int main(int argc, char **argv)
 		{ "tls-key", required_argument, NULL, 2 },
 		{ "ready-file", required_argument, NULL, 3 },
 		{ "check-config", no_argument, NULL, 4 },
+		{ "recover", no_argument, NULL, 5 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL, *listen = NULL, *journal = NULL, *cert = NULL, *key = NULL;
@@ -72,7 +79,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "c:l:j:vh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:l:j:vhV", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			config = optarg;
@@ -95,16 +102,33 @@ int main(int argc, char **argv)
 		case 4:
 			check = true;
 			break;
+		case 5:
+			am.recover = true;
+			break;
 		case 'v':
 			am_verbosity++;
 			break;
 		case 'h':
 			usage(stdout);
 			return 0;
-		default:
-			usage(stderr);
+		case 'V':
+			util_cli_print_version("inca-am");
+			return 0;
+		default: /* getopt_long named the option */
+			fprintf(stderr, "inca-am: --help lists the options\n");
 			return 2;
 		}
+	}
+	if (optind < argc) {
+		util_cli_error("inca-am", "unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	if (!config) {
+		/* Built-in defaults know no switch and no job: such an AM could only refuse every
+		 * client, which looks like a network problem from the client's side. */
+		util_cli_error("inca-am", "no configuration: give -c FILE listing the switches "
+			       "and jobs (docs/am.md)");
+		return 2;
 	}
 	am_cfg_defaults(&am.cfg);
 	if (config && am_cfg_load(&am.cfg, config, err, sizeof err) < 0) {
@@ -131,15 +155,22 @@ int main(int argc, char **argv)
 	if (check) {
 		printf("listen = %s\njournal = %s\nheartbeat_ms = %u\nheartbeat_misses = %u\n"
 		       "poll_ms = %u\nslots = %u\nslots_min = %u\ntree_ids = %u-%u\n"
-		       "allow_first_joiner = %s\ntls = %s\n",
+		       "allow_first_joiner = %s\ntls = %s\njob_max_trees = %u\njob_max_slots = %u\n"
+		       "job_max_forming = %u\njob_max_size = %u\n",
 		       am.cfg.listen, am.cfg.journal, am.cfg.heartbeat_ms, am.cfg.heartbeat_misses,
 		       am.cfg.poll_ms, am.cfg.slots_default, am.cfg.slots_min, am.cfg.tree_id_min,
 		       am.cfg.tree_id_max, am.cfg.allow_first_joiner ? "yes" : "no",
-		       am.cfg.tls_cert[0] ? "yes" : "no");
+		       am.cfg.tls_cert[0] ? "yes" : "no", am.cfg.quota.max_trees,
+		       am.cfg.quota.max_slots, am.cfg.quota.max_forming, am.cfg.quota.max_size);
 		for (size_t i = 0; i < am.cfg.nswitches; i++)
 			printf("switch %s %s\n", am.cfg.sw[i].name, am.cfg.sw[i].target);
-		for (size_t i = 0; i < am.cfg.njobs; i++)
-			printf("job %s credential ***\n", am.cfg.jobs[i].id);
+		for (size_t i = 0; i < am.cfg.njobs; i++) {
+			struct am_quota q;
+			am_cfg_quota(&am.cfg, am.cfg.jobs[i].id, &q);
+			printf("job %s credential *** max_trees=%u max_slots=%u max_forming=%u "
+			       "max_size=%u\n", am.cfg.jobs[i].id, q.max_trees, q.max_slots,
+			       q.max_forming, q.max_size);
+		}
 		for (size_t i = 0; i < am.cfg.nattach; i++)
 			printf("attach %s %s\n", am.cfg.attach[i].host, am.cfg.attach[i].sw);
 		return 0;
@@ -167,6 +198,12 @@ int main(int argc, char **argv)
 		grpc_shutdown();
 		return 1;
 	}
+	if (am.cfg.njobs == 0 && !am.cfg.allow_first_joiner)
+		am_log(0, "warning: %s lists no job and allow_first_joiner is off: every Join "
+			  "will be refused", config);
+	if (am.cfg.nswitches == 0)
+		am_log(0, "warning: %s lists no switch: every group will run on the host path",
+		       config);
 	am_log(1, "serving on %s (%s), %zu switch(es), journal %s", am.cfg.listen,
 	       am.cfg.tls_cert[0] ? "TLS" : "insecure", am.nsw,
 	       am.cfg.journal[0] ? am.cfg.journal : "off");

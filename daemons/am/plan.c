@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_TREE_QPN_BASE 0x100u
-
 static bool same_ip(const char *a, const char *b)
 {
 	size_t la, lb;
@@ -151,7 +149,7 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 	t->auth = true;
 	memcpy(t->auth_key, req->auth_key, sizeof t->auth_key);
 	t->auth_key_id = req->auth_key_id;
-	t->qpn = PLAN_TREE_QPN_BASE + req->tree_id;
+	t->qpn = wire_qpn_default(WIRE_QPN_SWITCH, req->tree_id);
 	t->slots = out->slots;
 	t->slot_bytes = out->slot_bytes;
 	t->bsl_bits = out->bsl_bits;
@@ -162,7 +160,7 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 	if (parent >= 0) {
 		t->has_parent = true;
 		snprintf(t->parent_addr, sizeof t->parent_addr, "%s", sw[parent].data_addr);
-		t->parent_qpn = PLAN_TREE_QPN_BASE + req->tree_id;
+		t->parent_qpn = wire_qpn_default(WIRE_QPN_SWITCH, req->tree_id);
 	}
 	for (size_t i = 0; i < nmem; i++)
 		if (out->send_sw[i] == s)
@@ -193,7 +191,7 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 			continue;
 		c = &t->children[t->nchildren++];
 		snprintf(c->addr, sizeof c->addr, "%s", sw[j].data_addr);
-		c->qpn = PLAN_TREE_QPN_BASE + req->tree_id;
+		c->qpn = wire_qpn_default(WIRE_QPN_SWITCH, req->tree_id);
 		/* Two levels at most: a child covers exactly the members that send to it. */
 		for (size_t i = 0; i < nmem; i++)
 			if (out->send_sw[i] == (int)j)

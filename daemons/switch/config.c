@@ -16,7 +16,6 @@
 
 #define LINE_MAX_BYTES 4096
 #define FILE_MAX_BYTES (16u << 20)
-#define QPN_MAX 0xFFFFFFu
 
 /* Data-plane authentication rule: a tree with neither auth_key nor auth = off is a
  * configuration error, so a tree only runs unauthenticated when someone said so. */
@@ -165,22 +164,14 @@ void sw_config_free(struct sw_config *c)
 	c->nlinks = 0;
 }
 
-static const char *const dtype_names[SW_DTYPE_COUNT] = {
-	"int8", "uint8", "int16", "uint16", "int32", "uint32",
-	"int64", "uint64", "fp16", "bf16", "fp32", "fp64",
-};
-static const char *const op_names[SW_OP_COUNT] = {
-	"sum", "prod", "min", "max", "band", "bor", "bxor",
-};
-
 const char *sw_dtype_name(unsigned dt)
 {
-	return dt < SW_DTYPE_COUNT ? dtype_names[dt] : NULL;
+	return wire_dtype_name(dt);
 }
 
 const char *sw_op_name(unsigned op)
 {
-	return op < SW_OP_COUNT ? op_names[op] : NULL;
+	return wire_op_name(op);
 }
 
 /* ------------------------------------------------------------------ value parsers */
@@ -362,7 +353,7 @@ static const char *const tree_key_names[TK_COUNT_] = {
 
 /* "fp32,int32" (also '+' or blanks between names) -> bit mask over names[]. */
 static int parse_name_mask(struct pctx *p, const char *key, const char *v,
-			   const char *const *names, unsigned n, uint32_t *out)
+			   int (*parse)(const char *), uint32_t *out)
 {
 	char buf[LINE_MAX_BYTES];
 	char *save = NULL;
@@ -372,11 +363,8 @@ static int parse_name_mask(struct pctx *p, const char *key, const char *v,
 		return fail(p, p->line, "value of '%s' too long", key);
 	strcpy(buf, v);
 	for (char *it = strtok_r(buf, ",+ \t", &save); it; it = strtok_r(NULL, ",+ \t", &save)) {
-		unsigned i;
-		for (i = 0; i < n; i++)
-			if (!strcmp(it, names[i]))
-				break;
-		if (i == n)
+		int i = parse(it);
+		if (i < 0)
 			return fail(p, p->line, "unknown name '%s' in '%s'", it, key);
 		m |= 1u << i;
 	}
@@ -406,13 +394,13 @@ static int parse_member(struct pctx *p, struct sw_conf_tree *t, char *v)
 	for (size_t i = 2; i < n; i += 2) {
 		if (strcmp(tok[i], "qpn") || i + 1 >= n)
 			return fail(p, p->line, "bad member option '%s' (expected 'qpn N')", tok[i]);
-		if (num(p, "member qpn", tok[i + 1], 1, QPN_MAX, &x) < 0)
+		if (num(p, "member qpn", tok[i + 1], 1, WIRE_QPN_MAX, &x) < 0)
 			return -EINVAL;
 		m.qpn = (uint32_t)x;
 		has_qpn = true;
 	}
 	if (!has_qpn)
-		m.qpn = SW_QPN_MEMBER_BASE + m.bfr_id;
+		m.qpn = wire_qpn_default(WIRE_QPN_MEMBER, m.bfr_id);
 	nm = realloc(t->members, (t->nmembers + 1) * sizeof *nm);
 	if (!nm)
 		return fail(p, p->line, "out of memory");
@@ -425,7 +413,8 @@ static int parse_child(struct pctx *p, struct sw_conf_tree *t, char *v)
 {
 	char *tok[8];
 	size_t n = tokenize(v, tok, 8);
-	struct sw_conf_child ch = { .line = p->line, .qpn = SW_QPN_TREE_BASE + t->id };
+	struct sw_conf_child ch = { .line = p->line,
+				    .qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id) };
 	struct sw_conf_child *nc;
 	uint64_t x;
 
@@ -436,7 +425,7 @@ static int parse_child(struct pctx *p, struct sw_conf_tree *t, char *v)
 		return -EINVAL;
 	for (size_t i = 1; i + 1 < n; i += 2) {
 		if (!strcmp(tok[i], "qpn")) {
-			if (num(p, "child qpn", tok[i + 1], 1, QPN_MAX, &x) < 0)
+			if (num(p, "child qpn", tok[i + 1], 1, WIRE_QPN_MAX, &x) < 0)
 				goto err;
 			ch.qpn = (uint32_t)x;
 		} else if (!strcmp(tok[i], "bfr") && !ch.bfr_ids) {
@@ -473,11 +462,11 @@ static int parse_parent(struct pctx *p, struct sw_conf_tree *t, char *v)
 		return fail(p, p->line, "bad parent (expected '<addr>[:port] [qpn N]')");
 	if (addr(p, "parent", tok[0], &t->parent) < 0)
 		return -EINVAL;
-	t->parent_qpn = SW_QPN_TREE_BASE + t->id;
+	t->parent_qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id);
 	if (n == 3) {
 		if (strcmp(tok[1], "qpn"))
 			return fail(p, p->line, "bad parent option '%s' (expected 'qpn N')", tok[1]);
-		if (num(p, "parent qpn", tok[2], 1, QPN_MAX, &x) < 0)
+		if (num(p, "parent qpn", tok[2], 1, WIRE_QPN_MAX, &x) < 0)
 			return -EINVAL;
 		t->parent_qpn = (uint32_t)x;
 	}
@@ -541,7 +530,7 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 		t->key = (uint32_t)x;
 		return 0;
 	case TK_QPN:
-		if (num(p, key, v, 1, QPN_MAX, &x) < 0)
+		if (num(p, key, v, 1, WIRE_QPN_MAX, &x) < 0)
 			return -EINVAL;
 		t->qpn = (uint32_t)x;
 		return 0;
@@ -597,9 +586,9 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 		t->pkey = (uint16_t)x;
 		return 0;
 	case TK_DTYPES:
-		return parse_name_mask(p, key, v, dtype_names, SW_DTYPE_COUNT, &t->dtype_mask);
+		return parse_name_mask(p, key, v, wire_dtype_parse, &t->dtype_mask);
 	case TK_OPS:
-		return parse_name_mask(p, key, v, op_names, SW_OP_COUNT, &t->op_mask);
+		return parse_name_mask(p, key, v, wire_op_parse, &t->op_mask);
 	case TK_AUTH:
 		/* on: the tree must have a key; off: explicit opt-out (no key allowed) */
 		if (!strcmp(v, "on") || !strcmp(v, "off")) {
@@ -702,7 +691,7 @@ static int finish_tree(struct pctx *p, struct sw_conf_tree *t)
 	if (!(t->seen_keys & (1u << TK_KEY)))
 		return fail(p, t->line, "tree %u: missing key (the group R_Key)", t->id);
 	if (!(t->seen_keys & (1u << TK_QPN)))
-		t->qpn = SW_QPN_TREE_BASE + t->id;
+		t->qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id);
 	rc = finish_auth(p, t);
 	if (rc < 0)
 		return rc;
@@ -1331,7 +1320,8 @@ void sw_config_dump(const struct sw_config *c, FILE *f)
 	}
 }
 
-static void dump_mask(FILE *f, const char *key, uint32_t m, const char *const *names, unsigned n)
+static void dump_mask(FILE *f, const char *key, uint32_t m, const char *(*name)(unsigned),
+		      unsigned n)
 {
 	const char *sep = "";
 
@@ -1340,7 +1330,7 @@ static void dump_mask(FILE *f, const char *key, uint32_t m, const char *const *n
 	fprintf(f, "  %s = ", key);
 	for (unsigned i = 0; i < n; i++)
 		if (m & (1u << i)) {
-			fprintf(f, "%s%s", sep, names[i]);
+			fprintf(f, "%s%s", sep, name(i));
 			sep = ",";
 		}
 	fputc('\n', f);
@@ -1374,8 +1364,8 @@ void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f)
 		} else {
 			fprintf(f, "  auth = off\n");
 		}
-		dump_mask(f, "dtypes", t->dtype_mask, dtype_names, SW_DTYPE_COUNT);
-		dump_mask(f, "ops", t->op_mask, op_names, SW_OP_COUNT);
+		dump_mask(f, "dtypes", t->dtype_mask, wire_dtype_name, WIRE_DTYPE_COUNT);
+		dump_mask(f, "ops", t->op_mask, wire_op_name, WIRE_OP_COUNT);
 		for (size_t j = 0; j < t->nmembers; j++)
 			fprintf(f, "  member = %u %s qpn 0x%x\n", t->members[j].bfr_id,
 				util_format_addr(&t->members[j].addr, a, sizeof a), t->members[j].qpn);

@@ -16,8 +16,6 @@
 #define SW_CONF_ERR_MAX 512
 #define SW_THREADS_MAX 64
 #define SW_PORT_DEFAULT 4791      /* RoCEv2 UDP port, used when an address has no :port */
-#define SW_QPN_TREE_BASE 0x100    /* default switch QPN of tree t: 0x100 + t */
-#define SW_QPN_MEMBER_BASE 0x1000 /* default client QPN of BFR-id k: 0x1000 + k (libinca) */
 
 /* A client attached directly to this switch. */
 struct sw_conf_member {
@@ -148,10 +146,10 @@ bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree 
 /* Admission: tree count and slot budget of a set of trees against the limits of c. */
 int sw_config_check_limits(const struct sw_config *c, const struct sw_conf_tree *trees, size_t n,
 			   char *err, size_t cap);
-/* Names of element types / operators (INCA wire order), for masks; NULL if out of range. */
+/* Names of element types / operators (lib/wire/dtype.h), for masks; NULL if out of range. */
 const char *sw_dtype_name(unsigned dt);
 const char *sw_op_name(unsigned op);
-#define SW_DTYPE_COUNT 12
-#define SW_OP_COUNT 7
+#define SW_DTYPE_COUNT WIRE_DTYPE_COUNT
+#define SW_OP_COUNT WIRE_OP_COUNT
 
 #endif

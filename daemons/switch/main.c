@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "util/cli.h"
 #include "config.h"
 #include "switch.h"
 #ifdef SW_HAVE_NETCONF
@@ -23,7 +24,7 @@ static void usage(FILE *f)
 		"usage: inca-switch [options]\n"
 		"  -c, --config FILE          standalone config file (docs/switch.md)\n"
 		"  -l, --listen IP[:PORT]     data-plane address (default 0.0.0.0:4791)\n"
-		"  -t, --threads N            worker threads, one SO_REUSEPORT socket each (1)\n"
+		"      --threads N            worker threads, one SO_REUSEPORT socket each (1)\n"
 		"      --tree SPEC            add a tree, e.g. 'id=1,key=0x5eed0001,slots=256,\n"
 		"                             members=1@127.0.0.10:4791+2@127.0.0.11:4791'\n"
 		"      --check-icrc yes|no    verify the RoCEv2 ICRC of received packets (yes)\n"
@@ -52,6 +53,7 @@ static void usage(FILE *f)
 		"      --netconf-authorized-keys FILE  client public keys allowed (OpenSSH format)\n"
 		"  -v, --verbose              more logging on stderr (repeat: -vv, -vvv)\n"
 		"  -h, --help                 this text\n"
+		"  -V, --version              print the version and exit\n"
 		"Signals: SIGUSR1 writes statistics now; SIGTERM/SIGINT stop cleanly.\n");
 }
 
@@ -79,12 +81,13 @@ enum {
 	OPT_NC_SSH,
 	OPT_NC_HOSTKEY,
 	OPT_NC_AUTHKEYS,
+	OPT_THREADS,
 };
 
 static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "listen", required_argument, NULL, 'l' },
-	{ "threads", required_argument, NULL, 't' },
+	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "tree", required_argument, NULL, OPT_TREE },
 	{ "check-icrc", required_argument, NULL, OPT_CHECK_ICRC },
 	{ "no-icrc", no_argument, NULL, OPT_NO_ICRC },
@@ -110,6 +113,7 @@ static const struct option long_opts[] = {
 	{ "netconf-authorized-keys", required_argument, NULL, OPT_NC_AUTHKEYS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -172,10 +176,15 @@ int main(int argc, char **argv)
 	int opt, rc;
 	uint64_t next_stats_ns;
 
+	static const char *const xdp_modes[] = { "native", "skb", NULL };
+	static const char *const xdp_binds[] = { "auto", "copy", "zerocopy", NULL };
+	static const char P[] = "inca-switch";
+
 	sw_config_init(&cfg);
-	while ((opt = getopt_long(argc, argv, "c:l:t:vh", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:l:vhV", long_opts, NULL)) != -1) {
 		const char *gkey = NULL;
-		char *end;
+		long long ll;
+		uint64_t u;
 
 		switch (opt) {
 		case 'c':
@@ -184,7 +193,7 @@ int main(int argc, char **argv)
 		case 'l':
 			gkey = "listen";
 			break;
-		case 't':
+		case OPT_THREADS:
 			gkey = "threads";
 			break;
 		case OPT_CHECK_ICRC:
@@ -219,34 +228,19 @@ int main(int argc, char **argv)
 		case OPT_NO_GRO:
 			opts.no_gro = true;
 			break;
-		case OPT_BUSY_POLL: {
-			errno = 0;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || optarg[0] == '-' || v > 1000000) {
-				fprintf(stderr, "inca-switch: --busy-poll-us: bad value '%s' "
-						"(0..1000000)\n", optarg);
+		case OPT_BUSY_POLL:
+			if (util_cli_int(P, "--busy-poll-us", optarg, 0, 1000000, &ll))
 				return 2;
-			}
-			opts.busy_poll_us = (uint32_t)v;
+			opts.busy_poll_us = (uint32_t)ll;
 			break;
-		}
 		case OPT_DROP_RATE:
-			errno = 0;
-			opts.drop_rate = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(opts.drop_rate >= 0) ||
-			    opts.drop_rate > 1) {
-				fprintf(stderr, "inca-switch: --drop-rate: bad value '%s' (0..1)\n",
-					optarg);
+			if (util_cli_double(P, "--drop-rate", optarg, 0, 1, false, &opts.drop_rate))
 				return 2;
-			}
 			break;
 		case OPT_SEED:
-			errno = 0;
-			opts.seed = strtoull(optarg, &end, 0);
-			if (errno || *end || end == optarg) {
-				fprintf(stderr, "inca-switch: --seed: bad value '%s'\n", optarg);
+			if (util_cli_u64(P, "--seed", optarg, 0, UINT64_MAX, &u))
 				return 2;
-			}
+			opts.seed = u;
 			break;
 		case OPT_READY_FILE:
 			ready_file = optarg;
@@ -254,37 +248,22 @@ int main(int argc, char **argv)
 		case OPT_XDP:
 			opts.xdp_ifname = optarg;
 			break;
-		case OPT_XDP_QUEUE: {
-			errno = 0;
-			unsigned long v = strtoul(optarg, &end, 0);
-			if (errno || *end || end == optarg || optarg[0] == '-' || v > 63) {
-				fprintf(stderr, "inca-switch: --xdp-queue: bad value '%s' (0..63)\n",
-					optarg);
+		case OPT_XDP_QUEUE:
+			if (util_cli_int(P, "--xdp-queue", optarg, 0, 63, &ll))
 				return 2;
-			}
-			opts.xdp_queue = (uint32_t)v;
+			opts.xdp_queue = (uint32_t)ll;
 			break;
-		}
 		case OPT_XDP_MODE:
-			if (strcmp(optarg, "native") && strcmp(optarg, "skb")) {
-				fprintf(stderr, "inca-switch: --xdp-mode: native or skb, not '%s'\n",
-					optarg);
+			rc = util_cli_choice(P, "--xdp-mode", optarg, xdp_modes);
+			if (rc < 0)
 				return 2;
-			}
-			opts.xdp_skb_mode = !strcmp(optarg, "skb");
+			opts.xdp_skb_mode = rc == 1;
 			break;
 		case OPT_XDP_BIND:
-			if (!strcmp(optarg, "auto"))
-				opts.xdp_bind = 0;
-			else if (!strcmp(optarg, "copy"))
-				opts.xdp_bind = 1;
-			else if (!strcmp(optarg, "zerocopy"))
-				opts.xdp_bind = 2;
-			else {
-				fprintf(stderr, "inca-switch: --xdp-bind: auto, copy or zerocopy, "
-						"not '%s'\n", optarg);
+			rc = util_cli_choice(P, "--xdp-bind", optarg, xdp_binds);
+			if (rc < 0)
 				return 2;
-			}
+			opts.xdp_bind = rc;
 			break;
 		case OPT_XDP_REQUIRED:
 			opts.xdp_required = true;
@@ -310,8 +289,11 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		default:
-			usage(stderr);
+		case 'V':
+			util_cli_print_version("inca-switch");
+			return 0;
+		default: /* getopt_long named the option */
+			fprintf(stderr, "inca-switch: --help lists the options\n");
 			return 2;
 		}
 		if (gkey) {
@@ -323,8 +305,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "inca-switch: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		util_cli_error(P, "unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
 
@@ -339,8 +320,9 @@ int main(int argc, char **argv)
 				"--netconf-ssh\n");
 		return 2;
 	}
-	/* With NETCONF the trees may all come later from the Aggregation Manager. */
-	cfg.allow_no_trees = nc_unix || nc_ssh;
+	/* With NETCONF the trees may all come later from the Aggregation Manager; a configuration
+	 * check judges the file alone, whether or not this run would add a NETCONF server. */
+	cfg.allow_no_trees = nc_unix || nc_ssh || check_config;
 
 	/* File first, then flags override its globals, then flag trees are added. */
 	if (config_file && sw_config_parse_file(&cfg, config_file, err, sizeof err) < 0)

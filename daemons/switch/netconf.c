@@ -1,42 +1,84 @@
-/* inca-switch NETCONF server: libnetconf2 2.0.x endpoints (UNIX socket, SSH with public-key
- * authentication), a small pool of accept threads doing the handshakes and one thread polling
- * the established sessions, and the datastore behind them: the running config is
- * the data plane's current tree set plus the management addresses; state is built on demand
- * from the capabilities, links and statistics. edit-config is applied to a copy, validated
- * with libyang, converted to the config-file form and re-parsed (the same semantic checks as
- * a config file), checked against max_trees / max_slots, and only then published. */
+/* inca-switch NETCONF server: its own listeners (UNIX socket; TCP with SSH done here with
+ * libssh, public-key authentication only), one thread per connection handshake with limits and
+ * a deadline for unauthenticated connections, libnetconf2 2.0.x sessions on the accepted
+ * transports (SSH channels relayed through a socketpair) polled by one thread, and the
+ * datastore behind them: the running config is the data plane's current tree set plus the
+ * management addresses; state is built on demand from the capabilities, links, statistics and
+ * ietf-netconf-monitoring. edit-config is applied to a copy, validated with libyang, converted
+ * to the config-file form and re-parsed (the same semantic checks as a config file), checked
+ * against max_trees / max_slots, and only then published; <validate> runs the same checks. */
 #include "netconf.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <libyang/libyang.h>
+#include <libssh/libssh.h>
+#include <libssh/server.h>
 #include <nc_server.h>
 
 #include "ctl_yang.h"
 
 #define NC_POLL_MS 50
 #define EDIT_TEXT_MAX (4u << 20)
-/* nc_accept() does the whole handshake (SSH key exchange, authentication, <hello>) before it
- * returns, so each accept thread serves one connection at a time: this many stalled clients
- * delay new sessions (never established ones) until their handshakes time out. Every thread
- * touching the pollsession queues for its lock: these + the poll thread + the stopping thread
- * must stay within libnetconf2's queue (NC_PS_QUEUE_SIZE, 6 in 2.0.24). */
-#define NC_ACCEPT_THREADS 4
-/* Bounds of a stalled handshake (libnetconf2 adds its fixed 10 s SSH key exchange limit). */
+/* Connections that have not completed their handshake (SSH key exchange, authentication,
+ * channel, <hello>) each have a thread of their own, so a stalled one delays nobody; these
+ * bound the threads and descriptors a third party can tie up, and how long. */
+#define NC_PENDING_MAX 32
+#define NC_PENDING_PER_SOURCE 4
+#define NC_HANDSHAKE_TIMEOUT_MS 10000
 #define NC_HELLO_TIMEOUT_S 5
-#define NC_AUTH_TIMEOUT_S 5
+#define NC_AUTH_ATTEMPTS 6
+/* Sessions whose <hello> completed, waiting for the poll thread to take them. */
+#define NC_NEWQ_MAX 64
+
+/* One accepted connection, from accept() until it closes (SSH) or its <hello> is done (UNIX:
+ * the socket then belongs to the session). Owned by its thread; listed in sw_netconf.conns
+ * (under conn_mu) so the listener can enforce the deadline and the limits. */
+struct nc_conn {
+	struct nc_conn *next;
+	struct sw_netconf *nc;
+	uint64_t id;
+	int fd;
+	bool ssh;
+	bool killed;          /* socket shut down */
+	char host[INET_ADDRSTRLEN]; /* SSH peer address; "" for UNIX */
+	uint64_t start_ns;
+	uint64_t deadline_ns; /* handshake deadline; 0 once the session is established */
+	char user[64];
+	ssh_session ss;
+	ssh_channel ch;
+};
+
+/* Per established session (nc_session_set_data): what ietf-netconf-monitoring reports, and
+ * the descriptor libnetconf2 does not close for a session made by nc_accept_inout(). */
+struct nc_sess {
+	struct nc_sess *next; /* sw_netconf.sessions: touched only by the poll thread */
+	struct sw_netconf *nc;
+	bool listed;
+	int fd;
+	bool ssh;
+	uint32_t id;
+	uint64_t conn_id;
+	char user[64];
+	char host[INET_ADDRSTRLEN];
+	time_t login;
+	uint64_t in_rpcs, in_bad_rpcs, out_rpc_errors;
+};
 
 struct sw_netconf {
 	struct sw_switch *sw;
@@ -45,27 +87,60 @@ struct sw_netconf {
 	struct nc_pollsession *ps;
 	pthread_t thread; /* polls the established sessions; runs every RPC callback */
 	bool started;
-	pthread_t acceptors[NC_ACCEPT_THREADS];
-	size_t nacceptors;
+	pthread_t listener; /* accepts, enforces handshake deadlines and limits */
+	bool listening;
 	_Atomic bool stop;
-	/* The poll thread sleeps here while there is no session; accept threads wake it. */
+	int stop_fd[2]; /* wakes the listener */
+	int ssh_lfd, unix_lfd;
+	/* wake_mu: the queue of new sessions; the poll thread sleeps on wake_cv without any. */
 	pthread_mutex_t wake_mu;
 	pthread_cond_t wake_cv;
-	bool wake_init;
-	struct sockaddr_in ssh_sa; /* SSH endpoint (sin_family 0: none) */
+	struct nc_session *newq[NC_NEWQ_MAX];
+	size_t nnewq;
+	/* conn_mu: the connection list and the count of connection threads (conn_cv). */
+	pthread_mutex_t conn_mu;
+	pthread_cond_t conn_cv;
+	struct nc_conn *conns;
+	uint64_t conn_serial;
+	unsigned nthreads;
+	bool sync_init;
 	bool server_init;
 	char mgmt[SW_MGMT_MAX][128]; /* running management addresses */
 	size_t nmgmt;
 	uint32_t lock_sid; /* session holding the running lock, 0 = none */
+	time_t lock_time;
 	ssh_key *authkeys;
 	size_t nauthkeys;
 	char *hostkey_path;
 	char unix_path[256];
 	uint64_t edits_applied, edits_refused;
+	/* ietf-netconf-monitoring statistics; the plain ones are written by the poll thread */
+	time_t start_time;
+	struct nc_sess *sessions;
+	_Atomic uint64_t in_bad_hellos, in_sessions;
+	uint64_t dropped_sessions, in_rpcs, in_bad_rpcs, out_rpc_errors;
 };
 
 /* libnetconf2's RPC callbacks carry no user pointer: one server per process. */
 static struct sw_netconf *g_nc;
+
+/* Session data destructor (nc_session_free, nc_ps_clear): closes the session's descriptor. */
+static void sess_free(void *data)
+{
+	struct nc_sess *sd = data;
+
+	if (!sd)
+		return;
+	if (sd->listed)
+		for (struct nc_sess **p = &sd->nc->sessions; *p; p = &(*p)->next)
+			if (*p == sd) {
+				*p = sd->next;
+				break;
+			}
+	if (sd->fd >= 0)
+		close(sd->fd);
+	free(sd);
+}
 
 /* ---------------------------------------------------------------- logging glue */
 
@@ -114,22 +189,79 @@ static struct nc_server_reply *reply_err(NC_ERR tag, const char *path, const cha
 	return nc_server_reply_err(e);
 }
 
-/* The last libyang error of our context as an rpc-error. */
-static struct nc_server_reply *reply_ly_err(const char *what)
+/* The data XPath in a libyang error location ('Data location "/m:a/b[k='1']", line number 3.',
+ * 'Schema location "/m:a/b/c", data location "/m:a/b[k='1']".'); NULL without one. */
+static const char *ly_err_xpath(const struct ly_err_item *ei, char *buf, size_t cap)
+{
+	const char *p, *q;
+
+	if (!ei || !ei->path)
+		return NULL;
+	if (ei->path[0] == '/')
+		return ei->path;
+	p = strstr(ei->path, "ata location \""); /* "Data" or ", data" */
+	if (!p)
+		return NULL;
+	p += strlen("ata location \"");
+	q = strchr(p, '"');
+	if (!q || q == p || (size_t)(q - p) >= cap)
+		return NULL;
+	memcpy(buf, p, (size_t)(q - p));
+	buf[q - p] = 0;
+	return buf;
+}
+
+/* A missing node has only a schema location ('Schema location "/m:a/b/c".'): the path of the
+ * first instance of its parent in tree that lacks it. */
+static char *missing_node_xpath(const struct ly_err_item *ei, const struct lyd_node *tree)
+{
+	const char *p, *q, *leaf;
+	char xp[600];
+	struct ly_set *set = NULL;
+	char *out = NULL;
+
+	if (!tree || !ei || !ei->path || !(p = strstr(ei->path, "Schema location \"")) ||
+	    strstr(ei->path, "ata location"))
+		return NULL;
+	p += strlen("Schema location \"");
+	q = strchr(p, '"');
+	leaf = q ? memrchr(p, '/', (size_t)(q - p)) : NULL;
+	if (!leaf || leaf == p || (size_t)(q - p) + 16 >= sizeof xp)
+		return NULL;
+	snprintf(xp, sizeof xp, "%.*s[not(%.*s)]", (int)(leaf - p), p, (int)(q - leaf - 1),
+		 leaf + 1);
+	if (!lyd_find_xpath(tree, xp, &set) && set->count)
+		out = lyd_path(set->dnodes[0], LYD_PATH_STD, NULL, 0);
+	ly_set_free(set, NULL);
+	return out;
+}
+
+/* The last libyang error of our context as an rpc-error; tree (may be NULL) is the data it is
+ * about. */
+static struct nc_server_reply *reply_ly_err_in(const char *what, const struct lyd_node *tree)
 {
 	const struct ly_err_item *ei = ly_err_last(g_nc->ly);
 	struct nc_server_reply *r;
+	char pbuf[512];
+	char *missing = missing_node_xpath(ei, tree);
+	const char *path = missing ? missing : ly_err_xpath(ei, pbuf, sizeof pbuf);
 
 	/* libyang quotes the refused value: never echo (a mistyped) group key */
 	if (ei && ((ei->path && strstr(ei->path, "auth-key") && !strstr(ei->path, "auth-key-id")) ||
 		   (ei->msg && strstr(ei->msg, "[0-9a-fA-F]{64}"))))
-		r = reply_err(NC_ERR_INVALID_VALUE, ei->path, "%s: auth-key: expected %d hex digits",
+		r = reply_err(NC_ERR_INVALID_VALUE, path, "%s: auth-key: expected %d hex digits",
 			      what, 2 * WIRE_AUTH_KEY_LEN);
 	else
-		r = reply_err(NC_ERR_INVALID_VALUE, ei ? ei->path : NULL, "%s: %s", what,
+		r = reply_err(NC_ERR_INVALID_VALUE, path, "%s: %s", what,
 			      ei && ei->msg ? ei->msg : "invalid data");
+	free(missing);
 	ly_err_clean(g_nc->ly, NULL);
 	return r;
+}
+
+static struct nc_server_reply *reply_ly_err(const char *what)
+{
+	return reply_ly_err_in(what, NULL);
 }
 
 /* ---------------------------------------------------------------- data tree building */
@@ -278,6 +410,8 @@ static int build_drops(struct lyd_node *p, const char *reason, uint64_t count)
 
 static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct sw_treeset *set)
 {
+	static const char *const offloaded[] = { "allreduce", "reduce", "bcast", "barrier",
+						 "allgather", "reduce-scatter" };
 	const struct sw_config *cfg = nc->cfg;
 	struct lyd_node *caps, *links, *st;
 	uint64_t used_slots = 0, total = 0;
@@ -303,7 +437,10 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 	rc |= term(caps, "max-bsl", "%u", 4096u);
 	rc |= add_mask(caps, "data-type", (1u << SW_DTYPE_COUNT) - 1, sw_dtype_name, SW_DTYPE_COUNT);
 	rc |= add_mask(caps, "operation", (1u << SW_OP_COUNT) - 1, sw_op_name, SW_OP_COUNT);
-	rc |= term(caps, "collective", "allreduce");
+	/* The collectives libinca offloads (docs/protocol.md, the INCA header's Collective
+	 * field); the engine serves them all with every tree. */
+	for (size_t i = 0; i < sizeof offloaded / sizeof offloaded[0]; i++)
+		rc |= term(caps, "collective", "%s", offloaded[i]);
 
 	if (lyd_new_inner(top, NULL, "links", 0, &links))
 		return -1;
@@ -393,6 +530,105 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 		}
 	}
 	return rc ? -1 : 0;
+}
+
+static void fmt_time(time_t t, char *buf, size_t cap)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* ietf-netconf-monitoring's netconf-state (RFC 6022), state only: the capabilities of the
+ * <hello>, the running datastore and its lock, every schema get-schema serves, the sessions
+ * and the server's counters. Runs in the poll thread (the writer of what it reads). */
+static int build_monitoring(struct sw_netconf *nc, struct lyd_node **out)
+{
+	const struct lys_module *mod = ly_ctx_get_module_implemented(nc->ly,
+								     "ietf-netconf-monitoring");
+	struct lyd_node *top = NULL, *n, *ds, *e;
+	const struct lys_module *m;
+	const char **cp;
+	char tb[32];
+	uint32_t it = 0;
+	int rc = 0;
+
+	if (!mod || lyd_new_inner(NULL, mod, "netconf-state", 0, &top))
+		return -1;
+	if (lyd_new_inner(top, NULL, "capabilities", 0, &n))
+		goto fail;
+	cp = nc_server_get_cpblts_version(nc->ly, LYS_VERSION_1_0); /* as in the <hello> */
+	for (size_t i = 0; cp && cp[i]; i++) {
+		rc |= term(n, "capability", "%s", cp[i]);
+		lydict_remove(nc->ly, cp[i]);
+	}
+	free(cp);
+
+	if (lyd_new_inner(top, NULL, "datastores", 0, &n) ||
+	    lyd_new_list(n, NULL, "datastore", 0, &ds, "running"))
+		goto fail;
+	if (nc->lock_sid) {
+		if (lyd_new_inner(ds, NULL, "locks", 0, &e) ||
+		    lyd_new_inner(e, NULL, "global-lock", 0, &e))
+			goto fail;
+		rc |= term(e, "locked-by-session", "%u", nc->lock_sid);
+		fmt_time(nc->lock_time, tb, sizeof tb);
+		rc |= term(e, "locked-time", "%s", tb);
+	}
+
+	if (lyd_new_inner(top, NULL, "schemas", 0, &n))
+		goto fail;
+	while ((m = ly_ctx_get_module_iter(nc->ly, &it)) && !rc) {
+		if (!strcmp(m->name, "yang") || !strcmp(m->name, "ietf-yang-metadata"))
+			continue; /* libyang's internal modules: no text to serve */
+		if (lyd_new_list(n, NULL, "schema", 0, &e, m->name, m->revision ? m->revision : "",
+				 "ietf-netconf-monitoring:yang"))
+			goto fail;
+		rc |= term(e, "namespace", "%s", m->ns);
+		rc |= term(e, "location", "NETCONF");
+	}
+
+	if (lyd_new_inner(top, NULL, "sessions", 0, &n))
+		goto fail;
+	for (const struct nc_sess *sd = nc->sessions; sd && !rc; sd = sd->next) {
+		char id[16];
+
+		snprintf(id, sizeof id, "%u", sd->id);
+		if (lyd_new_list(n, NULL, "session", 0, &e, id))
+			goto fail;
+		rc |= term(e, "transport", "%s",
+			   sd->ssh ? "ietf-netconf-monitoring:netconf-ssh" : CTL_YANG_MODULE
+			   ":netconf-unix");
+		rc |= term(e, "username", "%s", sd->user);
+		if (sd->host[0])
+			rc |= term(e, "source-host", "%s", sd->host);
+		fmt_time(sd->login, tb, sizeof tb);
+		rc |= term(e, "login-time", "%s", tb);
+		rc |= term(e, "in-rpcs", "%llu", (unsigned long long)sd->in_rpcs);
+		rc |= term(e, "in-bad-rpcs", "%llu", (unsigned long long)sd->in_bad_rpcs);
+		rc |= term(e, "out-rpc-errors", "%llu", (unsigned long long)sd->out_rpc_errors);
+		rc |= term(e, "out-notifications", "0");
+	}
+
+	if (lyd_new_inner(top, NULL, "statistics", 0, &n))
+		goto fail;
+	fmt_time(nc->start_time, tb, sizeof tb);
+	rc |= term(n, "netconf-start-time", "%s", tb);
+	rc |= term(n, "in-bad-hellos", "%llu", (unsigned long long)atomic_load(&nc->in_bad_hellos));
+	rc |= term(n, "in-sessions", "%llu", (unsigned long long)atomic_load(&nc->in_sessions));
+	rc |= term(n, "dropped-sessions", "%llu", (unsigned long long)nc->dropped_sessions);
+	rc |= term(n, "in-rpcs", "%llu", (unsigned long long)nc->in_rpcs);
+	rc |= term(n, "in-bad-rpcs", "%llu", (unsigned long long)nc->in_bad_rpcs);
+	rc |= term(n, "out-rpc-errors", "%llu", (unsigned long long)nc->out_rpc_errors);
+	rc |= term(n, "out-notifications", "0");
+	if (rc)
+		goto fail;
+	*out = top;
+	return 0;
+fail:
+	lyd_free_all(top);
+	return -1;
 }
 
 /* The whole inca-switch tree: running config, plus state when with_state; group keys only
@@ -651,6 +887,15 @@ static struct nc_server_reply *rpc_get(struct sw_netconf *nc, struct lyd_node *r
 				 "only the running datastore exists");
 	if (build_data(nc, state, false, &data) < 0)
 		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build the data tree");
+	if (state) {
+		struct lyd_node *mon = NULL;
+
+		if (build_monitoring(nc, &mon) < 0 || lyd_insert_sibling(data, mon, &data)) {
+			lyd_free_all(mon);
+			lyd_free_all(data);
+			return reply_err(NC_ERR_OP_FAILED, NULL, "cannot build netconf-state");
+		}
+	}
 	err = apply_filter(nc, rpc, &data);
 	if (err) {
 		lyd_free_all(data);
@@ -812,98 +1057,155 @@ static const char *val(const struct lyd_node *n)
 	return v ? v : "";
 }
 
-/* Validated candidate (YANG level) -> config-file text of its trees. */
-static char *candidate_to_text(const struct lyd_node *cand)
+/* Config-file text of a candidate, with the data node each line came from (so an error of the
+ * config parser, which names a line, can name the node: the rpc-error's error-path). */
+struct cand_text {
+	char *buf;
+	size_t len;
+	FILE *f;
+	const struct lyd_node **node; /* node[i]: line i + 1 */
+	size_t nlines, cap;
+	bool oom;
+};
+
+static void put_line(struct cand_text *t, const struct lyd_node *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void put_line(struct cand_text *t, const struct lyd_node *n, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->nlines == t->cap) {
+		size_t nc = t->cap ? 2 * t->cap : 64;
+		const struct lyd_node **nn = realloc(t->node, nc * sizeof *nn);
+
+		if (!nn) {
+			t->oom = true;
+			return;
+		}
+		t->node = nn;
+		t->cap = nc;
+	}
+	t->node[t->nlines++] = n;
+	va_start(ap, fmt);
+	vfprintf(t->f, fmt, ap);
+	va_end(ap);
+	fputc('\n', t->f);
+}
+
+static void cand_text_free(struct cand_text *t)
+{
+	free(t->buf);
+	free(t->node);
+	memset(t, 0, sizeof *t);
+}
+
+static const struct lyd_node *child_named(const struct lyd_node *n, const char *name)
+{
+	for (const struct lyd_node *c = lyd_child(n); c; c = c->next)
+		if (c->schema && !strcmp(c->schema->name, name))
+			return c;
+	return NULL;
+}
+
+/* Validated candidate (YANG level) -> config-file text of its trees. 0 or -ENOMEM. */
+static int candidate_to_text(const struct lyd_node *cand, struct cand_text *t)
 {
 	struct ly_set *trees = NULL;
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
 
-	if (!f)
-		return NULL;
+	memset(t, 0, sizeof *t);
+	t->f = open_memstream(&t->buf, &t->len);
+	if (!t->f)
+		return -ENOMEM;
 	if (cand && !lyd_find_xpath(cand, "/inca-switch:inca-switch/trees/tree", &trees)) {
 		for (uint32_t i = 0; i < trees->count; i++) {
-			const struct lyd_node *t = trees->dnodes[i];
+			const struct lyd_node *t_node = trees->dnodes[i], *first_dt = NULL,
+					      *first_op = NULL;
 			const char *dt_sep = "", *op_sep = "";
-			char dts[256] = "", ops[128] = "";
+			char dts[256] = "", ops[128] = "", line[1024];
 
-			fprintf(f, "tree %s {\n", val(lyd_child(t)));
-			for (const struct lyd_node *c = lyd_child(t); c; c = c->next) {
+			put_line(t, t_node, "tree %s {", val(lyd_child(t_node)));
+			for (const struct lyd_node *c = lyd_child(t_node); c; c = c->next) {
 				const char *n = c->schema->name;
 				const char *v = val(c);
+				const struct lyd_node *q;
+				size_t l;
 
 				if (!strcmp(n, "id") || !strcmp(n, "forwarding"))
 					continue;
 				if (!strcmp(n, "parent")) {
-					struct lyd_node *pa = NULL, *pq = NULL;
-					lyd_find_path(c, "address", 0, &pa);
-					lyd_find_path(c, "qpn", 0, &pq);
-					fprintf(f, "parent = %s", pa ? val(pa) : "?");
-					if (pq)
-						fprintf(f, " qpn %s", val(pq));
-					fputc('\n', f);
+					const struct lyd_node *pa = child_named(c, "address");
+					l = (size_t)snprintf(line, sizeof line, "parent = %s",
+							     pa ? val(pa) : "?");
+					if ((q = child_named(c, "qpn")))
+						snprintf(line + l, sizeof line - l, " qpn %s", val(q));
+					put_line(t, c, "%s", line);
 				} else if (!strcmp(n, "member")) {
-					struct lyd_node *ma = NULL, *mq = NULL;
-					lyd_find_path(c, "address", 0, &ma);
-					lyd_find_path(c, "qpn", 0, &mq);
-					fprintf(f, "member = %s %s", val(lyd_child(c)),
-						ma ? val(ma) : "?");
-					if (mq)
-						fprintf(f, " qpn %s", val(mq));
-					fputc('\n', f);
+					const struct lyd_node *ma = child_named(c, "address");
+					l = (size_t)snprintf(line, sizeof line, "member = %s %s",
+							     val(lyd_child(c)), ma ? val(ma) : "?");
+					if ((q = child_named(c, "qpn")))
+						snprintf(line + l, sizeof line - l, " qpn %s", val(q));
+					put_line(t, c, "%s", line);
 				} else if (!strcmp(n, "child")) {
 					const char *sep = "";
-					fprintf(f, "child = %s", val(lyd_child(c)));
+					l = (size_t)snprintf(line, sizeof line, "child = %s",
+							     val(lyd_child(c)));
+					if ((q = child_named(c, "qpn")))
+						l += (size_t)snprintf(line + l, sizeof line - l,
+								      " qpn %s", val(q));
+					l += (size_t)snprintf(line + l, sizeof line - l, " bfr ");
 					for (const struct lyd_node *cc = lyd_child(c); cc; cc = cc->next)
-						if (!strcmp(cc->schema->name, "qpn"))
-							fprintf(f, " qpn %s", val(cc));
-					fprintf(f, " bfr ");
-					for (const struct lyd_node *cc = lyd_child(c); cc; cc = cc->next)
-						if (!strcmp(cc->schema->name, "bfr-id")) {
-							fprintf(f, "%s%s", sep, val(cc));
+						if (!strcmp(cc->schema->name, "bfr-id") &&
+						    l < sizeof line) {
+							l += (size_t)snprintf(line + l, sizeof line - l,
+									      "%s%s", sep, val(cc));
 							sep = ",";
 						}
-					fputc('\n', f);
+					put_line(t, c, "%s", line);
 				} else if (!strcmp(n, "data-type")) {
-					size_t l = strlen(dts);
+					l = strlen(dts);
 					snprintf(dts + l, sizeof dts - l, "%s%s", dt_sep, v);
 					dt_sep = ",";
+					first_dt = first_dt ? first_dt : c;
 				} else if (!strcmp(n, "operation")) {
-					size_t l = strlen(ops);
+					l = strlen(ops);
 					snprintf(ops + l, sizeof ops - l, "%s%s", op_sep, v);
 					op_sep = ",";
+					first_op = first_op ? first_op : c;
 				} else if (!strcmp(n, "deterministic") || !strcmp(n, "check-sender")) {
-					fprintf(f, "%s = %s\n",
-						n[0] == 'd' ? "deterministic" : "check_sender",
-						!strcmp(v, "true") ? "yes" : "no");
+					put_line(t, c, "%s = %s",
+						 n[0] == 'd' ? "deterministic" : "check_sender",
+						 !strcmp(v, "true") ? "yes" : "no");
 				} else if (!strcmp(n, "slot-bytes")) {
-					fprintf(f, "slot_bytes = %s\n", v);
+					put_line(t, c, "slot_bytes = %s", v);
 				} else if (!strcmp(n, "bfr-id")) {
-					fprintf(f, "bfr_id = %s\n", v);
+					put_line(t, c, "bfr_id = %s", v);
 				} else if (!strcmp(n, "auth")) {
-					fprintf(f, "auth = %s\n", !strcmp(v, "disabled") ? "off" : "on");
+					put_line(t, c, "auth = %s", !strcmp(v, "disabled") ? "off" : "on");
 				} else if (!strcmp(n, "auth-key")) {
-					fprintf(f, "auth_key = %s\n", v);
+					put_line(t, c, "auth_key = %s", v);
 				} else if (!strcmp(n, "auth-key-id")) {
-					fprintf(f, "auth_key_id = %s\n", v);
+					put_line(t, c, "auth_key_id = %s", v);
 				} else {
-					fprintf(f, "%s = %s\n", n, v); /* key qpn slots bsl si role */
+					put_line(t, c, "%s = %s", n, v); /* key qpn slots bsl si role */
 				}
 			}
 			if (dts[0])
-				fprintf(f, "dtypes = %s\n", dts);
+				put_line(t, first_dt, "dtypes = %s", dts);
 			if (ops[0])
-				fprintf(f, "ops = %s\n", ops);
-			fprintf(f, "}\n");
+				put_line(t, first_op, "ops = %s", ops);
+			put_line(t, t_node, "}");
 		}
 		ly_set_free(trees, NULL);
 	}
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
+	if (fclose(t->f) != 0 || t->oom) {
+		t->f = NULL;
+		cand_text_free(t);
+		return -ENOMEM;
 	}
-	return buf;
+	t->f = NULL;
+	return 0;
 }
 
 /* Overwrite the text of every auth-key element with '*' (for logging an edit). */
@@ -922,6 +1224,121 @@ static void redact_auth_keys(char *x)
 	}
 }
 
+#define NACM_NS "urn:ietf:params:xml:ns:yang:ietf-netconf-acm"
+
+/* ietf-netconf-acm is in the context only for the nacm:default-deny-all extension the modules
+ * use; the server keeps no NACM rules (access is the SSH authorized_keys list). An edit of them
+ * is refused, never answered <ok/> and dropped. */
+static struct nc_server_reply *refuse_nacm(const struct lyd_node *cfgnode)
+{
+	const struct lyd_node_any *any = (const struct lyd_node_any *)cfgnode;
+
+	if (any->value_type != LYD_ANYDATA_DATATREE)
+		return NULL;
+	for (const struct lyd_node *n = any->value.tree; n; n = n->next) {
+		const char *ns = n->schema ? n->schema->module->ns :
+					     ((const struct lyd_node_opaq *)n)->name.module_ns;
+
+		if (ns && !strcmp(ns, NACM_NS))
+			return reply_err(NC_ERR_OP_NOT_SUPPORTED, "/ietf-netconf-acm:nacm",
+					 "NACM (ietf-netconf-acm) is not implemented: access is "
+					 "granted by the SSH authorized_keys list");
+	}
+	return NULL;
+}
+
+/* Every check a candidate passes before it may run: YANG validation (types, ranges, mandatory
+ * nodes, must rules), the config file's semantic checks, the capacity limits. NULL when it
+ * passes (parsed: its trees, mgmt: its management addresses), else the rpc-error. The edit
+ * and <validate> run the same. */
+static struct nc_server_reply *check_candidate(struct sw_netconf *nc, struct lyd_node **cand,
+					       struct sw_config *parsed,
+					       char mgmt[SW_MGMT_MAX][128], size_t *nmgmt)
+{
+	struct nc_server_reply *r = NULL;
+	struct cand_text text;
+	char err[SW_CONF_ERR_MAX];
+	struct ly_set *ms = NULL;
+	int rc;
+
+	*nmgmt = 0;
+	if (lyd_validate_all(cand, nc->ly, LYD_VALIDATE_NO_STATE | LYD_VALIDATE_PRESENT, NULL))
+		return reply_ly_err_in("validation", *cand);
+	if (candidate_to_text(*cand, &text) < 0)
+		return reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
+	rc = sw_config_parse_text(parsed, text.buf, text.len, "edit-config", err, sizeof err);
+	if (rc < 0) {
+		/* "edit-config:LINE: msg": the line is in generated text; it names the node. */
+		const char *m = err;
+		unsigned long line = 0;
+		char *path = NULL;
+
+		if (!strncmp(m, "edit-config:", 12)) {
+			char *end;
+
+			line = strtoul(m + 12, &end, 10);
+			m = end;
+			if (*m == ':')
+				m++;
+			while (*m == ' ')
+				m++;
+		}
+		if (line >= 1 && line <= text.nlines && text.node[line - 1])
+			path = lyd_path(text.node[line - 1], LYD_PATH_STD, NULL, 0);
+		r = reply_err(NC_ERR_INVALID_VALUE, path, "%s", m);
+		free(path);
+		cand_text_free(&text);
+		return r;
+	}
+	cand_text_free(&text);
+	if (sw_config_check_limits(nc->cfg, parsed->trees, parsed->ntrees, err, sizeof err) < 0)
+		return reply_err(NC_ERR_RES_DENIED, "/inca-switch:inca-switch/trees", "%s", err);
+	if (*cand && !lyd_find_xpath(*cand, "/inca-switch:inca-switch/management/address", &ms)) {
+		for (uint32_t i = 0; i < ms->count && *nmgmt < SW_MGMT_MAX; i++)
+			snprintf(mgmt[(*nmgmt)++], sizeof mgmt[0], "%s",
+				 lyd_get_value(ms->dnodes[i]));
+		if (ms->count > SW_MGMT_MAX)
+			r = reply_err(NC_ERR_RES_DENIED, "/inca-switch:inca-switch/management",
+				      "at most %d management addresses", SW_MGMT_MAX);
+		ly_set_free(ms, NULL);
+	}
+	return r;
+}
+
+/* Parse the <config> anyxml of an edit-config or validate as inca-switch data (nc:operation
+ * attributes kept as metadata). NULL or the rpc-error. */
+static struct nc_server_reply *parse_config(struct sw_netconf *nc, struct lyd_node *cfgnode,
+					    const char *what, struct lyd_node **out)
+{
+	struct nc_server_reply *r;
+	char *xml = NULL;
+
+	*out = NULL;
+	if ((r = refuse_nacm(cfgnode)))
+		return r;
+	if (lyd_any_value_str(cfgnode, &xml) || !xml)
+		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot read <config>");
+	if (sw_verbosity >= 3) {
+		char *shown = strdup(xml);
+		if (shown)
+			redact_auth_keys(shown);
+		sw_log(3, "netconf: %s content (keys hidden): %s", what, shown ? shown : "");
+		free(shown);
+	}
+	if (strlen(xml) > EDIT_TEXT_MAX) {
+		free(xml);
+		return reply_err(NC_ERR_TOO_BIG, NULL, "config too large");
+	}
+	if (lyd_parse_data_mem(nc->ly, xml, LYD_XML,
+			       LYD_PARSE_ONLY | LYD_PARSE_STRICT | LYD_PARSE_NO_STATE, 0, out)) {
+		free(xml);
+		*out = NULL;
+		return reply_ly_err(what);
+	}
+	free(xml);
+	return NULL;
+}
+
 static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd_node *rpc,
 					       struct nc_session *session)
 {
@@ -931,7 +1348,7 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	struct edit_err ee = { 0 };
 	struct sw_config parsed;
 	struct nc_server_reply *r = NULL;
-	char *text = NULL, *xml = NULL, err[SW_CONF_ERR_MAX];
+	char err[SW_CONF_ERR_MAX];
 	size_t nmgmt = 0;
 	char mgmt[SW_MGMT_MAX][128];
 	int rc;
@@ -946,33 +1363,15 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	    parse_op(lyd_get_value(n), &defop) < 0)
 		return reply_err(NC_ERR_INVALID_VALUE, NULL, "bad default-operation");
 	n = NULL;
+	/* test-then-set (the default) and set both validate first: nothing invalid ever runs */
 	if (!lyd_find_path(rpc, "test-option", 0, &n) && n)
 		test_only = !strcmp(lyd_get_value(n), "test-only");
 	if (lyd_find_path(rpc, "config", 0, &cfgnode) || !cfgnode)
 		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL, "only inline <config> is supported");
-
-	/* The <config> content arrives as anyxml: print it and parse it as inca-switch data, with
-	 * the nc:operation attributes as metadata. */
-	if (lyd_any_value_str(cfgnode, &xml) || !xml)
-		return reply_err(NC_ERR_OP_FAILED, NULL, "cannot read <config>");
-	if (sw_verbosity >= 3) {
-		char *shown = strdup(xml);
-		if (shown)
-			redact_auth_keys(shown);
-		sw_log(3, "netconf: edit-config content (keys hidden): %s", shown ? shown : "");
-		free(shown);
-	}
-	if (strlen(xml) > EDIT_TEXT_MAX) {
-		free(xml);
-		return reply_err(NC_ERR_TOO_BIG, NULL, "config too large");
-	}
-	if (lyd_parse_data_mem(nc->ly, xml, LYD_XML,
-			       LYD_PARSE_ONLY | LYD_PARSE_STRICT | LYD_PARSE_NO_STATE, 0, &edit)) {
-		free(xml);
+	if ((r = parse_config(nc, cfgnode, "edit-config", &edit))) {
 		nc->edits_refused++;
-		return reply_ly_err("edit-config");
+		return r;
 	}
-	free(xml);
 
 	/* Candidate = running + edit. */
 	if (build_data(nc, false, true, &cand) < 0) {
@@ -986,58 +1385,11 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 		return reply_err(ee.tag, ee.path, "%s", ee.msg);
 	}
 	lyd_free_all(edit);
-	if (lyd_validate_all(&cand, nc->ly, LYD_VALIDATE_NO_STATE | LYD_VALIDATE_PRESENT, NULL)) {
-		lyd_free_all(cand);
-		nc->edits_refused++;
-		return reply_ly_err("validation");
-	}
-
-	/* Semantic checks: exactly those of a config file (BFR-id ranges, unique addresses, ...),
-	 * then the capacity limits. */
-	text = candidate_to_text(cand);
 	sw_config_init(&parsed);
-	if (!text) {
-		r = reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
-		goto out;
-	}
-	rc = sw_config_parse_text(&parsed, text, strlen(text), "edit-config", err, sizeof err);
-	if (rc < 0) {
-		/* "edit-config:LINE: msg": the line is in generated text, only msg means much. */
-		const char *m = err;
-		if (!strncmp(m, "edit-config:", 12)) {
-			m += 12;
-			while (*m >= '0' && *m <= '9')
-				m++;
-			if (*m == ':')
-				m++;
-			while (*m == ' ')
-				m++;
-		}
+	r = check_candidate(nc, &cand, &parsed, mgmt, &nmgmt);
+	if (r) {
 		nc->edits_refused++;
-		r = reply_err(NC_ERR_INVALID_VALUE, NULL, "%s", m);
 		goto out;
-	}
-	if (sw_config_check_limits(nc->cfg, parsed.trees, parsed.ntrees, err, sizeof err) < 0) {
-		nc->edits_refused++;
-		r = reply_err(NC_ERR_RES_DENIED, NULL, "%s", err);
-		goto out;
-	}
-	{
-		struct ly_set *ms = NULL;
-		if (cand && !lyd_find_xpath(cand, "/inca-switch:inca-switch/management/address",
-					    &ms)) {
-			for (uint32_t i = 0; i < ms->count && nmgmt < SW_MGMT_MAX; i++)
-				snprintf(mgmt[nmgmt++], sizeof mgmt[0], "%s",
-					 lyd_get_value(ms->dnodes[i]));
-			if (ms->count > SW_MGMT_MAX) {
-				ly_set_free(ms, NULL);
-				nc->edits_refused++;
-				r = reply_err(NC_ERR_RES_DENIED, NULL,
-					      "at most %d management addresses", SW_MGMT_MAX);
-				goto out;
-			}
-			ly_set_free(ms, NULL);
-		}
 	}
 	if (test_only) {
 		r = nc_server_reply_ok();
@@ -1057,9 +1409,32 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	r = nc_server_reply_ok();
 out:
 	sw_config_free(&parsed);
-	free(text);
 	lyd_free_all(cand);
 	return r;
+}
+
+/* <validate> (:validate:1.1): running is valid by construction; an inline <config> is checked
+ * as a complete configuration, exactly like the candidate of an edit. */
+static struct nc_server_reply *rpc_validate(struct sw_netconf *nc, struct lyd_node *rpc)
+{
+	struct lyd_node *cfgnode = NULL, *cand = NULL;
+	struct nc_server_reply *r;
+	struct sw_config parsed;
+	char mgmt[SW_MGMT_MAX][128];
+	size_t nmgmt;
+
+	if (target_is_running(rpc, "source"))
+		return nc_server_reply_ok();
+	if (lyd_find_path(rpc, "source/config", 0, &cfgnode) || !cfgnode)
+		return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL,
+				 "only running and an inline <config> can be validated");
+	if ((r = parse_config(nc, cfgnode, "validate", &cand)))
+		return r;
+	sw_config_init(&parsed);
+	r = check_candidate(nc, &cand, &parsed, mgmt, &nmgmt);
+	sw_config_free(&parsed);
+	lyd_free_all(cand);
+	return r ? r : nc_server_reply_ok();
 }
 
 /* ---------------------------------------------------------------- other RPCs */
@@ -1076,6 +1451,7 @@ static struct nc_server_reply *rpc_lock(struct sw_netconf *nc, struct lyd_node *
 			return reply_err(NC_ERR_LOCK_DENIED, NULL, "running is locked by session %u",
 					 nc->lock_sid);
 		nc->lock_sid = sid;
+		nc->lock_time = time(NULL);
 	} else {
 		if (nc->lock_sid != sid)
 			return reply_err(NC_ERR_OP_FAILED, NULL, "running is not locked by you");
@@ -1150,34 +1526,20 @@ static struct nc_server_reply *rpc_dispatch(struct lyd_node *rpc, struct nc_sess
 		return rpc_lock(nc, rpc, s, false);
 	if (!strcmp(name, "get-schema"))
 		return rpc_get_schema(rpc, s);
+	if (!strcmp(name, "validate"))
+		return rpc_validate(nc, rpc);
 	return reply_err(NC_ERR_OP_NOT_SUPPORTED, NULL, "operation <%s> is not supported", name);
 }
 
 /* ---------------------------------------------------------------- SSH authentication */
 
-static int hostkey_clb(const char *name, void *user_data, char **privkey_path,
-		       char **privkey_data, NC_SSH_KEY_TYPE *privkey_type)
-{
-	struct sw_netconf *nc = user_data;
-
-	(void)name;
-	(void)privkey_data;
-	(void)privkey_type;
-	*privkey_path = strdup(nc->hostkey_path);
-	return *privkey_path ? 0 : -1;
-}
-
 /* Only keys listed in --netconf-authorized-keys; libssh verifies the signature. */
-static int pubkey_clb(const struct nc_session *session, ssh_key key, void *user_data)
+static bool key_authorised(const struct sw_netconf *nc, ssh_key key)
 {
-	struct sw_netconf *nc = user_data;
-
 	for (size_t i = 0; i < nc->nauthkeys; i++)
 		if (!ssh_key_cmp(key, nc->authkeys[i], SSH_KEY_CMP_PUBLIC))
-			return 0;
-	sw_log(0, "netconf: ssh: user '%s' offered a key that is not authorised",
-	       nc_session_get_username(session) ? nc_session_get_username(session) : "?");
-	return 1;
+			return true;
+	return false;
 }
 
 static int load_authorized_keys(struct sw_netconf *nc, const char *path, char *err, size_t cap)
@@ -1224,9 +1586,9 @@ static int load_authorized_keys(struct sw_netconf *nc, const char *path, char *e
 	return 0;
 }
 
-/* ---------------------------------------------------------------- server threads */
+/* ---------------------------------------------------------------- connections */
 
-/* Absolute CLOCK_REALTIME time ms from now (pthread_cond_timedwait, pthread_timedjoin_np). */
+/* Absolute CLOCK_REALTIME time ms from now (pthread_cond_timedwait). */
 static struct timespec realtime_in_ms(long ms)
 {
 	struct timespec ts;
@@ -1241,142 +1603,590 @@ static struct timespec realtime_in_ms(long ms)
 	return ts;
 }
 
-/* Accept threads: nc_accept() may run in several threads at once (libnetconf2 2.0 holds its bind
- * lock only while it waits for a connection, then handles the handshake under a shared endpoint
- * lock), so a client that stalls its handshake blocks one of them and nothing else. Sessions
- * that said <hello> go to the pollsession (its own lock makes nc_ps_add_session safe here). */
-static void *accept_main(void *arg)
+static int thread_start(struct sw_netconf *nc, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t at;
+	pthread_t t;
+	int rc;
+
+	pthread_mutex_lock(&nc->conn_mu);
+	nc->nthreads++;
+	pthread_mutex_unlock(&nc->conn_mu);
+	if (pthread_attr_init(&at))
+		rc = ENOMEM;
+	else {
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &at, fn, arg);
+		pthread_attr_destroy(&at);
+	}
+	if (rc) {
+		pthread_mutex_lock(&nc->conn_mu);
+		nc->nthreads--;
+		pthread_cond_broadcast(&nc->conn_cv);
+		pthread_mutex_unlock(&nc->conn_mu);
+		return -rc;
+	}
+	return 0;
+}
+
+static void thread_end(struct sw_netconf *nc)
+{
+	pthread_mutex_lock(&nc->conn_mu);
+	nc->nthreads--;
+	pthread_cond_broadcast(&nc->conn_cv);
+	pthread_mutex_unlock(&nc->conn_mu);
+}
+
+/* Caller holds conn_mu. Shutting the socket down makes every blocking call of its handshake
+ * (libssh, libnetconf2's <hello>) fail at once; the connection's thread then cleans up. */
+static void conn_kill_locked(struct nc_conn *c, const char *why)
+{
+	if (c->killed)
+		return;
+	c->killed = true;
+	shutdown(c->fd, SHUT_RDWR);
+	sw_log(c->deadline_ns ? 1 : 2, "netconf: %s%s connection %llu closed: %s",
+	       c->ssh ? "ssh:" : "unix", c->host, (unsigned long long)c->id, why);
+}
+
+static void conn_unlink(struct nc_conn *c)
+{
+	struct sw_netconf *nc = c->nc;
+
+	pthread_mutex_lock(&nc->conn_mu);
+	for (struct nc_conn **p = &nc->conns; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&nc->conn_mu);
+}
+
+/* The handshake of connection id is complete: it no longer counts as unauthenticated. */
+static void conn_established(struct sw_netconf *nc, uint64_t id)
+{
+	pthread_mutex_lock(&nc->conn_mu);
+	for (struct nc_conn *c = nc->conns; c; c = c->next)
+		if (c->id == id)
+			c->deadline_ns = 0;
+	pthread_mutex_unlock(&nc->conn_mu);
+}
+
+/* Hand an established session to the poll thread (the only one touching the pollsession). */
+static void session_queue(struct sw_netconf *nc, struct nc_session *s)
+{
+	pthread_mutex_lock(&nc->wake_mu);
+	if (nc->nnewq < NC_NEWQ_MAX && !atomic_load(&nc->stop)) {
+		nc->newq[nc->nnewq++] = s;
+		s = NULL;
+		pthread_cond_signal(&nc->wake_cv);
+	}
+	pthread_mutex_unlock(&nc->wake_mu);
+	if (s) {
+		sw_log(0, "netconf: session %u dropped: too many new sessions at once",
+		       nc_session_get_id(s));
+		nc_session_free(s, sess_free);
+	}
+}
+
+/* <hello> exchange on an accepted transport (fd: UNIX socket, or our end of an SSH relay);
+ * on success the session goes to the poll thread, else fd is closed. */
+static void hello_exchange(struct sw_netconf *nc, struct nc_sess *sd, uint64_t conn_id)
+{
+	struct nc_session *s = NULL;
+	NC_MSG_TYPE m = nc_accept_inout(sd->fd, sd->fd, sd->user, &s);
+
+	if (m != NC_MSG_HELLO) {
+		if (m == NC_MSG_BAD_HELLO)
+			atomic_fetch_add(&nc->in_bad_hellos, 1);
+		sw_log(1, "netconf: %s%s connection %llu: no valid <hello>",
+		       sd->ssh ? "ssh:" : "unix", sd->host, (unsigned long long)conn_id);
+		sess_free(sd);
+		return;
+	}
+	conn_established(nc, conn_id);
+	atomic_fetch_add(&nc->in_sessions, 1);
+	sd->id = nc_session_get_id(s);
+	sd->login = time(NULL);
+	nc_session_set_data(s, sd);
+	sw_log(1, "netconf: session %u (%s, %s%s) opened", sd->id, sd->user,
+	       sd->ssh ? "ssh:" : "unix", sd->host);
+	session_queue(nc, s);
+}
+
+static void *unix_conn_main(void *arg)
+{
+	struct nc_conn *c = arg;
+	struct sw_netconf *nc = c->nc;
+	struct nc_sess *sd = calloc(1, sizeof *sd);
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+	uint64_t id = c->id;
+
+	if (!sd) {
+		conn_unlink(c);
+		close(c->fd);
+		free(c);
+		thread_end(nc);
+		return NULL;
+	}
+	sd->nc = nc;
+	sd->fd = c->fd;
+	if (!getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
+		struct passwd pw, *pp = NULL;
+		char buf[1024];
+
+		if (!getpwuid_r(cr.uid, &pw, buf, sizeof buf, &pp) && pp)
+			snprintf(sd->user, sizeof sd->user, "%s", pw.pw_name);
+		else
+			snprintf(sd->user, sizeof sd->user, "%u", (unsigned)cr.uid);
+	} else {
+		snprintf(sd->user, sizeof sd->user, "?");
+	}
+	/* The connection stays registered (its deadline applies) until the <hello> is done; the
+	 * socket then belongs to the session. */
+	hello_exchange(nc, sd, id);
+	conn_unlink(c);
+	free(c);
+	thread_end(nc);
+	return NULL;
+}
+
+static void *hello_main(void *arg)
+{
+	struct nc_sess *sd = arg;
+	struct sw_netconf *nc = sd->nc;
+
+	hello_exchange(nc, sd, sd->conn_id);
+	thread_end(nc);
+	return NULL;
+}
+
+/* SSH: key exchange, public-key authentication, a session channel with the netconf subsystem.
+ * Blocking calls: the listener's deadline shuts the socket down if the peer stalls. libssh
+ * 0.10 marks the message API deprecated in favour of callbacks, but it is still the one that
+ * serves a single blocking handshake in a few lines (libnetconf2 2.0 uses it too). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static int ssh_handshake(struct nc_conn *c)
+{
+	struct sw_netconf *nc = c->nc;
+	int attempts = 0;
+	bool authed = false, subsys = false;
+
+	ssh_set_auth_methods(c->ss, SSH_AUTH_METHOD_PUBLICKEY);
+	if (ssh_handle_key_exchange(c->ss) != SSH_OK) {
+		sw_log(2, "netconf: ssh:%s: key exchange failed: %s", c->host, ssh_get_error(c->ss));
+		return -1;
+	}
+	while (!authed) {
+		ssh_message m = ssh_message_get(c->ss);
+
+		if (!m)
+			return -1;
+		if (ssh_message_type(m) == SSH_REQUEST_AUTH &&
+		    ssh_message_subtype(m) == SSH_AUTH_METHOD_PUBLICKEY &&
+		    key_authorised(nc, ssh_message_auth_pubkey(m))) {
+			enum ssh_publickey_state_e st = ssh_message_auth_publickey_state(m);
+
+			if (st == SSH_PUBLICKEY_STATE_NONE) { /* a query: "would you take it?" */
+				ssh_message_auth_reply_pk_ok_simple(m);
+			} else if (st == SSH_PUBLICKEY_STATE_VALID) {
+				const char *u = ssh_message_auth_user(m);
+
+				snprintf(c->user, sizeof c->user, "%s", u ? u : "?");
+				ssh_message_auth_reply_success(m, 0);
+				authed = true;
+			} else {
+				attempts++;
+				ssh_message_reply_default(m);
+			}
+		} else if (ssh_message_type(m) == SSH_REQUEST_AUTH) {
+			if (ssh_message_subtype(m) == SSH_AUTH_METHOD_PUBLICKEY) {
+				attempts++;
+				sw_log(0, "netconf: ssh:%s: user '%s' offered a key that is not "
+					  "authorised", c->host,
+				       ssh_message_auth_user(m) ? ssh_message_auth_user(m) : "?");
+			} else if (ssh_message_subtype(m) != SSH_AUTH_METHOD_NONE) {
+				attempts++;
+			}
+			ssh_message_auth_set_methods(m, SSH_AUTH_METHOD_PUBLICKEY);
+			ssh_message_reply_default(m);
+		} else {
+			ssh_message_reply_default(m);
+		}
+		ssh_message_free(m);
+		if (attempts >= NC_AUTH_ATTEMPTS) {
+			sw_log(0, "netconf: ssh:%s: %d failed authentications, disconnecting",
+			       c->host, attempts);
+			return -1;
+		}
+	}
+	while (!subsys) {
+		ssh_message m = ssh_message_get(c->ss);
+		int type;
+
+		if (!m)
+			return -1;
+		type = ssh_message_type(m);
+		if (type == SSH_REQUEST_CHANNEL_OPEN && !c->ch &&
+		    ssh_message_subtype(m) == SSH_CHANNEL_SESSION) {
+			c->ch = ssh_message_channel_request_open_reply_accept(m);
+			if (!c->ch) {
+				ssh_message_free(m);
+				return -1;
+			}
+		} else if (type == SSH_REQUEST_CHANNEL && c->ch &&
+			   ssh_message_channel_request_channel(m) == c->ch &&
+			   ssh_message_subtype(m) == SSH_CHANNEL_REQUEST_SUBSYSTEM &&
+			   ssh_message_channel_request_subsystem(m) &&
+			   !strcmp(ssh_message_channel_request_subsystem(m), "netconf")) {
+			ssh_message_channel_request_reply_success(m);
+			subsys = true;
+		} else {
+			ssh_message_reply_default(m); /* shells, exec, other subsystems: refused */
+		}
+		ssh_message_free(m);
+	}
+	return 0;
+}
+#pragma GCC diagnostic pop
+
+/* Copy bytes between the SSH channel and our end (rfd) of the session's socketpair until
+ * either side closes. A reply the client does not read blocks only this session. */
+static void ssh_relay(struct nc_conn *c, int rfd)
+{
+	static const size_t cap = 64 * 1024;
+	char *in = malloc(cap), *out = malloc(cap);
+	size_t in_len = 0, in_off = 0;
+
+	while (in && out && !atomic_load(&c->nc->stop)) {
+		bool progress = false;
+		int avail = ssh_channel_poll(c->ch, 0);
+		ssize_t r;
+
+		if (avail == SSH_ERROR || (avail == SSH_EOF && !in_len))
+			break;
+		if (avail > 0 && !in_len) {
+			int n = ssh_channel_read_nonblocking(c->ch, in, (uint32_t)cap, 0);
+			if (n < 0)
+				break;
+			in_len = (size_t)n;
+			in_off = 0;
+			progress = n > 0;
+		}
+		if (in_len) {
+			r = send(rfd, in + in_off, in_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (r < 0 && errno != EAGAIN && errno != EINTR)
+				break;
+			if (r > 0) {
+				in_off += (size_t)r;
+				in_len -= (size_t)r;
+				progress = true;
+			}
+		}
+		r = recv(rfd, out, cap, MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (r > 0) {
+			for (ssize_t off = 0; off < r;) {
+				int w = ssh_channel_write(c->ch, out + off, (uint32_t)(r - off));
+				if (w <= 0)
+					goto done;
+				off += w;
+			}
+			progress = true;
+		}
+		if (!progress) {
+			struct pollfd p[2] = {
+				{ .fd = rfd, .events = (short)(POLLIN | (in_len ? POLLOUT : 0)) },
+				{ .fd = ssh_get_fd(c->ss), .events = POLLIN },
+			};
+			/* With input pending for rfd, the SSH socket waits: polling it would spin. */
+			poll(p, in_len ? 1 : 2, NC_POLL_MS * 4);
+		}
+	}
+done:
+	free(in);
+	free(out);
+}
+
+static void *ssh_conn_main(void *arg)
+{
+	struct nc_conn *c = arg;
+	struct sw_netconf *nc = c->nc;
+	ssh_bind b = ssh_bind_new();
+	int sp[2] = { -1, -1 }, nolog = SSH_LOG_NOLOG;
+	long timeout_s = NC_HANDSHAKE_TIMEOUT_MS / 1000;
+	struct nc_sess *sd = NULL;
+
+	c->ss = ssh_new();
+	if (!b || !c->ss ||
+	    ssh_bind_options_set(b, SSH_BIND_OPTIONS_HOSTKEY, nc->hostkey_path) != SSH_OK ||
+	    ssh_bind_options_set(b, SSH_BIND_OPTIONS_LOG_VERBOSITY, &nolog) != SSH_OK ||
+	    ssh_bind_accept_fd(b, c->ss, c->fd) != SSH_OK) {
+		sw_log(0, "netconf: ssh:%s: cannot set up the SSH session: %s", c->host,
+		       b ? ssh_get_error(b) : "out of memory");
+		if (b)
+			ssh_bind_free(b);
+		conn_unlink(c);
+		if (c->ss)
+			ssh_free(c->ss);
+		close(c->fd);
+		free(c);
+		thread_end(nc);
+		return NULL;
+	}
+	ssh_bind_free(b);
+	ssh_options_set(c->ss, SSH_OPTIONS_TIMEOUT, &timeout_s);
+	if (ssh_handshake(c) < 0)
+		goto out;
+	sd = calloc(1, sizeof *sd);
+	if (!sd || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		sw_log(0, "netconf: ssh:%s: out of resources", c->host);
+		free(sd);
+		goto out;
+	}
+	sd->nc = nc;
+	sd->fd = sp[1];
+	sd->ssh = true;
+	sd->conn_id = c->id;
+	snprintf(sd->user, sizeof sd->user, "%s", c->user);
+	snprintf(sd->host, sizeof sd->host, "%s", c->host);
+	/* libnetconf2 speaks NETCONF on sp[1] (its <hello> in another thread); this one relays. */
+	if (thread_start(nc, hello_main, sd) < 0) {
+		sess_free(sd);
+		close(sp[0]);
+		goto out;
+	}
+	ssh_relay(c, sp[0]);
+	close(sp[0]);
+out:
+	conn_unlink(c);
+	if (c->ch)
+		ssh_channel_free(c->ch);
+	ssh_disconnect(c->ss);
+	ssh_free(c->ss); /* closes the socket */
+	free(c);
+	thread_end(nc);
+	return NULL;
+}
+
+/* Admit an accepted connection: at most NC_PENDING_PER_SOURCE unauthenticated ones per source
+ * address and NC_PENDING_MAX in all; over either, the oldest gives way (a flood of idle
+ * connections only ever delays its own kind). */
+static void conn_admit(struct sw_netconf *nc, int fd, bool ssh, const struct sockaddr_in *peer)
+{
+	struct nc_conn *c = calloc(1, sizeof *c);
+	struct nc_conn *oldest_src = NULL, *oldest = NULL;
+	unsigned from_src = 0, total = 0;
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->nc = nc;
+	c->fd = fd;
+	c->ssh = ssh;
+	c->start_ns = util_now_ns();
+	c->deadline_ns = c->start_ns + (uint64_t)NC_HANDSHAKE_TIMEOUT_MS * 1000000ull;
+	if (ssh)
+		inet_ntop(AF_INET, &peer->sin_addr, c->host, sizeof c->host);
+	pthread_mutex_lock(&nc->conn_mu);
+	c->id = ++nc->conn_serial;
+	for (struct nc_conn *o = nc->conns; o; o = o->next) {
+		if (!o->deadline_ns || o->killed)
+			continue;
+		total++;
+		if (!oldest || o->start_ns < oldest->start_ns)
+			oldest = o;
+		if (o->ssh == ssh && !strcmp(o->host, c->host)) {
+			from_src++;
+			if (!oldest_src || o->start_ns < oldest_src->start_ns)
+				oldest_src = o;
+		}
+	}
+	if (from_src >= NC_PENDING_PER_SOURCE)
+		conn_kill_locked(oldest_src, "too many unauthenticated connections from its source");
+	else if (total >= NC_PENDING_MAX)
+		conn_kill_locked(oldest, "too many unauthenticated connections");
+	c->next = nc->conns;
+	nc->conns = c;
+	pthread_mutex_unlock(&nc->conn_mu);
+	sw_log(2, "netconf: %s%s connection %llu accepted", ssh ? "ssh:" : "unix", c->host,
+	       (unsigned long long)c->id);
+	if (thread_start(nc, ssh ? ssh_conn_main : unix_conn_main, c) < 0) {
+		sw_log(0, "netconf: cannot start a thread for a connection");
+		conn_unlink(c);
+		close(fd);
+		free(c);
+	}
+}
+
+/* Listener thread: accepts on both endpoints, enforces the handshake deadline. */
+static void *listen_main(void *arg)
 {
 	struct sw_netconf *nc = arg;
 
 	while (!atomic_load(&nc->stop)) {
-		struct nc_session *s = NULL;
-		NC_MSG_TYPE m = nc_accept(NC_POLL_MS, &s);
+		struct pollfd p[3];
+		int n = 0, idx_ssh = -1, idx_unix = -1;
+		uint64_t now;
 
-		if (m != NC_MSG_HELLO) {
-			/* WOULDBLOCK: no connection or a timed-out handshake; BAD_HELLO / ERROR: a
-			 * failed one. nc_accept() has freed the session in every case. */
-			if (m == NC_MSG_ERROR)
-				usleep(NC_POLL_MS * 1000); /* e.g. out of file descriptors: no spinning */
-			continue;
+		p[n++] = (struct pollfd){ .fd = nc->stop_fd[0], .events = POLLIN };
+		if (nc->ssh_lfd >= 0) {
+			idx_ssh = n;
+			p[n++] = (struct pollfd){ .fd = nc->ssh_lfd, .events = POLLIN };
 		}
-		if (atomic_load(&nc->stop)) {
-			nc_session_free(s, NULL);
+		if (nc->unix_lfd >= 0) {
+			idx_unix = n;
+			p[n++] = (struct pollfd){ .fd = nc->unix_lfd, .events = POLLIN };
+		}
+		if (poll(p, (nfds_t)n, NC_POLL_MS * 4) < 0 && errno != EINTR)
+			usleep(NC_POLL_MS * 1000);
+		now = util_now_ns();
+		pthread_mutex_lock(&nc->conn_mu);
+		for (struct nc_conn *c = nc->conns; c; c = c->next)
+			if (c->deadline_ns && now > c->deadline_ns)
+				conn_kill_locked(c, "handshake not completed in time");
+		pthread_mutex_unlock(&nc->conn_mu);
+		if (atomic_load(&nc->stop))
 			break;
+		if (idx_ssh >= 0 && (p[idx_ssh].revents & POLLIN)) {
+			struct sockaddr_in sa;
+			socklen_t len = sizeof sa;
+			int fd = accept4(nc->ssh_lfd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
+
+			if (fd >= 0)
+				conn_admit(nc, fd, true, &sa);
+			else if (errno == EMFILE || errno == ENFILE)
+				usleep(NC_POLL_MS * 1000); /* out of descriptors: no spinning */
 		}
-		sw_log(1, "netconf: session %u (%s) opened", nc_session_get_id(s),
-		       nc_session_get_username(s) ? nc_session_get_username(s) : "?");
-		if (nc_ps_add_session(nc->ps, s)) {
-			nc_session_free(s, NULL);
-			continue;
+		if (idx_unix >= 0 && (p[idx_unix].revents & POLLIN)) {
+			int fd = accept4(nc->unix_lfd, NULL, NULL, SOCK_CLOEXEC);
+
+			if (fd >= 0)
+				conn_admit(nc, fd, false, NULL);
+			else if (errno == EMFILE || errno == ENFILE)
+				usleep(NC_POLL_MS * 1000);
 		}
-		pthread_mutex_lock(&nc->wake_mu);
-		pthread_cond_signal(&nc->wake_cv);
-		pthread_mutex_unlock(&nc->wake_mu);
 	}
 	return NULL;
 }
 
-/* Poll thread: every established session's RPCs (so the lock and the edit counters have a
- * single writer), new SSH channels on them, and closing sessions. */
+/* Poll thread: every established session's RPCs (so the lock, the edit counters and the
+ * session list have a single writer), and closing sessions. */
 static void *server_main(void *arg)
 {
 	struct sw_netconf *nc = arg;
 
 	while (!atomic_load(&nc->stop)) {
 		struct nc_session *s = NULL;
-		int r = nc_ps_poll(nc->ps, NC_POLL_MS, &s);
+		struct nc_session *fresh[NC_NEWQ_MAX];
+		size_t nfresh;
+		int r;
 
+		pthread_mutex_lock(&nc->wake_mu);
+		nfresh = nc->nnewq;
+		memcpy(fresh, nc->newq, nfresh * sizeof fresh[0]);
+		nc->nnewq = 0;
+		pthread_mutex_unlock(&nc->wake_mu);
+		for (size_t i = 0; i < nfresh; i++) {
+			struct nc_sess *sd = nc_session_get_data(fresh[i]);
+
+			if (nc_ps_add_session(nc->ps, fresh[i])) {
+				nc_session_free(fresh[i], sess_free);
+				continue;
+			}
+			sd->next = nc->sessions;
+			sd->listed = true;
+			nc->sessions = sd;
+		}
+		r = nc_ps_poll(nc->ps, NC_POLL_MS, &s);
 		if (r & NC_PSPOLL_NOSESSIONS) {
-			struct timespec ts = realtime_in_ms(NC_POLL_MS);
+			struct timespec ts = realtime_in_ms(NC_POLL_MS * 4);
 
 			pthread_mutex_lock(&nc->wake_mu);
-			if (!nc_ps_session_count(nc->ps) && !atomic_load(&nc->stop))
+			if (!nc->nnewq && !atomic_load(&nc->stop))
 				pthread_cond_timedwait(&nc->wake_cv, &nc->wake_mu, &ts);
 			pthread_mutex_unlock(&nc->wake_mu);
 			continue;
 		}
-		if (r & NC_PSPOLL_SSH_CHANNEL) {
-			struct nc_session *ns = NULL;
-			if (nc_ps_accept_ssh_channel(nc->ps, &ns) == NC_MSG_HELLO)
-				nc_ps_add_session(nc->ps, ns);
+		if (s && (r & (NC_PSPOLL_RPC | NC_PSPOLL_BAD_RPC | NC_PSPOLL_REPLY_ERROR))) {
+			struct nc_sess *sd = nc_session_get_data(s);
+
+			if (r & NC_PSPOLL_RPC) {
+				nc->in_rpcs++;
+				if (sd)
+					sd->in_rpcs++;
+			}
+			if (r & NC_PSPOLL_BAD_RPC) {
+				nc->in_bad_rpcs++;
+				if (sd)
+					sd->in_bad_rpcs++;
+			}
+			if (r & NC_PSPOLL_REPLY_ERROR) {
+				nc->out_rpc_errors++;
+				if (sd)
+					sd->out_rpc_errors++;
+			}
 		}
 		if (s && (r & (NC_PSPOLL_SESSION_TERM | NC_PSPOLL_SESSION_ERROR))) {
 			uint32_t sid = nc_session_get_id(s);
+
 			if (nc->lock_sid == sid)
 				nc->lock_sid = 0; /* a lock dies with its session */
+			if (r & NC_PSPOLL_SESSION_ERROR)
+				nc->dropped_sessions++;
 			sw_log(1, "netconf: session %u closed", sid);
 			nc_ps_del_session(nc->ps, s);
-			nc_session_free(s, NULL);
+			nc_session_free(s, sess_free);
 		}
 	}
 	return NULL;
 }
 
-/* An accepted connection on one of our endpoints: a stream socket, not listening, whose local
- * address is the endpoint's (accepted UNIX sockets carry the listener's path). */
-static bool is_endpoint_conn(const struct sw_netconf *nc, int fd)
-{
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in in;
-		struct sockaddr_un un;
-	} a;
-	socklen_t len = sizeof a;
-	int type = 0, acc = 1;
-	socklen_t olen = sizeof type;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &olen) < 0 || type != SOCK_STREAM)
-		return false;
-	olen = sizeof acc;
-	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &olen) < 0 || acc)
-		return false;
-	memset(&a, 0, sizeof a);
-	if (getsockname(fd, &a.sa, &len) < 0)
-		return false;
-	if (a.sa.sa_family == AF_UNIX)
-		return nc->unix_path[0] && len > offsetof(struct sockaddr_un, sun_path) &&
-		       !strncmp(a.un.sun_path, nc->unix_path, sizeof a.un.sun_path);
-	if (a.sa.sa_family == AF_INET && nc->ssh_sa.sin_family == AF_INET)
-		return a.in.sin_port == nc->ssh_sa.sin_port &&
-		       (nc->ssh_sa.sin_addr.s_addr == htonl(INADDR_ANY) ||
-			a.in.sin_addr.s_addr == nc->ssh_sa.sin_addr.s_addr);
-	return false;
-}
-
-/* Stop: a handshake in progress lives inside nc_accept() and no libnetconf2 call reaches it,
- * so shut its socket down (found through /proc/self/fd); the handshake then fails at once
- * instead of running into its timeout. Called only after the poll thread has ended and the
- * established sessions are freed, so every such socket is a handshake. */
-static void abort_handshakes(const struct sw_netconf *nc)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char *end;
-		long fd = strtol(e->d_name, &end, 10);
-
-		if (end == e->d_name || *end || fd < 0 || fd == dirfd(d))
-			continue;
-		if (is_endpoint_conn(nc, (int)fd))
-			shutdown((int)fd, SHUT_RDWR);
-	}
-	closedir(d);
-}
-
 /* ---------------------------------------------------------------- start / stop */
 
-static int parse_ssh_addr(const char *s, char *ip, size_t cap, uint16_t *port)
+static int listen_tcp(const char *s, int *out, struct sockaddr_in *sa)
 {
-	struct sockaddr_in a;
+	int fd, one = 1;
 
-	if (util_parse_addr(s, 0, &a) < 0 || !a.sin_port)
+	if (util_parse_addr(s, 0, sa) < 0 || !sa->sin_port)
 		return -EINVAL;
-	inet_ntop(AF_INET, &a.sin_addr, ip, (socklen_t)cap);
-	*port = ntohs(a.sin_port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)sa, sizeof *sa) < 0 || listen(fd, 64) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* Mode 0600 before listen(): nobody can connect while the path still has the umask's mode. */
+static int listen_unix(const char *path, int *out)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof a.sun_path)
+		return -ENAMETOOLONG;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || chmod(path, 0600) < 0 ||
+	    listen(fd, 64) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	*out = fd;
 	return 0;
 }
 
@@ -1402,7 +2212,12 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 	}
 	nc->sw = sw;
 	nc->cfg = cfg;
+	nc->ssh_lfd = nc->unix_lfd = -1;
+	nc->stop_fd[0] = nc->stop_fd[1] = -1;
+	nc->start_time = time(NULL);
 	atomic_init(&nc->stop, false);
+	atomic_init(&nc->in_bad_hellos, 0);
+	atomic_init(&nc->in_sessions, 0);
 	for (size_t i = 0; i < cfg->nmgmt; i++)
 		snprintf(nc->mgmt[nc->nmgmt++], sizeof nc->mgmt[0], "%s", cfg->mgmt_addr[i]);
 	g_nc = nc;
@@ -1431,51 +2246,67 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 	nc->server_init = true;
 	nc_server_set_hello_timeout(NC_HELLO_TIMEOUT_S);
 	nc_server_set_idle_timeout(0);
+	if (pthread_mutex_init(&nc->wake_mu, NULL) || pthread_mutex_init(&nc->conn_mu, NULL)) {
+		snprintf(err, cap, "netconf: cannot create a mutex");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (pthread_cond_init(&nc->wake_cv, NULL) || pthread_cond_init(&nc->conn_cv, NULL)) {
+		snprintf(err, cap, "netconf: cannot create a condition variable");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	nc->sync_init = true;
+	if (pipe2(nc->stop_fd, O_CLOEXEC) < 0) {
+		rc = -errno;
+		snprintf(err, cap, "netconf: pipe: %s", strerror(errno));
+		goto fail;
+	}
 
 	if (o->unix_path) {
 		snprintf(nc->unix_path, sizeof nc->unix_path, "%s", o->unix_path);
-		if (nc_server_add_endpt("unix", NC_TI_UNIX) ||
-		    nc_server_endpt_set_perms("unix", 0600, (uid_t)-1, (gid_t)-1) ||
-		    nc_server_endpt_set_address("unix", o->unix_path)) {
-			snprintf(err, cap, "netconf: cannot listen on unix:%s", o->unix_path);
+		rc = listen_unix(o->unix_path, &nc->unix_lfd);
+		if (rc < 0) {
+			nc->unix_path[0] = 0; /* not ours: leave it */
+			snprintf(err, cap, "netconf: cannot listen on unix:%s: %s", o->unix_path,
+				 strerror(-rc));
 			goto fail;
 		}
 	}
 	if (o->ssh_addr) {
-		char ip[64];
-		uint16_t port;
+		struct sockaddr_in sa;
+		ssh_key hk = NULL;
 
-		if (parse_ssh_addr(o->ssh_addr, ip, sizeof ip, &port) < 0 ||
-		    inet_pton(AF_INET, ip, &nc->ssh_sa.sin_addr) != 1) {
-			snprintf(err, cap, "netconf: bad --netconf-ssh '%s' (expected IP:PORT)",
-				 o->ssh_addr);
-			goto fail;
-		}
 		if (!o->hostkey_path || !o->authorized_keys) {
 			snprintf(err, cap, "netconf: --netconf-ssh needs --netconf-hostkey and "
 					   "--netconf-authorized-keys");
+			rc = -EINVAL;
 			goto fail;
 		}
-		if (access(o->hostkey_path, R_OK) < 0) {
-			snprintf(err, cap, "netconf: host key %s: %s", o->hostkey_path,
-				 strerror(errno));
+		if (ssh_pki_import_privkey_file(o->hostkey_path, NULL, NULL, NULL, &hk) != SSH_OK) {
+			snprintf(err, cap, "netconf: host key %s: not a readable private key",
+				 o->hostkey_path);
+			rc = -EINVAL;
 			goto fail;
 		}
+		ssh_key_free(hk);
 		rc = load_authorized_keys(nc, o->authorized_keys, err, cap);
 		if (rc < 0)
 			goto fail;
-		nc->ssh_sa.sin_family = AF_INET;
-		nc->ssh_sa.sin_port = htons(port);
 		nc->hostkey_path = strdup(o->hostkey_path);
-		nc_server_ssh_set_hostkey_clb(hostkey_clb, nc, NULL);
-		nc_server_ssh_set_pubkey_auth_clb(pubkey_clb, nc, NULL);
-		if (!nc->hostkey_path || nc_server_add_endpt("ssh", NC_TI_LIBSSH) ||
-		    nc_server_ssh_endpt_add_hostkey("ssh", "hostkey", -1) ||
-		    nc_server_ssh_endpt_set_auth_methods("ssh", NC_SSH_AUTH_PUBLICKEY) ||
-		    nc_server_ssh_endpt_set_auth_timeout("ssh", NC_AUTH_TIMEOUT_S) ||
-		    nc_server_endpt_set_address("ssh", ip) || nc_server_endpt_set_port("ssh", port)) {
-			snprintf(err, cap, "netconf: cannot listen on ssh %s", o->ssh_addr);
-			rc = -EINVAL;
+		if (!nc->hostkey_path) {
+			rc = -ENOMEM;
+			snprintf(err, cap, "out of memory");
+			goto fail;
+		}
+		rc = listen_tcp(o->ssh_addr, &nc->ssh_lfd, &sa);
+		if (rc < 0) {
+			if (rc == -EINVAL)
+				snprintf(err, cap, "netconf: bad --netconf-ssh '%s' (expected IP:PORT)",
+					 o->ssh_addr);
+			else
+				snprintf(err, cap, "netconf: cannot listen on ssh %s: %s", o->ssh_addr,
+					 strerror(-rc));
 			goto fail;
 		}
 	}
@@ -1485,18 +2316,6 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (pthread_mutex_init(&nc->wake_mu, NULL)) {
-		snprintf(err, cap, "netconf: cannot create a mutex");
-		rc = -ENOMEM;
-		goto fail;
-	}
-	if (pthread_cond_init(&nc->wake_cv, NULL)) {
-		pthread_mutex_destroy(&nc->wake_mu);
-		snprintf(err, cap, "netconf: cannot create a condition variable");
-		rc = -ENOMEM;
-		goto fail;
-	}
-	nc->wake_init = true;
 	rc = pthread_create(&nc->thread, NULL, server_main, nc);
 	if (rc) {
 		snprintf(err, cap, "netconf: pthread_create: %s", strerror(rc));
@@ -1504,15 +2323,13 @@ int sw_netconf_start(struct sw_switch *sw, const struct sw_config *cfg,
 		goto fail;
 	}
 	nc->started = true;
-	for (size_t i = 0; i < NC_ACCEPT_THREADS; i++) {
-		rc = pthread_create(&nc->acceptors[i], NULL, accept_main, nc);
-		if (rc) {
-			snprintf(err, cap, "netconf: pthread_create: %s", strerror(rc));
-			rc = -rc;
-			goto fail;
-		}
-		nc->nacceptors++;
+	rc = pthread_create(&nc->listener, NULL, listen_main, nc);
+	if (rc) {
+		snprintf(err, cap, "netconf: pthread_create: %s", strerror(rc));
+		rc = -rc;
+		goto fail;
 	}
+	nc->listening = true;
 	*out = nc;
 	return 0;
 fail:
@@ -1522,47 +2339,60 @@ fail:
 
 void sw_netconf_stop(struct sw_netconf *nc)
 {
-	bool done[NC_ACCEPT_THREADS] = { false };
-
 	if (!nc)
 		return;
 	atomic_store(&nc->stop, true);
+	if (nc->stop_fd[1] >= 0 && write(nc->stop_fd[1], "x", 1) < 0)
+		sw_log(2, "netconf: stop pipe: %s", strerror(errno));
+	if (nc->listening)
+		pthread_join(nc->listener, NULL);
 	if (nc->started) {
 		pthread_mutex_lock(&nc->wake_mu);
 		pthread_cond_broadcast(&nc->wake_cv);
 		pthread_mutex_unlock(&nc->wake_mu);
 		pthread_join(nc->thread, NULL);
 	}
-	if (nc->ps)
-		nc_ps_clear(nc->ps, 1, NULL); /* the established sessions */
-	/* Accept threads: an idle one sees stop within a few NC_POLL_MS; one inside a handshake
-	 * is freed by shutting its socket down. Again each round: a thread may have accepted one
-	 * more connection since the last scan. */
-	for (size_t joined = 0; joined < nc->nacceptors;) {
-		abort_handshakes(nc);
-		for (size_t i = 0; i < nc->nacceptors; i++) {
-			struct timespec ts = realtime_in_ms(20);
+	if (nc->sync_init) {
+		/* Every connection thread: its socket shut down, it ends within a poll period. */
+		struct timespec until = realtime_in_ms(5000);
 
-			if (done[i])
-				continue;
-			if (!pthread_timedjoin_np(nc->acceptors[i], NULL, &ts)) {
-				done[i] = true;
-				joined++;
-			}
+		pthread_mutex_lock(&nc->conn_mu);
+		for (struct nc_conn *c = nc->conns; c; c = c->next)
+			conn_kill_locked(c, "server stopping");
+		while (nc->nthreads) {
+			if (pthread_cond_timedwait(&nc->conn_cv, &nc->conn_mu, &until) == ETIMEDOUT)
+				break;
+			for (struct nc_conn *c = nc->conns; c; c = c->next)
+				conn_kill_locked(c, "server stopping");
 		}
+		if (nc->nthreads)
+			sw_log(0, "netconf: %u connection thread(s) did not stop", nc->nthreads);
+		pthread_mutex_unlock(&nc->conn_mu);
+		for (size_t i = 0; i < nc->nnewq; i++)
+			nc_session_free(nc->newq[i], sess_free);
+		nc->nnewq = 0;
 	}
 	if (nc->ps) {
-		nc_ps_clear(nc->ps, 1, NULL); /* added by an accept thread just before the stop */
+		nc_ps_clear(nc->ps, 1, sess_free);
 		nc_ps_free(nc->ps);
-	}
-	if (nc->wake_init) {
-		pthread_cond_destroy(&nc->wake_cv);
-		pthread_mutex_destroy(&nc->wake_mu);
 	}
 	if (nc->server_init)
 		nc_server_destroy();
+	if (nc->ssh_lfd >= 0)
+		close(nc->ssh_lfd);
+	if (nc->unix_lfd >= 0)
+		close(nc->unix_lfd);
 	if (nc->unix_path[0])
 		unlink(nc->unix_path);
+	for (int i = 0; i < 2; i++)
+		if (nc->stop_fd[i] >= 0)
+			close(nc->stop_fd[i]);
+	if (nc->sync_init && !nc->nthreads) {
+		pthread_cond_destroy(&nc->wake_cv);
+		pthread_mutex_destroy(&nc->wake_mu);
+		pthread_cond_destroy(&nc->conn_cv);
+		pthread_mutex_destroy(&nc->conn_mu);
+	}
 	for (size_t i = 0; i < nc->nauthkeys; i++)
 		ssh_key_free(nc->authkeys[i]);
 	free(nc->authkeys);
@@ -1571,5 +2401,6 @@ void sw_netconf_stop(struct sw_netconf *nc)
 		ly_ctx_destroy(nc->ly);
 	if (g_nc == nc)
 		g_nc = NULL;
-	free(nc);
+	if (!nc->nthreads)
+		free(nc); /* else a stuck thread still points at it: leak rather than crash */
 }

@@ -1,6 +1,8 @@
-/* inca-switch NETCONF server (libnetconf2 2.0.x + libyang 2.1): UNIX socket and SSH endpoints;
- * handshakes on a pool of accept threads, established sessions on one poll thread; get / get-config / edit-config / lock / unlock / get-schema on the
- * inca-switch YANG module (yang/). Edits are validated (YANG, then the config parser's
+/* inca-switch NETCONF server (libnetconf2 2.0.x + libyang 2.1 + libssh): UNIX socket and SSH
+ * endpoints; a thread per connection handshake (bounded per source and in total, with a
+ * deadline), established sessions on one poll thread; get / get-config / edit-config /
+ * validate / lock / unlock / get-schema on the inca-switch YANG module (yang/) and
+ * ietf-netconf-monitoring state. Edits are validated (YANG, then the config parser's
  * semantic checks and the capacity limits) before the data plane's tree set is swapped.
  * Only compiled when SW_HAVE_NETCONF is defined (meson: have_netconf). See docs/netconf.md. */
 #ifndef INCA_SW_NETCONF_H

@@ -9,6 +9,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -26,6 +27,19 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def project_version():
+    """INCA's version: meson's project() in the source tree, else the bindings' own."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, "..", "..", "meson.build")) as f:
+            m = re.search(r"version\s*:\s*'([^']+)'", f.read())
+            if m:
+                return m.group(1)
+    except OSError:
+        pass
+    return getattr(sys.modules.get("inca"), "__version__", "unknown")
 
 
 def free_tcp_port():
@@ -139,10 +153,12 @@ def main():
     ap.add_argument("--switch", default="auto",
                     help="inca: 'auto' starts an inca-switch on loopback, 'none' uses the "
                          "host ring, or IP:PORT of a running switch (with --data-addrs)")
-    ap.add_argument("--data-addrs", default="127.0.0.{r10}:4791",
-                    help="with --switch IP:PORT: per-rank data addresses, a comma list or a "
-                         "template with {r} (rank) / {r10} (rank+10); default matches "
-                         "examples/switch-loopback.conf")
+    ap.add_argument("--data-addrs",
+                    help="per-rank data addresses, a comma list or a template with {r} "
+                         "(rank) / {r10} (rank+10). With --switch IP:PORT the default "
+                         "127.0.0.{r10}:4791 matches examples/switch-loopback.conf; with --am "
+                         "the default 127.0.0.1:0 gives every rank its own free port (several "
+                         "ranks on one host must not share an address and port)")
     ap.add_argument("--tree-id", type=int, default=1)
     ap.add_argument("--key", type=lambda s: int(s, 0), default=0x5EED0001)
     ap.add_argument("--am", help="inca-am address: join a group through the AM instead")
@@ -156,18 +172,50 @@ def main():
     ap.add_argument("--kill-switch-step", type=int, default=-1,
                     help="with --switch auto: SIGKILL the switch before this step (failover "
                          "test; the ranks detect it within ~0.2 s: retx_limit 5, rto_max 20 ms)")
-    ap.add_argument("--save-dir", help="save each rank's final flat parameters here (.pt)")
+    ap.add_argument("--save-dir", help="save each rank's final flat parameters here (.pt); "
+                                       "created if missing")
     ap.add_argument("--json", help="write all ranks' results (list) to this file")
+    ap.add_argument("--version", action="version",
+                    version=f"%(prog)s (INCA) {project_version()}")
     args = ap.parse_args()
     args.switch_pid = 0
+    if args.nprocs < 1:
+        ap.error(f"--nprocs {args.nprocs}: at least 1 process")
+    if args.steps < 1:
+        ap.error(f"--steps {args.steps}: at least 1 step")
+    if args.save_dir:
+        # Up front: a directory that cannot be made must not cost a whole training run.
+        try:
+            os.makedirs(args.save_dir, exist_ok=True)
+        except OSError as e:
+            ap.error(f"--save-dir {args.save_dir}: {e.strerror}")
+        if not os.access(args.save_dir, os.W_OK | os.X_OK):
+            ap.error(f"--save-dir {args.save_dir}: not writable")
+
+    def data_addrs(default):
+        spec = args.data_addrs or default
+        if "{" in spec:
+            addrs = [spec.format(r=r, r10=r + 10) for r in range(args.nprocs)]
+        else:
+            addrs = spec.split(",")
+            if len(addrs) == 1 and addrs[0].endswith(":0"):  # a free port each
+                addrs = addrs * args.nprocs
+        if len(addrs) != args.nprocs:
+            ap.error("--data-addrs needs one address per rank (or one IP:0 for all)")
+        return addrs
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only
     sw = None
     comm_kwargs = None
     if args.backend == "inca":
         if args.am:
+            addrs = data_addrs("127.0.0.1:0")
+            if len(set(addrs)) < len(addrs) and not all(a.endswith(":0") for a in addrs):
+                ap.error("--data-addrs: every rank needs its own address or port (port 0 "
+                         "picks a free one)")
             comm_kwargs = [{"am_addr": args.am, "job_id": args.job_id,
-                            "job_credential": args.job_credential}] * args.nprocs
+                            "job_credential": args.job_credential, "data_addr": addrs[r]}
+                           for r in range(args.nprocs)]
         elif args.switch == "auto":
             from inca.launch import Switch
             sw = Switch(args.nprocs, tree_id=args.tree_id, key=args.key,
@@ -180,12 +228,7 @@ def main():
             print(f"started inca-switch pid {sw.proc.pid} on {sw.addr} "
                   f"(members {', '.join(sw.member_addrs)})", flush=True)
         elif args.switch != "none":
-            if "{" in args.data_addrs:
-                addrs = [args.data_addrs.format(r=r, r10=r + 10) for r in range(args.nprocs)]
-            else:
-                addrs = args.data_addrs.split(",")
-            if len(addrs) != args.nprocs:
-                ap.error("--data-addrs needs one address per rank")
+            addrs = data_addrs("127.0.0.{r10}:4791")
             comm_kwargs = [{"switch_addr": args.switch, "data_addr": addrs[r],
                             "tree_id": args.tree_id, "key": args.key}
                            for r in range(args.nprocs)]

@@ -14,8 +14,12 @@ extern "C" {
 #define INCA_VERSION_MAJOR 0
 #define INCA_VERSION_MINOR 1
 
-/* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber. */
+/* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber.
+ * lib/wire/dtype.h is their one definition (names, sizes); libinca checks these values against
+ * it at compile time, and tools/gen_facts.py writes this enum from it. fp16 is IEEE 754
+ * binary16, bf16 bfloat16 (the upper half of an fp32). */
 enum inca_dtype {
+	/* begin generated: dtypes */
 	INCA_INT8 = 0,
 	INCA_UINT8 = 1,
 	INCA_INT16 = 2,
@@ -24,15 +28,18 @@ enum inca_dtype {
 	INCA_UINT32 = 5,
 	INCA_INT64 = 6,
 	INCA_UINT64 = 7,
-	INCA_FP16 = 8, /* IEEE 754 binary16 */
-	INCA_BF16 = 9, /* bfloat16 */
+	INCA_FP16 = 8,
+	INCA_BF16 = 9,
 	INCA_FP32 = 10,
 	INCA_FP64 = 11,
+	/* end generated: dtypes */
 	INCA_DTYPE_COUNT
 };
 
-/* Reduction operators. Wire values too. Bitwise ops are defined for integer types only. */
+/* Reduction operators. Wire values too (lib/wire/dtype.h, like the dtypes). Bitwise ops are
+ * defined for integer types only. */
 enum inca_op {
+	/* begin generated: ops */
 	INCA_SUM = 0,
 	INCA_PROD = 1,
 	INCA_MIN = 2,
@@ -40,6 +47,7 @@ enum inca_op {
 	INCA_BAND = 4,
 	INCA_BOR = 5,
 	INCA_BXOR = 6,
+	/* end generated: ops */
 	INCA_OP_COUNT
 };
 
@@ -48,7 +56,7 @@ enum inca_algo {
 	INCA_ALGO_AUTO = 0, /* INC when the communicator has a switch, else ring */
 	INCA_ALGO_INC = 1,  /* in-network aggregation through the switch */
 	INCA_ALGO_RING = 2, /* host-based ring over TCP between the ranks */
-	/* issue 4: further host algorithms (appended; each collective accepts the ones that
+	/* further host algorithms (each collective accepts the ones that
 	 * apply to it, see inca_coll_algo_valid) */
 	INCA_ALGO_RECDBL = 3,      /* recursive doubling (AllReduce, AllGather, Barrier) */
 	INCA_ALGO_RABENSEIFNER = 4,/* reduce-scatter + allgather by recursive halving (AllReduce) */
@@ -93,7 +101,8 @@ struct inca_comm_opts {
 	const char *data_addr;   /* local "ip:port" for the data-plane UDP socket (port 0: any) */
 	uint16_t tree_id;
 	uint32_t key;        /* group key, carried as RETH R_Key */
-	uint32_t switch_qpn; /* destination QP of the switch for this tree; 0: 0x100 + tree_id */
+	uint32_t switch_qpn; /* destination QP of the switch for this tree; 0: 0x100 + tree_id;
+			      * standalone: must equal the tree's qpn in the switch config */
 	uint32_t qpn;        /* this client's QP number; 0: 0x1000 + bfr_id */
 	uint16_t bfr_id;     /* BFR-id (1..65535); 0: rank + 1 */
 	uint16_t bsl_bits;   /* BIER bit-string length, 64..4096, power of two; 0: 64 */
@@ -118,7 +127,7 @@ struct inca_comm_opts {
 	void *log_ctx;
 	int log_level; /* messages at or below this level go to log_fn */
 
-	/* ---- Aggregation Manager (issue 3, docs/am.md): appended fields. With am_addr set the
+	/* ---- Aggregation Manager (docs/am.md): appended fields. With am_addr set the
 	 * rank joins a group through inca-am instead of using switch_addr/tree_id/key/...: the
 	 * AM assigns the tree, BFR-id, key, slots and MTU. If the AM answers HOST_FALLBACK (or
 	 * no verdict comes within am_timeout_ms) the communicator runs on the host ring only.
@@ -157,8 +166,27 @@ struct inca_comm_opts {
 	const uint8_t *auth_key; /* INCA_AUTH_KEY_BYTES bytes; NULL: INCA_AUTH_KEY or none */
 	uint32_t auth_key_id;    /* carried in every packet; must match the switch's tree */
 	int no_auth;
+
+	/* ---- External bootstrap (inca_peer_listen below): appended fields. The table of every
+	 * rank's peer handle, in rank order (size * INCA_PEER_HANDLE_BYTES bytes), exchanged by
+	 * the caller, and this rank's listener; bootstrap_addr must then be NULL. */
+	const uint8_t *peer_table;
+	struct inca_peer_listener *peer_listener; /* always consumed by inca_comm_create */
 };
 #define INCA_AUTH_KEY_BYTES 32
+
+/* External bootstrap, for frameworks that already exchange data among their ranks (MPI,
+ * torch.distributed stores, NCCL's handle exchange) instead of INCA's rendezvous at rank 0:
+ * every rank opens its host-path listener with inca_peer_listen (on host_ip, NULL:
+ * 127.0.0.1), which fills an opaque handle; the caller gathers the handles of all ranks in
+ * rank order and passes the table and the rank's own listener to inca_comm_create
+ * (opts.peer_table, opts.peer_listener). inca_comm_create takes the listener over, also when
+ * it fails; inca_peer_listener_close frees one that is not used. 0 or -errno. */
+#define INCA_PEER_HANDLE_BYTES 32
+struct inca_peer_listener;
+int inca_peer_listen(const char *host_ip, struct inca_peer_listener **out,
+		     uint8_t handle[INCA_PEER_HANDLE_BYTES]);
+void inca_peer_listener_close(struct inca_peer_listener *l);
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or
  * timeout_ms passes. Returns 0 and an owned communicator in *out, or -errno:
@@ -237,7 +265,7 @@ struct inca_auth_stats {
 int inca_comm_get_auth_stats(const struct inca_comm *comm, struct inca_auth_stats *out,
 			     size_t out_size);
 
-/* ---- Aggregation Manager (issue 3): additions ---------------------------------------- */
+/* ---- Aggregation Manager ---------------------------------------------------------------- */
 
 /* The communicator's view of its AM group (only for communicators created with am_addr). */
 struct inca_am_info {
@@ -253,7 +281,7 @@ struct inca_am_info {
  * Cheap (one mutex); call from the communicator's thread. */
 int inca_comm_am_info(const struct inca_comm *comm, struct inca_am_info *out);
 
-/* ---- Collectives (issue 4, docs/collectives.md): additions --------------------------------
+/* ---- Collectives (docs/collectives.md) --------------------------------------------------
  * The nine collectives of draft-liu-nfsv4-rocev2 §1. Every rank of the communicator calls the
  * same collective with the same count, dtype, op, root and algo, in the same order. Counts are
  * in elements of dt. Data-movement collectives (Broadcast, AllGather, AllToAll, Gather,

@@ -137,22 +137,6 @@ struct agg_tree {
 
 /* ---------------------------------------------------------------- small helpers */
 
-static const uint8_t agg__elem_size[INCA_DTYPE_COUNT] = {
-	[INCA_INT8] = 1, [INCA_UINT8] = 1, [INCA_INT16] = 2, [INCA_UINT16] = 2,
-	[INCA_INT32] = 4, [INCA_UINT32] = 4, [INCA_INT64] = 8, [INCA_UINT64] = 8,
-	[INCA_FP16] = 2, [INCA_BF16] = 2, [INCA_FP32] = 4, [INCA_FP64] = 8,
-};
-
-/* Own type/op table: the engine must not depend on libinca (inca_op_valid lives there). */
-static bool agg__pair_valid(unsigned dt, unsigned op)
-{
-	if (dt >= INCA_DTYPE_COUNT || op >= INCA_OP_COUNT)
-		return false;
-	if (op >= INCA_BAND && dt >= INCA_FP16)
-		return false; /* bitwise ops are integer-only */
-	return true;
-}
-
 /* Bit-strings are handled a 64-bit word at a time; byte order inside a word does not matter for
  * AND/OR/popcount as long as every operand is loaded the same way. Packet bit-strings may be
  * unaligned, hence memcpy (which compiles to a plain load). */
@@ -765,7 +749,7 @@ static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struc
 		*li = (block / t->nshards) * WIRE_SLOT_BLOCK + slot % WIRE_SLOT_BLOCK;
 	}
 	unsigned dt = p->inca.dtype, op = p->inca.op;
-	if (!agg__pair_valid(dt, op))
+	if (!wire_op_valid(dt, op))
 		return AGG_DROP_UNSUPPORTED;
 	if (t->cfg.dtype_mask && !(t->cfg.dtype_mask & (1u << dt)))
 		return AGG_DROP_UNSUPPORTED;
@@ -773,7 +757,7 @@ static enum agg_verdict agg__check_payload(const struct agg_tree *t, const struc
 		return AGG_DROP_UNSUPPORTED;
 	if (p->data_len > t->cfg.slot_bytes)
 		return AGG_DROP_TOO_BIG;
-	if (p->data_len != (uint32_t)p->inca.count * agg__elem_size[dt] ||
+	if (p->data_len != (uint32_t)p->inca.count * wire_dtype_size(dt) ||
 	    (p->data_len && !p->data))
 		return AGG_DROP_MISMATCH;
 	return AGG_ABSORBED; /* "ok" */
@@ -1062,6 +1046,31 @@ static bool agg__sender_ok(const struct agg_tree *t, const struct wire_pkt *p, u
 	return true;
 }
 
+/* Duplicates of a version still waiting (collecting, or sent up): they come in waves, one per
+ * retransmission timeout of the members below. A duplicate whose sender has not asked in the
+ * current wave only joins it (true: ignore it); one that asks again, or the first of a wave
+ * (none yet, and no wave pending), starts a new wave with its P-BM as the askers (false: act on
+ * it). */
+static bool agg__wave_join(struct agg_tree *t, struct agg__ver *v, const uint8_t *pbm, size_t nw,
+			   size_t len, bool pending)
+{
+	uint8_t *req = agg__req(t, v);
+	uint64_t again = 0, any = pending;
+
+	for (size_t w = 0; w < nw; w++) {
+		uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
+		again |= x & r0;
+		any |= r0;
+	}
+	if (any && !again) {
+		for (size_t w = 0; w < nw; w++)
+			agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+		return true;
+	}
+	memcpy(req, pbm, len);
+	return false;
+}
+
 static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt *p,
 				      uint32_t ingress, struct agg__out *o)
 {
@@ -1139,19 +1148,8 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				 * time out at about the same moment, and each copy sent up would bring
 				 * the whole sub-tree's result back down. Another member's duplicate
 				 * only joins the wave; a member asking again starts a new one. */
-				uint8_t *req = agg__req(t, v);
-				uint64_t again = 0, any = v->wave;
-				for (size_t w = 0; w < nw; w++) {
-					uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
-					again |= x & r0;
-					any |= r0;
-				}
-				if (any && !again) {
-					for (size_t w = 0; w < nw; w++)
-						agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+				if (agg__wave_join(t, v, pbm, nw, len, v->wave != 0))
 					return AGG_DUP_IGNORED;
-				}
-				memcpy(req, pbm, len);
 				v->wave = 0;
 				if (agg__send_up(t, o, v, p->inca.slot))
 					t->st.results_resent++;
@@ -1163,19 +1161,8 @@ static enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt 
 				 * again starts a new wave), as for UP_SENT above. The duplicate got
 				 * no answer: it earns its sender a re-send credit. */
 				agg__rearn(t, low_bp);
-				uint8_t *req = agg__req(t, v);
-				uint64_t again = 0, any = 0;
-				for (size_t w = 0; w < nw; w++) {
-					uint64_t x = agg__ld(pbm, w), r0 = agg__ld(req, w);
-					again |= x & r0;
-					any |= r0;
-				}
-				if (any && !again) {
-					for (size_t w = 0; w < nw; w++)
-						agg__st(req, w, agg__ld(req, w) | agg__ld(pbm, w));
+				if (agg__wave_join(t, v, pbm, nw, len, false))
 					return AGG_DUP_IGNORED;
-				}
-				memcpy(req, pbm, len);
 				agg__unlist(t, v);
 				if (v->cand != AGG__CAND_FAR)
 					agg__notice(t, o, v, t->abm);

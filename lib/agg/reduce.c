@@ -520,8 +520,8 @@ K16_KERNELS(X16_512, bf16, 64, bf16_widen_64, bf16_narrow_64, vop_f32_64)
 
 enum { ISA_AUTO = -1, ISA_BASELINE = 0, ISA_AVX2 = 1, ISA_AVX512 = 2, ISA_COUNT };
 
-/* NULL entries are the invalid pairs: the same table answers inca_op_valid's question on the
- * hot path without a call. */
+/* NULL entries are the pairs lib/wire/dtype.h does not allow; agg_reduce checks the table
+ * first, and reduce_test checks that every allowed pair has a kernel. */
 static kern_fn *const kernel_tab[ISA_COUNT][INCA_DTYPE_COUNT][INCA_OP_COUNT] = {
 	[ISA_BASELINE] = KERNEL_TABLE(gen),
 #if AGG_X86
@@ -529,8 +529,6 @@ static kern_fn *const kernel_tab[ISA_COUNT][INCA_DTYPE_COUNT][INCA_OP_COUNT] = {
 	[ISA_AVX512] = KERNEL_TABLE(avx512),
 #endif
 };
-
-static const uint8_t elem_bytes[INCA_DTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
 
 /* The chosen set; ISA_AUTO until the first call. Every thread computes the same answer, so a
  * race on the first store is harmless (relaxed atomics keep it well defined). */
@@ -567,12 +565,11 @@ int agg__reduce_set_isa(int isa)
 
 int agg_reduce(void *dst, const void *src, size_t count, enum inca_dtype dt, enum inca_op op)
 {
-	if ((unsigned)dt >= INCA_DTYPE_COUNT || (unsigned)op >= INCA_OP_COUNT ||
-	    !kernel_tab[ISA_BASELINE][dt][op])
+	if (!wire_op_valid((unsigned)dt, (unsigned)op) || !kernel_tab[ISA_BASELINE][dt][op])
 		return -EINVAL;
 	if (count == 0)
 		return 0;
-	size_t esz = elem_bytes[dt];
+	size_t esz = wire_dtype_size((unsigned)dt);
 	if (!dst || !src || count > SIZE_MAX / esz)
 		return -EINVAL;
 	size_t nb = count * esz;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agg/agg.h"
+#include "agg/agg_ref.h"
 #include "util/util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -309,42 +310,6 @@ static int64_t sext(uint64_t v, size_t esz)
 	return (int64_t)(v << sh) >> sh;
 }
 
-/* IEEE 754-2019 minimum / maximum with the NaN precedence documented in reduce.c, written
- * with branches so it shares nothing with the vector code. */
-static double ref_minmax_d(double a, double b, int is_min)
-{
-	if (isnan(a))
-		return a;
-	if (isnan(b))
-		return b;
-	if (a == b) /* equal, possibly +-0 */
-		return (signbit(a) == is_min) ? a : b;
-	return ((a < b) == is_min) ? a : b;
-}
-
-static float ref_minmax_f(float a, float b, int is_min)
-{
-	if (isnan(a))
-		return a;
-	if (isnan(b))
-		return b;
-	if (a == b)
-		return (signbit(a) != 0) == is_min ? a : b;
-	return ((a < b) == is_min) ? a : b;
-}
-
-static float ref_f32_op(float a, float b, enum inca_op op)
-{
-	switch (op) {
-	case INCA_SUM:
-		return a + b;
-	case INCA_PROD:
-		return a * b;
-	default:
-		return ref_minmax_f(a, b, op == INCA_MIN);
-	}
-}
-
 static uint64_t ref_elem(enum inca_dtype dt, enum inca_op op, uint64_t a, uint64_t b)
 {
 	size_t esz = inca_dtype_size(dt);
@@ -352,45 +317,20 @@ static uint64_t ref_elem(enum inca_dtype dt, enum inca_op op, uint64_t a, uint64
 	switch (dt) {
 	case INCA_FP16:
 		return agg_fp32_to_fp16(
-			ref_f32_op(agg_fp16_to_fp32((uint16_t)a), agg_fp16_to_fp32((uint16_t)b), op));
+			agg_ref_f32(op, agg_fp16_to_fp32((uint16_t)a), agg_fp16_to_fp32((uint16_t)b)));
 	case INCA_BF16:
 		return agg_fp32_to_bf16(
-			ref_f32_op(agg_bf16_to_fp32((uint16_t)a), agg_bf16_to_fp32((uint16_t)b), op));
+			agg_ref_f32(op, agg_bf16_to_fp32((uint16_t)a), agg_bf16_to_fp32((uint16_t)b)));
 	case INCA_FP32:
-		return fbits(ref_f32_op(ffrom((uint32_t)a), ffrom((uint32_t)b), op));
-	case INCA_FP64: {
-		double x = dfrom(a), y = dfrom(b), r;
-		if (op == INCA_SUM)
-			r = x + y;
-		else if (op == INCA_PROD)
-			r = x * y;
-		else
-			r = ref_minmax_d(x, y, op == INCA_MIN);
-		return dbits(r);
-	}
+		return fbits(agg_ref_f32(op, ffrom((uint32_t)a), ffrom((uint32_t)b)));
+	case INCA_FP64:
+		return dbits(agg_ref_f64(op, dfrom(a), dfrom(b)));
 	default:
 		break;
 	}
-	switch (op) {
-	case INCA_SUM:
-		return (a + b) & mask;
-	case INCA_PROD:
-		return (a * b) & mask; /* low n bits of a product depend only on low n bits */
-	case INCA_BAND:
-		return a & b;
-	case INCA_BOR:
-		return a | b;
-	case INCA_BXOR:
-		return a ^ b;
-	case INCA_MIN:
-	case INCA_MAX: {
-		int a_lt_b = is_signed_int(dt) ? sext(a, esz) < sext(b, esz) : a < b;
-		int a_gt_b = is_signed_int(dt) ? sext(a, esz) > sext(b, esz) : a > b;
-		return (op == INCA_MIN ? a_lt_b : a_gt_b) ? a : b;
-	}
-	default:
-		return 0;
-	}
+	if (is_signed_int(dt))
+		return agg_ref_int(op, (uint64_t)sext(a, esz), (uint64_t)sext(b, esz), true) & mask;
+	return agg_ref_int(op, a, b, false) & mask;
 }
 
 /* Sum/prod of two NaNs may carry either payload (the hardware picks an operand); any NaN is

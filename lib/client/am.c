@@ -87,7 +87,7 @@ struct client_am {
 
 	uint32_t applied_gen; /* caller thread: generation in c->cfg / c->inc */
 
-	/* ReportFailure (issue 4), caller thread only: at most one call in flight on its own
+	/* ReportFailure, caller thread only: at most one call in flight on its own
 	 * queue, started without waiting and reaped later, so a failed collective's host-path
 	 * completion never waits for the AM. */
 	grpc_completion_queue *rcq;
@@ -389,7 +389,7 @@ static int apply_tree(struct inca_comm *c, struct client_am *a)
 
 	if (util_parse_addr(a->tree.switch_addr, WIRE_ROCE_UDP_PORT, &sw) < 0 || !code ||
 	    a->tree.bfr_id == 0 || a->tree.slots == 0 || a->tree.mtu < WIRE_MTU_MIN ||
-	    a->tree.mtu > WIRE_MTU_MAX || a->tree.switch_qpn > 0xFFFFFF || a->tree.qpn > 0xFFFFFF ||
+	    a->tree.mtu > WIRE_MTU_MAX || a->tree.switch_qpn > WIRE_QPN_MAX || a->tree.qpn > WIRE_QPN_MAX ||
 	    a->tree.auth_bad)
 		return -EPROTO;
 	cfg->have_switch = true;

@@ -1,5 +1,5 @@
 /* libinca host-path bootstrap: TCP rendezvous at rank 0 (bootstrap_addr) to exchange every
- * rank's listener, then a TCP ring (connect to rank+1, accept from rank-1) and a full mesh for
+ * rank's listener, or the caller's table of peer handles (external bootstrap), then a TCP ring (connect to rank+1, accept from rank-1) and a full mesh for
  * host_coll.c (connect to every lower rank, accept every higher one). Also the deadline-bounded
  * nonblocking TCP helpers the host path uses. Nothing here touches the data plane. */
 #include "client/client.h"
@@ -21,6 +21,7 @@
 #define BOOT_MAGIC 0x494e4342u /* "INCB" */
 #define RING_MAGIC 0x494e4352u /* "INCR" */
 #define MESH_MAGIC 0x494e434du /* "INCM" */
+#define PEER_MAGIC 0x494e4350u /* "INCP" */
 #define BOOT_VERSION 1u
 #define HELLO_LEN 24 /* bootstrap, ring and mesh hellos alike */
 #define TABLE_HDR_LEN 16
@@ -431,6 +432,118 @@ static int boot_leaf(struct inca_comm *c, const uint8_t own_ent[TABLE_ENT_LEN], 
 	return 0;
 }
 
+/* ---- external bootstrap --------------------------------------------------------------------
+ * A peer handle: magic (4), version (4), table entry (8: IPv4 and port in network order, 2
+ * zero bytes), a random nonce (8), 8 zero bytes. */
+struct inca_peer_listener {
+	int fd;
+	uint8_t handle[INCA_PEER_HANDLE_BYTES];
+};
+
+_Static_assert(INCA_PEER_HANDLE_BYTES >= 8 + TABLE_ENT_LEN + 8, "peer handle layout");
+
+int inca_peer_listen(const char *host_ip, struct inca_peer_listener **out,
+		     uint8_t handle[INCA_PEER_HANDLE_BYTES])
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof sa;
+	struct inca_peer_listener *l;
+	int rc;
+
+	if (!out || !handle)
+		return -EINVAL;
+	*out = NULL;
+	if (!host_ip)
+		host_ip = "127.0.0.1";
+	/* a concrete address: the peers connect to it */
+	if (strchr(host_ip, ':') || util_parse_addr(host_ip, 0, &sa) < 0 ||
+	    sa.sin_addr.s_addr == INADDR_ANY)
+		return -EINVAL;
+	l = calloc(1, sizeof *l);
+	if (!l)
+		return -ENOMEM;
+	rc = tcp_listen(&sa, SOMAXCONN, &l->fd);
+	if (rc < 0) {
+		free(l);
+		return rc;
+	}
+	if (getsockname(l->fd, (struct sockaddr *)&sa, &sl) < 0) {
+		rc = -errno;
+		inca_peer_listener_close(l);
+		return rc;
+	}
+	put32(l->handle, PEER_MAGIC);
+	put32(l->handle + 4, BOOT_VERSION);
+	memcpy(l->handle + 8, &sa.sin_addr.s_addr, 4);
+	memcpy(l->handle + 12, &sa.sin_port, 2);
+	if (getrandom(l->handle + 16, 8, 0) != 8) {
+		inca_peer_listener_close(l);
+		return -EIO;
+	}
+	memcpy(handle, l->handle, INCA_PEER_HANDLE_BYTES);
+	*out = l;
+	return 0;
+}
+
+void inca_peer_listener_close(struct inca_peer_listener *l)
+{
+	if (!l)
+		return;
+	if (l->fd >= 0)
+		close(l->fd);
+	free(l);
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, TABLE_ENT_LEN);
+}
+
+/* The rendezvous table from the caller's peer handles: every handle well-formed and distinct,
+ * this rank's own listener at its rank; the job nonce is the XOR of every rank's. */
+static int peers_table(const struct inca_comm *c, const uint8_t own[TABLE_ENT_LEN],
+		       uint8_t *table)
+{
+	const struct client_cfg *cfg = &c->cfg;
+	size_t n = (size_t)cfg->size;
+	uint8_t *ents = table + TABLE_HDR_LEN, *sorted;
+	uint64_t nonce = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *h = c->boot_peers + i * INCA_PEER_HANDLE_BYTES;
+		if (get32(h) != PEER_MAGIC || get32(h + 4) != BOOT_VERSION || !get32(h + 8) ||
+		    !(h[12] | h[13]) || h[14] | h[15]) {
+			client_log(cfg, 0, "bootstrap: peer_table[%zu] is not a peer handle", i);
+			return -EINVAL;
+		}
+		if (i == (size_t)cfg->rank && memcmp(h + 8, own, TABLE_ENT_LEN) != 0) {
+			client_log(cfg, 0, "bootstrap: peer_table[%zu] is not this rank's listener",
+				   i);
+			return -EINVAL;
+		}
+		memcpy(ents + i * TABLE_ENT_LEN, h + 8, TABLE_ENT_LEN);
+		nonce ^= (uint64_t)get32(h + 16) << 32 | get32(h + 20);
+	}
+	sorted = malloc(n * TABLE_ENT_LEN);
+	if (!sorted)
+		return -ENOMEM;
+	memcpy(sorted, ents, n * TABLE_ENT_LEN);
+	qsort(sorted, n, TABLE_ENT_LEN, ent_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (memcmp(sorted + (i - 1) * TABLE_ENT_LEN, sorted + i * TABLE_ENT_LEN,
+			   TABLE_ENT_LEN) == 0) {
+			free(sorted);
+			client_log(cfg, 0, "bootstrap: two ranks have the same peer handle");
+			return -EINVAL;
+		}
+	free(sorted);
+	put32(table, BOOT_MAGIC);
+	put32(table + 4, (uint32_t)n);
+	put32(table + 8, (uint32_t)(nonce >> 32));
+	put32(table + 12, (uint32_t)nonce);
+	return 0;
+}
+
 static void ent_to_sa(const uint8_t *e, struct sockaddr_in *sa)
 {
 	memset(sa, 0, sizeof *sa);
@@ -476,19 +589,28 @@ int client_bootstrap(struct inca_comm *c)
 		hw_close(&w);
 		return -ENOMEM;
 	}
-	/* Our ring listener first, so its address can go into the table. */
-	/* Backlog: the ring peer plus every higher rank's mesh connection may queue at once. */
-	rc = tcp_listen(&own, cfg->size < 4000 ? cfg->size + 16 : 4096, &w.lfd);
-	if (rc < 0)
-		goto out;
-	if (getsockname(w.lfd, (struct sockaddr *)&own, &sl) < 0) {
-		rc = -errno;
-		goto out;
+	/* Our ring listener first, so its address can go into the table: the caller's (external
+	 * bootstrap), else a new one. */
+	if (c->boot_listener) {
+		w.lfd = c->boot_listener->fd;
+		c->boot_listener->fd = -1;
+		memcpy(ent, c->boot_listener->handle + 8, TABLE_ENT_LEN);
+	} else {
+		/* Backlog: the ring peer plus every higher rank's mesh connection may queue. */
+		rc = tcp_listen(&own, cfg->size < 4000 ? cfg->size + 16 : 4096, &w.lfd);
+		if (rc < 0)
+			goto out;
+		if (getsockname(w.lfd, (struct sockaddr *)&own, &sl) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		memcpy(ent, &own.sin_addr.s_addr, 4);
+		memcpy(ent + 4, &own.sin_port, 2);
 	}
-	memcpy(ent, &own.sin_addr.s_addr, 4);
-	memcpy(ent + 4, &own.sin_port, 2);
 
-	if (cfg->rank == 0) {
+	if (cfg->have_peers) {
+		rc = peers_table(c, ent, table);
+	} else if (cfg->rank == 0) {
 		/* The nonce ties ring connections to this job: a stray peer from another job
 		 * on a reused port is rejected instead of being spliced into our ring. */
 		/* Its high half is the job epoch (client_epoch_now): every rank reads it from
@@ -530,7 +652,7 @@ int client_bootstrap(struct inca_comm *c)
 	rc = client_tcp_send_all(c->ring_send_fd, rh, sizeof rh, deadline_ns);
 	if (rc < 0)
 		goto out;
-	/* Mesh (issue 4): connect to every lower rank now; accept the higher ones below. Like the
+	/* Mesh: connect to every lower rank now; accept the higher ones below. Like the
 	 * ring, connecting before accepting cannot deadlock (the backlog completes handshakes). */
 	c->host_fd = malloc(sizeof(int) * (size_t)cfg->size);
 	if (!c->host_fd) {

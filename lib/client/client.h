@@ -28,6 +28,7 @@ struct client_cfg {
 	int rank, size;
 	bool have_bootstrap;
 	struct sockaddr_in bootstrap_sa;
+	bool have_peers; /* external bootstrap: inca_comm_opts.peer_table */
 	struct in_addr host_ip;
 
 	uint64_t busy_poll_ns; /* waits poll this long before sleeping (INCA_BUSY_POLL_US) */
@@ -69,6 +70,10 @@ struct inca_comm {
 	 * -1 when size == 1. Once a ring operation fails midway the byte streams are out of
 	 * step, so the ring is marked broken and every later host-path call fails -EIO. */
 	int ring_send_fd, ring_recv_fd;
+	/* External bootstrap, while inca_comm_create runs: the caller's handle table (borrowed)
+	 * and this rank's listener (owned; its socket moves to the bootstrap). */
+	const uint8_t *boot_peers;
+	struct inca_peer_listener *boot_listener;
 	bool ring_broken;
 	uint8_t *ring_tmp; /* staging buffer for reduce steps, CLIENT_RING_TMP_BYTES */
 	uint64_t coll_seq; /* collectives issued so far; checked across ranks by the ring */
@@ -88,10 +93,10 @@ struct inca_comm {
 
 	struct inca_comm_stats stats;
 
-	struct client_am *am; /* am.c: AM session, NULL without am_addr (issue 3) */
-	struct client_coll *coll; /* coll.c: collective dispatch, tuner, failover (issue 4) */
+	struct client_am *am; /* am.c: AM session, NULL without am_addr */
+	struct client_coll *coll; /* coll.c: collective dispatch, tuner, failover */
 
-	/* host_coll.c (issue 4): the full TCP mesh bootstrap.c builds for the host algorithms.
+	/* host_coll.c: the full TCP mesh bootstrap.c builds for the host algorithms.
 	 * host_fd[r] is the connection to rank r (-1 for ourselves); NULL when size == 1. Once a
 	 * mesh collective fails midway the streams are out of step: host_broken, later -EIO.
 	 * Staging and scratch buffers are allocated on first use and kept (grow only). */
@@ -181,7 +186,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a);
 void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out);
 void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out);
 
-/* ---- am.c (issue 3): the Aggregation Manager client. Without INCA_HAVE_GRPC these are
+/* ---- am.c: the Aggregation Manager client. Without INCA_HAVE_GRPC these are
  * stubs (client_am_start -> -ENOTSUP). */
 struct client_am;
 /* Bind the data socket, join, start the session thread, wait for the verdict and, on
@@ -196,8 +201,16 @@ int client_am_check(struct inca_comm *c);
 /* 1: the tree generation c->inc uses is still the AM's current one. */
 int client_am_tree_current(struct inca_comm *c);
 
-/* ---- coll.c (issue 4): collective dispatch. The host algorithms it calls are in host_coll.c
+/* ---- coll.c: collective dispatch. The host algorithms it calls are in host_coll.c
  * and the AM failure report in am.c (weak fallbacks in coll.c keep the library linkable). */
+/* What each collective is, in enum inca_coll order (coll.c). */
+struct client_coll_info {
+	const char *name;  /* inca_coll_name */
+	bool reduces;      /* takes a reduction op */
+	bool rooted;       /* has a root */
+	bool offload;      /* has an INC (in-network) path */
+};
+extern const struct client_coll_info client_coll_info[INCA_COLL_COUNT];
 struct client_coll;
 int client_coll_init(struct inca_comm *c);
 void client_coll_free(struct inca_comm *c);
@@ -208,13 +221,13 @@ enum inca_algo client_host_choose(const struct inca_comm *c, enum inca_coll coll
  * durations (agreed over ranks); true when INC's fastest is no slower than the host's. */
 bool client_tune_prefers_inc(const uint64_t *ns, unsigned pairs);
 
-/* am.c failover (issue 4) */
+/* am.c failover */
 /* Tell the AM (ReportFailure) that the INC path of the current tree generation failed
  * mid-collective; once per generation, which is then never used again. Non-blocking: the
  * call completes in the background (2 s deadline). 0 (also without an AM), or -errno. */
 int client_am_report_failure(struct inca_comm *c, const char *reason);
 
-/* ---- host_coll.c (issue 4): host algorithms over the mesh (client_host_coll,
+/* ---- host_coll.c: host algorithms over the mesh (client_host_coll,
  * client_host_algo_valid and client_host_choose are declared in the coll.c block above). */
 /* Close the mesh sockets and free the host_coll buffers. Idempotent; inca_comm_destroy
  * must call it. */

@@ -1,4 +1,4 @@
-/* libinca collective dispatch (issue 4): validation of the nine collectives, the choice between
+/* libinca collective dispatch: validation of the nine collectives, the choice between
  * INC and host algorithms (an online tuner that agrees across ranks), the INC forms of Reduce,
  * Broadcast, AllGather, ReduceScatter and Barrier built on the INC AllReduce, failover of a
  * failed INC call to the host path, per-path counters and the nonblocking AllReduce. */
@@ -104,9 +104,16 @@ struct inca_request {
 
 /* ---- names ------------------------------------------------------------------------------ */
 
-static const char *const coll_names[INCA_COLL_COUNT] = {
-	"allreduce", "reduce", "bcast", "allgather", "reducescatter",
-	"alltoall", "gather", "scatter", "barrier",
+const struct client_coll_info client_coll_info[INCA_COLL_COUNT] = {
+	[INCA_COLL_ALLREDUCE] = { "allreduce", .reduces = true, .offload = true },
+	[INCA_COLL_REDUCE] = { "reduce", .reduces = true, .rooted = true, .offload = true },
+	[INCA_COLL_BCAST] = { "bcast", .rooted = true, .offload = true },
+	[INCA_COLL_ALLGATHER] = { "allgather", .offload = true },
+	[INCA_COLL_REDUCE_SCATTER] = { "reducescatter", .reduces = true, .offload = true },
+	[INCA_COLL_ALLTOALL] = { "alltoall" },
+	[INCA_COLL_GATHER] = { "gather", .rooted = true },
+	[INCA_COLL_SCATTER] = { "scatter", .rooted = true },
+	[INCA_COLL_BARRIER] = { "barrier", .offload = true },
 };
 static const char *const algo_names[INCA_ALGO_COUNT] = {
 	"auto", "inc", "ring", "recdbl", "rabenseifner", "binomial", "bruck", "pairwise", "linear",
@@ -114,7 +121,7 @@ static const char *const algo_names[INCA_ALGO_COUNT] = {
 
 const char *inca_coll_name(enum inca_coll coll)
 {
-	return (unsigned)coll < INCA_COLL_COUNT ? coll_names[coll] : "?";
+	return (unsigned)coll < INCA_COLL_COUNT ? client_coll_info[coll].name : "?";
 }
 
 const char *inca_algo_name(enum inca_algo algo)
@@ -193,25 +200,6 @@ static int grow(uint8_t **buf, size_t *cap, size_t need, bool zero)
 
 /* ---- validation ------------------------------------------------------------------------- */
 
-static bool coll_reduces(enum inca_coll coll)
-{
-	return coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_REDUCE ||
-	       coll == INCA_COLL_REDUCE_SCATTER;
-}
-
-static bool coll_rooted(enum inca_coll coll)
-{
-	return coll == INCA_COLL_REDUCE || coll == INCA_COLL_BCAST || coll == INCA_COLL_GATHER ||
-	       coll == INCA_COLL_SCATTER;
-}
-
-static bool coll_offloadable(enum inca_coll coll)
-{
-	return coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_REDUCE || coll == INCA_COLL_BCAST ||
-	       coll == INCA_COLL_ALLGATHER || coll == INCA_COLL_REDUCE_SCATTER ||
-	       coll == INCA_COLL_BARRIER;
-}
-
 static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
 {
 	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
@@ -229,7 +217,7 @@ static void coll_extent(const struct inca_comm *c, const struct inca_coll_args *
 			size_t *recv_b)
 {
 	size_t b = a->count * inca_dtype_size(a->dt), n = (size_t)c->cfg.size;
-	bool root = coll_rooted(a->coll) && a->root == c->cfg.rank;
+	bool root = client_coll_info[a->coll].rooted && a->root == c->cfg.rank;
 
 	*send_b = *recv_b = 0;
 	switch (a->coll) {
@@ -287,13 +275,13 @@ static int validate(const struct inca_comm *c, const struct inca_coll_args *a)
 		return 0;
 	if ((unsigned)a->dt >= INCA_DTYPE_COUNT)
 		return -EINVAL;
-	if (coll_reduces(a->coll)) {
+	if (client_coll_info[a->coll].reduces) {
 		if ((unsigned)a->op >= INCA_OP_COUNT)
 			return -EINVAL;
 		if (!inca_op_valid(a->dt, a->op))
 			return -ENOTSUP;
 	}
-	if (coll_rooted(a->coll) && (a->root < 0 || a->root >= c->cfg.size))
+	if (client_coll_info[a->coll].rooted && (a->root < 0 || a->root >= c->cfg.size))
 		return -EINVAL;
 	if (a->count == 0)
 		return 0;
@@ -328,7 +316,7 @@ int inca_coll_algo_valid(const struct inca_comm *c, enum inca_coll coll, enum in
 	if (algo == INCA_ALGO_AUTO)
 		return 1;
 	if (algo == INCA_ALGO_INC)
-		return coll_offloadable(coll) && inc_usable(c);
+		return client_coll_info[coll].offload && inc_usable(c);
 	return client_host_algo_valid(coll, algo);
 }
 
@@ -364,7 +352,7 @@ enum inca_algo inca_coll_choose(const struct inca_comm *c, enum inca_coll coll, 
 {
 	if (!c || (unsigned)coll >= INCA_COLL_COUNT)
 		return INCA_ALGO_RING;
-	if (coll_offloadable(coll) && inc_usable(c)) {
+	if (client_coll_info[coll].offload && inc_usable(c)) {
 		const struct tune_entry *t = &c->coll->tune[coll][bucket_of(bytes)];
 		if (c->coll->tune_off || !t->done || t->choice)
 			return INCA_ALGO_INC;
@@ -828,14 +816,14 @@ static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0)
 	if ((rc = validate(c, &a)) < 0)
 		return rc;
 	c->wait_spin_ns = args_bytes(&a) <= CLIENT_BUSY_POLL_MAX_BYTES ? c->cfg.busy_poll_ns : 0;
-	if (algo == INCA_ALGO_INC && (!coll_offloadable(a.coll) || !inc_usable(c)))
+	if (algo == INCA_ALGO_INC && (!client_coll_info[a.coll].offload || !inc_usable(c)))
 		return -ENOTSUP;
 	if (algo != INCA_ALGO_AUTO && algo != INCA_ALGO_INC && !client_host_algo_valid(a.coll, algo))
 		return -ENOTSUP;
 	if (a.count == 0 && a.coll != INCA_COLL_BARRIER)
 		return 0;
 	if (c->cfg.size == 1 && algo != INCA_ALGO_INC &&
-	    !(algo == INCA_ALGO_AUTO && coll_offloadable(a.coll) && inc_usable(c))) {
+	    !(algo == INCA_ALGO_AUTO && client_coll_info[a.coll].offload && inc_usable(c))) {
 		k->counts.calls[a.coll][algo == INCA_ALGO_AUTO ? INCA_ALGO_RING : algo]++;
 		if (a.coll == INCA_COLL_ALLREDUCE)
 			c->stats.ring_calls++;
@@ -860,7 +848,7 @@ static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0)
 	 * on INC, the second on the host algorithm; both durations are agreed (max over ranks)
 	 * and the faster path wins that bucket for good. */
 	size_t bytes = args_bytes(&a);
-	if (coll_offloadable(a.coll) && inc_usable(c)) {
+	if (client_coll_info[a.coll].offload && inc_usable(c)) {
 		struct tune_entry *t = &k->tune[a.coll][bucket_of(bytes)];
 		if (k->tune_off || t->done || c->cfg.size == 1) {
 			if (k->tune_off || t->choice || c->cfg.size == 1)

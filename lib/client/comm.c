@@ -63,7 +63,11 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 
 	if (parse_ip(o->host_ip ? o->host_ip : "127.0.0.1", &cfg->host_ip) < 0)
 		return -EINVAL;
-	if (o->bootstrap_addr) {
+	if (o->peer_table || o->peer_listener) {
+		if (!o->peer_table || !o->peer_listener || o->bootstrap_addr)
+			return -EINVAL; /* the table and the listener go together, alone */
+		cfg->have_peers = true;
+	} else if (o->bootstrap_addr) {
 		if (parse_endpoint(o->bootstrap_addr, -1, false, &cfg->bootstrap_sa) < 0)
 			return -EINVAL;
 		cfg->have_bootstrap = true;
@@ -88,9 +92,10 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	cfg->si = (uint8_t)((cfg->bfr_id - 1u) / cfg->bsl_bits);
 	cfg->tree_id = o->tree_id;
 	cfg->key = o->key;
-	cfg->switch_qpn = o->switch_qpn ? o->switch_qpn : 0x100u + o->tree_id;
-	cfg->qpn = o->qpn ? o->qpn : 0x1000u + cfg->bfr_id;
-	if (cfg->switch_qpn > 0xFFFFFFu || cfg->qpn > 0xFFFFFFu)
+	cfg->switch_qpn =
+		o->switch_qpn ? o->switch_qpn : wire_qpn_default(WIRE_QPN_SWITCH, o->tree_id);
+	cfg->qpn = o->qpn ? o->qpn : wire_qpn_default(WIRE_QPN_MEMBER, cfg->bfr_id);
+	if (cfg->switch_qpn > WIRE_QPN_MAX || cfg->qpn > WIRE_QPN_MAX)
 		return -EINVAL;
 	cfg->nslots = o->nslots ? o->nslots : 256;
 	cfg->window = o->window; /* clamped to nslots when INC opens (the AM may set nslots) */
@@ -214,12 +219,16 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 		return -EINVAL;
 	*out = NULL;
 	c = calloc(1, sizeof *c);
-	if (!c)
+	if (!c) {
+		inca_peer_listener_close(opts->peer_listener);
 		return -ENOMEM;
+	}
 	c->ring_send_fd = c->ring_recv_fd = -1;
+	c->boot_listener = opts->peer_listener;
 	rc = client_cfg_resolve(opts, &c->cfg);
 	if (rc < 0)
 		goto fail;
+	c->boot_peers = opts->peer_table;
 	if (c->cfg.size > 1) {
 		c->ring_tmp = malloc(CLIENT_RING_TMP_BYTES);
 		if (!c->ring_tmp) {
@@ -227,7 +236,7 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 			goto fail;
 		}
 	}
-	/* AM path (issue 3): join the group; on TREE_READY this fills the switch settings. */
+	/* AM path: join the group; on TREE_READY this fills the switch settings. */
 	if (opts->am_addr) {
 		if (opts->switch_addr) {
 			rc = -EINVAL;
@@ -261,6 +270,9 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 		if (rc < 0)
 			goto fail;
 	}
+	inca_peer_listener_close(c->boot_listener);
+	c->boot_listener = NULL;
+	c->boot_peers = NULL;
 	rc = client_coll_init(c);
 	if (rc < 0)
 		goto fail;
@@ -278,6 +290,7 @@ void inca_comm_destroy(struct inca_comm *c)
 {
 	if (!c)
 		return;
+	inca_peer_listener_close(c->boot_listener);
 	if (c->coll)
 		client_coll_free(c); /* stops the nonblocking progress thread first */
 	client_am_stop(c);

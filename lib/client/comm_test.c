@@ -1,8 +1,10 @@
-/* Unit tests for the libinca communicator without peers: option validation and defaults,
- * argument checks of the collectives, size-1 communicators (copy semantics), strerror, two
- * communicators in one process, data-plane socket binding. Public API only. */
+/* Unit tests for the libinca communicator: option validation and defaults, argument checks
+ * of the collectives, size-1 communicators (copy semantics), strerror, two communicators in
+ * one process, data-plane socket binding, the external bootstrap (peer handles exchanged by
+ * the caller: threads of this process). Public API only. */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 
 #include "client/client_test_util.h"
 
@@ -238,6 +240,109 @@ static void test_dtype_exports(void)
 	CHECK(dlsym(RTLD_DEFAULT, "util_now_ns") == NULL);
 }
 
+/* ---- external bootstrap */
+
+#define PEERS 4
+
+struct peer_rank {
+	int rank;
+	const uint8_t *table;
+	struct inca_peer_listener *l;
+	int rc;
+	double sum;
+};
+
+static void *peer_main(void *arg)
+{
+	struct peer_rank *p = arg;
+	struct inca_comm_opts o = base();
+	struct inca_comm *c;
+	double x[1000];
+
+	o.rank = p->rank;
+	o.size = PEERS;
+	o.peer_table = p->table;
+	o.peer_listener = p->l;
+	o.timeout_ms = 20000;
+	p->rc = inca_comm_create(&o, &c);
+	if (p->rc < 0)
+		return NULL;
+	for (int i = 0; i < 1000; i++)
+		x[i] = p->rank + i;
+	p->rc = inca_allreduce(c, x, x, 1000, INCA_FP64, INCA_SUM);
+	p->sum = x[999];
+	if (p->rc == 0)
+		p->rc = inca_barrier(c);
+	inca_comm_destroy(c);
+	return NULL;
+}
+
+static void test_peer_bootstrap(void)
+{
+	uint8_t table[PEERS * INCA_PEER_HANDLE_BYTES], bad[2 * INCA_PEER_HANDLE_BYTES];
+	struct peer_rank pr[PEERS];
+	pthread_t th[PEERS];
+	struct inca_peer_listener *l, *l2;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+
+	CHECK_EQ(inca_peer_listen("0.0.0.0", &l, table), -EINVAL);
+	CHECK_EQ(inca_peer_listen("127.0.0.1:5", &l, table), -EINVAL);
+	CHECK_EQ(inca_peer_listen(NULL, NULL, table), -EINVAL);
+	inca_peer_listener_close(NULL);
+
+	/* Every rank's handle gathered by the caller, in rank order. */
+	for (int r = 0; r < PEERS; r++) {
+		CHECK_EQ(inca_peer_listen("127.0.0.1", &pr[r].l, table + r * INCA_PEER_HANDLE_BYTES),
+			 0);
+		pr[r].rank = r;
+		pr[r].table = table;
+	}
+	for (int r = 0; r < PEERS; r++)
+		CHECK_EQ(pthread_create(&th[r], NULL, peer_main, &pr[r]), 0);
+	for (int r = 0; r < PEERS; r++) {
+		CHECK_EQ(pthread_join(th[r], NULL), 0);
+		CHECK_EQ(pr[r].rc, 0);
+		/* sum over ranks of (rank + 999) */
+		CHECK(pr[r].sum == 0 + 1 + 2 + 3 + PEERS * 999.0);
+	}
+
+	/* Misuse: refused before any peer is contacted, the listener consumed each time. */
+	o = base();
+	o.size = 2;
+	CHECK_EQ(inca_peer_listen("127.0.0.1", &l, bad), 0);
+	CHECK_EQ(inca_peer_listen("127.0.0.1", &l2, bad + INCA_PEER_HANDLE_BYTES), 0);
+	o.peer_table = bad; /* no listener */
+	CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
+	o.peer_table = NULL;
+	o.peer_listener = l2; /* no table */
+	CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
+	o.peer_table = bad;
+	o.peer_listener = l;
+	o.bootstrap_addr = "127.0.0.1:1234"; /* both ways at once */
+	CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
+	o.bootstrap_addr = NULL;
+
+	/* rank 1 with rank 0's listener */
+	CHECK_EQ(inca_peer_listen("127.0.0.1", &l, bad), 0);
+	CHECK_EQ(inca_peer_listen("127.0.0.1", &l2, bad + INCA_PEER_HANDLE_BYTES), 0);
+	inca_peer_listener_close(l2);
+	o.rank = 1;
+	o.peer_listener = l;
+	CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
+	/* the same handle twice */
+	CHECK_EQ(inca_peer_listen("127.0.0.1", &l, bad), 0);
+	memcpy(bad + INCA_PEER_HANDLE_BYTES, bad, INCA_PEER_HANDLE_BYTES);
+	o.rank = 0;
+	o.peer_listener = l;
+	CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
+	/* not a handle */
+	CHECK_EQ(inca_peer_listen("127.0.0.1", &l, bad), 0);
+	memset(bad + INCA_PEER_HANDLE_BYTES, 0xa5, INCA_PEER_HANDLE_BYTES);
+	o.peer_listener = l;
+	CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
+}
+
 int main(void)
 {
 	test_validation();
@@ -245,6 +350,7 @@ int main(void)
 	test_data_socket();
 	test_strerror();
 	test_dtype_exports();
+	test_peer_bootstrap();
 	CHECK_EQ(log_calls > 0, 1); /* the one create with a log_fn logged "ready" */
 	printf("comm_test: ok\n");
 	return 0;

@@ -1,4 +1,4 @@
-/* libinca host algorithms for the nine collectives (issue 4, docs/collectives.md) over the TCP
+/* libinca host algorithms for the nine collectives (docs/collectives.md) over the TCP
  * mesh bootstrap.c builds: a poll-driven transfer engine (many concurrent framed sends and
  * receives, reduce-on-receive, sends gated on receives for pipelining) and the algorithms on it.
  * Public dispatch, argument checks and the INC paths are in coll.c, not here. */
@@ -59,18 +59,6 @@ static void put_be(uint8_t *p, uint64_t v, int bytes)
 		p[i] = (uint8_t)v;
 }
 
-static bool coll_reduces(enum inca_coll coll)
-{
-	return coll == INCA_COLL_ALLREDUCE || coll == INCA_COLL_REDUCE ||
-	       coll == INCA_COLL_REDUCE_SCATTER;
-}
-
-static bool coll_rooted(enum inca_coll coll)
-{
-	return coll == INCA_COLL_REDUCE || coll == INCA_COLL_BCAST || coll == INCA_COLL_GATHER ||
-	       coll == INCA_COLL_SCATTER;
-}
-
 /* Everything the ranks must agree on goes into every header, so any disagreement (call order,
  * collective, algorithm, count, type, op, root, step, length) is -EPROTO at the receiver. */
 static void make_hdr(const struct hc *h, uint8_t *p, int src, uint32_t tag, size_t len)
@@ -83,10 +71,10 @@ static void make_hdr(const struct hc *h, uint8_t *p, int src, uint32_t tag, size
 	p[4] = (uint8_t)a->coll;
 	p[5] = (uint8_t)h->algo;
 	p[6] = barrier ? 0 : (uint8_t)a->dt;
-	p[7] = coll_reduces(a->coll) ? (uint8_t)a->op : 0;
+	p[7] = client_coll_info[a->coll].reduces ? (uint8_t)a->op : 0;
 	put_be(p + 8, h->c->coll_seq, 8);
 	put_be(p + 16, barrier ? 0 : a->count, 8);
-	put_be(p + 24, coll_rooted(a->coll) ? (uint32_t)a->root : 0, 4);
+	put_be(p + 24, client_coll_info[a->coll].rooted ? (uint32_t)a->root : 0, 4);
 	put_be(p + 28, (uint32_t)src, 4);
 	put_be(p + 32, tag, 4);
 	put_be(p + 40, len, 8);

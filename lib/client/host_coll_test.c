@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agg/agg_ref.h"
 #include "client/client.h"
 
 #define PORT_BASE 23000
@@ -78,27 +79,17 @@ static void ref_reduce(void *acc, const void *other, size_t count, enum inca_dty
 		return;
 	}
 	for (size_t i = 0; i < count; i++) {
-		if (dt == INCA_FP32 || dt == INCA_FP64) {
-			double a = dt == INCA_FP32 ? ((float *)acc)[i] : ((double *)acc)[i];
-			double b = dt == INCA_FP32 ? ((const float *)other)[i] : ((const double *)other)[i];
-			double r = op == INCA_SUM ? a + b : op == INCA_PROD ? a * b : op == INCA_MIN ? (b < a ? b : a) : (b > a ? b : a);
-			if (dt == INCA_FP32)
-				((float *)acc)[i] = (float)r;
-			else
-				((double *)acc)[i] = r;
+		if (dt == INCA_FP32) {
+			float *a = (float *)acc + i;
+			*a = agg_ref_f32(op, *a, ((const float *)other)[i]);
 			continue;
 		}
-		uint64_t a = ld(acc, i, dt), b = ld(other, i, dt), r = 0;
-		bool lt = dt_signed(dt) ? (int64_t)b < (int64_t)a : b < a;
-		switch (op) {
-		case INCA_SUM: r = a + b; break;
-		case INCA_PROD: r = a * b; break;
-		case INCA_MIN: r = lt ? b : a; break;
-		case INCA_MAX: r = lt ? a : b; break;
-		case INCA_BAND: r = a & b; break;
-		case INCA_BOR: r = a | b; break;
-		default: r = a ^ b; break;
+		if (dt == INCA_FP64) {
+			double *a = (double *)acc + i;
+			*a = agg_ref_f64(op, *a, ((const double *)other)[i]);
+			continue;
 		}
+		uint64_t r = agg_ref_int(op, ld(acc, i, dt), ld(other, i, dt), dt_signed(dt));
 		memcpy((uint8_t *)acc + i * w, &r, w);
 	}
 }

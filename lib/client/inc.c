@@ -123,7 +123,7 @@ struct client_inc {
 	 * reordering window after its own send. Order is evidence only where it holds: one
 	 * switch worker serves a slot block (WIRE_SLOT_BLOCK slots) in arrival order and every
 	 * member sends a block's chunks in the same order, but a switch with several workers
-	 * (inca-switch -t N) answers different blocks independently, a worker's answers can
+	 * (inca-switch --threads N) answers different blocks independently, a worker's answers can
 	 * overtake another's by a whole service time, and the send queue groups packets by
 	 * block. So an answer vouches only for chunks of its own block: rack[b]. The window is
 	 * small (reordering within a block is rare), widened when a resend turns out spurious.
@@ -1108,6 +1108,22 @@ static int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	/* The switch answers (the probe, duplicates), but nothing completes: a peer is late
 	 * or gone. Wait for it as long as the host path would (timeout_ms without progress),
 	 * never less than before (retx_limit RTOs of this chunk). */
+	if (old->ntimeouts >= cfg->retx_limit &&
+	    now_ns - ic->progress_ns >= (uint64_t)cfg->timeout_ms * 1000000ull && !ic->probe_ok &&
+	    !c->am) {
+		/* Standalone, and the switch has answered nothing of this communicator: the
+		 * commonest cause is a tree whose parameters differ from the switch's config,
+		 * which the switch drops silently (counted per reason in its statistics). */
+		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts and "
+			   "none of this communicator's chunks ever answered: check that "
+			   "the switch's config has tree %u with key 0x%x, qpn 0x%x, slots %u, "
+			   "bsl %u and member %u (qpn 0x%x) at this host's address (switch drop "
+			   "counters: unknown_tree, bad_qpn, unknown_sender, drop_key, drop_slot, "
+			   "drop_bitmap)", (unsigned long long)old->g,
+			   (unsigned)(old->g % cfg->nslots), old->ntimeouts, cfg->tree_id, cfg->key,
+			   cfg->switch_qpn, cfg->nslots, cfg->bsl_bits, cfg->bfr_id, cfg->qpn);
+		return -ETIMEDOUT;
+	}
 	if (old->ntimeouts >= cfg->retx_limit &&
 	    now_ns - ic->progress_ns >= (uint64_t)cfg->timeout_ms * 1000000ull) {
 		client_log(cfg, 0, "inc: chunk g=%llu (slot %u) unanswered after %u timeouts; the "

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 
+#include "agg/agg_ref.h"
 #include "client/client_test_util.h"
 
 #define PORT_BASE 21000
@@ -64,28 +65,16 @@ static void ref_reduce(void *acc, const void *other, size_t count, enum inca_dty
 {
 	for (size_t i = 0; i < count; i++) {
 		if (dt == INCA_FP32) {
-			float *a = (float *)acc + i, b = ((const float *)other)[i];
-			*a = op == INCA_SUM ? *a + b : op == INCA_PROD ? *a * b : op == INCA_MIN ? (b < *a ? b : *a) : (b > *a ? b : *a);
+			float *a = (float *)acc + i;
+			*a = agg_ref_f32(op, *a, ((const float *)other)[i]);
 			continue;
 		}
 		if (dt == INCA_FP64) {
-			double *a = (double *)acc + i, b = ((const double *)other)[i];
-			*a = op == INCA_SUM ? *a + b : op == INCA_PROD ? *a * b : op == INCA_MIN ? (b < *a ? b : *a) : (b > *a ? b : *a);
+			double *a = (double *)acc + i;
+			*a = agg_ref_f64(op, *a, ((const double *)other)[i]);
 			continue;
 		}
-		uint64_t a = ld(acc, i, dt), b = ld(other, i, dt), r = 0;
-		bool lt = dt_signed(dt) ? (int64_t)b < (int64_t)a : b < a;
-		switch (op) {
-		case INCA_SUM: r = a + b; break;
-		case INCA_PROD: r = a * b; break;
-		case INCA_MIN: r = lt ? b : a; break;
-		case INCA_MAX: r = lt ? a : b; break;
-		case INCA_BAND: r = a & b; break;
-		case INCA_BOR: r = a | b; break;
-		case INCA_BXOR: r = a ^ b; break;
-		default: break;
-		}
-		st(acc, i, dt, r);
+		st(acc, i, dt, agg_ref_int(op, ld(acc, i, dt), ld(other, i, dt), dt_signed(dt)));
 	}
 }
 

@@ -1,7 +1,7 @@
 /* lib/ctl: the NETCONF client side of the control plane (libnetconf2 2.0.x, libyang 2.1):
  * connections over a UNIX socket or SSH with key authentication (host key checked against
  * known_hosts, never a prompt), and the conversions between struct ctl_tree / ctl_caps /
- * ctl_tree_stats and the inca-switch YANG data (yang/inca-switch@2026-11-26.yang). */
+ * ctl_tree_stats and the inca-switch YANG data (yang/inca-switch@2026-11-27.yang). */
 #include "ctl.h"
 
 #include <errno.h>
@@ -370,27 +370,20 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src ? src : "");
 }
 
-static const char *const dtype_names[] = { "int8", "uint8", "int16", "uint16", "int32", "uint32",
-					   "int64", "uint64", "fp16", "bf16", "fp32", "fp64" };
-static const char *const op_names[] = { "sum", "prod", "min", "max", "band", "bor", "bxor" };
-
-static uint32_t name_bit(const char *v, const char *const *names, unsigned n)
-{
-	for (unsigned i = 0; v && i < n; i++)
-		if (!strcmp(v, names[i]))
-			return 1u << i;
-	return 0;
-}
-
-/* Every child named `name` of parent (leaf-list) -> mask. */
+/* Every child named `name` of parent (leaf-list) -> mask of the codes parse gives them
+ * (wire_dtype_parse, wire_op_parse); unknown names add nothing. */
 static uint32_t leaf_list_mask(const struct lyd_node *parent, const char *name,
-			       const char *const *names, unsigned n)
+			       int (*parse)(const char *))
 {
 	uint32_t m = 0;
 
-	for (const struct lyd_node *c = lyd_child(parent); c; c = c->next)
-		if (c->schema && !strcmp(c->schema->name, name))
-			m |= name_bit(lyd_get_value(c), names, n);
+	for (const struct lyd_node *c = lyd_child(parent); c; c = c->next) {
+		if (!c->schema || strcmp(c->schema->name, name))
+			continue;
+		int code = parse(lyd_get_value(c));
+		if (code >= 0)
+			m |= 1u << code;
+	}
 	return m;
 }
 
@@ -402,7 +395,9 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 	memset(t, 0, sizeof *t);
 	t->id = (uint16_t)leaf_u64(tn, "id", 0);
 	t->key = (uint32_t)leaf_u64(tn, "key", 0);
-	t->qpn = (uint32_t)leaf_u64(tn, "qpn", 0x100u + t->id);
+	/* the default QPN of this tree's switches, for its own, its parent's and its children's */
+	uint32_t sw_qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id);
+	t->qpn = (uint32_t)leaf_u64(tn, "qpn", sw_qpn);
 	t->slots = (uint16_t)leaf_u64(tn, "slots", 256);
 	t->slot_bytes = (uint32_t)leaf_u64(tn, "slot-bytes", 4096);
 	t->bsl_bits = (unsigned)leaf_u64(tn, "bsl", 64);
@@ -412,13 +407,13 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 	if (!lyd_find_path(tn, "parent", 0, &p) && p) {
 		t->has_parent = true;
 		copy_str(t->parent_addr, sizeof t->parent_addr, leaf(p, "address"));
-		t->parent_qpn = (uint32_t)leaf_u64(p, "qpn", 0x100u + t->id);
+		t->parent_qpn = (uint32_t)leaf_u64(p, "qpn", sw_qpn);
 	}
 	t->deterministic = leaf(tn, "deterministic") && !strcmp(leaf(tn, "deterministic"), "true");
 	t->auth = leaf(tn, "auth") && !strcmp(leaf(tn, "auth"), "enabled");
 	t->auth_key_id = (uint32_t)leaf_u64(tn, "auth-key-id", 0);
-	t->dtype_mask = leaf_list_mask(tn, "data-type", dtype_names, 12);
-	t->op_mask = leaf_list_mask(tn, "operation", op_names, 7);
+	t->dtype_mask = leaf_list_mask(tn, "data-type", wire_dtype_parse);
+	t->op_mask = leaf_list_mask(tn, "operation", wire_op_parse);
 	for (const struct lyd_node *c = lyd_child(tn); c; c = c->next) {
 		if (!c->schema)
 			continue;
@@ -432,7 +427,8 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 			memset(m, 0, sizeof *m);
 			m->bfr_id = (uint16_t)leaf_u64(c, "bfr-id", 0);
 			copy_str(m->addr, sizeof m->addr, leaf(c, "address"));
-			m->qpn = (uint32_t)leaf_u64(c, "qpn", 0x1000u + m->bfr_id);
+			uint32_t dflt = wire_qpn_default(WIRE_QPN_MEMBER, m->bfr_id);
+			m->qpn = (uint32_t)leaf_u64(c, "qpn", dflt);
 		} else if (!strcmp(c->schema->name, "child")) {
 			struct ctl_child *nch = realloc(t->children, (t->nchildren + 1) * sizeof *nch);
 			struct ctl_child *ch;
@@ -442,7 +438,7 @@ static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
 			ch = &t->children[t->nchildren++];
 			memset(ch, 0, sizeof *ch);
 			copy_str(ch->addr, sizeof ch->addr, leaf(c, "address"));
-			ch->qpn = (uint32_t)leaf_u64(c, "qpn", 0x100u + t->id);
+			ch->qpn = (uint32_t)leaf_u64(c, "qpn", sw_qpn);
 			for (const struct lyd_node *b = lyd_child(c); b; b = b->next) {
 				uint16_t *nb;
 				if (!b->schema || strcmp(b->schema->name, "bfr-id"))
@@ -489,8 +485,8 @@ int ctl_get_caps(struct ctl_conn *c, struct ctl_caps *out)
 	out->used_slots = (uint32_t)leaf_u64(caps, "used-slots", 0);
 	out->max_slot_bytes = (uint32_t)leaf_u64(caps, "max-slot-bytes", 0);
 	out->max_bsl_bits = (unsigned)leaf_u64(caps, "max-bsl", 0);
-	out->dtype_mask = leaf_list_mask(caps, "data-type", dtype_names, 12);
-	out->op_mask = leaf_list_mask(caps, "operation", op_names, 7);
+	out->dtype_mask = leaf_list_mask(caps, "data-type", wire_dtype_parse);
+	out->op_mask = leaf_list_mask(caps, "operation", wire_op_parse);
 	if (!lyd_find_path(data, "links", 0, &links) && links) {
 		for (const struct lyd_node *l = lyd_child(links); l; l = l->next) {
 			struct ctl_link *nl, *k;
@@ -596,12 +592,12 @@ static int tree_to_xml(struct ctl_conn *c, const struct ctl_tree *t, FILE *f)
 	} else {
 		fprintf(f, "<auth>disabled</auth>");
 	}
-	for (unsigned i = 0; i < 12; i++)
+	for (unsigned i = 0; i < WIRE_DTYPE_COUNT; i++)
 		if (t->dtype_mask & (1u << i))
-			fprintf(f, "<data-type>%s</data-type>", dtype_names[i]);
-	for (unsigned i = 0; i < 7; i++)
+			fprintf(f, "<data-type>%s</data-type>", wire_dtype_name(i));
+	for (unsigned i = 0; i < WIRE_OP_COUNT; i++)
 		if (t->op_mask & (1u << i))
-			fprintf(f, "<operation>%s</operation>", op_names[i]);
+			fprintf(f, "<operation>%s</operation>", wire_op_name(i));
 	for (size_t i = 0; i < t->nmembers; i++) {
 		if (strpbrk(t->members[i].addr, "<>&\"'"))
 			return set_err(c, -EINVAL, "bad member address");

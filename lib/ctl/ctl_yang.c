@@ -57,13 +57,14 @@ static int load_one(struct ly_ctx *ctx, const char *name, const char **features)
 
 int ctl_yang_load(struct ly_ctx *ctx)
 {
-	static const char *nc_features[] = { "writable-running", "rollback-on-error", "xpath",
-					     NULL };
+	static const char *nc_features[] = { "writable-running", "rollback-on-error", "validate",
+					     "xpath", NULL };
 	int rc;
 
 	ly_ctx_set_module_imp_clb(ctx, import_clb, NULL);
-	if ((rc = load_one(ctx, "ietf-netconf-acm", NULL)) < 0 ||
-	    (rc = load_one(ctx, "ietf-netconf", nc_features)) < 0 ||
+	/* ietf-netconf-acm only as an import (for nacm:default-deny-all): the switch keeps no NACM
+	 * rules, so it does not implement the module's data. */
+	if ((rc = load_one(ctx, "ietf-netconf", nc_features)) < 0 ||
 	    (rc = load_one(ctx, "ietf-netconf-monitoring", NULL)) < 0 ||
 	    (rc = load_one(ctx, CTL_YANG_MODULE, NULL)) < 0)
 		return rc;

@@ -34,7 +34,7 @@ static void make(struct wire_pkt *p, uint8_t *bits, float *data, unsigned n, uin
 	memset(bits, 0, 8);
 	bits[7] = 2;
 	p->inca = (struct wire_inca){ .version = 1, .flags = flags | WIRE_F_AUTH, .coll = 1,
-				      .dtype = INCA_FP32, .op = INCA_SUM, .tree_id = 7, .slot = 3,
+				      .dtype = WIRE_DT_FP32, .op = WIRE_OP_SUM, .tree_id = 7, .slot = 3,
 				      .round = 1000, .bfr_id = 2, .bsl_code = 1, .count = n,
 				      .bits = bits, .epoch = 9 };
 	p->auth = (struct wire_auth){ .key_id = 0x11, .ctx = 2, .ctr = 0x0123456789abcdefull };

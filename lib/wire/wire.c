@@ -22,26 +22,6 @@
 #define IP_TTL_DEFAULT 64
 #define IPPROTO_UDP_ 17
 
-static const uint8_t elem_size_tab[INCA_DTYPE_COUNT] = {
-	[INCA_INT8] = 1,  [INCA_UINT8] = 1,  [INCA_INT16] = 2, [INCA_UINT16] = 2,
-	[INCA_INT32] = 4, [INCA_UINT32] = 4, [INCA_INT64] = 8, [INCA_UINT64] = 8,
-	[INCA_FP16] = 2,  [INCA_BF16] = 2,   [INCA_FP32] = 4,  [INCA_FP64] = 8,
-};
-
-size_t wire__elem_size(unsigned dtype)
-{
-	return dtype < INCA_DTYPE_COUNT ? elem_size_tab[dtype] : 0;
-}
-
-int wire__op_valid(unsigned dtype, unsigned op)
-{
-	if (dtype >= INCA_DTYPE_COUNT || op >= INCA_OP_COUNT)
-		return 0;
-	if (op == INCA_BAND || op == INCA_BOR || op == INCA_BXOR)
-		return dtype <= INCA_UINT64; /* integer types are 0..7 */
-	return 1;
-}
-
 static const char *const err_names[WIRE_E_COUNT_MAX_] = {
 	[WIRE_OK] = "ok",
 	[WIRE_E_TRUNCATED] = "truncated",
@@ -186,11 +166,11 @@ static int check_pkt(const struct wire_pkt *p)
 	if ((h->flags & ~WIRE_F_MASK) || (!(h->flags & WIRE_F_AUTH) && h->epoch) ||
 	    !wire__nack_ok(h->flags, h->count) || h->coll < 1 ||
 	    h->coll > WIRE_COLL_MAX ||
-	    !wire__op_valid(h->dtype, h->op) || !wire_bsl_bytes(h->bsl_code))
+	    !wire_op_valid(h->dtype, h->op) || !wire_bsl_bytes(h->bsl_code))
 		return -EINVAL;
 	if (h->owner && !wire_coll_has_owner(h->coll))
 		return -EINVAL;
-	size_t es = wire__elem_size(h->dtype);
+	size_t es = wire_dtype_size(h->dtype);
 	if ((size_t)h->count * es != p->data_len || (p->data_len && !p->data))
 		return -EINVAL;
 	if (wire_inca_hdr_len(h->bsl_code) + (h->flags & WIRE_F_AUTH ? WIRE_AUTH_LEN : 0) +
@@ -325,10 +305,10 @@ enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *o
 		return WIRE_E_FLAGS;
 	if (inca[1] < 1 || inca[1] > WIRE_COLL_MAX)
 		return WIRE_E_COLL;
-	size_t es = wire__elem_size(inca[2]);
+	size_t es = wire_dtype_size(inca[2]);
 	if (!es)
 		return WIRE_E_DTYPE;
-	if (!wire__op_valid(inca[2], inca[3]))
+	if (!wire_op_valid(inca[2], inca[3]))
 		return WIRE_E_OP;
 	if ((inca[14] & 0xF0) || ((inca[18] || inca[19]) && !wire_coll_has_owner(inca[1])))
 		return WIRE_E_RESERVED;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "inca/inca.h"
+#include "wire/dtype.h"
 
 #define WIRE_ROCE_UDP_PORT 4791
 #define WIRE_ETH_LEN 14
@@ -137,8 +137,8 @@ struct wire_inca {
 	uint8_t version; /* WIRE_INCA_VERSION */
 	uint8_t flags;   /* WIRE_F_* */
 	uint8_t coll;    /* enum wire_coll */
-	uint8_t dtype;   /* enum inca_dtype */
-	uint8_t op;      /* enum inca_op */
+	uint8_t dtype;   /* enum wire_dtype */
+	uint8_t op;      /* enum wire_op */
 	uint16_t tree_id;
 	uint16_t slot;
 	uint32_t round;

@@ -1,5 +1,5 @@
-/* lib/wire private helpers shared by wire.c, icrc.c and bier.c: big-endian loads/stores and the
- * wire-level tables (element sizes, op validity). Not installed, not used outside lib/wire. */
+/* lib/wire private helpers shared by wire.c, icrc.c and bier.c: big-endian loads/stores, CRC
+ * and ICRC internals. Not installed, not used outside lib/wire. */
 #ifndef INCA_WIRE_INTERNAL_H
 #define INCA_WIRE_INTERNAL_H
 
@@ -54,12 +54,6 @@ static inline void wire__st64(uint8_t *p, uint64_t v)
 	wire__st32(p, (uint32_t)(v >> 32));
 	wire__st32(p + 4, (uint32_t)v);
 }
-
-/* Element size of a wire dtype value, 0 if unknown. Kept here (not inca_dtype_size) so that
- * lib/wire does not depend on libinca. */
-size_t wire__elem_size(unsigned dtype);
-/* 1 if (dtype, op) is a valid wire combination: bitwise ops only on integer types. */
-int wire__op_valid(unsigned dtype, unsigned op);
 
 /* ICRC of the UDP payload p[0..len) whose data (d->len bytes at offset d_off, after the INCA
  * header) has the precomputed CRC d: the header part is hashed, the data part combined in. */

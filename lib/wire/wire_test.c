@@ -40,7 +40,7 @@ static int failures;
 		}                                                                             \
 	} while (0)
 
-static const size_t esize[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
+static const size_t esize[WIRE_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
 
 static const uint8_t MAC_D[6] = { 0x02, 0, 0, 0, 0, 1 };
 static const uint8_t MAC_S[6] = { 0x02, 0, 0, 0, 0, 2 };
@@ -132,12 +132,12 @@ static void test_roundtrip(void)
 {
 	static uint8_t buf[8192], frame[8192];
 	unsigned n = 0;
-	for (uint8_t dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
+	for (uint8_t dt = 0; dt < WIRE_DTYPE_COUNT; dt++) {
 		for (uint8_t bsl = 1; bsl <= 7; bsl++) {
 			size_t maxd = wire_max_data(4096, esize[dt], bsl);
 			uint16_t counts[] = { 0, 1, 3, 5, 7, (uint16_t)(maxd / esize[dt]) };
 			for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
-				struct wire_pkt p = mkpkt(dt, dt % 2 ? INCA_MAX : INCA_SUM, bsl,
+				struct wire_pkt p = mkpkt(dt, dt % 2 ? WIRE_OP_MAX : WIRE_OP_SUM, bsl,
 							  counts[ci]);
 				p.inca.flags = (uint8_t)(n % 4);
 				p.inca.coll = (uint8_t)(1 + n % WIRE_COLL_MAX);
@@ -202,7 +202,7 @@ static void test_roundtrip(void)
 static void test_ip_id(void)
 {
 	uint8_t frame[2048];
-	struct wire_pkt p = mkpkt(INCA_FP32, INCA_SUM, 1, 10);
+	struct wire_pkt p = mkpkt(WIRE_DT_FP32, WIRE_OP_SUM, 1, 10);
 	struct wire_ipinfo ip = IP_A;
 	ip.ip_id = 0x1234;
 	int flen = wire_encode_frame(frame, sizeof(frame), MAC_D, MAC_S, &p, &ip);
@@ -229,7 +229,7 @@ static void test_ip_id_unseen(void)
 	struct wire_pkt d;
 
 	for (uint16_t count = 0; count <= 1000; count += 111) {
-		struct wire_pkt p = mkpkt(INCA_FP32, INCA_SUM, 1, count);
+		struct wire_pkt p = mkpkt(WIRE_DT_FP32, WIRE_OP_SUM, 1, count);
 		for (unsigned id = 0; id < WIRE_GSO_ID_SPAN + 3; id += (id < 20 ? 1 : 37)) {
 			struct wire_ipinfo tx = IP_A, rx = IP_A;
 			tx.ip_id = (uint16_t)id;
@@ -295,7 +295,7 @@ static uint8_t cur[2048];
 
 static void make_ref(uint8_t dtype, uint16_t count)
 {
-	struct wire_pkt p = mkpkt(dtype, INCA_SUM, 1, count);
+	struct wire_pkt p = mkpkt(dtype, WIRE_OP_SUM, 1, count);
 	int n = wire_encode_frame(ref, sizeof(ref), MAC_D, MAC_S, &p, &IP_A);
 	CHECK(n > 0);
 	ref_len = (size_t)n;
@@ -323,7 +323,7 @@ static enum wire_err poke(size_t off, uint8_t v, int fix_ip, int fix_crc)
 static void test_rejects(void)
 {
 	struct wire_pkt d;
-	make_ref(INCA_FP32, 5);
+	make_ref(WIRE_DT_FP32, 5);
 	CHECK_ERR(dec(ref_len), WIRE_OK);
 
 	/* truncated at every layer */
@@ -382,13 +382,13 @@ static void test_rejects(void)
 	CHECK_ERR(poke(O_INCA + 1, 0, 0, 1), WIRE_E_COLL);
 	CHECK_ERR(poke(O_INCA + 1, 10, 0, 1), WIRE_E_COLL);
 	CHECK_ERR(poke(O_INCA + 1, 9, 0, 1), WIRE_OK);
-	CHECK_ERR(poke(O_INCA + 2, INCA_DTYPE_COUNT, 0, 1), WIRE_E_DTYPE);
+	CHECK_ERR(poke(O_INCA + 2, WIRE_DTYPE_COUNT, 0, 1), WIRE_E_DTYPE);
 	CHECK_ERR(poke(O_INCA + 2, 0xFF, 0, 1), WIRE_E_DTYPE);
-	CHECK_ERR(poke(O_INCA + 2, INCA_UINT32, 0, 1), WIRE_OK); /* same element size */
-	CHECK_ERR(poke(O_INCA + 3, INCA_OP_COUNT, 0, 1), WIRE_E_OP);
-	CHECK_ERR(poke(O_INCA + 3, INCA_BAND, 0, 1), WIRE_E_OP); /* bitwise on fp32 */
-	CHECK_ERR(poke(O_INCA + 3, INCA_BXOR, 0, 1), WIRE_E_OP);
-	CHECK_ERR(poke(O_INCA + 3, INCA_PROD, 0, 1), WIRE_OK);
+	CHECK_ERR(poke(O_INCA + 2, WIRE_DT_UINT32, 0, 1), WIRE_OK); /* same element size */
+	CHECK_ERR(poke(O_INCA + 3, WIRE_OP_COUNT, 0, 1), WIRE_E_OP);
+	CHECK_ERR(poke(O_INCA + 3, WIRE_OP_BAND, 0, 1), WIRE_E_OP); /* bitwise on fp32 */
+	CHECK_ERR(poke(O_INCA + 3, WIRE_OP_BXOR, 0, 1), WIRE_E_OP);
+	CHECK_ERR(poke(O_INCA + 3, WIRE_OP_PROD, 0, 1), WIRE_OK);
 	CHECK_ERR(poke(O_INCA + 14, 0, 0, 1), WIRE_E_BSL);
 	CHECK_ERR(poke(O_INCA + 14, 8, 0, 1), WIRE_E_BSL);
 	CHECK_ERR(poke(O_INCA + 14, 0x11, 0, 1), WIRE_E_RESERVED);
@@ -397,7 +397,7 @@ static void test_rejects(void)
 	/* ... but the same bytes are the owner BFR-id of a reduce (coll 2): test_roundtrip. */
 	CHECK_ERR(poke(O_INCA + 17, 6, 0, 1), WIRE_E_COUNT);
 	CHECK_ERR(poke(O_INCA + 16, 1, 0, 1), WIRE_E_COUNT);
-	CHECK_ERR(poke(O_INCA + 2, INCA_FP64, 0, 1), WIRE_E_COUNT); /* 5 x 8 != 20 bytes */
+	CHECK_ERR(poke(O_INCA + 2, WIRE_DT_FP64, 0, 1), WIRE_E_COUNT); /* 5 x 8 != 20 bytes */
 
 	/* ICRC: any covered byte, or the ICRC itself */
 	CHECK_ERR(poke(ref_len - 8, (uint8_t)(ref[ref_len - 8] ^ 0x40), 0, 0), WIRE_E_ICRC);
@@ -419,14 +419,14 @@ static void test_rejects(void)
 	CHECK_ERR(wire_decode_udp(big, WIRE_MAX_UDP_PAYLOAD + 1, &d, NULL), WIRE_E_TOO_BIG);
 
 	/* Pad checks need a packet with pad: 3 x int8 -> IB payload 31, PadCnt 1. */
-	make_ref(INCA_INT8, 3);
+	make_ref(WIRE_DT_INT8, 3);
 	CHECK_ERR(dec(ref_len), WIRE_OK);
 	CHECK_EQ((ref[O_BTH + 1] >> 4) & 3, 1);
 	CHECK_ERR(poke(ref_len - 5, 0x01, 0, 1), WIRE_E_PAD);    /* pad byte not zero */
 	CHECK_ERR(poke(O_BTH + 1, 0x00, 0, 1), WIRE_E_DMALEN);   /* PadCnt 0: DMA len off by 1 */
 	CHECK_ERR(poke(O_BTH + 1, 0x20, 0, 1), WIRE_E_PAD);      /* PadCnt 2: data byte as pad */
 	/* pad larger than the IB payload beyond the header: header-only packet (count 0) */
-	make_ref(INCA_INT8, 0);
+	make_ref(WIRE_DT_INT8, 0);
 	CHECK_ERR(dec(ref_len), WIRE_OK);
 	CHECK_ERR(poke(O_BTH + 1, 0x30, 0, 1), WIRE_E_PAD);
 }
@@ -435,7 +435,7 @@ static void test_encode_errors(void)
 {
 	uint8_t buf[8192];
 	struct wire_pkt p;
-	const struct wire_pkt ok = mkpkt(INCA_FP32, INCA_SUM, 1, 4);
+	const struct wire_pkt ok = mkpkt(WIRE_DT_FP32, WIRE_OP_SUM, 1, 4);
 
 	CHECK(wire_encode_udp(buf, sizeof(buf), &ok, &IP_A) > 0);
 	CHECK_EQ(wire_encode_udp(NULL, sizeof(buf), &ok, &IP_A), -EINVAL);
@@ -466,9 +466,9 @@ static void test_encode_errors(void)
 	BAD(p.inca.flags = 4);
 	BAD(p.inca.coll = 0);
 	BAD(p.inca.coll = 10);
-	BAD(p.inca.dtype = INCA_DTYPE_COUNT);
-	BAD(p.inca.op = INCA_OP_COUNT);
-	BAD(p.inca.op = INCA_BOR);
+	BAD(p.inca.dtype = WIRE_DTYPE_COUNT);
+	BAD(p.inca.op = WIRE_OP_COUNT);
+	BAD(p.inca.op = WIRE_OP_BOR);
 	BAD(p.inca.bsl_code = 0);
 	BAD(p.inca.bsl_code = 8);
 	BAD(p.inca.count = 5);
@@ -476,7 +476,7 @@ static void test_encode_errors(void)
 	BAD((p.inca.bsl_code = 1, p.inca.count = 1018, p.data_len = 4072)); /* 4092 + ... */
 #undef BAD
 	/* exactly 4096 bytes of IB payload is allowed, one element more is not */
-	p = mkpkt(INCA_FP32, INCA_SUM, 1, (uint16_t)(wire_max_data(4096, 4, 1) / 4));
+	p = mkpkt(WIRE_DT_FP32, WIRE_OP_SUM, 1, (uint16_t)(wire_max_data(4096, 4, 1) / 4));
 	CHECK_EQ(wire_inca_hdr_len(1) + p.data_len, 4096);
 	int n = wire_encode_udp(buf, sizeof(buf), &p, &IP_A);
 	CHECK_EQ(n, WIRE_MAX_UDP_PAYLOAD - 3);
@@ -503,7 +503,7 @@ static void test_encode_errors(void)
 	CHECK(wire_bier_empty(d.inca.bits, 8));
 
 	/* data and bits built in place inside the output buffer (zero-copy forwarding) */
-	p = mkpkt(INCA_INT16, INCA_SUM, 2, 9);
+	p = mkpkt(WIRE_DT_INT16, WIRE_OP_SUM, 2, 9);
 	uint8_t ref_buf[512];
 	int rn = wire_encode_udp(ref_buf, sizeof(ref_buf), &p, &IP_A);
 	CHECK(rn > 0);
@@ -522,7 +522,7 @@ static void test_nack(void)
 {
 	enum { OFF_FLAGS = O_INCA - O_BTH }; /* in the UDP payload */
 	uint8_t buf[8192];
-	struct wire_pkt p = mkpkt(INCA_INT64, INCA_SUM, 1, 0), d;
+	struct wire_pkt p = mkpkt(WIRE_DT_INT64, WIRE_OP_SUM, 1, 0), d;
 	int len;
 
 	p.inca.flags = WIRE_F_NACK;
@@ -544,7 +544,7 @@ static void test_nack(void)
 	p.inca.flags = WIRE_F_NACK | WIRE_F_RETX;
 	CHECK_EQ(wire_encode_udp(buf, sizeof(buf), &p, &IP_A), -EINVAL);
 	/* with data: refused by the encoder; a decoder seeing one reports the flags */
-	struct wire_pkt q = mkpkt(INCA_INT64, INCA_SUM, 1, 4);
+	struct wire_pkt q = mkpkt(WIRE_DT_INT64, WIRE_OP_SUM, 1, 4);
 	len = wire_encode_udp(buf, sizeof(buf), &q, &IP_A);
 	CHECK(len > 0);
 	q.inca.flags = WIRE_F_NACK;
@@ -623,7 +623,7 @@ static void test_icrc(void)
 	CHECK_EQ(crc32(0, pre, 10), 0x11cef56eu);
 
 	uint8_t frame[1024], ps[1100];
-	struct wire_pkt p = mkpkt(INCA_BF16, INCA_SUM, 2, 13);
+	struct wire_pkt p = mkpkt(WIRE_DT_BF16, WIRE_OP_SUM, 2, 13);
 	struct wire_ipinfo ip = { 0xC6120001u, 0xC6120102u, 40000, 4791, 0x0BAD, false };
 	int n = wire_encode_frame(frame, sizeof(frame), MAC_D, MAC_S, &p, &ip);
 	CHECK(n > 0);
@@ -658,7 +658,7 @@ static void test_icrc(void)
 	struct wire_ipinfo kip = { 0xC6120001u, 0xC6120002u, 49152, 4791, 0, false };
 	struct wire_pkt d;
 	CHECK_ERR(wire_decode_udp(kat, sizeof(kat), &d, &kip), WIRE_OK);
-	CHECK_EQ(d.inca.dtype, INCA_FP32);
+	CHECK_EQ(d.inca.dtype, WIRE_DT_FP32);
 	CHECK_EQ(d.inca.count, 3);
 	CHECK_EQ(d.bth.padcnt, 0);
 	CHECK_EQ(d.icrc, 0x164f1fe2u);

@@ -7,12 +7,14 @@ import glob
 import os
 
 # ---- enums (wire values: never renumber; they follow inca.h) ----------------------------
+# begin generated: dtypes and ops (tools/gen_facts.py, from lib/wire/dtype.h)
 DTYPES = {
     "int8": 0, "uint8": 1, "int16": 2, "uint16": 3, "int32": 4, "uint32": 5,
     "int64": 6, "uint64": 7, "fp16": 8, "bf16": 9, "fp32": 10, "fp64": 11,
 }
 DTYPE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 2, 9: 2, 10: 4, 11: 8}
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "band": 4, "bor": 5, "bxor": 6}
+# end generated: dtypes and ops
 ALGOS = {
     "auto": 0, "inc": 1, "ring": 2, "recdbl": 3, "rabenseifner": 4, "binomial": 5,
     "bruck": 6, "pairwise": 7, "linear": 8,
@@ -26,6 +28,9 @@ INCA_ALGO_COUNT = 9
 
 # void (*inca_log_fn)(void *ctx, int level, const char *msg)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+PEER_HANDLE_BYTES = 32  # INCA_PEER_HANDLE_BYTES
 
 
 class CommOpts(ctypes.Structure):
@@ -71,6 +76,9 @@ class CommOpts(ctypes.Structure):
         ("auth_key", ctypes.c_char_p),  # 32 bytes
         ("auth_key_id", ctypes.c_uint32),
         ("no_auth", ctypes.c_int),
+        # external bootstrap (inca_peer_listen)
+        ("peer_table", ctypes.c_char_p),  # size * PEER_HANDLE_BYTES
+        ("peer_listener", ctypes.c_void_p),
     ]
 
 
@@ -193,7 +201,7 @@ def _declare(lib):
         "inca_comm_am_info": (c_int, [comm_p, ctypes.POINTER(AmInfo)]),
         "inca_comm_get_io_stats": (c_int, [comm_p, ctypes.POINTER(IoStats), c_size_t]),
         "inca_comm_get_auth_stats": (c_int, [comm_p, ctypes.POINTER(AuthStats), c_size_t]),
-        # issue 4 (may be missing from an older library: declared only when present)
+        # may be missing from an older library: declared only when present
         "inca_coll": (c_int, [comm_p, ctypes.POINTER(CollArgs)]),
         "inca_bcast": (c_int, [comm_p, c_void_p, c_size_t, c_int, c_int]),
         "inca_allgather": (c_int, [comm_p, c_void_p, c_void_p, c_size_t, c_int]),
@@ -205,6 +213,8 @@ def _declare(lib):
                                     ctypes.POINTER(c_void_p)]),
         "inca_test": (c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(c_int)]),
         "inca_wait": (c_int, [ctypes.POINTER(c_void_p)]),
+        "inca_peer_listen": (c_int, [c_char_p, ctypes.POINTER(c_void_p), c_char_p]),
+        "inca_peer_listener_close": (None, [c_void_p]),
     }
     have = set()
     for name, (res, args) in protos.items():

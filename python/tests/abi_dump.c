@@ -38,6 +38,7 @@ int main(void)
 	F(inca_comm_opts, am_timeout_ms); F(inca_comm_opts, window);
 	F(inca_comm_opts, deterministic); F(inca_comm_opts, auth_key);
 	F(inca_comm_opts, auth_key_id); F(inca_comm_opts, no_auth);
+	F(inca_comm_opts, peer_table); F(inca_comm_opts, peer_listener);
 	END();
 	BEGIN(inca_auth_stats);
 	F(inca_auth_stats, enabled); F(inca_auth_stats, key_id); F(inca_auth_stats, tx_signed);
@@ -77,6 +78,6 @@ int main(void)
 	       "\"INCA_ALGO_COUNT\": %d, \"INCA_DTYPE_COUNT\": %d, \"INCA_OP_COUNT\": %d}",
 	       INCA_BF16, INCA_FP64, INCA_BXOR, INCA_ALGO_LINEAR, INCA_COLL_BARRIER,
 	       INCA_COLL_COUNT, INCA_ALGO_COUNT, INCA_DTYPE_COUNT, INCA_OP_COUNT);
-	printf("}\n");
+	printf(", \"INCA_PEER_HANDLE_BYTES\": %d}\n", INCA_PEER_HANDLE_BYTES);
 	return 0;
 }

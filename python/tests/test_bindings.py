@@ -89,6 +89,7 @@ def test_abi():
     check(e["INCA_COLL_BARRIER"] == _lib.COLLS["barrier"] and e["INCA_COLL_COUNT"] == len(_lib.COLLS),
           "coll enum")
     check(e["INCA_DTYPE_COUNT"] == len(_lib.DTYPES), "dtype count")
+    check(c["INCA_PEER_HANDLE_BYTES"] == _lib.PEER_HANDLE_BYTES, "peer handle size")
 
 
 def test_names():

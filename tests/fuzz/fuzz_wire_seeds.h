@@ -28,7 +28,6 @@ static const struct wire_ipinfo fuzz_ip = { 0x7F00000Au, 0x7F000001u, 4791, 4791
 static void fuzz_write_seeds(int mode)
 {
 	int frames = mode == 1;
-	static const size_t esize[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
 	static const uint8_t mac[6] = { 2, 0, 0, 0, 0, 1 };
 	const char *dir = getenv("INCA_FUZZ_SEED_DIR");
 	if (!dir || !*dir)
@@ -39,7 +38,8 @@ static void fuzz_write_seeds(int mode)
 	for (size_t i = 0; i < sizeof(bits); i++)
 		bits[i] = (uint8_t)(i % 5 == 0 ? 1u << (i % 8) : 0);
 	unsigned n = 0;
-	for (uint8_t dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
+	for (uint8_t dt = 0; dt < WIRE_DTYPE_COUNT; dt++) {
+		size_t es = wire_dtype_size(dt);
 		for (unsigned v = 0; v < 8; v++) {
 			/* BSL codes 1, 3, 5, 7, each with a small count and with the largest count
 			 * that fits (IB payload near 4096, where the length checks matter most) */
@@ -47,8 +47,7 @@ static void fuzz_write_seeds(int mode)
 			unsigned small[] = { 0, 1, 3, 17 };
 			/* every third seed carries an authentication block with a real tag */
 			bool auth = n % 3 == 0;
-			unsigned count = v % 2 ? (unsigned)(wire_max_data_auth(4096, esize[dt], bsl,
-									       auth) / esize[dt])
+			unsigned count = v % 2 ? (unsigned)(wire_max_data_auth(4096, es, bsl, auth) / es)
 					       : small[(dt + bsl) % 4];
 			struct wire_pkt p;
 			memset(&p, 0, sizeof(p));
@@ -62,7 +61,7 @@ static void fuzz_write_seeds(int mode)
 			p.inca.flags = (uint8_t)(n % 4);
 			p.inca.coll = (uint8_t)(1 + n % WIRE_COLL_MAX);
 			p.inca.dtype = dt;
-			p.inca.op = (uint8_t)(dt <= INCA_UINT64 ? n % INCA_OP_COUNT : n % 4);
+			p.inca.op = (uint8_t)(dt <= WIRE_DT_UINT64 ? n % WIRE_OP_COUNT : n % 4);
 			p.inca.tree_id = 1;
 			p.inca.slot = (uint16_t)n;
 			p.inca.round = n / 3;
@@ -72,7 +71,7 @@ static void fuzz_write_seeds(int mode)
 			p.inca.count = (uint16_t)count;
 			p.inca.bits = bits;
 			p.data = data;
-			p.data_len = (uint32_t)(count * esize[dt]);
+			p.data_len = (uint32_t)(count * es);
 			if (auth) {
 				static struct wire_mac *mac;
 				static const uint8_t key[WIRE_AUTH_KEY_LEN] = { 1, 2, 3 };
@@ -95,7 +94,7 @@ static void fuzz_write_seeds(int mode)
 				continue;
 			/* plus a copy one 4-byte element too big (IB payload 4100), count and DMA
 			 * length kept consistent: only the size limit rejects it */
-			if (mode == 0 && dt == INCA_FP32 && (size_t)len + 4 <= sizeof(out) &&
+			if (mode == 0 && dt == WIRE_DT_FP32 && (size_t)len + 4 <= sizeof(out) &&
 			    !auth && wire_inca_hdr_len(bsl) + p.data_len == 4096) {
 				static uint8_t big[8192];
 				memcpy(big, out, (size_t)len - 4);

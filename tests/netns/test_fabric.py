@@ -548,8 +548,8 @@ def case_bench(build):
                                         for a in sw_argv),
               "every switch runs with --busy-poll-us 0 (the [switch] busy_poll_us key)")
         host0 = fab.prefix + "h0"
-        args = ["-n", "8", "-b", "8", "-e", "256K", "-f", "32768", "-c", "allreduce,bcast",
-                "-w", "1", "-i", "3", "--budget", "1"]
+        args = ["-r", "8", "-b", "8", "-e", "256K", "-f", "32768", "-C", "allreduce,bcast",
+                "-w", "1", "-n", "3", "--budget", "1"]
         # Open MPI alone first: its bytes on rank 0's host link prove it used the fabric
         before = tx_bytes(fab, host0, "eth0")
         _, r = fabric.run_jobs(fab, bench, args + ["-a", "ompi"], 240, stream=False)[0]

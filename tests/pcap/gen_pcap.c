@@ -14,7 +14,6 @@
 /* key[i] = i */
 #define GEN_AUTH_KEY_HEX "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
-static const size_t esize[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
 
 static void put32le(FILE *f, uint32_t v)
 {
@@ -32,20 +31,20 @@ static void put16le(FILE *f, uint16_t v)
 static void fill_data(uint8_t *d, uint8_t dtype, unsigned count, struct util_rng *r)
 {
 	for (unsigned i = 0; i < count; i++) {
-		uint8_t *e = d + i * esize[dtype];
+		uint8_t *e = d + i * wire_dtype_size(dtype);
 		double v = (double)((int)util_rng_below(r, 2001) - 1000) / 8.0;
-		if (dtype == INCA_FP32) {
+		if (dtype == WIRE_DT_FP32) {
 			float f = (float)v;
 			memcpy(e, &f, 4); /* little-endian host: wire order */
-		} else if (dtype == INCA_FP64) {
+		} else if (dtype == WIRE_DT_FP64) {
 			memcpy(e, &v, 8);
-		} else if (dtype == INCA_BF16) {
+		} else if (dtype == WIRE_DT_BF16) {
 			float f = (float)v;
 			uint32_t u;
 			memcpy(&u, &f, 4);
 			uint16_t h = (uint16_t)(u >> 16); /* v has few mantissa bits: exact */
 			memcpy(e, &h, 2);
-		} else if (dtype == INCA_FP16) {
+		} else if (dtype == WIRE_DT_FP16) {
 			/* random sign/exponent/mantissa, exponent kept below 31 (no Inf/NaN) */
 			uint16_t h = (uint16_t)util_rng_next(r);
 			if (((h >> 10) & 0x1F) == 0x1F)
@@ -53,7 +52,7 @@ static void fill_data(uint8_t *d, uint8_t dtype, unsigned count, struct util_rng
 			memcpy(e, &h, 2);
 		} else {
 			uint64_t x = util_rng_next(r);
-			memcpy(e, &x, esize[dtype]);
+			memcpy(e, &x, wire_dtype_size(dtype));
 		}
 	}
 }
@@ -151,17 +150,18 @@ int main(int argc, char **argv)
 
 	static uint8_t data[4096], bits[512];
 	unsigned gseq = 0;
-	for (uint8_t dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
+	for (uint8_t dt = 0; dt < WIRE_DTYPE_COUNT; dt++) {
 		for (uint8_t bsl = 1; bsl <= 7; bsl++) {
 			unsigned bsl_bits = (unsigned)wire_bsl_bytes(bsl) * 8;
 			size_t bl = wire_bsl_bytes(bsl);
 			uint8_t af = dt % 2 ? WIRE_F_AUTH : 0;
-			size_t maxd = wire_max_data_auth(4096, esize[dt], bsl, af) / esize[dt];
+			size_t es = wire_dtype_size(dt);
+			size_t maxd = wire_max_data_auth(4096, es, bsl, af) / es;
 			/* a spread of counts: tiny odd ones (pad 1..3 for 1- and 2-byte types), medium,
 			 * and the largest that fits a 4096 MTU */
 			unsigned counts[] = { 1u + bsl % 3u, 7, 33 + bsl, (unsigned)maxd };
 			unsigned count = counts[(dt + bsl) % 4];
-			uint8_t op = (uint8_t)((dt + bsl) % (dt <= INCA_UINT64 ? INCA_OP_COUNT : 4));
+			uint8_t op = (uint8_t)((dt + bsl) % (dt <= WIRE_DT_UINT64 ? WIRE_OP_COUNT : 4));
 			uint16_t tree = (uint16_t)(1 + dt % 3);
 			uint16_t slot = (uint16_t)(gseq % 256);
 			uint32_t round = gseq / 256 + bsl * 1000u;
@@ -194,7 +194,7 @@ int main(int argc, char **argv)
 			p.inca.count = (uint16_t)count;
 			p.inca.bits = bits;
 			p.data = data;
-			p.data_len = (uint32_t)(count * esize[dt]);
+			p.data_len = (uint32_t)(count * wire_dtype_size(dt));
 			struct wire_ipinfo up = { 0x7F00000Au + k % 200, 0x7F000001u, 4791, 4791, 0, false };
 			if (bsl == 5)
 				up.ip_id = (uint16_t)(0x1000 + gseq); /* ICRC must cover a non-zero ID */
@@ -234,8 +234,8 @@ int main(int argc, char **argv)
 	p.bth.pkey = WIRE_PKEY_DEFAULT;
 	p.bth.dest_qp = 0x101;
 	p.inca.coll = WIRE_COLL_BARRIER;
-	p.inca.dtype = INCA_UINT8;
-	p.inca.op = INCA_BOR;
+	p.inca.dtype = WIRE_DT_UINT8;
+	p.inca.op = WIRE_OP_BOR;
 	p.inca.tree_id = 1;
 	p.inca.bfr_id = 1;
 	p.inca.bsl_code = 3;

@@ -50,19 +50,19 @@ int main(int argc, char **argv)
 		p.bth.psn = (uint32_t)i;
 		p.imm = (uint32_t)i;
 		p.inca.coll = WIRE_COLL_ALLREDUCE;
-		p.inca.dtype = (uint8_t)(i % INCA_DTYPE_COUNT);
-		p.inca.op = INCA_SUM;
+		p.inca.dtype = (uint8_t)(i % WIRE_DTYPE_COUNT);
+		p.inca.op = WIRE_OP_SUM;
 		p.inca.tree_id = 1;
 		p.inca.slot = (uint16_t)i;
 		p.inca.bfr_id = 1;
 		p.inca.bsl_code = 1;
 		p.inca.bits = bits;
 		/* sizes from 1 byte to the full 4096-byte MTU, odd ones needing pad */
-		static const size_t es[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
-		size_t maxn = wire_max_data(4096, es[p.inca.dtype], 1) / es[p.inca.dtype];
+		size_t es = wire_dtype_size(p.inca.dtype);
+		size_t maxn = wire_max_data(4096, es, 1) / es;
 		p.inca.count = (uint16_t)(1 + (size_t)i * 97 % maxn);
 		p.data = data;
-		p.data_len = (uint32_t)(p.inca.count * es[p.inca.dtype]);
+		p.data_len = (uint32_t)(p.inca.count * es);
 		p.reth.va = (uint64_t)i * 4096;
 		int n = wire_encode_udp(buf, sizeof(buf), &p, &ip);
 		if (n < 0 || sendto(s, buf, (size_t)n, 0, (struct sockaddr *)&dst, sizeof(dst)) != n) {

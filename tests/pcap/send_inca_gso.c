@@ -80,7 +80,6 @@ int main(int argc, char **argv)
 	ipinfo = (struct wire_ipinfo){ .src_ip = ntohl(src.sin_addr.s_addr),
 				       .dst_ip = ntohl(dst.sin_addr.s_addr),
 				       .src_port = WIRE_ROCE_UDP_PORT, .dst_port = WIRE_ROCE_UDP_PORT };
-	static const size_t es[INCA_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
 	static uint8_t data[4096];
 	uint8_t bits[8] = { 0 };
 	wire_bier_set(bits, sizeof(bits), 1);
@@ -96,8 +95,8 @@ int main(int argc, char **argv)
 		p.bth.psn = (uint32_t)i;
 		p.imm = (uint32_t)i;
 		p.inca.coll = WIRE_COLL_ALLREDUCE;
-		p.inca.dtype = (uint8_t)(block % INCA_DTYPE_COUNT);
-		p.inca.op = INCA_SUM;
+		p.inca.dtype = (uint8_t)(block % WIRE_DTYPE_COUNT);
+		p.inca.op = WIRE_OP_SUM;
 		p.inca.tree_id = 1;
 		p.inca.slot = (uint16_t)slot;
 		p.inca.round = (uint32_t)i / 256;
@@ -106,10 +105,11 @@ int main(int argc, char **argv)
 		p.inca.bits = bits;
 		/* Full packets, the block's last one short (a short last chunk); odd counts of
 		 * 1-byte types need pad. */
-		size_t maxn = wire_max_data(4096, es[p.inca.dtype], 1) / es[p.inca.dtype];
+		size_t es = wire_dtype_size(p.inca.dtype);
+		size_t maxn = wire_max_data(4096, es, 1) / es;
 		p.inca.count = (uint16_t)(slot % WIRE_SLOT_BLOCK == WIRE_SLOT_BLOCK - 1 ? maxn / 3 + 1 : maxn);
 		p.data = data;
-		p.data_len = (uint32_t)(p.inca.count * es[p.inca.dtype]);
+		p.data_len = (uint32_t)(p.inca.count * es);
 		p.reth.va = (uint64_t)i * 4096;
 		size_t len = wire_udp_payload_len(1, p.data_len);
 		struct wire_ipinfo ip = ipinfo;
