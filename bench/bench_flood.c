@@ -32,6 +32,7 @@
 #include "check.h"
 #include "json.h"
 #include "launch.h"
+#include "util/cli.h"
 #include "util/util.h"
 #include "wire/auth.h"
 #include "wire/wire.h"
@@ -308,7 +309,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: bench-flood [--rate PPS] [--bytes N] [--iters N] [--trials N] [--ranks N]\n"
-		"                   [--check] [--switch PATH] [--addr-index K]\n"
+		"                   [--check] [--switch PATH] [--addr-index K] [--help] [--version]\n"
 		"  --rate PPS      forged + replayed packets per second during phase 2 (20000)\n"
 		"  --bytes N       bytes per AllReduce (int32 sum), K/M suffixes (1M)\n"
 		"  --iters N       timed calls per job (30, at most %d)\n"
@@ -320,12 +321,13 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	static const char P[] = "bench-flood";
 	static const struct option lo[] = {
-		{ "rate", required_argument, 0, 'r' },   { "bytes", required_argument, 0, 'b' },
-		{ "iters", required_argument, 0, 'i' },  { "ranks", required_argument, 0, 'n' },
-		{ "check", no_argument, 0, 'c' },        { "switch", required_argument, 0, 's' },
-		{ "trials", required_argument, 0, 't' },
-		{ "addr-index", required_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+		{ "rate", required_argument, 0, 'R' },   { "bytes", required_argument, 0, 'B' },
+		{ "iters", required_argument, 0, 'I' },  { "ranks", required_argument, 0, 'N' },
+		{ "trials", required_argument, 0, 'T' }, { "check", no_argument, 0, 'C' },
+		{ "switch", required_argument, 0, 'S' }, { "addr-index", required_argument, 0, 'A' },
+		{ "help", no_argument, 0, 'h' },         { "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
 	};
 	struct job j;
@@ -333,33 +335,51 @@ int main(int argc, char **argv)
 	int trials = 3;
 	uint64_t bytes = 1u << 20;
 	bool check = false;
+	long long ll;
 	int c, fails = 0;
 
 	launch_cfg_defaults(&j.cfg);
 	j.cfg.addr_index = 43;
 	j.iters = 30;
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hV", lo, NULL)) != -1) {
 		switch (c) {
-		case 'r': rate = atof(optarg); break;
-		case 'b':
-			if (launch_parse_bytes(optarg, &bytes) < 0 || bytes < 4) {
-				usage(stderr);
+		case 'R':
+			if (util_cli_double(P, "--rate", optarg, 1, 1e7, false, &rate))
 				return 2;
-			}
 			break;
-		case 'i': j.iters = atoi(optarg); break;
-		case 't': trials = atoi(optarg); break;
-		case 'n': j.cfg.nranks = atoi(optarg); break;
-		case 'c': check = true; break;
-		case 's': j.cfg.switch_path = optarg; break;
-		case 'a': j.cfg.addr_index = (unsigned)atoi(optarg); break;
+		case 'B':
+			if (util_cli_bytes(P, "--bytes", optarg, 4, 1u << 30, &bytes))
+				return 2;
+			break;
+		case 'I':
+			if (util_cli_int(P, "--iters", optarg, 1, MAX_ITERS, &ll))
+				return 2;
+			j.iters = (int)ll;
+			break;
+		case 'N':
+			if (util_cli_int(P, "--ranks", optarg, 2, LAUNCH_MAX_RANKS, &ll))
+				return 2;
+			j.cfg.nranks = (int)ll;
+			break;
+		case 'T':
+			if (util_cli_int(P, "--trials", optarg, 1, 16, &ll))
+				return 2;
+			trials = (int)ll;
+			break;
+		case 'C': check = true; break;
+		case 'S': j.cfg.switch_path = optarg; break;
+		case 'A':
+			if (util_cli_int(P, "--addr-index", optarg, 1, 255, &ll))
+				return 2;
+			j.cfg.addr_index = (unsigned)ll;
+			break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'V': util_cli_print_version(P); return 0;
+		default: fprintf(stderr, "%s: --help lists the options\n", P); return 2;
 		}
 	}
-	if (trials < 1 || trials > 16 || j.iters < 1 || j.iters > MAX_ITERS || !(rate > 0) || j.cfg.nranks < 2 ||
-	    j.cfg.nranks > LAUNCH_MAX_RANKS) {
-		usage(stderr);
+	if (optind != argc) {
+		util_cli_error(P, "unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
 	if (geteuid() != 0) {

@@ -552,13 +552,6 @@ static void ent_to_sa(const uint8_t *e, struct sockaddr_in *sa)
 	memcpy(&sa->sin_port, e + 4, 2);
 }
 
-uint32_t client_epoch_now(void)
-{
-	uint32_t e = (uint32_t)time(NULL);
-
-	return e ? e : 1;
-}
-
 /* The INC round base from the job's 8-byte nonce (a 64-bit mix, high half). */
 uint32_t client_round_base(const uint8_t *nonce8)
 {
@@ -613,13 +606,10 @@ int client_bootstrap(struct inca_comm *c)
 	} else if (cfg->rank == 0) {
 		/* The nonce ties ring connections to this job: a stray peer from another job
 		 * on a reused port is rejected instead of being spliced into our ring. */
-		/* Its high half is the job epoch (client_epoch_now): every rank reads it from
-		 * the table, so the ranks agree without another message. */
 		uint64_t nonce = util_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c, rnd = 0;
 
 		if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) == (ssize_t)sizeof rnd)
 			nonce ^= rnd;
-		nonce = (uint64_t)client_epoch_now() << 32 | (uint32_t)(nonce ^ (nonce >> 32));
 		put32(table, BOOT_MAGIC);
 		put32(table + 4, (uint32_t)cfg->size);
 		put32(table + 8, (uint32_t)(nonce >> 32));
@@ -632,11 +622,6 @@ int client_bootstrap(struct inca_comm *c)
 	if (rc < 0)
 		goto out;
 	c->round_base = client_round_base(table + 8);
-	c->epoch = get32(table + 8);
-	if (!c->epoch) {
-		rc = -EPROTO;
-		goto out;
-	}
 
 	/* Ring: connect right (send side), then accept left (receive side). Connecting first
 	 * cannot deadlock: the kernel completes the handshake from the listen backlog. */

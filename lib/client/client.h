@@ -82,9 +82,9 @@ struct inca_comm {
 	 * new communicator on a reused tree never meets the rounds of the one before. */
 	uint32_t round_base;
 	/* Job epoch (docs/protocol.md §8 "Job epochs"), in the authentication block of every INC
-	 * packet: rank 0's wall clock in seconds when the job bootstrapped, the high half of the
-	 * job nonce. A switch tree restarts on a newer epoch and drops older ones, and results
-	 * must carry ours, so a reused tree never hands this job another job's results. */
+	 * packet: the latest wall clock of the ranks in seconds at creation (a ring MAX). A switch
+	 * tree restarts on a newer epoch and drops older ones, and results must carry ours, so a
+	 * reused tree never hands this job another job's results. */
 	uint32_t epoch;
 	uint64_t wait_spin_ns; /* busy-poll of the current call's waits (coll_run sets it) */
 
@@ -124,8 +124,6 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg);
 
 /* bootstrap.c: TCP helpers with absolute deadlines (util_now_ns clock). */
 int client_bootstrap(struct inca_comm *c);
-/* A job epoch from the wall clock: seconds, never 0 (rank 0, at bootstrap). */
-uint32_t client_epoch_now(void);
 /* The INC round base (struct inca_comm) from a job's 8-byte nonce. */
 uint32_t client_round_base(const uint8_t *nonce8);
 int client_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire/auth.h"
@@ -186,6 +187,24 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	return 0;
 }
 
+/* The job epoch (docs/protocol.md §8 "Job epochs"): the wall clock in seconds, never 0; with
+ * several ranks the latest of theirs, agreed by a ring MAX, so every rank sends the same one
+ * whichever bootstrap ran. One 4-byte ring collective per communicator. */
+static int epoch_agree(struct inca_comm *c)
+{
+	uint32_t e = (uint32_t)time(NULL);
+	int rc = 0;
+
+	if (!e)
+		e = 1;
+	if (c->cfg.size > 1) {
+		c->coll_seq++;
+		rc = client_ring_allreduce(c, &e, &e, 1, INCA_UINT32, INCA_MAX);
+	}
+	c->epoch = e;
+	return rc;
+}
+
 /* AM path: every rank must take the same path, but each learns its group's verdict on its own
  * stream. Two tiny ring collectives (MIN and MAX of the tree identity) make the ranks agree;
  * any disagreement turns INC off everywhere. */
@@ -263,8 +282,10 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 		if (getrandom(nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
 			memcpy(nonce, &t, sizeof nonce);
 		c->round_base = client_round_base(nonce);
-		c->epoch = client_epoch_now();
 	}
+	rc = epoch_agree(c);
+	if (rc < 0)
+		goto fail;
 	if (c->am && c->cfg.size > 1) {
 		rc = am_agree(c);
 		if (rc < 0)
