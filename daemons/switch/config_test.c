@@ -471,18 +471,17 @@ static void test_auth(void)
 	CHECK(sw_config_add_tree_spec(&c, "id=5,key=4,members=1@127.0.0.10,auth_key=12", err,
 				      sizeof err) < 0);
 	CHECK(strstr(err, "--tree: tree 5: auth_key has 2 hex digits, expected 64") != NULL);
-	/* neither a key nor auth = off */
+	/* neither a key nor auth = off: refused in both forms, naming the tree and the fix */
 	err[0] = 0;
-	if (sw_config_auth_required()) {
-		CHECK(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err,
-					      sizeof err) < 0);
-		CHECK(strstr(err, "tree 6: no data-plane key") != NULL &&
-		      strstr(err, "auth = off") != NULL);
-	} else {
-		CHECK_EQ(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err,
-						 sizeof err), 0);
-		t = sw_config_find_tree(&c, 6);
-		CHECK(t && !t->auth);
+	CHECK(sw_config_auth_required());
+	CHECK(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(strstr(err, "tree 6: no data-plane key") != NULL &&
+	      strstr(err, "auth = off") != NULL);
+	CHECK(sw_config_find_tree(&c, 6) == NULL);
+	{
+		static const char none[] = "tree 12 {\n key = 1\n member = 1 127.0.0.1\n}\n";
+		CHECK(sw_config_parse_text(&c, none, strlen(none), "n.conf", err, sizeof err) < 0);
+		CHECK(strstr(err, "n.conf:1: tree 12: no data-plane key: set auth_key") != NULL);
 	}
 	sw_config_free(&c);
 }
