@@ -92,8 +92,9 @@ struct client_inc {
 	struct wire_mac *mac;
 	uint64_t auth_ctr;
 	struct inca_auth_stats auth_st;
-	/* Anti-replay windows of the switch contexts we receive from (a root's, a leaf's: one
-	 * in practice). Contexts beyond INC_REPLAY_CTXS are refused (rx_bad_ctx). */
+	/* Anti-replay windows of the switch contexts we received authentic packets from (a
+	 * root's, a leaf's: one in practice). Contexts beyond INC_REPLAY_CTXS are refused
+	 * (rx_bad_ctx). */
 	uint32_t replay_ctx[INC_REPLAY_CTXS];
 	struct wire_replay replay[INC_REPLAY_CTXS];
 	unsigned nreplay;
@@ -612,12 +613,19 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	return 0;
 }
 
-/* The anti-replay window of a switch sender context, NULL when all are taken by others. */
-static struct wire_replay *inc_replay_window(struct client_inc *ic, uint32_t ctx)
+/* The anti-replay window of a switch sender context; NULL if it has none yet. */
+static struct wire_replay *inc_replay_find(struct client_inc *ic, uint32_t ctx)
 {
 	for (unsigned i = 0; i < ic->nreplay; i++)
 		if (ic->replay_ctx[i] == ctx)
 			return &ic->replay[i];
+	return NULL;
+}
+
+/* A window for a context that just sent its first authentic packet; NULL when every slot is
+ * taken. Only authentic packets get here, so forgeries cannot fill the table. */
+static struct wire_replay *inc_replay_add(struct client_inc *ic, uint32_t ctx)
+{
 	if (ic->nreplay == INC_REPLAY_CTXS)
 		return NULL;
 	ic->replay_ctx[ic->nreplay] = ctx;
@@ -642,8 +650,7 @@ static bool inc_auth_ok(struct inca_comm *c, const struct wire_pkt *pkt)
 		ic->auth_st.rx_bad_key_id++;
 		return false;
 	}
-	if (pkt->auth.ctx != (WIRE_AUTH_CTX_SWITCH | pkt->inca.bfr_id) ||
-	    !(rw = inc_replay_window(ic, pkt->auth.ctx))) {
+	if (pkt->auth.ctx != (WIRE_AUTH_CTX_SWITCH | pkt->inca.bfr_id)) {
 		ic->auth_st.rx_bad_ctx++;
 		return false;
 	}
@@ -653,7 +660,8 @@ static bool inc_auth_ok(struct inca_comm *c, const struct wire_pkt *pkt)
 		ic->auth_st.rx_epoch++;
 		return false;
 	}
-	rc = wire_replay_check(rw, pkt->inca.epoch, pkt->auth.ctr);
+	rw = inc_replay_find(ic, pkt->auth.ctx);
+	rc = rw ? wire_replay_check(rw, pkt->inca.epoch, pkt->auth.ctr) : 0;
 	if (rc != 0) {
 		ic->auth_st.rx_replay++;
 		client_log(&c->cfg, 3, "inc: rx rejected: replay (%s)",
@@ -663,6 +671,10 @@ static bool inc_auth_ok(struct inca_comm *c, const struct wire_pkt *pkt)
 	if (wire_mac_verify(ic->mac, pkt) != 0) {
 		ic->auth_st.rx_bad_mac++;
 		client_log(&c->cfg, 3, "inc: rx rejected: MAC mismatch");
+		return false;
+	}
+	if (!rw && !(rw = inc_replay_add(ic, pkt->auth.ctx))) {
+		ic->auth_st.rx_bad_ctx++;
 		return false;
 	}
 	wire_replay_update(rw, pkt->inca.epoch, pkt->auth.ctr);

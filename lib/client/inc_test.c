@@ -44,6 +44,8 @@ struct fsw_cfg {
 	bool auth;               /* results signed under test_key (key id 1), the tree's epoch */
 	unsigned other_epoch_every; /* auth: every Nth result is preceded by a validly signed
 				     * copy of another job's epoch */
+	unsigned forged_ctx_every;  /* auth: every Nth result is preceded by a forgery (bad tag)
+				     * from a leaf context never seen before */
 };
 
 struct fsw {
@@ -175,6 +177,18 @@ static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
 							    &ip.ip_id);
 				fsw_sign(s, p, epoch - 1);
 				if (!q || wire_encode_udp(q, want, p, &ip) != (int)want)
+					s->bad++;
+			}
+			if (s->cfg.forged_ctx_every &&
+			    (s->nresults + 1) % s->cfg.forged_ctx_every == 0) {
+				struct wire_pkt f = *p;
+				uint8_t *q = util_udptx_add(s->txq, &s->member[bfr], 0,
+							    p->inca.slot / WIRE_SLOT_BLOCK, want,
+							    &ip.ip_id);
+				f.inca.bfr_id = (uint16_t)(100 + s->nresults % 1000);
+				fsw_sign(s, &f, epoch);
+				f.auth.tag[0] ^= 1;
+				if (!q || wire_encode_udp(q, want, &f, &ip) != (int)want)
 					s->bad++;
 			}
 			fsw_sign(s, p, epoch);
@@ -567,12 +581,14 @@ static void test_echo_clean(void)
 }
 
 /* Authenticated echo: every result verified; duplicated results (same counter) are dropped
- * as replays, copies of another job's epoch (valid MAC) as rx_epoch; every call exact. */
+ * as replays, copies of another job's epoch (valid MAC) as rx_epoch, forgeries from ever new
+ * switch contexts as bad MACs (they get no replay window, so they cannot crowd out the real
+ * switch's); every call exact. */
 static void test_echo_auth(void)
 {
 	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 4,
 			      .key = 0xa0717, .switch_qpn = 0x104, .auth = true, .dup_every = 3,
-			      .other_epoch_every = 5 };
+			      .other_epoch_every = 5, .forged_ctx_every = 7 };
 	struct fsw s;
 	struct inca_comm_opts o;
 	struct inca_comm *c;
@@ -591,7 +607,7 @@ static void test_echo_auth(void)
 	CHECK(as.rx_verified > 0 && as.tx_signed > 0);
 	CHECK(as.rx_replay > 0 && as.rx_replay >= as.rx_verified / 3 - 2);
 	CHECK(as.rx_epoch > 0 && as.rx_epoch >= as.rx_verified / 5 - 2);
-	CHECK_EQ(as.rx_bad_mac, 0);
+	CHECK(as.rx_bad_mac > 0 && as.rx_bad_mac >= as.rx_verified / 7 - 2);
 	CHECK_EQ(as.rx_bad_ctx, 0);
 	CHECK_EQ(st.rx_dup_results, 0); /* the replays never reached the chunk matching */
 	inca_comm_destroy(c);
