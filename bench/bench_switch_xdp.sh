@@ -45,7 +45,9 @@ for ((r = 0; r < NM; r++)); do
 	ip -n "$NS_M" addr add 198.18.0.$((10 + r))/24 dev xmb0
 	MEMBERS="$MEMBERS${MEMBERS:++}$((r + 1))@198.18.0.$((10 + r)):4791"
 done
-TREE="id=1,key=0x5eed0001,slots=256,members=$MEMBERS"
+KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') # a fresh group key (switch + ranks)
+export INCA_AUTH_KEY=$KEY INCA_AUTH_KEY_ID=1
+TREE="id=1,key=0x5eed0001,slots=256,auth_key=$KEY,auth_key_id=1,members=$MEMBERS"
 
 busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
 proc_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }

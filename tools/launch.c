@@ -107,10 +107,11 @@ void launch_cfg_defaults(struct launch_cfg *c)
 	c->seed = 1;
 	c->log_level = 0;
 	c->job_timeout_s = 600;
-	/* A fresh random key per job; if the kernel cannot give random bytes, the job runs
-	 * without authentication rather than with a predictable key. */
+	/* A fresh random key per job; if the kernel cannot give random bytes the key stays all
+	 * zero and launch_switch_start refuses the job (never a predictable key, never a silent
+	 * fallback to no authentication). */
 	if (wire_auth_key_random(c->auth_key) < 0)
-		c->no_auth = true;
+		memset(c->auth_key, 0, sizeof c->auth_key);
 	c->auth_key_id = 1;
 }
 
@@ -184,6 +185,8 @@ static int write_config(const struct launch_cfg *c, const struct launch_addrs *a
 		char hex[2 * WIRE_AUTH_KEY_LEN + 1];
 		wire_auth_key_hex(c->auth_key, hex);
 		fprintf(f, "  auth_key = %s\n  auth_key_id = %u\n", hex, c->auth_key_id);
+	} else {
+		fprintf(f, "  auth = off\n");
 	}
 	for (int r = 0; r < c->nranks; r++) {
 		char ip[LAUNCH_IP_LEN];
@@ -242,8 +245,15 @@ static void rm_tree(const char *dir)
 int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a,
 			const char *const *extra_args, struct launch_switch *sw)
 {
+	static const uint8_t zero[sizeof c->auth_key];
+
 	memset(sw, 0, sizeof(*sw));
 	sw->pid = -1;
+	if (!c->no_auth && !memcmp(c->auth_key, zero, sizeof zero)) {
+		fprintf(stderr, "launch: no random job key (getrandom failed); use --no-auth to run "
+				"unauthenticated\n");
+		return -ENOKEY;
+	}
 	if (c->switch_path)
 		snprintf(sw->path, sizeof(sw->path), "%s", c->switch_path);
 	else if (launch_find_switch(sw->path, sizeof(sw->path)) != 0) {
@@ -448,10 +458,12 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 	uint16_t bfr = pr && pr->bfr_id ? pr->bfr_id : (uint16_t)(rank + 1);
 	o->tree_id = c->tree_id;
 	o->key = c->key;
-	if (!c->plan && !c->no_auth) {
+	if (c->plan && c->plan->am_addr[0]) {
+		/* the AM hands out the group key */
+	} else if (!c->no_auth) {
 		o->auth_key = c->auth_key;
 		o->auth_key_id = c->auth_key_id;
-	} else if (!c->plan) {
+	} else {
 		o->no_auth = 1;
 	}
 	o->switch_qpn = wire_qpn_default(WIRE_QPN_SWITCH, c->tree_id);
@@ -737,6 +749,13 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 				p->nslots = (uint16_t)v;
 			else if (!strcmp(k, "bsl") && !plan_num(val, 4096, &v) && v >= 64)
 				p->bsl_bits = (uint16_t)v;
+			else if (!strcmp(k, "auth_key") && val &&
+				 !wire_auth_key_parse(val, p->auth_key))
+				p->has_auth_key = true;
+			else if (!strcmp(k, "auth_key_id") && !plan_num(val, 0xffffffffull, &v) && v)
+				p->auth_key_id = (uint32_t)v;
+			else if (!strcmp(k, "auth") && val && !strcmp(val, "off"))
+				p->auth_off = true;
 			else
 				return -EINVAL;
 		}
@@ -903,6 +922,16 @@ int launch_plan_load(const char *path, struct launch_plan *p)
 		fprintf(stderr, "%s: needs 'bootstrap' and at least one 'rank' line\n", path);
 		return -EINVAL;
 	}
+	if (!p->am_addr[0] && p->has_auth_key == p->auth_off) {
+		fprintf(stderr, "%s: a standalone plan's 'tree' line needs 'auth_key HEX auth_key_id "
+				"N' (the switches' group key) or 'auth off', not %s\n", path,
+			p->auth_off ? "both" : "neither");
+		return -EINVAL;
+	}
+	if (p->has_auth_key && !p->auth_key_id) {
+		fprintf(stderr, "%s: auth_key needs auth_key_id\n", path);
+		return -EINVAL;
+	}
 	for (int r = 0; r < p->nranks; r++) {
 		if (!p->ranks[r].ip[0]) {
 			fprintf(stderr, "%s: rank %d missing\n", path, r);
@@ -920,6 +949,15 @@ void launch_plan_apply(const struct launch_plan *p, struct launch_cfg *c)
 	c->nslots = p->nslots;
 	c->bsl_bits = p->bsl_bits;
 	c->plan = p;
+	/* Standalone trees: the ranks use the plan's group key, or its explicit opt-out (AM
+	 * plans: the AM hands out the keys). */
+	if (p->has_auth_key) {
+		memcpy(c->auth_key, p->auth_key, sizeof c->auth_key);
+		c->auth_key_id = p->auth_key_id;
+		c->no_auth = false;
+	} else if (p->auth_off) {
+		c->no_auth = true;
+	}
 }
 
 int launch_enter_netns(const char *name)

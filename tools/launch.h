@@ -220,6 +220,11 @@ struct launch_plan {
 	char cli_path[256];
 	char am_ca[256];
 	int am_insecure;
+	/* Standalone trees ('tree ... auth_key HEX auth_key_id N' or 'auth off'): the ranks'
+	 * group key or their explicit opt-out; a standalone plan needs one of them. */
+	bool has_auth_key, auth_off;
+	uint8_t auth_key[32];
+	uint32_t auth_key_id;
 };
 
 /* Parse a plan file. Returns 0, or -errno with a "path:line: message" on stderr. */

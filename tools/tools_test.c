@@ -205,7 +205,8 @@ static void test_plan(void)
 		return;
 	const char *txt =
 		"# plan\nname incaf1x2\ndesc two leaves, 1 Gbit/s\nbootstrap 198.18.1.10\n"
-		"tree 3 key 0x33 slots 32 bsl 64\n"
+		"tree 3 key 0x33 slots 32 bsl 64 auth_key "
+		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff auth_key_id 7\n"
 		"rank 1 netns incaf1x2-h1 ip 198.18.2.10 switch 198.18.2.1:4791 bfr 9\n"
 		"rank 0 netns incaf1x2-h0 ip 198.18.1.10 switch 198.18.1.1:4791 bfr 1\n"
 		"switch spine1 role root netns incaf1x2-spine1 listen 198.19.255.1:4791 pid 42 "
@@ -229,6 +230,34 @@ static void test_plan(void)
 	EXPECT(!strcmp(o.switch_addr, "198.18.2.1:4791") && !strcmp(o.host_ip, "198.18.2.10"));
 	EXPECT(!strcmp(o.data_addr, "198.18.2.10:4791") && o.nslots == 32);
 	EXPECT(!strncmp(o.bootstrap_addr, "198.18.1.10:", 12));
+	EXPECT(o.auth_key && o.auth_key[0] == 0x00 && o.auth_key[1] == 0x11 &&
+	       o.auth_key_id == 7 && !o.no_auth);
+
+	/* A standalone plan says auth off explicitly, or the load fails. */
+	{
+		static const char *const heads[] = {
+			"bootstrap 198.18.1.10\ntree 3 key 0x33 auth off\n",
+			"bootstrap 198.18.1.10\ntree 3 key 0x33\n",
+		};
+		for (int i = 0; i < 2; i++) {
+			FILE *g = fopen(path, "w");
+			EXPECT(g != NULL);
+			if (!g)
+				break;
+			fputs(heads[i], g);
+			fputs("rank 0 ip 198.18.1.10 switch 198.18.1.1:4791 bfr 1\n", g);
+			fclose(g);
+			if (i == 1)
+				fprintf(stderr, "(an error message about 'auth off' is expected next)\n");
+			EXPECT(launch_plan_load(path, &p) == (i == 0 ? 0 : -EINVAL));
+			if (i == 0) {
+				launch_cfg_defaults(&c);
+				launch_plan_apply(&p, &c);
+				launch_comm_opts(&c, &a, 0, &o, ipbuf);
+				EXPECT(o.no_auth == 1 && !o.auth_key);
+			}
+		}
+	}
 
 	FILE *f = fopen(path, "w");
 	EXPECT(f != NULL);

@@ -17,9 +17,9 @@
 #define LINE_MAX_BYTES 4096
 #define FILE_MAX_BYTES (16u << 20)
 
-/* Data-plane authentication rule: when true, a tree with neither auth_key nor auth = off is a
- * configuration error. False until the data path verifies MACs; then flip it. */
-static const bool SW_CONF_AUTH_REQUIRED = false;
+/* Data-plane authentication rule: a tree with neither auth_key nor auth = off is a
+ * configuration error, so a tree only runs unauthenticated when someone said so. */
+static const bool SW_CONF_AUTH_REQUIRED = true;
 
 bool sw_config_auth_required(void)
 {

@@ -52,8 +52,7 @@ struct sw_conf_tree {
 	uint16_t pkey;     /* P_Key of the tree's QPs (default 0xFFFF), IBTA match rule */
 	/* Data-plane authentication (docs/protocol.md §14): true when the tree has a group key
 	 * (auth_key = 64 hex digits, auth_key_id = n): every packet of the tree then carries an
-	 * authentication block whose MAC is keyed by auth_key; false for auth = off, or for a tree
-	 * without a key while sw_config_auth_required() is false. */
+	 * authentication block whose MAC is keyed by auth_key; false only for auth = off. */
 	bool auth;
 	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
 	uint32_t auth_key_id; /* nonzero when auth */
@@ -124,8 +123,8 @@ int sw_config_set_global(struct sw_config *c, const char *key, const char *value
 /* Whole-config checks (at least one tree, ...). */
 int sw_config_validate(const struct sw_config *c, char *err, size_t cap);
 
-/* Must every tree have a data-plane key or say auth = off? While false, a tree with neither
- * runs unauthenticated (auth false). */
+/* Must every tree have a data-plane key or say auth = off? True: a tree with neither is a
+ * configuration error (file, --tree flag and NETCONF edits alike). */
 bool sw_config_auth_required(void);
 
 /* Find a tree by id, NULL if absent. */

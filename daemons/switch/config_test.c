@@ -49,6 +49,7 @@ static const char example[] =
 	"  member = 1 127.0.0.10:4791 qpn 0x1001\n"
 	"  member = 2 127.0.0.11\n"
 	"  child = 127.0.0.2:4791 qpn 0x101 bfr 3-4,7\n"
+	"  auth = off\n"
 	"}\n"
 	"tree 2 {\n"
 	"  key = 7\n"
@@ -56,6 +57,7 @@ static const char example[] =
 	"  bfr_id = 9\n"
 	"  parent = 127.0.0.1:4792 qpn 0x102\n"
 	"  member = 1 127.0.0.10:4791\n"
+	"  auth = off\n"
 	"}\n";
 
 static int parse(struct sw_config *c, const char *text, char *err)
@@ -149,7 +151,7 @@ static void test_defaults(void)
 	struct sw_config c;
 	char err[SW_CONF_ERR_MAX];
 
-	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\nmember = 64 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\nmember = 64 127.0.0.1\nauth = off\n}\n", err), 0);
 	CHECK_EQ(c.threads, 1);
 	CHECK(c.check_icrc);
 	CHECK_EQ(c.stats_interval_ms, 1000);
@@ -161,22 +163,22 @@ static void test_defaults(void)
 	CHECK_EQ(c.trees[0].pkey, 0xFFFF);
 	sw_config_free(&c);
 	/* a tree P_Key; 0 and 0x8000 are not P_Keys */
-	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8001\nmember = 64 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8001\nmember = 64 127.0.0.1\nauth = off\n}\n", err), 0);
 	CHECK_EQ(c.trees[0].pkey, 0x8001);
 	sw_config_free(&c);
-	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8000\nmember = 64 127.0.0.1\n}\n", err) < 0);
+	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0x8000\nmember = 64 127.0.0.1\nauth = off\n}\n", err) < 0);
 	CHECK(strstr(err, "not a valid P_Key") != NULL);
 	sw_config_free(&c);
-	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0\nmember = 64 127.0.0.1\n}\n", err) < 0);
+	CHECK(parse(&c, "tree 5 {\nkey = 1\npkey = 0\nmember = 64 127.0.0.1\nauth = off\n}\n", err) < 0);
 	sw_config_free(&c);
-	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\nmember = 64 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(parse(&c, "tree 5 {\nkey = 1\nmember = 64 127.0.0.1\nauth = off\n}\n", err), 0);
 	/* "010" is decimal ten, not octal. */
 	sw_config_free(&c);
-	CHECK_EQ(parse(&c, "threads = 010\ntree 5 {\nkey = 1\nmember = 1 127.0.0.1\n}\n", err), 0);
+	CHECK_EQ(parse(&c, "threads = 010\ntree 5 {\nkey = 1\nmember = 1 127.0.0.1\nauth = off\n}\n", err), 0);
 	CHECK_EQ(c.threads, 10);
 	sw_config_free(&c);
 	/* si 1 with bsl 64 covers 65..128. */
-	CHECK_EQ(parse(&c, "tree 1 {\nkey=1\nsi=1\nmember = 65 127.0.0.1\nmember = 128 127.0.0.2\n}\n",
+	CHECK_EQ(parse(&c, "tree 1 {\nkey=1\nsi=1\nmember = 65 127.0.0.1\nmember = 128 127.0.0.2\nauth = off\n}\n",
 		       err), 0);
 	sw_config_free(&c);
 	CHECK_EQ(sw_config_validate(&c, err, sizeof err) < 0, 1); /* no trees */
@@ -196,7 +198,7 @@ static void test_control_plane(void)
 			   "link = eth1 peer spine1 peer_addr 127.0.0.9:4792 speed 1G\n"
 			   "link = eth2 peer h2 speed 100M down\n"
 			   "tree 1 {\nkey = 1\nslots = 60\ndtypes = fp32+int32\nops = sum,max\n"
-			   "member = 1 127.0.0.1\n}\n",
+			   "member = 1 127.0.0.1\nauth = off\n}\n",
 		       err),
 		 0);
 	CHECK(!strcmp(c.name, "leaf1"));
@@ -223,7 +225,7 @@ static void test_control_plane(void)
 	free(buf);
 	/* Limits: a second tree of 60 slots exceeds max_slots 100. */
 	{
-		static const char t2[] = "tree 2 {\nkey = 2\nslots = 60\nmember = 1 127.0.0.2\n}\n";
+		static const char t2[] = "tree 2 {\nkey = 2\nslots = 60\nmember = 1 127.0.0.2\nauth = off\n}\n";
 		CHECK_EQ(sw_config_parse_text(&c, t2, strlen(t2), "t2", err, sizeof err), 0);
 	}
 	CHECK(sw_config_validate(&c, err, sizeof err) < 0);
@@ -254,7 +256,7 @@ static void test_spec(void)
 
 	sw_config_init(&c);
 	CHECK_EQ(sw_config_add_tree_spec(&c,
-					 "id=1,key=0x5eed0001,slots=256,"
+					 "auth=off,id=1,key=0x5eed0001,slots=256,"
 					 "members=1@127.0.0.10:4791+2@127.0.0.11:4791/0x2222",
 					 err, sizeof err),
 		 0);
@@ -270,7 +272,7 @@ static void test_spec(void)
 		CHECK_EQ(t->members[1].qpn, 0x2222);
 	}
 	CHECK_EQ(sw_config_add_tree_spec(&c,
-					 "id=2,key=3,role=leaf,bfr_id=4,parent=127.0.0.1:4792/0x300,"
+					 "auth=off,id=2,key=3,role=leaf,bfr_id=4,parent=127.0.0.1:4792/0x300,"
 					 "child=127.0.0.3:4791/5-6+9,member=1@127.0.0.10",
 					 err, sizeof err),
 		 0);
@@ -284,13 +286,13 @@ static void test_spec(void)
 		CHECK_EQ(t->children[0].qpn, 0x102);
 	}
 	/* Duplicate id across flags. */
-	CHECK(sw_config_add_tree_spec(&c, "id=2,key=1,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(sw_config_add_tree_spec(&c, "auth=off,id=2,key=1,members=1@127.0.0.10", err, sizeof err) < 0);
 	CHECK(strstr(err, "duplicate tree 2") != NULL);
-	CHECK(sw_config_add_tree_spec(&c, "key=1,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(sw_config_add_tree_spec(&c, "auth=off,key=1,members=1@127.0.0.10", err, sizeof err) < 0);
 	CHECK(strstr(err, "missing id") != NULL);
-	CHECK(sw_config_add_tree_spec(&c, "id=9,key=1,members=1-127.0.0.10", err, sizeof err) < 0);
+	CHECK(sw_config_add_tree_spec(&c, "auth=off,id=9,key=1,members=1-127.0.0.10", err, sizeof err) < 0);
 	CHECK(strstr(err, "bad member") != NULL);
-	CHECK(sw_config_add_tree_spec(&c, "id=9,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(sw_config_add_tree_spec(&c, "auth=off,id=9,members=1@127.0.0.10", err, sizeof err) < 0);
 	CHECK(strstr(err, "missing key") != NULL);
 	sw_config_free(&c);
 
@@ -334,48 +336,48 @@ static const struct reject rejects[] = {
 	{ "threads =\n", "t.conf:1: missing value" },
 	{ "= 3\n", "t.conf:1: missing key" },
 	{ "}\n", "t.conf:1: '}' without an open tree" },
-	{ "tree x {\n}\n", "t.conf:1: bad value 'x' for 'tree id'" },
+	{ "tree x {\nauth = off\n}\n", "t.conf:1: bad value 'x' for 'tree id'" },
 	{ "tree 1\n", "t.conf:1: expected 'tree <id> {'" },
 	{ "tree 1 {\nkey = 1\nmember = 1 127.0.0.1\n", "t.conf:1: tree 1: missing '}'" },
 	{ "tree 1 {\nkey = 1\ntree 2 {\n", "t.conf:3: tree inside tree 1" },
-	{ "tree 1 {\nmember = 1 127.0.0.1\n}\n", "t.conf:1: tree 1: missing key" },
-	{ "tree 1 {\nkey = 1\nkey = 2\n}\n", "t.conf:3: duplicate key 'key' in tree 1" },
-	{ "tree 1 {\nkey = 1\nfoo = 2\n}\n", "t.conf:3: unknown tree key 'foo'" },
-	{ "tree 1 {\nkey = 1\n}\n", "t.conf:1: tree 1: no members or children" },
-	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\n}\ntree 1 {\n",
-	  "t.conf:5: duplicate tree 1 (first defined at line 1)" },
-	{ "tree 1 {\nkey=1\nmember = 65 127.0.0.1\n}\n",
+	{ "tree 1 {\nmember = 1 127.0.0.1\nauth = off\n}\n", "t.conf:1: tree 1: missing key" },
+	{ "tree 1 {\nkey = 1\nkey = 2\nauth = off\n}\n", "t.conf:3: duplicate key 'key' in tree 1" },
+	{ "tree 1 {\nkey = 1\nfoo = 2\nauth = off\n}\n", "t.conf:3: unknown tree key 'foo'" },
+	{ "tree 1 {\nkey = 1\nauth = off\n}\n", "t.conf:1: tree 1: no members or children" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nauth = off\n}\ntree 1 {\n",
+	  "t.conf:6: duplicate tree 1 (first defined at line 1)" },
+	{ "tree 1 {\nkey=1\nmember = 65 127.0.0.1\nauth = off\n}\n",
 	  "t.conf:3: tree 1: member BFR-id 65 outside the BSL range of si 0 (1..64)" },
-	{ "tree 1 {\nkey=1\nsi=1\nmember = 64 127.0.0.1\n}\n", "t.conf:4: tree 1: member BFR-id 64" },
-	{ "tree 1 {\nkey=1\nmember = 0 127.0.0.1\n}\n", "t.conf:3: value '0' for 'member BFR-id'" },
-	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nmember = 1 127.0.0.2\n}\n",
+	{ "tree 1 {\nkey=1\nsi=1\nmember = 64 127.0.0.1\nauth = off\n}\n", "t.conf:4: tree 1: member BFR-id 64" },
+	{ "tree 1 {\nkey=1\nmember = 0 127.0.0.1\nauth = off\n}\n", "t.conf:3: value '0' for 'member BFR-id'" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nmember = 1 127.0.0.2\nauth = off\n}\n",
 	  "t.conf:4: tree 1: BFR-id 1 used twice" },
-	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nchild = 127.0.0.2 bfr 2-5,1\n}\n",
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nchild = 127.0.0.2 bfr 2-5,1\nauth = off\n}\n",
 	  "t.conf:4: tree 1: BFR-id 1 used twice" },
-	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nmember = 2 127.0.0.1:4791\n}\n",
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1\nmember = 2 127.0.0.1:4791\nauth = off\n}\n",
 	  "t.conf:4: tree 1: address 127.0.0.1:4791 used by two neighbours" },
-	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1 qpx 3\n}\n", "t.conf:3: bad member option 'qpx'" },
-	{ "tree 1 {\nkey=1\nmember = 1\n}\n", "t.conf:3: bad member" },
-	{ "tree 1 {\nkey=1\nmember = 1 300.0.0.1\n}\n", "t.conf:3: bad address '300.0.0.1'" },
-	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1 qpn 0x1000000\n}\n", "t.conf:3: value '0x1000000'" },
-	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 qpn 5\n}\n", "t.conf:3: child without 'bfr LIST'" },
-	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 4-2\n}\n", "t.conf:3: bad BFR-id list '4-2'" },
-	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 2,2\n}\n", "t.conf:3: BFR-id 2 listed twice" },
-	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 70\n}\n", "t.conf:3: tree 1: child BFR-id 70" },
-	{ "tree 1 {\nkey=1\nbsl = 100\nmember = 1 127.0.0.1\n}\n", "t.conf:3: bsl 100 is not a power" },
-	{ "tree 1 {\nkey=1\nbsl = 8192\n}\n", "t.conf:3: value '8192' for 'bsl' out of range" },
-	{ "tree 1 {\nkey=1\nslots = 0\n}\n", "t.conf:3: value '0' for 'slots'" },
-	{ "tree 1 {\nkey=1\nslot_bytes = 4097\n}\n", "t.conf:3: value '4097' for 'slot_bytes'" },
-	{ "tree 1 {\nkey=1\nrole = spine\n}\n", "t.conf:3: bad role 'spine'" },
-	{ "tree 1 {\nkey=1\nrole = leaf\nmember = 1 127.0.0.1\n}\n",
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1 qpx 3\nauth = off\n}\n", "t.conf:3: bad member option 'qpx'" },
+	{ "tree 1 {\nkey=1\nmember = 1\nauth = off\n}\n", "t.conf:3: bad member" },
+	{ "tree 1 {\nkey=1\nmember = 1 300.0.0.1\nauth = off\n}\n", "t.conf:3: bad address '300.0.0.1'" },
+	{ "tree 1 {\nkey=1\nmember = 1 127.0.0.1 qpn 0x1000000\nauth = off\n}\n", "t.conf:3: value '0x1000000'" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 qpn 5\nauth = off\n}\n", "t.conf:3: child without 'bfr LIST'" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 4-2\nauth = off\n}\n", "t.conf:3: bad BFR-id list '4-2'" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 2,2\nauth = off\n}\n", "t.conf:3: BFR-id 2 listed twice" },
+	{ "tree 1 {\nkey=1\nchild = 127.0.0.2 bfr 70\nauth = off\n}\n", "t.conf:3: tree 1: child BFR-id 70" },
+	{ "tree 1 {\nkey=1\nbsl = 100\nmember = 1 127.0.0.1\nauth = off\n}\n", "t.conf:3: bsl 100 is not a power" },
+	{ "tree 1 {\nkey=1\nbsl = 8192\nauth = off\n}\n", "t.conf:3: value '8192' for 'bsl' out of range" },
+	{ "tree 1 {\nkey=1\nslots = 0\nauth = off\n}\n", "t.conf:3: value '0' for 'slots'" },
+	{ "tree 1 {\nkey=1\nslot_bytes = 4097\nauth = off\n}\n", "t.conf:3: value '4097' for 'slot_bytes'" },
+	{ "tree 1 {\nkey=1\nrole = spine\nauth = off\n}\n", "t.conf:3: bad role 'spine'" },
+	{ "tree 1 {\nkey=1\nrole = leaf\nmember = 1 127.0.0.1\nauth = off\n}\n",
 	  "t.conf:1: tree 1: role leaf needs a parent" },
-	{ "tree 1 {\nkey=1\nparent = 127.0.0.9\nmember = 1 127.0.0.1\n}\n",
+	{ "tree 1 {\nkey=1\nparent = 127.0.0.9\nmember = 1 127.0.0.1\nauth = off\n}\n",
 	  "t.conf:1: tree 1: parent given but role is root" },
-	{ "tree 1 {\nkey=1\nrole=leaf\nparent = 127.0.0.1\nmember = 1 127.0.0.1\n}\n",
+	{ "tree 1 {\nkey=1\nrole=leaf\nparent = 127.0.0.1\nmember = 1 127.0.0.1\nauth = off\n}\n",
 	  "address 127.0.0.1:4791 used by two neighbours" },
-	{ "tree 1 {\nkey=0x1ffffffff\n}\n", "t.conf:2: value '0x1ffffffff' for 'key' out of range" },
-	{ "tree 1 {\nkey=1\ndeterministic = sometimes\n}\n", "t.conf:3: bad value 'sometimes'" },
-	{ "tree 1 {\nkey=1\nsi=255\nbsl=4096\nmember = 1 127.0.0.1\n}\n",
+	{ "tree 1 {\nkey=0x1ffffffff\nauth = off\n}\n", "t.conf:2: value '0x1ffffffff' for 'key' out of range" },
+	{ "tree 1 {\nkey=1\ndeterministic = sometimes\nauth = off\n}\n", "t.conf:3: bad value 'sometimes'" },
+	{ "tree 1 {\nkey=1\nsi=255\nbsl=4096\nmember = 1 127.0.0.1\nauth = off\n}\n",
 	  "t.conf:1: tree 1: si 255 with bsl 4096 has no valid BFR-ids" },
 	/* data-plane authentication keys */
 	{ "tree 1 {\nkey=1\nauth_key = 0011\nauth_key_id = 1\nmember = 1 127.0.0.1\n}\n",
@@ -469,18 +471,17 @@ static void test_auth(void)
 	CHECK(sw_config_add_tree_spec(&c, "id=5,key=4,members=1@127.0.0.10,auth_key=12", err,
 				      sizeof err) < 0);
 	CHECK(strstr(err, "--tree: tree 5: auth_key has 2 hex digits, expected 64") != NULL);
-	/* neither a key nor auth = off */
+	/* neither a key nor auth = off: refused in both forms, naming the tree and the fix */
 	err[0] = 0;
-	if (sw_config_auth_required()) {
-		CHECK(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err,
-					      sizeof err) < 0);
-		CHECK(strstr(err, "tree 6: no data-plane key") != NULL &&
-		      strstr(err, "auth = off") != NULL);
-	} else {
-		CHECK_EQ(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err,
-						 sizeof err), 0);
-		t = sw_config_find_tree(&c, 6);
-		CHECK(t && !t->auth);
+	CHECK(sw_config_auth_required());
+	CHECK(sw_config_add_tree_spec(&c, "id=6,key=4,members=1@127.0.0.10", err, sizeof err) < 0);
+	CHECK(strstr(err, "tree 6: no data-plane key") != NULL &&
+	      strstr(err, "auth = off") != NULL);
+	CHECK(sw_config_find_tree(&c, 6) == NULL);
+	{
+		static const char none[] = "tree 12 {\n key = 1\n member = 1 127.0.0.1\n}\n";
+		CHECK(sw_config_parse_text(&c, none, strlen(none), "n.conf", err, sizeof err) < 0);
+		CHECK(strstr(err, "n.conf:1: tree 12: no data-plane key: set auth_key") != NULL);
 	}
 	sw_config_free(&c);
 }
@@ -514,13 +515,13 @@ static void test_file(void)
 		return;
 	f = fdopen(fd, "w");
 	fputs(example, f);
-	fputs("tree 1 {\n", f); /* duplicate on line 29 */
+	fputs("tree 1 {\n", f); /* duplicate on line 31 */
 	fclose(f);
 	sw_config_init(&c);
 	CHECK(sw_config_parse_file(&c, path, err, sizeof err) < 0);
 	{
 		char want[128];
-		snprintf(want, sizeof want, "%s:29: duplicate tree 1", path);
+		snprintf(want, sizeof want, "%s:31: duplicate tree 1", path);
 		CHECK(strstr(err, want) != NULL);
 		if (!strstr(err, want))
 			fprintf(stderr, "got '%s'\n", err);

@@ -43,6 +43,7 @@ static const char *const sw_drop_names[SW_DROP_COUNT] = {
 	[SW_DROP_AUTH_KEY_ID] = "auth_key_id",
 	[SW_DROP_AUTH_CTX] = "auth_ctx",
 	[SW_DROP_AUTH] = "auth",
+	[SW_DROP_AUTH_REPLAY] = "auth_replay",
 };
 
 const char *sw_drop_name(enum sw_drop d)
@@ -239,6 +240,7 @@ static void tree_free(struct sw_tree *t)
 	for (unsigned i = 0; t->w && i < t->nworkers; i++) {
 		agg_tree_destroy(t->w[i].agg);
 		wire_mac_free(t->w[i].mac);
+		free(t->w[i].replay);
 		free(t->w[i].qp);
 		free(t->w[i].snap_qp);
 	}
@@ -295,6 +297,12 @@ static int tree_new(const struct sw_conf_tree *ct, unsigned nworkers, struct sw_
 		if (t->conf.auth && (rc = wire_mac_new(&t->w[wi].mac, t->conf.auth_key)) < 0) {
 			snprintf(err, cap, "tree %u: MAC key setup failed: %s", tc.tree_id,
 				 strerror(-rc));
+			goto fail;
+		}
+		if (t->conf.auth &&
+		    !(t->w[wi].replay = calloc(t->nnbr ? t->nnbr : 1, sizeof *t->w[wi].replay))) {
+			rc = -ENOMEM;
+			snprintf(err, cap, "out of memory");
 			goto fail;
 		}
 		rc = agg_tree_create(&tc, &t->w[wi].agg);
@@ -804,6 +812,7 @@ static enum sw_drop auth_check(struct sw_worker *w, const struct sw_tree *t, uin
 			       const struct wire_pkt *pkt)
 {
 	const struct sw_nbr *nb = &t->nbr[nbr];
+	struct wire_replay *rw = &t->w[w->idx].replay[nbr];
 
 	if (!(pkt->inca.flags & WIRE_F_AUTH))
 		return SW_DROP_AUTH_MISSING;
@@ -812,8 +821,13 @@ static enum sw_drop auth_check(struct sw_worker *w, const struct sw_tree *t, uin
 	if (nb->kind == SW_NBR_MEMBER ? pkt->auth.ctx != nb->bfr_id
 				      : pkt->auth.ctx != (WIRE_AUTH_CTX_SWITCH | pkt->inca.bfr_id))
 		return SW_DROP_AUTH_CTX;
+	/* The window first: a replayed packet costs no MAC. Only an authentic packet moves it,
+	 * so forgeries cannot push a sender's window ahead of its real packets. */
+	if (wire_replay_check(rw, pkt->inca.epoch, pkt->auth.ctr) != 0)
+		return SW_DROP_AUTH_REPLAY;
 	if (wire_mac_verify(t->w[w->idx].mac, pkt) != 0)
 		return SW_DROP_AUTH;
+	wire_replay_update(rw, pkt->inca.epoch, pkt->auth.ctr);
 	return SW_DROP_COUNT;
 }
 

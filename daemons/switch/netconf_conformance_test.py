@@ -122,8 +122,9 @@ def xp(tree, path, ns=None):
 
 
 def tree_xml(tid, extra='', member='127.0.4.61:4791'):
+    """A tree with one member, unauthenticated by explicit opt-out (no data plane runs)."""
     return ('<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree><id>%d</id>'
-            '<key>%d</key><slots>16</slots>%s'
+            '<key>%d</key><slots>16</slots><auth>disabled</auth>%s'
             '<member><bfr-id>1</bfr-id><address>%s</address></member>'
             '</tree></trees></inca-switch></config>' % (NC, NS, tid, tid, extra, member))
 

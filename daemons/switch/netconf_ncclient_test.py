@@ -114,7 +114,7 @@ def main():
 
         # <edit-config>: a tree with a member and a child switch.
         tree = ('<config xmlns="%s"><inca-switch xmlns="%s"><trees><tree><id>5</id>'
-                '<key>305419896</key><slots>128</slots>'
+                '<key>305419896</key><slots>128</slots><auth>disabled</auth>'
                 '<member><bfr-id>1</bfr-id><address>127.0.4.42:4791</address></member>'
                 '<child><address>127.0.4.41:4791</address><bfr-id>2</bfr-id>'
                 '<bfr-id>3</bfr-id></child>'
@@ -144,6 +144,8 @@ def main():
                 '<tree>', '<tree xmlns:nc="%s" nc:operation="replace">' % NC),
             tree.replace('127.0.4.41:4791', '127.0.4.42:4791'),          # address twice
             tree.replace('<id>5</id>', '<id>6</id>').replace('128', '4000'),  # slot budget
+            tree.replace('<id>5</id>', '<id>6</id>').replace(               # neither a key
+                '<auth>disabled</auth>', ''),                                 # nor the opt-out
             '<config xmlns="%s"><inca-switch xmlns="%s"><bogus/></inca-switch></config>'
             % (NC, NS),
         ]
@@ -152,6 +154,9 @@ def main():
                 m.edit_config(target='running', config=b)
             except RPCError as e:
                 print('refused %d: %s: %s' % (i, e.tag, e.message))
+                if i == 5:
+                    assert 'no data-plane key' in e.message and 'auth = off' in e.message, \
+                        e.message
             else:
                 raise AssertionError('edit %d accepted' % i)
             now = etree.tostring(m.get_config(source='running').data_ele)

@@ -312,6 +312,7 @@ static void *rank_main(void *p)
 	o.bfr_id = (uint16_t)(a->rank + 1);
 	o.nslots = 64;
 	o.timeout_ms = 20000;
+	o.no_auth = 1; /* tree 7 says auth disabled */
 	rc = inca_comm_create(&o, &c);
 	if (rc < 0) {
 		snprintf(a->why, sizeof a->why, "create: %s", inca_strerror(rc));
@@ -702,6 +703,9 @@ static int test_fuzz(void)
 		"</inca-switch>", /* no member: must */
 		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>1</id><member><bfr-id>1</bfr-id>"
 		"<address>127.0.4.30</address></member></tree></trees></inca-switch>", /* no key */
+		/* a tree with neither a data-plane key nor auth disabled */
+		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>4</id><key>4</key><member><bfr-id>1"
+		"</bfr-id><address>127.0.4.33</address></member></tree></trees></inca-switch>",
 		"<inca-switch xmlns=\"" NS "\"><statistics><rx-pkts>5</rx-pkts></statistics>"
 		"</inca-switch>", /* state data in a config */
 		/* delete of something missing, create of something existing */
@@ -713,6 +717,7 @@ static int test_fuzz(void)
 	};
 	static const char valid[] =
 		"<inca-switch xmlns=\"" NS "\"><trees><tree><id>3</id><key>3</key><slots>8</slots>"
+		"<auth>disabled</auth>"
 		"<member><bfr-id>1</bfr-id><address>127.0.4.31:4791</address></member>"
 		"<member><bfr-id>2</bfr-id><address>127.0.4.32:4791</address></member></tree></trees>"
 		"</inca-switch>";

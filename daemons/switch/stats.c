@@ -298,7 +298,7 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 		fprintf(f, "      \"id\": %u,\n", ct->id);
 		fprintf(f, "      \"qpn\": %u,\n", ct->qpn);
 		fprintf(f, "      \"role\": \"%s\",\n", ct->root ? "root" : "leaf");
-		fprintf(f, "      \"auth\": %s,\n", ct->auth ? "true" : "false");
+		fprintf(f, "      \"auth\": \"%s\",\n", ct->auth ? "on" : "off");
 		fprintf(f, "      \"auth_key_id\": %u,\n", ct->auth_key_id);
 		fprintf(f, "      \"slots\": %u,\n", ct->slots);
 		fprintf(f, "      \"slot_bytes\": %u,\n", ct->slot_bytes);

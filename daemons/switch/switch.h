@@ -15,6 +15,7 @@
 #include "config.h"
 #include "util/udpio.h"
 #include "util/util.h"
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 #define SW_BATCH 64 /* datagrams per recvmmsg / typical sendmmsg */
@@ -43,6 +44,8 @@ enum sw_drop {
 	SW_DROP_AUTH_KEY_ID,    /* key id is not the tree's */
 	SW_DROP_AUTH_CTX,       /* sender context is not the neighbour the packet came from */
 	SW_DROP_AUTH,           /* MAC mismatch (forged or corrupted) */
+	SW_DROP_AUTH_REPLAY,    /* authentic but seen before, below the sender's replay window,
+				 * or of an older job epoch than the sender's latest */
 	SW_DROP_COUNT
 };
 const char *sw_drop_name(enum sw_drop d);
@@ -134,6 +137,9 @@ struct sw_nbr_psn {
 struct sw_tree_worker {
 	struct agg_tree *agg;
 	struct wire_mac *mac;        /* trees with auth: this worker's MAC context */
+	struct wire_replay *replay;  /* trees with auth: nnbr anti-replay windows, one per
+				      * neighbour (its sender context); per worker because a
+				      * sender's packets reach a worker in order of its slot blocks */
 	struct sw_qp_stats *qp;      /* nnbr, live: written only by the worker */
 	struct sw_qp_stats *snap_qp; /* nnbr, snapshot (see snap_ack) */
 	struct agg_tree_stats snap;  /* engine counters snapshot */

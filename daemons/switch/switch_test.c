@@ -200,6 +200,7 @@ struct member {
 	struct wire_mac *mac;
 	uint32_t key_id, ctx;
 	uint64_t ctr;
+	uint32_t epoch; /* job epoch sent (and expected back) */
 	bool bad_tag;
 };
 
@@ -296,6 +297,7 @@ static int build(const struct member *m, uint16_t slot, uint32_t round, uint8_t 
 		p.auth.key_id = m->key_id;
 		p.auth.ctx = m->ctx;
 		p.auth.ctr = m->ctr + m->psn; /* psn: +1 per packet sent */
+		p.inca.epoch = m->epoch;
 		CHECK(wire_mac_sign(m->mac, &p) == 0);
 		if (m->bad_tag)
 			p.auth.tag[3] ^= 1;
@@ -345,6 +347,7 @@ static uint16_t expect_result(struct member *m, struct member *const *all, int n
 		CHECK(p.inca.flags & WIRE_F_AUTH);
 		CHECK_EQ(p.auth.key_id, m->key_id);
 		CHECK_EQ(p.auth.ctx, WIRE_AUTH_CTX_SWITCH | p.inca.bfr_id);
+		CHECK_EQ(p.inca.epoch, m->epoch);
 		CHECK_EQ(wire_mac_verify(m->mac, &p), 0);
 	} else {
 		CHECK(!(p.inca.flags & WIRE_F_AUTH));
@@ -476,6 +479,7 @@ static void test_allreduce(void)
 			 "  member = 1 127.0.0.100:4791 qpn 0x1001\n"
 			 "  member = 2 127.0.0.101:4791\n"
 			 "  member = 3 127.0.0.102:4791\n"
+			 "  auth = off\n"
 			 "}\n",
 			 stats);
 		write_file(conf, text);
@@ -628,12 +632,35 @@ static void test_auth(void)
 	for (int k = 0; k < 3; k++)
 		CHECK_EQ(expect_result(&m[k], ms, 3, NULL), 0);
 
-	char *j = wait_stats(stats, children[0], "drops_total", 4);
+	/* Replays: member 1 sends its previous counter again (slot 1, round 1: content it never
+	 * signed under that counter, but the window refuses it before the MAC), then the
+	 * round completes with fresh counters. */
+	m[0].psn--;
+	contribute(&m[0], 1, 1);
+	contribute(&m[1], 1, 1);
+	contribute(&m[2], 1, 1);
+	contribute(&m[0], 1, 1);
+	for (int k = 0; k < 3; k++)
+		CHECK_EQ(expect_result(&m[k], ms, 3, NULL), 1);
+	/* A new job epoch (a later job on the tree with the same key): the senders' windows
+	 * restart even though member 2's counters go back, results carry the new epoch, and a
+	 * straggler of the older epoch is a replay. */
+	for (int i = 0; i < 3; i++)
+		m[i].epoch = 7;
+	m[1].ctr -= 500;
+	run_round(ms, 3, 4, 40);
+	m[2].epoch = 6;
+	contribute(&m[2], 0, 41);
+	m[2].epoch = 7;
+	run_round(ms, 3, 4, 41);
+
+	char *j = wait_stats(stats, children[0], "drops_total", 6);
 	CHECK_EQ(json_get(j, "drops", "auth_missing"), 1);
 	CHECK_EQ(json_get(j, "drops", "auth_key_id"), 1);
 	CHECK_EQ(json_get(j, "drops", "auth_ctx"), 1);
 	CHECK_EQ(json_get(j, "drops", "auth"), 1);
-	CHECK(strstr(j, "\"auth\": true") != NULL);
+	CHECK_EQ(json_get(j, "drops", "auth_replay"), 2);
+	CHECK(strstr(j, "\"auth\": \"on\"") != NULL);
 	free(j);
 	stop_switch(0);
 	for (int i = 0; i < 3; i++)
@@ -652,7 +679,7 @@ static void test_threads(void)
 	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "127.0.0.104:4791", "--threads", "2", "--tree",
-				      "id=2,key=0x77,slots=30,members=1@127.0.0.105:4791+2@127.0.0.106",
+				      "auth=off,id=2,key=0x77,slots=30,members=1@127.0.0.105:4791+2@127.0.0.106",
 				      "--stats-file", stats, "--stats-interval-ms", "0",
 				      "--ready-file", ready, NULL });
 	member_init(&m[0], "127.0.0.105", 1, "127.0.0.104", 2, 0x77);
@@ -691,7 +718,7 @@ static void test_multilevel(bool auth)
 {
 	static const char key_hex[] =
 		"0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000";
-	const char *akey = auth ? "\n auth_key_id = 5\n auth_key = " : "",
+	const char *akey = auth ? "\n auth_key_id = 5\n auth_key = " : "\n auth = off",
 		   *ahex = auth ? key_hex : "";
 	struct wire_mac *mac = NULL;
 	char rconf[128], lconf[128], rstats[128], lstats[128], rready[128], lready[128];
@@ -755,7 +782,7 @@ static void test_multilevel(bool auth)
 	CHECK_EQ(json_get(j, NULL, "drops_total"), 0);
 	CHECK_EQ(json_get(j, NULL, "aggregations"), 8);
 	CHECK_EQ(json_get(j, NULL, "results_down"), 8);
-	CHECK(strstr(j, auth ? "\"auth\": true" : "\"auth\": false") != NULL);
+	CHECK(strstr(j, auth ? "\"auth\": \"on\"" : "\"auth\": \"off\"") != NULL);
 	free(j);
 	for (int i = 0; i < 3; i++)
 		close(m[i].fd);
@@ -822,7 +849,7 @@ static void test_lossy(void)
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "127.0.0.118:4791", "--drop-rate", "0.2", "--seed",
 				      "7", "--tree",
-				      "id=6,key=0x66,slots=8,members=1@127.0.0.119+2@127.0.0.120",
+				      "auth=off,id=6,key=0x66,slots=8,members=1@127.0.0.119+2@127.0.0.120",
 				      "--stats-file", stats, "--ready-file", ready, NULL });
 	member_init(&m[0], "127.0.0.119", 1, "127.0.0.118", 6, 0x66);
 	member_init(&m[1], "127.0.0.120", 2, "127.0.0.118", 6, 0x66);
@@ -875,7 +902,7 @@ static void test_anyaddr(void)
 	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "0.0.0.0:47911", "--tree",
-				      "id=5,key=0x55,slots=4,members=1@127.0.0.116+2@127.0.0.117",
+				      "auth=off,id=5,key=0x55,slots=4,members=1@127.0.0.116+2@127.0.0.117",
 				      "--stats-file", stats, "--ready-file", ready, NULL });
 	member_init(&m[0], "127.0.0.116", 1, "127.0.0.115:47911", 5, 0x55);
 	member_init(&m[1], "127.0.0.117", 2, "127.0.0.115:47911", 5, 0x55);
@@ -904,7 +931,7 @@ static void test_reflect(void)
 	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
 	start_switch(0, ready,
 		     (char *const[]){ "--listen", "127.0.0.112:4791", "--reflect", "--tree",
-				      "id=4,key=1,members=1@127.0.0.113", "--stats-file", stats,
+				      "auth=off,id=4,key=1,members=1@127.0.0.113", "--stats-file", stats,
 				      "--ready-file", ready, NULL });
 	member_init(&m, "127.0.0.113", 1, "127.0.0.112", 4, 1);
 	len = build(&m, 0, 0, buf, sizeof buf, bits);
@@ -987,7 +1014,7 @@ static void test_hostile(void)
 		 "listen = 127.0.0.190:4791\nthreads = 1\nstats_file = %s\nstats_interval_ms = 0\n"
 		 "tree 9 {\n  key = 0x5eed0009\n  slots = 4\n  pkey = 0xffff\n"
 		 "  member = 1 127.0.0.191:4791\n  member = 2 127.0.0.192:4791\n"
-		 "  member = 3 127.0.0.193:4791\n}\n",
+		 "  member = 3 127.0.0.193:4791\n  auth = off\n}\n",
 		 stats);
 	write_file(conf, text);
 	start_switch(0, ready, (char *const[]){ "-c", conf, "--ready-file", ready, NULL });

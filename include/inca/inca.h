@@ -160,8 +160,10 @@ struct inca_comm_opts {
 	 * and repair notices are dropped unless their MAC and sender check out. Every rank and
 	 * the switch's tree must use the same key (inca-launch gives each job a random one).
 	 * Without am_addr the key is auth_key, else the environment variable INCA_AUTH_KEY (64
-	 * hex digits; INCA_AUTH_KEY_ID its id); with am_addr the AM provides it. no_auth = 1
-	 * turns authentication off even if a key is given. */
+	 * hex digits; INCA_AUTH_KEY_ID its id); with am_addr the AM provides it. A switch_addr
+	 * without a key fails inca_comm_create with -ENOKEY unless the caller opted out:
+	 * no_auth = 1, or INCA_AUTH=off in the environment, runs the INC path unauthenticated
+	 * (the switch's tree must then say auth = off) even if a key is given. */
 	const uint8_t *auth_key; /* INCA_AUTH_KEY_BYTES bytes; NULL: INCA_AUTH_KEY or none */
 	uint32_t auth_key_id;    /* carried in every packet; must match the switch's tree */
 	int no_auth;
@@ -258,6 +260,12 @@ struct inca_auth_stats {
 	uint64_t rx_bad_key_id;   /* dropped: another key id */
 	uint64_t rx_bad_ctx;      /* dropped: the sender context is not a switch's */
 	uint64_t rx_bad_mac;      /* dropped: MAC mismatch (forged or corrupted) */
+	/* appended: */
+	uint64_t rx_replay;       /* dropped: authentic counter already seen, or below the
+				   * switch context's replay window (a replayed packet) */
+	uint64_t rx_epoch;        /* dropped: another job's epoch (docs/protocol.md §8) */
+	uint32_t epoch;           /* this communicator's job epoch (0 before bootstrap) */
+	int opted_out;            /* 1: authentication off by no_auth / INCA_AUTH=off */
 };
 /* Copy the authentication counters: at most out_size bytes. 0 or -EINVAL. */
 int inca_comm_get_auth_stats(const struct inca_comm *comm, struct inca_auth_stats *out,

@@ -52,6 +52,7 @@ struct client_cfg {
 	/* Packet authentication (docs/protocol.md §14): from inca_comm_opts / INCA_AUTH_KEY, or
 	 * from the AM (TreeInfo.auth_key / auth_key_id); false: the tree runs unauthenticated. */
 	bool auth;
+	bool no_auth; /* opted out (inca_comm_opts.no_auth or INCA_AUTH=off) */
 	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
 	uint32_t auth_key_id;
 
@@ -80,6 +81,11 @@ struct inca_comm {
 	 * round_base + g / nslots. Derived from the job nonce every rank got at bootstrap, so a
 	 * new communicator on a reused tree never meets the rounds of the one before. */
 	uint32_t round_base;
+	/* Job epoch (docs/protocol.md §8 "Job epochs"), in the authentication block of every INC
+	 * packet: the latest wall clock of the ranks in seconds at creation (a ring MAX). A switch
+	 * tree restarts on a newer epoch and drops older ones, and results must carry ours, so a
+	 * reused tree never hands this job another job's results. */
+	uint32_t epoch;
 	uint64_t wait_spin_ns; /* busy-poll of the current call's waits (coll_run sets it) */
 
 	struct client_inc *inc; /* NULL without a switch */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire/auth.h"
@@ -53,6 +54,9 @@ static int parse_endpoint(const char *s, int default_port, bool allow_port0, str
 int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
+	cfg->log_fn = o->log_fn;
+	cfg->log_ctx = o->log_ctx;
+	cfg->log_level = o->log_level;
 	if (o->size < 1 || o->rank < 0 || o->rank >= o->size)
 		return -EINVAL;
 	cfg->rank = o->rank;
@@ -135,7 +139,13 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 		return -EINVAL;
 	cfg->drop_rate = o->drop_rate;
 	cfg->seed = o->seed;
-	if (!o->no_auth) {
+	{ /* INCA_AUTH=off: the environment's form of no_auth (launchers, MPI, scripts) */
+		const char *a = getenv("INCA_AUTH");
+		if (a && *a && strcmp(a, "on") && strcmp(a, "off"))
+			return -EINVAL;
+		cfg->no_auth = o->no_auth || (a && !strcmp(a, "off"));
+	}
+	if (!cfg->no_auth) {
 		const char *k = getenv("INCA_AUTH_KEY"), *id = getenv("INCA_AUTH_KEY_ID");
 		if (o->auth_key) {
 			memcpy(cfg->auth_key, o->auth_key, WIRE_AUTH_KEY_LEN);
@@ -155,6 +165,14 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	if (o->switch_addr) {
 		if (parse_endpoint(o->switch_addr, WIRE_ROCE_UDP_PORT, false, &cfg->switch_sa) < 0)
 			return -EINVAL;
+		/* A standalone tree without a key runs unauthenticated only by explicit opt-out:
+		 * a forgotten key must not silently mean unprotected results. */
+		if (!cfg->auth && !cfg->no_auth) {
+			client_log(cfg, 0, "switch_addr without a data-plane key: "
+					   "set auth_key/auth_key_id (or INCA_AUTH_KEY/INCA_AUTH_KEY_ID), "
+					   "or opt out with no_auth = 1 (INCA_AUTH=off)");
+			return -ENOKEY;
+		}
 		cfg->have_switch = true;
 	}
 	if (o->data_addr) {
@@ -166,10 +184,25 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 		cfg->data_sa.sin_port = htons(WIRE_ROCE_UDP_PORT);
 	}
 
-	cfg->log_fn = o->log_fn;
-	cfg->log_ctx = o->log_ctx;
-	cfg->log_level = o->log_level;
 	return 0;
+}
+
+/* The job epoch (docs/protocol.md §8 "Job epochs"): the wall clock in seconds, never 0; with
+ * several ranks the latest of theirs, agreed by a ring MAX, so every rank sends the same one
+ * whichever bootstrap ran. One 4-byte ring collective per communicator. */
+static int epoch_agree(struct inca_comm *c)
+{
+	uint32_t e = (uint32_t)time(NULL);
+	int rc = 0;
+
+	if (!e)
+		e = 1;
+	if (c->cfg.size > 1) {
+		c->coll_seq++;
+		rc = client_ring_allreduce(c, &e, &e, 1, INCA_UINT32, INCA_MAX);
+	}
+	c->epoch = e;
+	return rc;
 }
 
 /* AM path: every rank must take the same path, but each learns its group's verdict on its own
@@ -250,6 +283,9 @@ int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
 			memcpy(nonce, &t, sizeof nonce);
 		c->round_base = client_round_base(nonce);
 	}
+	rc = epoch_agree(c);
+	if (rc < 0)
+		goto fail;
 	if (c->am && c->cfg.size > 1) {
 		rc = am_agree(c);
 		if (rc < 0)

@@ -155,10 +155,40 @@ static void test_data_socket(void)
 	char addr[32];
 	int port = 23000 + (int)(getpid() % 1000);
 
-	/* A switch address makes create bind the data-plane socket; port 0 means any. */
+	/* A switch address needs a data-plane key or an explicit opt-out. */
 	o.switch_addr = "127.0.0.1:4791";
 	o.data_addr = "127.0.0.1:0";
+	CHECK_EQ(inca_comm_create(&o, &a), -ENOKEY);
+	setenv("INCA_AUTH", "maybe", 1);
+	CHECK_EQ(inca_comm_create(&o, &a), -EINVAL);
+	setenv("INCA_AUTH", "on", 1);
+	CHECK_EQ(inca_comm_create(&o, &a), -ENOKEY);
+	setenv("INCA_AUTH", "off", 1);
 	CHECK_EQ(inca_comm_create(&o, &a), 0);
+	inca_comm_destroy(a);
+	unsetenv("INCA_AUTH");
+	{
+		static const uint8_t k[INCA_AUTH_KEY_BYTES] = { 1, 2, 3 };
+		struct inca_auth_stats st;
+
+		o.auth_key = k;
+		o.auth_key_id = 4;
+		CHECK_EQ(inca_comm_create(&o, &a), 0);
+		CHECK_EQ(inca_comm_get_auth_stats(a, &st, sizeof st), 0);
+		CHECK(st.enabled == 1 && st.key_id == 4);
+		inca_comm_destroy(a);
+		o.auth_key = NULL;
+		o.auth_key_id = 0;
+	}
+	CHECK(strstr(inca_strerror(-ENOKEY), "INCA_AUTH=off") != NULL);
+	/* Opted out: port 0 means any. */
+	o.no_auth = 1;
+	CHECK_EQ(inca_comm_create(&o, &a), 0);
+	{
+		struct inca_auth_stats st;
+		CHECK_EQ(inca_comm_get_auth_stats(a, &st, sizeof st), 0);
+		CHECK_EQ(st.enabled, 0);
+	}
 	CHECK_EQ(inca_comm_create(&o, &b), 0);
 	inca_comm_destroy(b);
 	inca_comm_destroy(a);

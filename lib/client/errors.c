@@ -33,6 +33,9 @@ const char *inca_strerror(int err)
 		return "a peer rank died or closed its connection (the communicator is unusable)";
 	case EMSGSIZE:
 		return "packet larger than the path MTU allows (lower the mtu option)";
+	case ENOKEY:
+		return "no data-plane key for the switch (give auth_key / INCA_AUTH_KEY, or opt "
+		       "out with no_auth / INCA_AUTH=off)";
 	default:
 		break;
 	}

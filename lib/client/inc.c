@@ -22,6 +22,7 @@
 
 /* Packets queued for one flush: several GSO sends of up to 15 full chunks each. */
 #define INC_TX_MAX 128
+#define INC_REPLAY_CTXS 4 /* switch sender contexts with a replay window per communicator */
 /* Buffers per recvmmsg: without GRO one packet each; with GRO each holds up to a GSO send. */
 #define INC_RX_BATCH 64
 #define INC_RX_BATCH_GRO 32
@@ -91,6 +92,12 @@ struct client_inc {
 	struct wire_mac *mac;
 	uint64_t auth_ctr;
 	struct inca_auth_stats auth_st;
+	/* Anti-replay windows of the switch contexts we received authentic packets from (a
+	 * root's, a leaf's: one in practice). Contexts beyond INC_REPLAY_CTXS are refused
+	 * (rx_bad_ctx). */
+	uint32_t replay_ctx[INC_REPLAY_CTXS];
+	struct wire_replay replay[INC_REPLAY_CTXS];
+	unsigned nreplay;
 	struct wire_ipinfo tx_ip, rx_ip; /* what the ICRC covers, per direction */
 	uint8_t bits[WIRE_BSL_MAX / 8];  /* our P-BM: only our own bit */
 	size_t bits_len;
@@ -223,6 +230,8 @@ void client_inc_auth_stats(const struct inca_comm *c, struct inca_auth_stats *ou
 		*out = c->inc->auth_st;
 	out->enabled = c->cfg.auth;
 	out->key_id = c->cfg.auth_key_id;
+	out->epoch = c->epoch;
+	out->opted_out = c->cfg.no_auth;
 }
 
 void client_inc_io_stats(const struct inca_comm *c, struct inca_io_stats *out)
@@ -401,6 +410,7 @@ static int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_
 	pkt.data_len = ch->send_data ? ch->len_bytes : 0;
 	if (cfg->auth) {
 		pkt.inca.flags |= WIRE_F_AUTH;
+		pkt.inca.epoch = c->epoch;
 		pkt.auth.key_id = cfg->auth_key_id;
 		pkt.auth.ctx = cfg->bfr_id;
 		pkt.auth.ctr = ic->auth_ctr++;
@@ -603,11 +613,34 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	return 0;
 }
 
+/* The anti-replay window of a switch sender context; NULL if it has none yet. */
+static struct wire_replay *inc_replay_find(struct client_inc *ic, uint32_t ctx)
+{
+	for (unsigned i = 0; i < ic->nreplay; i++)
+		if (ic->replay_ctx[i] == ctx)
+			return &ic->replay[i];
+	return NULL;
+}
+
+/* A window for a context that just sent its first authentic packet; NULL when every slot is
+ * taken. Only authentic packets get here, so forgeries cannot fill the table. */
+static struct wire_replay *inc_replay_add(struct client_inc *ic, uint32_t ctx)
+{
+	if (ic->nreplay == INC_REPLAY_CTXS)
+		return NULL;
+	ic->replay_ctx[ic->nreplay] = ctx;
+	memset(&ic->replay[ic->nreplay], 0, sizeof ic->replay[0]);
+	return &ic->replay[ic->nreplay++];
+}
+
 /* A packet from the switch with authentication on: a block with our key id, a switch's
- * sender context for the BFR-id it claims (0: the root), and the MAC. Counts rejections. */
+ * sender context for the BFR-id it claims (0: the root), our job epoch, a counter the
+ * context's replay window has not seen, and the MAC. Counts rejections. */
 static bool inc_auth_ok(struct inca_comm *c, const struct wire_pkt *pkt)
 {
 	struct client_inc *ic = c->inc;
+	struct wire_replay *rw;
+	int rc;
 
 	if (!(pkt->inca.flags & WIRE_F_AUTH)) {
 		ic->auth_st.rx_missing++;
@@ -621,11 +654,30 @@ static bool inc_auth_ok(struct inca_comm *c, const struct wire_pkt *pkt)
 		ic->auth_st.rx_bad_ctx++;
 		return false;
 	}
+	/* A result of another job on the same tree and key (an earlier or later epoch) is
+	 * never ours, whatever its rounds look like. */
+	if (pkt->inca.epoch != c->epoch) {
+		ic->auth_st.rx_epoch++;
+		return false;
+	}
+	rw = inc_replay_find(ic, pkt->auth.ctx);
+	rc = rw ? wire_replay_check(rw, pkt->inca.epoch, pkt->auth.ctr) : 0;
+	if (rc != 0) {
+		ic->auth_st.rx_replay++;
+		client_log(&c->cfg, 3, "inc: rx rejected: replay (%s)",
+			   rc == -EALREADY ? "counter seen" : "below the window");
+		return false;
+	}
 	if (wire_mac_verify(ic->mac, pkt) != 0) {
 		ic->auth_st.rx_bad_mac++;
 		client_log(&c->cfg, 3, "inc: rx rejected: MAC mismatch");
 		return false;
 	}
+	if (!rw && !(rw = inc_replay_add(ic, pkt->auth.ctx))) {
+		ic->auth_st.rx_bad_ctx++;
+		return false;
+	}
+	wire_replay_update(rw, pkt->inca.epoch, pkt->auth.ctr);
 	ic->auth_st.rx_verified++;
 	return true;
 }

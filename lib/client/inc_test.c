@@ -15,6 +15,7 @@
 #include "client/client_test_util.h"
 #include "util/udpio.h"
 #include "util/util.h"
+#include "wire/auth.h"
 #include "wire/wire.h"
 
 #define PORT_BASE 22000
@@ -40,6 +41,11 @@ struct fsw_cfg {
 	bool gro;                /* receive with UDP_GRO (client GSO sends arrive whole) */
 	bool gso;                /* results that go out at once are packed into GSO sends */
 	bool nack;               /* echo: lose chunk 0's first copy and notice it (see below) */
+	bool auth;               /* results signed under test_key (key id 1), the tree's epoch */
+	unsigned other_epoch_every; /* auth: every Nth result is preceded by a validly signed
+				     * copy of another job's epoch */
+	unsigned forged_ctx_every;  /* auth: every Nth result is preceded by a forgery (bad tag)
+				     * from a leaf context never seen before */
 };
 
 struct fsw {
@@ -84,7 +90,23 @@ struct fsw {
 	struct wire_pkt held1;
 	uint8_t held1_bits[8], held1_data[4096];
 	bool have_held1;
+	struct wire_mac *mac; /* auth */
+	uint64_t auth_ctr;
 };
+
+static const uint8_t test_key[INCA_AUTH_KEY_BYTES] = { 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+
+/* Sign a result as a root switch does (context 0x10000, one counter per packet). */
+static void fsw_sign(struct fsw *s, struct wire_pkt *p, uint32_t epoch)
+{
+	p->inca.flags |= WIRE_F_AUTH;
+	p->inca.epoch = epoch;
+	p->auth.key_id = 1;
+	p->auth.ctx = WIRE_AUTH_CTX_SWITCH | p->inca.bfr_id;
+	p->auth.ctr = s->auth_ctr++;
+	if (wire_mac_sign(s->mac, p) != 0)
+		s->bad++;
+}
 
 static void fsw_note_sent(struct fsw *s, int bfr, const uint8_t *buf, size_t len)
 {
@@ -141,9 +163,36 @@ static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
 	if ((int64_t)(uint32_t)(p->inca.round - s->round_base) > s->answered[bfr][p->inca.slot])
 		s->answered[bfr][p->inca.slot] = (uint32_t)(p->inca.round - s->round_base);
 	if (!s->cfg.pace_us && !s->cfg.reorder) {
-		/* At once, through the send queue (GSO sends if on): flushed after the batch. */
+		/* At once, through the send queue (GSO sends if on): flushed after the batch. A
+		 * second copy is a replay when signed (same counter). */
 		int copies = s->cfg.dup_every && (s->nresults + 1) % s->cfg.dup_every == 0 ? 2 : 1;
 		size_t want = wire_udp_payload_len(p->inca.bsl_code, p->data_len);
+		if (s->cfg.auth) {
+			uint32_t epoch = p->inca.epoch;
+			want = wire_udp_payload_len_auth(p->inca.bsl_code, p->data_len, true);
+			if (s->cfg.other_epoch_every &&
+			    (s->nresults + 1) % s->cfg.other_epoch_every == 0) {
+				uint8_t *q = util_udptx_add(s->txq, &s->member[bfr], 0,
+							    p->inca.slot / WIRE_SLOT_BLOCK, want,
+							    &ip.ip_id);
+				fsw_sign(s, p, epoch - 1);
+				if (!q || wire_encode_udp(q, want, p, &ip) != (int)want)
+					s->bad++;
+			}
+			if (s->cfg.forged_ctx_every &&
+			    (s->nresults + 1) % s->cfg.forged_ctx_every == 0) {
+				struct wire_pkt f = *p;
+				uint8_t *q = util_udptx_add(s->txq, &s->member[bfr], 0,
+							    p->inca.slot / WIRE_SLOT_BLOCK, want,
+							    &ip.ip_id);
+				f.inca.bfr_id = (uint16_t)(100 + s->nresults % 1000);
+				fsw_sign(s, &f, epoch);
+				f.auth.tag[0] ^= 1;
+				if (!q || wire_encode_udp(q, want, &f, &ip) != (int)want)
+					s->bad++;
+			}
+			fsw_sign(s, p, epoch);
+		}
 		s->nresults++;
 		for (int k = 0; k < copies; k++) {
 			uint8_t *q = util_udptx_add(s->txq, &s->member[bfr], 0, p->inca.slot / WIRE_SLOT_BLOCK,
@@ -386,6 +435,9 @@ static void fsw_start(struct fsw *s, const struct fsw_cfg *cfg, uint64_t seed)
 	s->addr.sin_addr.s_addr = htonl(0x7f000001);
 	CHECK(bind(s->fd, (struct sockaddr *)&s->addr, sizeof s->addr) == 0);
 	CHECK(getsockname(s->fd, (struct sockaddr *)&s->addr, &sl) == 0);
+	if (cfg->auth)
+		CHECK_EQ(wire_mac_new(&s->mac, test_key), 0);
+	s->auth_ctr = 1000;
 	if (cfg->mode == FSW_ENGINE) {
 		uint8_t abm[8] = { 0 }, fbm[MAXM][8];
 		struct agg_bift_entry bift[MAXM];
@@ -411,6 +463,7 @@ static void fsw_stop(struct fsw *s)
 	pthread_join(s->th, NULL);
 	close(s->fd);
 	agg_tree_destroy(s->tree);
+	wire_mac_free(s->mac);
 	free(s->pq);
 	util_udptx_destroy(s->txq);
 	util_udprx_destroy(s->rxb);
@@ -427,7 +480,14 @@ static void opts_for(struct inca_comm_opts *o, const struct fsw *s, char *swaddr
 	o->key = s->cfg.key;
 	o->nslots = s->cfg.nslots;
 	o->switch_qpn = s->cfg.switch_qpn;
+	if (s->cfg.auth) {
+		o->auth_key = test_key;
+		o->auth_key_id = 1;
+	} else {
+		o->no_auth = 1; /* the fake switch's tree is unauthenticated */
+	}
 }
+
 
 /* Size-1 AllReduce through the echo switch: the result must equal the input. */
 static void echo_roundtrips(struct inca_comm *c, size_t max_count)
@@ -518,6 +578,41 @@ static void test_echo_clean(void)
 	fsw_stop(&s);
 	CHECK_EQ(s.bad, 0);
 	CHECK_EQ(s.violations, 0);
+}
+
+/* Authenticated echo: every result verified; duplicated results (same counter) are dropped
+ * as replays, copies of another job's epoch (valid MAC) as rx_epoch, forgeries from ever new
+ * switch contexts as bad MACs (they get no replay window, so they cannot crowd out the real
+ * switch's); every call exact. */
+static void test_echo_auth(void)
+{
+	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 4,
+			      .key = 0xa0717, .switch_qpn = 0x104, .auth = true, .dup_every = 3,
+			      .other_epoch_every = 5, .forged_ctx_every = 7 };
+	struct fsw s;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_comm_stats st;
+	struct inca_auth_stats as;
+	char sw[32];
+
+	fsw_start(&s, &fc, 7);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.rto_us = 200000;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	echo_roundtrips(c, 20011);
+	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_auth_stats(c, &as, sizeof as), 0);
+	CHECK(as.enabled == 1 && as.key_id == 1 && as.epoch != 0 && !as.opted_out);
+	CHECK(as.rx_verified > 0 && as.tx_signed > 0);
+	CHECK(as.rx_replay > 0 && as.rx_replay >= as.rx_verified / 3 - 2);
+	CHECK(as.rx_epoch > 0 && as.rx_epoch >= as.rx_verified / 5 - 2);
+	CHECK(as.rx_bad_mac > 0 && as.rx_bad_mac >= as.rx_verified / 7 - 2);
+	CHECK_EQ(as.rx_bad_ctx, 0);
+	CHECK_EQ(st.rx_dup_results, 0); /* the replays never reached the chunk matching */
+	inca_comm_destroy(c);
+	fsw_stop(&s);
+	CHECK_EQ(s.bad, 0);
 }
 
 static void test_echo_faults(void)
@@ -879,7 +974,7 @@ static void test_offloads(void)
 	/* Bad values are refused, not guessed. */
 	{
 		struct inca_comm_opts o = { .size = 1, .switch_addr = "127.0.0.1:9",
-					    .data_addr = "127.0.0.10:0" };
+					    .data_addr = "127.0.0.10:0", .no_auth = 1 };
 		struct inca_comm *c = NULL;
 		setenv("INCA_UDP_GSO", "yes", 1);
 		CHECK_EQ(inca_comm_create(&o, &c), -EINVAL);
@@ -996,6 +1091,7 @@ static void *member_main(void *arg)
 		.switch_qpn = m->s->cfg.switch_qpn, .nslots = m->s->cfg.nslots, .timeout_ms = 10000,
 		.rto_us = 3000, .rto_max_us = 30000, .retx_limit = 200, .drop_rate = m->drop,
 		.seed = (uint64_t)m->rank + 1, .log_fn = member_log, .log_ctx = &m->rank, .log_level = 0,
+		.no_auth = 1,
 	};
 	struct inca_comm *c;
 
@@ -1102,6 +1198,7 @@ static void test_engine_late_peer(void)
 int main(void)
 {
 	test_echo_clean();
+	test_echo_auth();
 	test_echo_faults();
 	test_echo_nack();
 	test_echo_dead();

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -113,13 +114,65 @@ int wire_mac_verify(struct wire_mac *m, const struct wire_pkt *pkt)
 	return CRYPTO_memcmp(tag, pkt->auth.tag, WIRE_AUTH_TAG_LEN) ? -EBADMSG : 0;
 }
 
+/* 2024-01-01T00:00:00Z in ms since the Unix epoch: the counter clock's origin. */
+#define CTR_CLOCK_ORIGIN_MS 1704067200000ull
+#define CTR_RANDOM_BITS 22
+
 uint64_t wire_auth_ctr_start(void)
 {
-	uint64_t v = 0;
+	struct timespec ts;
+	uint64_t r = 0, ms = 0;
 
-	while (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+	while (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		;
-	return v >> 1;
+	if (clock_gettime(CLOCK_REALTIME, &ts) == 0) {
+		ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+		ms = ms > CTR_CLOCK_ORIGIN_MS ? ms - CTR_CLOCK_ORIGIN_MS : 0;
+	}
+	return ((ms << CTR_RANDOM_BITS) | (r & ((1ull << CTR_RANDOM_BITS) - 1))) &
+	       (UINT64_MAX >> 1);
+}
+
+int wire_replay_check(const struct wire_replay *w, uint32_t epoch, uint64_t ctr)
+{
+	int32_t de = (int32_t)(epoch - w->epoch);
+	uint64_t back;
+
+	if (!w->used || de > 0)
+		return 0;
+	if (de < 0)
+		return -ESTALE;
+	if (ctr > w->top)
+		return 0;
+	back = w->top - ctr;
+	if (back >= WIRE_REPLAY_WINDOW)
+		return -ESTALE;
+	return w->bits[(ctr / 64) % WIRE_REPLAY_WORDS] & (1ull << (ctr % 64)) ? -EALREADY : 0;
+}
+
+void wire_replay_update(struct wire_replay *w, uint32_t epoch, uint64_t ctr)
+{
+	const uint64_t words = WIRE_REPLAY_WORDS;
+
+	if (!w->used || (int32_t)(epoch - w->epoch) > 0) {
+		memset(w->bits, 0, sizeof w->bits);
+		w->used = true;
+		w->epoch = epoch;
+		w->top = ctr;
+	} else if (ctr > w->top) {
+		/* Slide: the words after the old top's up to the new top's are fresh. The bitmap
+		 * is a ring of words indexed by counter with one word more than the window (RFC
+		 * 6479), so a word that comes in never holds a counter still inside the window. */
+		uint64_t ow = w->top / 64, nw = ctr / 64;
+
+		if (nw - ow >= words)
+			memset(w->bits, 0, sizeof w->bits);
+		else
+			for (uint64_t i = ow + 1; i <= nw; i++)
+				w->bits[i % words] = 0;
+		w->top = ctr;
+	}
+	w->bits[(ctr / 64) % words] |= 1ull << (ctr % 64);
 }
 
 static int hexval(char c)

@@ -88,7 +88,9 @@ class AuthStats(ctypes.Structure):
     """struct inca_auth_stats."""
     _fields_ = [("enabled", ctypes.c_int), ("key_id", ctypes.c_uint32)] + [
         (n, ctypes.c_uint64) for n in ("tx_signed", "rx_verified", "rx_missing",
-                                       "rx_bad_key_id", "rx_bad_ctx", "rx_bad_mac")]
+                                       "rx_bad_key_id", "rx_bad_ctx", "rx_bad_mac",
+                                       "rx_replay", "rx_epoch")] + [
+        ("epoch", ctypes.c_uint32), ("opted_out", ctypes.c_int)]
 
 
 class CommStats(ctypes.Structure):

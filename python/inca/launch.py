@@ -61,6 +61,8 @@ class Switch:
                 f"deterministic={'yes' if deterministic else 'no'},members={members}")
         if self.auth_key:
             tree += f",auth_key={self.auth_key.hex()},auth_key_id={self.auth_key_id}"
+        else:
+            tree += ",auth=off"  # the explicit opt-out the switch requires
         self.argv = [binary or find_switch(), "--listen", self.addr, "--threads", str(threads),
                      "--tree", tree, "--ready-file", self.ready_file,
                      "--stats-file", self.stats_file, "--stats-interval-ms", "0"]

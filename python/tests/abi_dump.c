@@ -45,7 +45,8 @@ int main(void)
 	F(inca_auth_stats, enabled); F(inca_auth_stats, key_id); F(inca_auth_stats, tx_signed);
 	F(inca_auth_stats, rx_verified); F(inca_auth_stats, rx_missing);
 	F(inca_auth_stats, rx_bad_key_id); F(inca_auth_stats, rx_bad_ctx);
-	F(inca_auth_stats, rx_bad_mac);
+	F(inca_auth_stats, rx_bad_mac); F(inca_auth_stats, rx_replay);
+	F(inca_auth_stats, rx_epoch); F(inca_auth_stats, epoch); F(inca_auth_stats, opted_out);
 	END();
 	BEGIN(inca_comm_stats);
 	F(inca_comm_stats, tx_pkts); F(inca_comm_stats, tx_bytes); F(inca_comm_stats, rx_pkts);

@@ -364,7 +364,7 @@ def main():
             fn(sw)
             st = sw.read_stats()
             check(st["drops_total"] == 0, f"{name}: switch drops {st['drops_total']}")
-            check(st["trees"][0]["auth"] is True, f"{name}: the tree runs with packet authentication")
+            check(st["trees"][0]["auth"] == "on", f"{name}: the tree runs with packet authentication")
     if FAILS:
         print(f"{len(FAILS)} failures", flush=True)
         return 1

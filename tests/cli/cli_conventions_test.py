@@ -30,7 +30,8 @@ PROGS = {
     "inca-fabric-demo": "tools/inca-fabric-demo", "inca-bench": "tools/inca-bench",
     "bench-allreduce": "bench/bench-allreduce", "bench-switch": "bench/bench-switch",
     "bench-kernels": "bench/bench-kernels", "bench-icrc": "bench/bench-icrc",
-    "bench-mac": "bench/bench-mac", "inca-sim": "sim/inca-sim",
+    "bench-mac": "bench/bench-mac", "bench-flood": "bench/bench-flood",
+    "inca-sim": "sim/inca-sim",
 }
 with open(os.path.join(SRC, "meson.build")) as f:
     version = re.search(r"version\s*:\s*'([^']+)'", f.read()).group(1)

@@ -90,6 +90,10 @@ static void raw_send(struct attacker *at, const struct wire_pkt *p, uint32_t src
 }
 
 static uint8_t garbage[4096];
+/* Added to a captured nonce counter: a counter no one used yet, so a forgery passes the
+ * receiver's replay window and is caught by the MAC; verbatim replays are caught by the
+ * window. */
+#define FRESH_CTR (1ull << 40)
 
 static void attack_contribution(struct attacker *at, const struct wire_pkt *c, uint32_t src,
 				uint16_t sport, uint32_t dst, uint16_t dport)
@@ -111,10 +115,12 @@ static void attack_contribution(struct attacker *at, const struct wire_pkt *c, u
 		memcpy(data, c->data, c->data_len);
 		data[c->data_len / 2] ^= 1;
 		f.data = data;
+		f.auth.ctr += FRESH_CTR; /* past the replay window: the MAC must catch it */
 		raw_send(at, &f, src, sport, dst, dport, K_FLIP_DATA);
 	}
 	/* A chunk two ahead, garbage data. */
 	f = *c;
+	f.auth.ctr += FRESH_CTR;
 	uint32_t g = c->imm + 2;
 	f.imm = g;
 	f.inca.slot = (uint16_t)(g % nslots);
@@ -147,6 +153,7 @@ static void attack_contribution(struct attacker *at, const struct wire_pkt *c, u
 		f.inca.bits = bits;
 		f.data = c->data_len ? garbage : NULL;
 		f.auth.ctx = WIRE_AUTH_CTX_SWITCH;
+		f.auth.ctr += FRESH_CTR;
 		raw_send(at, &f, dst, dport, m->ip, m->port, K_RESULT);
 		f.inca.flags = (uint8_t)(WIRE_F_NACK | (c->inca.flags & WIRE_F_AUTH));
 		f.inca.count = 0;
@@ -183,6 +190,7 @@ static void attack_packet(struct attacker *at, const uint8_t *udp_payload, size_
 					memcpy(data, p.data, p.data_len);
 					data[0] ^= 0x80;
 					f.data = data;
+					f.auth.ctr += FRESH_CTR;
 					raw_send(at, &f, src, sport, dst, dport, K_FLIP_DATA);
 				}
 			}
@@ -313,9 +321,11 @@ int main(int argc, char **argv)
 	const struct json *drops = json_get(st, "drops");
 	double d_auth = json_num(json_get(drops, "auth"), 0),
 	       d_missing = json_num(json_get(drops, "auth_missing"), 0),
-	       d_ctx = json_num(json_get(drops, "auth_ctx"), 0);
-	uint64_t r_mac = 0, r_missing = 0, r_ver = 0;
+	       d_ctx = json_num(json_get(drops, "auth_ctx"), 0),
+	       d_replay = json_num(json_get(drops, "auth_replay"), 0);
+	uint64_t r_mac = 0, r_missing = 0, r_ver = 0, r_replay = 0;
 	for (int r = 0; r < j.cfg.nranks; r++) {
+		r_replay += j.sh->auth[r].rx_replay;
 		r_mac += j.sh->auth[r].rx_bad_mac;
 		r_missing += j.sh->auth[r].rx_missing;
 		r_ver += j.sh->auth[r].rx_verified;
@@ -324,10 +334,12 @@ int main(int argc, char **argv)
 	for (int k = 0; k < K_COUNT; k++)
 		printf(" %s %llu%s", kind_name[k], (unsigned long long)j.sh->sent[k],
 		       k + 1 < K_COUNT ? "," : "\n");
-	printf("# switch drops: auth %.0f, auth_missing %.0f, auth_ctx %.0f; ranks: results "
-	       "verified %llu, bad MAC %llu, no block %llu, bad packets %llu\n",
-	       d_auth, d_missing, d_ctx, (unsigned long long)r_ver, (unsigned long long)r_mac,
-	       (unsigned long long)r_missing, (unsigned long long)cs.rx_bad);
+	printf("# switch drops: auth %.0f, auth_missing %.0f, auth_ctx %.0f, auth_replay %.0f; "
+	       "ranks: results verified %llu, bad MAC %llu, no block %llu, replays %llu, bad "
+	       "packets %llu\n",
+	       d_auth, d_missing, d_ctx, d_replay, (unsigned long long)r_ver,
+	       (unsigned long long)r_mac, (unsigned long long)r_missing,
+	       (unsigned long long)r_replay, (unsigned long long)cs.rx_bad);
 	ITEST_EXPECT(fails, WIFSIGNALED(ast) && WTERMSIG(ast) == SIGTERM,
 		     "the attacker ran until stopped (status %#x)", ast);
 	for (int k = 0; k < K_COUNT; k++)
@@ -348,6 +360,12 @@ int main(int argc, char **argv)
 		ITEST_EXPECT(fails, d_auth > 0 && d_missing > 0,
 			     "the switch dropped forged contributions by MAC (%.0f) and for a "
 			     "missing block (%.0f)", d_auth, d_missing);
+		ITEST_EXPECT(fails, d_replay > 0,
+			     "the switch dropped replayed contributions in its replay windows "
+			     "(%.0f)", d_replay);
+		ITEST_EXPECT(fails, r_replay > 0,
+			     "the ranks dropped replayed results in their replay windows (%llu)",
+			     (unsigned long long)r_replay);
 		ITEST_EXPECT(fails, r_mac > 0 && r_missing > 0,
 			     "the ranks rejected forged results/notices by MAC (%llu) and for a "
 			     "missing block (%llu)", (unsigned long long)r_mac,

@@ -294,6 +294,10 @@ class Fabric:
                  cli_bin=None):
         self.spec = spec
         self.prefix = prefix or "%s%dx%s-" % (PREFIX_BASE, os.getpid(), secrets.token_hex(2))
+        # Standalone trees: a fresh data-plane group key per fabric, written into every
+        # switch's tree and the plan the ranks read (AM mode: the AM issues the keys).
+        self.auth_key = secrets.token_hex(32)
+        self.auth_key_id = 1
         self.switch_bin = switch_bin
         self.am_bin = am_bin  # inca-am (AM mode)
         self.cli_bin = cli_bin  # the `inca` CLI (AM mode status view)
@@ -429,10 +433,14 @@ class Fabric:
                  "  key = 0x%x" % s.key,
                  "  slots = %d" % s.slots,
                  "  bsl = %d" % s.bsl,
-                 "  deterministic = %s" % ("yes" if s.deterministic else "no")]
+                 "  deterministic = %s" % ("yes" if s.deterministic else "no"),
+                 "  auth_key = %s" % self.auth_key,
+                 "  auth_key_id = %d" % self.auth_key_id]
         if sw in self.leaves:
             if sw["role"] == "leaf":
-                lines += ["  role = leaf", "  bfr_id = 0",
+                # its own BFR-id (above every member's): its sender context under the key
+                lines += ["  role = leaf", "  bfr_id = %d" % (len(self.hosts) + 1 +
+                                                           self.leaves.index(sw)),
                           "  parent = %s:4791" % self.spines[0]["svc"]]
             else:
                 lines += ["  role = root"]
@@ -463,7 +471,9 @@ class Fabric:
                "name %s" % self.prefix.rstrip("-"),
                "desc %s: %s" % (s.name, s.describe()),
                "bootstrap %s" % hosts[0]["ip"],
-               "tree %d key 0x%x slots %d bsl %d" % (s.tree_id, s.key, s.slots, s.bsl)]
+               "tree %d key 0x%x slots %d bsl %d" % (s.tree_id, s.key, s.slots, s.bsl)
+               + ("" if s.mode == "am" else " auth_key %s auth_key_id %d" % (
+                   self.auth_key, self.auth_key_id))]
         if s.mode == "am":
             out.append("am %s job %s credential %s ca %s%s" % (
                 self.am_addr, job["id"], job["cred"], self.am_ca,

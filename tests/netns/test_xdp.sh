@@ -57,7 +57,12 @@ for ((r = 0; r < NM; r++)); do
 	ip -n "$NS_M" addr add 198.18.0.$((10 + r))/24 dev xmb0
 	MEMBERS="$MEMBERS${MEMBERS:++}$((r + 1))@198.18.0.$((10 + r)):4791"
 done
-TREE="id=1,key=0x5eed0001,slots=256,members=$MEMBERS"
+# A fresh data-plane group key for this run: the switches' trees and the ranks (through
+# INCA_AUTH_KEY, which libinca reads) share it.
+KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+AUTH="auth_key=$KEY,auth_key_id=1"
+export INCA_AUTH_KEY=$KEY INCA_AUTH_KEY_ID=1
+TREE="id=1,key=0x5eed0001,slots=256,$AUTH,members=$MEMBERS"
 
 # start_switch NAME ARGS...: runs inca-switch in the switch namespace, waits for its ready file.
 start_switch() {
@@ -138,7 +143,7 @@ if [ -n "$CAPPID" ]; then
 	wait "$CAPPID"
 	CAPPID=
 	HOME=$TMP $PY "$SRC/tests/pcap/check_pcap.py" "$TMP/xdp.pcap" $NCAP \
-		--lua "$SRC/tools/inca.lua" || fail "frames sent by the AF_XDP path are not conformant"
+		--lua "$SRC/tools/inca.lua" --auth-key "$KEY" || fail "frames sent by the AF_XDP path are not conformant"
 else
 	echo "note: tshark or python3-scapy missing: frames not checked by check_pcap.py"
 fi
@@ -171,13 +176,13 @@ EOF
 # parent only answers, so its MAC comes from the kernel (resolved on request), not from learning.
 ip -n "$NS_M" addr add 198.18.0.2/24 dev xmb0
 ip netns exec "$NS_M" "$SW" --listen 198.18.0.2:4791 \
-	--tree "id=1,key=0x5eed0001,slots=256,child=198.18.0.1:4791/0x101/1-$NM" \
+	--tree "id=1,key=0x5eed0001,slots=256,$AUTH,child=198.18.0.1:4791/0x101/1-$NM" \
 	--stats-file "$TMP/root.json" --stats-interval-ms 0 --ready-file "$TMP/root.ready" \
 	2>"$TMP/root.log" &
 ROOTPID=$!
 for ((i = 0; i < 100; i++)); do [ -e "$TMP/root.ready" ] && break; sleep 0.05; done
 TREE_ROOT=$TREE
-TREE="id=1,key=0x5eed0001,slots=256,role=leaf,parent=198.18.0.2:4791,members=$MEMBERS"
+TREE="id=1,key=0x5eed0001,slots=256,$AUTH,role=leaf,bfr_id=$((NM + 1)),parent=198.18.0.2:4791,members=$MEMBERS"
 start_switch leaf --xdp xsw0 --xdp-required || { cat "$TMP/leaf.log"; fail "leaf switch"; }
 run_members leaf ||
 	{ cat "$TMP/leaf.log" "$TMP/root.log"; fail "AllReduce through leaf (AF_XDP) and root"; }
