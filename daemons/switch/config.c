@@ -67,95 +67,10 @@ void sw_config_init(struct sw_config *c)
 	c->max_slots = SW_DEFAULT_MAX_SLOTS;
 }
 
-static void tree_free(struct sw_conf_tree *t)
-{
-	for (size_t i = 0; i < t->nchildren; i++)
-		free(t->children[i].bfr_ids);
-	free(t->children);
-	free(t->members);
-	t->children = NULL;
-	t->members = NULL;
-	t->nchildren = t->nmembers = 0;
-}
-
-void sw_conf_tree_free(struct sw_conf_tree *t)
-{
-	tree_free(t);
-}
-
-int sw_conf_tree_copy(struct sw_conf_tree *dst, const struct sw_conf_tree *src)
-{
-	*dst = *src;
-	dst->members = NULL;
-	dst->children = NULL;
-	dst->nmembers = dst->nchildren = 0;
-	if (src->nmembers) {
-		dst->members = malloc(src->nmembers * sizeof *dst->members);
-		if (!dst->members)
-			return -ENOMEM;
-		memcpy(dst->members, src->members, src->nmembers * sizeof *dst->members);
-		dst->nmembers = src->nmembers;
-	}
-	if (src->nchildren) {
-		dst->children = calloc(src->nchildren, sizeof *dst->children);
-		if (!dst->children)
-			goto oom;
-		for (size_t i = 0; i < src->nchildren; i++) {
-			dst->children[i] = src->children[i];
-			dst->children[i].bfr_ids = malloc(src->children[i].nbfr * sizeof(uint16_t));
-			if (!dst->children[i].bfr_ids) {
-				dst->children[i].nbfr = 0;
-				dst->nchildren = i;
-				goto oom;
-			}
-			memcpy(dst->children[i].bfr_ids, src->children[i].bfr_ids,
-			       src->children[i].nbfr * sizeof(uint16_t));
-		}
-		dst->nchildren = src->nchildren;
-	}
-	return 0;
-oom:
-	tree_free(dst);
-	return -ENOMEM;
-}
-
-static bool addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
-{
-	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
-}
-
-bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree *b)
-{
-	if (a->id != b->id || a->key != b->key || a->qpn != b->qpn || a->slots != b->slots ||
-	    a->slot_bytes != b->slot_bytes || a->bsl_bits != b->bsl_bits || a->si != b->si ||
-	    a->root != b->root || a->bfr_id != b->bfr_id || a->has_parent != b->has_parent ||
-	    a->deterministic != b->deterministic || a->check_sender != b->check_sender ||
-	    a->pkey != b->pkey ||
-	    a->dtype_mask != b->dtype_mask || a->op_mask != b->op_mask || a->auth != b->auth ||
-	    a->auth_key_id != b->auth_key_id ||
-	    memcmp(a->auth_key, b->auth_key, sizeof a->auth_key) ||
-	    a->nmembers != b->nmembers || a->nchildren != b->nchildren)
-		return false;
-	if (a->has_parent && (!addr_eq(&a->parent, &b->parent) || a->parent_qpn != b->parent_qpn))
-		return false;
-	for (size_t i = 0; i < a->nmembers; i++)
-		if (a->members[i].bfr_id != b->members[i].bfr_id ||
-		    !addr_eq(&a->members[i].addr, &b->members[i].addr) ||
-		    a->members[i].qpn != b->members[i].qpn)
-			return false;
-	for (size_t i = 0; i < a->nchildren; i++) {
-		const struct sw_conf_child *x = &a->children[i], *y = &b->children[i];
-		if (!addr_eq(&x->addr, &y->addr) || x->qpn != y->qpn || x->nbfr != y->nbfr ||
-		    memcmp(x->bfr_ids, y->bfr_ids, x->nbfr * sizeof(uint16_t)))
-			return false;
-	}
-	return true;
-}
-
 void sw_config_free(struct sw_config *c)
 {
 	for (size_t i = 0; i < c->ntrees; i++)
-		tree_free(&c->trees[i]);
+		ctl_tree_free(&c->trees[i]);
 	free(c->trees);
 	c->trees = NULL;
 	c->ntrees = 0;
@@ -322,30 +237,9 @@ bad:
 
 /* ------------------------------------------------------------------ tree keys */
 
-enum tree_key {
-	TK_KEY,
-	TK_QPN,
-	TK_SLOTS,
-	TK_SLOT_BYTES,
-	TK_BSL,
-	TK_SI,
-	TK_ROLE,
-	TK_BFR_ID,
-	TK_PARENT,
-	TK_DETERMINISTIC,
-	TK_CHECK_SENDER,
-	TK_DTYPES,
-	TK_OPS,
-	TK_AUTH,
-	TK_AUTH_KEY,
-	TK_AUTH_KEY_ID,
-	TK_PKEY,
-	TK_MEMBER, /* repeatable */
-	TK_CHILD,  /* repeatable */
-	TK_COUNT_
-};
 
-static const char *const tree_key_names[TK_COUNT_] = {
+/* Config-file names of the model's fields (enum ctl_tree_field order). */
+static const char *const tree_key_names[CTL_TF_COUNT_] = {
 	"key", "qpn", "slots", "slot_bytes", "bsl", "si", "role", "bfr_id", "parent",
 	"deterministic", "check_sender", "dtypes", "ops", "auth", "auth_key", "auth_key_id",
 	"pkey", "member", "child",
@@ -375,14 +269,14 @@ static int parse_name_mask(struct pctx *p, const char *key, const char *v,
 }
 
 
-static int parse_member(struct pctx *p, struct sw_conf_tree *t, char *v)
+static int parse_member(struct pctx *p, struct ctl_tree *t, char *v)
 {
 	char *tok[8];
 	size_t n = tokenize(v, tok, 8);
-	struct sw_conf_member m = { .line = p->line };
+	struct ctl_member m = { .line = p->line };
 	uint64_t x;
 	bool has_qpn = false;
-	struct sw_conf_member *nm;
+	struct ctl_member *nm;
 
 	if (n < 2 || n > 4)
 		return fail(p, p->line, "bad member (expected '<bfr-id> <addr>[:port] [qpn N]')");
@@ -409,13 +303,13 @@ static int parse_member(struct pctx *p, struct sw_conf_tree *t, char *v)
 	return 0;
 }
 
-static int parse_child(struct pctx *p, struct sw_conf_tree *t, char *v)
+static int parse_child(struct pctx *p, struct ctl_tree *t, char *v)
 {
 	char *tok[8];
 	size_t n = tokenize(v, tok, 8);
-	struct sw_conf_child ch = { .line = p->line,
+	struct ctl_child ch = { .line = p->line,
 				    .qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id) };
-	struct sw_conf_child *nc;
+	struct ctl_child *nc;
 	uint64_t x;
 
 	if (n < 3 || n > 5 || n % 2 == 0)
@@ -452,7 +346,7 @@ err:
 	return -EINVAL;
 }
 
-static int parse_parent(struct pctx *p, struct sw_conf_tree *t, char *v)
+static int parse_parent(struct pctx *p, struct ctl_tree *t, char *v)
 {
 	char *tok[4];
 	size_t n = tokenize(v, tok, 4);
@@ -486,7 +380,7 @@ static int hex_digit(char ch)
 }
 
 /* auth_key: exactly 2 * WIRE_AUTH_KEY_LEN hex digits (an optional 0x prefix). */
-static int parse_auth_key(struct pctx *p, struct sw_conf_tree *t, const char *v)
+static int parse_auth_key(struct pctx *p, struct ctl_tree *t, const char *v)
 {
 	size_t n;
 
@@ -508,55 +402,55 @@ static int parse_auth_key(struct pctx *p, struct sw_conf_tree *t, const char *v)
 	return 0;
 }
 
-static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, char *v)
+static int tree_set(struct pctx *p, struct ctl_tree *t, const char *key, char *v)
 {
 	int k;
 	uint64_t x;
 
-	for (k = 0; k < TK_COUNT_; k++)
+	for (k = 0; k < CTL_TF_COUNT_; k++)
 		if (!strcmp(key, tree_key_names[k]))
 			break;
-	if (k == TK_COUNT_)
+	if (k == CTL_TF_COUNT_)
 		return fail(p, p->line, "unknown tree key '%s'", key);
-	if (k < TK_MEMBER) {
-		if (t->seen_keys & (1u << k))
+	if (k < CTL_TF_MEMBER) {
+		if (t->given & (1u << k))
 			return fail(p, p->line, "duplicate key '%s' in tree %u", key, t->id);
-		t->seen_keys |= 1u << k;
+		t->given |= 1u << k;
 	}
-	switch ((enum tree_key)k) {
-	case TK_KEY:
+	switch ((enum ctl_tree_field)k) {
+	case CTL_TF_KEY:
 		if (num(p, key, v, 0, UINT32_MAX, &x) < 0)
 			return -EINVAL;
 		t->key = (uint32_t)x;
 		return 0;
-	case TK_QPN:
+	case CTL_TF_QPN:
 		if (num(p, key, v, 1, WIRE_QPN_MAX, &x) < 0)
 			return -EINVAL;
 		t->qpn = (uint32_t)x;
 		return 0;
-	case TK_SLOTS:
+	case CTL_TF_SLOTS:
 		if (num(p, key, v, 1, 65535, &x) < 0)
 			return -EINVAL;
 		t->slots = (uint16_t)x;
 		return 0;
-	case TK_SLOT_BYTES:
+	case CTL_TF_SLOT_BYTES:
 		if (num(p, key, v, 1, 4096, &x) < 0)
 			return -EINVAL;
 		t->slot_bytes = (uint32_t)x;
 		return 0;
-	case TK_BSL:
+	case CTL_TF_BSL:
 		if (num(p, key, v, 64, 4096, &x) < 0)
 			return -EINVAL;
 		if (x & (x - 1))
 			return fail(p, p->line, "bsl %s is not a power of two (64..4096 bits)", v);
 		t->bsl_bits = (unsigned)x;
 		return 0;
-	case TK_SI:
+	case CTL_TF_SI:
 		if (num(p, key, v, 0, 255, &x) < 0)
 			return -EINVAL;
 		t->si = (uint8_t)x;
 		return 0;
-	case TK_ROLE:
+	case CTL_TF_ROLE:
 		if (!strcmp(v, "root"))
 			t->root = true;
 		else if (!strcmp(v, "leaf"))
@@ -564,20 +458,20 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 		else
 			return fail(p, p->line, "bad role '%s' (expected root or leaf)", v);
 		return 0;
-	case TK_BFR_ID:
+	case CTL_TF_BFR_ID:
 		if (num(p, key, v, 0, 65535, &x) < 0)
 			return -EINVAL;
 		t->bfr_id = (uint16_t)x;
 		return 0;
-	case TK_PARENT:
+	case CTL_TF_PARENT:
 		return parse_parent(p, t, v);
-	case TK_DETERMINISTIC:
-	case TK_CHECK_SENDER:
-		if (parse_bool(v, k == TK_DETERMINISTIC ? &t->deterministic : &t->check_sender) < 0)
+	case CTL_TF_DETERMINISTIC:
+	case CTL_TF_CHECK_SENDER:
+		if (parse_bool(v, k == CTL_TF_DETERMINISTIC ? &t->deterministic : &t->check_sender) < 0)
 			return fail(p, p->line, "bad value '%s' for '%s' (expected yes or no)", v,
 				    key);
 		return 0;
-	case TK_PKEY:
+	case CTL_TF_PKEY:
 		/* 0x0000 and 0x8000 are not valid P_Keys (IBTA) */
 		if (num(p, key, v, 1, 0xFFFF, &x) < 0)
 			return -EINVAL;
@@ -585,39 +479,39 @@ static int tree_set(struct pctx *p, struct sw_conf_tree *t, const char *key, cha
 			return fail(p, p->line, "pkey 0x8000 is not a valid P_Key");
 		t->pkey = (uint16_t)x;
 		return 0;
-	case TK_DTYPES:
+	case CTL_TF_DTYPES:
 		return parse_name_mask(p, key, v, wire_dtype_parse, &t->dtype_mask);
-	case TK_OPS:
+	case CTL_TF_OPS:
 		return parse_name_mask(p, key, v, wire_op_parse, &t->op_mask);
-	case TK_AUTH:
+	case CTL_TF_AUTH:
 		/* on: the tree must have a key; off: explicit opt-out (no key allowed) */
 		if (!strcmp(v, "on") || !strcmp(v, "off")) {
 			t->auth = v[1] == 'n';
 			return 0;
 		}
 		return fail(p, p->line, "bad value '%s' for 'auth' (expected on or off)", v);
-	case TK_AUTH_KEY:
+	case CTL_TF_AUTH_KEY:
 		return parse_auth_key(p, t, v);
-	case TK_AUTH_KEY_ID:
+	case CTL_TF_AUTH_KEY_ID:
 		if (num(p, key, v, 1, UINT32_MAX, &x) < 0)
 			return -EINVAL;
 		t->auth_key_id = (uint32_t)x;
 		return 0;
-	case TK_MEMBER:
+	case CTL_TF_MEMBER:
 		return parse_member(p, t, v);
-	case TK_CHILD:
+	case CTL_TF_CHILD:
 		return parse_child(p, t, v);
-	case TK_COUNT_:
+	case CTL_TF_COUNT_:
 		break;
 	}
 	return -EINVAL;
 }
 
-static int new_tree(struct pctx *p, uint64_t id, struct sw_conf_tree **out)
+static int new_tree(struct pctx *p, uint64_t id, struct ctl_tree **out)
 {
 	struct sw_config *c = p->c;
-	struct sw_conf_tree *nt;
-	const struct sw_conf_tree *old = sw_config_find_tree(c, (uint16_t)id);
+	struct ctl_tree *nt;
+	const struct ctl_tree *old = sw_config_find_tree(c, (uint16_t)id);
 
 	if (old) {
 		if (old->line > 0)
@@ -630,138 +524,26 @@ static int new_tree(struct pctx *p, uint64_t id, struct sw_conf_tree **out)
 		return fail(p, p->line, "out of memory");
 	c->trees = nt;
 	nt = &c->trees[c->ntrees++];
-	memset(nt, 0, sizeof *nt);
-	nt->id = (uint16_t)id;
-	nt->slots = 256;
-	nt->slot_bytes = 4096;
-	nt->bsl_bits = 64;
-	nt->root = true;
-	nt->check_sender = true;
-	nt->pkey = 0xFFFF;
+	ctl_tree_init(nt, (uint16_t)id);
 	nt->line = p->line;
 	*out = nt;
 	return 0;
 }
 
-static bool same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
+/* Checks that need the whole block, when '}' closes it (or the --tree spec ends): the model's
+ * rules, reported at the line of the tree, member or child they are about. */
+static int finish_tree(struct pctx *p, struct ctl_tree *t)
 {
-	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
-}
+	struct ctl_tree_err e;
+	int line = t->line;
 
-/* Authentication keys of a closed tree block: a key needs its id and vice versa; auth = off
- * excludes a key; no key and no auth = off is an error when sw_config_auth_required(). */
-static int finish_auth(struct pctx *p, struct sw_conf_tree *t)
-{
-	bool has_key = t->seen_keys & (1u << TK_AUTH_KEY);
-	bool has_id = t->seen_keys & (1u << TK_AUTH_KEY_ID);
-	bool has_auth = t->seen_keys & (1u << TK_AUTH);
-
-	if (has_auth && !t->auth) {
-		if (has_key || has_id)
-			return fail(p, t->line,
-				    "tree %u: auth = off together with auth_key/auth_key_id (drop "
-				    "one of them)", t->id);
+	if (ctl_tree_finish(t, sw_config_auth_required(), &e) == 0)
 		return 0;
-	}
-	if (has_key != has_id)
-		return fail(p, t->line, "tree %u: auth_key and auth_key_id go together (missing %s)",
-			    t->id, has_key ? "auth_key_id" : "auth_key");
-	if (has_key) {
-		t->auth = true;
-		return 0;
-	}
-	if (has_auth || sw_config_auth_required())
-		return fail(p, t->line,
-			    "tree %u: no data-plane key: set auth_key = <64 hex digits> and "
-			    "auth_key_id = <n>, or auth = off to run the tree unauthenticated",
-			    t->id);
-	t->auth = false;
-	return 0;
-}
-
-/* Checks that need the whole block: run when '}' closes it (or the --tree spec ends). */
-static int finish_tree(struct pctx *p, struct sw_conf_tree *t)
-{
-	unsigned lo = (unsigned)t->si * t->bsl_bits + 1;
-	unsigned hi = lo + t->bsl_bits - 1;
-	uint8_t *used;
-	int rc = 0;
-	char a[32];
-
-	if (!(t->seen_keys & (1u << TK_KEY)))
-		return fail(p, t->line, "tree %u: missing key (the group R_Key)", t->id);
-	if (!(t->seen_keys & (1u << TK_QPN)))
-		t->qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id);
-	rc = finish_auth(p, t);
-	if (rc < 0)
-		return rc;
-	if (!t->root && !t->has_parent)
-		return fail(p, t->line, "tree %u: role leaf needs a parent", t->id);
-	if (t->root && t->has_parent)
-		return fail(p, t->line, "tree %u: parent given but role is root", t->id);
-	if (t->nmembers == 0 && t->nchildren == 0)
-		return fail(p, t->line, "tree %u: no members or children", t->id);
-	if (lo > 65535)
-		return fail(p, t->line, "tree %u: si %u with bsl %u has no valid BFR-ids", t->id,
-			    t->si, t->bsl_bits);
-	if (hi > 65535)
-		hi = 65535;
-
-	used = calloc(65536, 1);
-	if (!used)
-		return fail(p, t->line, "out of memory");
-	for (size_t i = 0; i < t->nmembers && !rc; i++) {
-		unsigned k = t->members[i].bfr_id;
-		if (k < lo || k > hi)
-			rc = fail(p, t->members[i].line,
-				  "tree %u: member BFR-id %u outside the BSL range of si %u (%u..%u)",
-				  t->id, k, t->si, lo, hi);
-		else if (used[k])
-			rc = fail(p, t->members[i].line, "tree %u: BFR-id %u used twice", t->id, k);
-		used[k] = 1;
-	}
-	for (size_t i = 0; i < t->nchildren && !rc; i++) {
-		for (size_t j = 0; j < t->children[i].nbfr && !rc; j++) {
-			unsigned k = t->children[i].bfr_ids[j];
-			if (k < lo || k > hi)
-				rc = fail(p, t->children[i].line,
-					  "tree %u: child BFR-id %u outside the BSL range of si %u "
-					  "(%u..%u)",
-					  t->id, k, t->si, lo, hi);
-			else if (used[k])
-				rc = fail(p, t->children[i].line, "tree %u: BFR-id %u used twice",
-					  t->id, k);
-			used[k] = 1;
-		}
-	}
-	free(used);
-	if (rc)
-		return rc;
-
-	/* Every neighbour needs a distinct address: the source address is what identifies (and
-	 * authorises) a sender. */
-	for (size_t i = 0; i < t->nmembers + t->nchildren + (t->has_parent ? 1 : 0); i++) {
-		const struct sockaddr_in *ai;
-		int li;
-		if (i < t->nmembers) {
-			ai = &t->members[i].addr;
-			li = t->members[i].line;
-		} else if (i < t->nmembers + t->nchildren) {
-			ai = &t->children[i - t->nmembers].addr;
-			li = t->children[i - t->nmembers].line;
-		} else {
-			ai = &t->parent;
-			li = t->line;
-		}
-		for (size_t j = 0; j < i; j++) {
-			const struct sockaddr_in *aj =
-				j < t->nmembers ? &t->members[j].addr : &t->children[j - t->nmembers].addr;
-			if (same_addr(ai, aj))
-				return fail(p, li, "tree %u: address %s used by two neighbours",
-					    t->id, util_format_addr(ai, a, sizeof a));
-		}
-	}
-	return 0;
+	if (e.at == CTL_AT_MEMBER && e.index < t->nmembers)
+		line = t->members[e.index].line;
+	else if (e.at == CTL_AT_CHILD && e.index < t->nchildren)
+		line = t->children[e.index].line;
+	return fail(p, line, "%s", e.msg);
 }
 
 /* ------------------------------------------------------------------ globals */
@@ -966,12 +748,12 @@ int sw_config_set_global(struct sw_config *c, const char *key, const char *value
 /* ------------------------------------------------------------------ file form */
 
 /* One logical line (comment stripped, trimmed, non-empty). */
-static int parse_line(struct pctx *p, char *s, struct sw_conf_tree **cur, uint32_t *gseen)
+static int parse_line(struct pctx *p, char *s, struct ctl_tree **cur, uint32_t *gseen)
 {
 	char *eq;
 
 	if (!strcmp(s, "}")) {
-		struct sw_conf_tree *t = *cur;
+		struct ctl_tree *t = *cur;
 		if (!t)
 			return fail(p, p->line, "'}' without an open tree block");
 		*cur = NULL;
@@ -1012,7 +794,7 @@ int sw_config_parse_text(struct sw_config *c, const char *text, size_t len, cons
 			 char *err, size_t cap)
 {
 	struct pctx p = { .c = c, .name = name ? name : "config", .err = err, .cap = cap };
-	struct sw_conf_tree *cur = NULL;
+	struct ctl_tree *cur = NULL;
 	uint32_t gseen = 0;
 	size_t pos = 0;
 	char line[LINE_MAX_BYTES];
@@ -1131,7 +913,7 @@ static int add_tree_spec(struct pctx *p, const char *spec)
 {
 	char buf[LINE_MAX_BYTES], conv[LINE_MAX_BYTES];
 	char *save = NULL, *item;
-	struct sw_conf_tree *t = NULL;
+	struct ctl_tree *t = NULL;
 	uint64_t id;
 	bool have_id = false;
 
@@ -1213,13 +995,13 @@ int sw_config_add_tree_spec(struct sw_config *c, const char *spec, char *err, si
 
 	/* A rejected flag leaves the configuration as it was (no half-built tree). */
 	if (rc < 0 && c->ntrees > before)
-		tree_free(&c->trees[--c->ntrees]);
+		ctl_tree_free(&c->trees[--c->ntrees]);
 	return rc;
 }
 
 /* ------------------------------------------------------------------ whole config */
 
-int sw_config_check_limits(const struct sw_config *c, const struct sw_conf_tree *trees, size_t n,
+int sw_config_check_limits(const struct sw_config *c, const struct ctl_tree *trees, size_t n,
 			   char *err, size_t cap)
 {
 	uint64_t slots = 0;
@@ -1253,23 +1035,12 @@ int sw_config_validate(const struct sw_config *c, char *err, size_t cap)
 	return 0;
 }
 
-const struct sw_conf_tree *sw_config_find_tree(const struct sw_config *c, uint16_t id)
+const struct ctl_tree *sw_config_find_tree(const struct sw_config *c, uint16_t id)
 {
 	for (size_t i = 0; i < c->ntrees; i++)
 		if (c->trees[i].id == id)
 			return &c->trees[i];
 	return NULL;
-}
-
-bool sw_conf_tree_covers(const struct sw_conf_tree *t, uint16_t k)
-{
-	for (size_t i = 0; i < t->nmembers; i++)
-		if (t->members[i].bfr_id == k)
-			return true;
-	for (size_t i = 0; i < t->nchildren; i++)
-		if (bsearch(&k, t->children[i].bfr_ids, t->children[i].nbfr, sizeof k, cmp_u16))
-			return true;
-	return false;
 }
 
 static void dump_list(FILE *f, const uint16_t *ids, size_t n)
@@ -1336,7 +1107,7 @@ static void dump_mask(FILE *f, const char *key, uint32_t m, const char *(*name)(
 	fputc('\n', f);
 }
 
-void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f)
+void sw_config_dump_tree(const struct ctl_tree *t, FILE *f)
 {
 	char a[32];
 

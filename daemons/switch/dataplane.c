@@ -136,7 +136,7 @@ static uint32_t nbr_lookup(const struct sw_tree *t, const struct sockaddr_in *a)
 /* Neighbours, hash, A-BM and BIFT of one tree (no engine yet). t->conf must be set. */
 static int tree_build_tables(struct sw_tree *t, char *err, size_t cap)
 {
-	const struct sw_conf_tree *ct = &t->conf;
+	const struct ctl_tree *ct = &t->conf;
 	size_t bsl_bytes = ct->bsl_bits / 8, nbift = 0, nbits = 0, k = 0;
 	uint32_t hsize = 4;
 
@@ -163,7 +163,7 @@ static int tree_build_tables(struct sw_tree *t, char *err, size_t cap)
 		atomic_init(&t->psn[i].rx_next, UINT32_MAX);
 	}
 	for (size_t i = 0; i < ct->nmembers; i++, k++) {
-		const struct sw_conf_member *m = &ct->members[i];
+		const struct ctl_member *m = &ct->members[i];
 		unsigned bp = wire_bier_bp(m->bfr_id, ct->bsl_bits, ct->si);
 		uint8_t *fbm = t->fbm + k * bsl_bytes;
 
@@ -177,7 +177,7 @@ static int tree_build_tables(struct sw_tree *t, char *err, size_t cap)
 		t->bift[nbift++] = (struct agg_bift_entry){ .bp = bp, .nbr = (uint32_t)k, .fbm = fbm };
 	}
 	for (size_t i = 0; i < ct->nchildren; i++, k++) {
-		const struct sw_conf_child *c = &ct->children[i];
+		const struct ctl_child *c = &ct->children[i];
 		uint8_t *fbm = t->fbm + k * bsl_bytes;
 
 		t->nbr[k] = (struct sw_nbr){ SW_NBR_CHILD, 0, c->addr, c->qpn };
@@ -243,7 +243,7 @@ static void tree_free(struct sw_tree *t)
 		free(t->w[i].snap_qp);
 	}
 	free(t->w);
-	sw_conf_tree_free(&t->conf);
+	ctl_tree_free(&t->conf);
 	free(t->nbr);
 	free(t->psn);
 	free(t->hash);
@@ -254,7 +254,7 @@ static void tree_free(struct sw_tree *t)
 }
 
 /* A complete runtime tree: tables plus one engine shard and QP counters per worker. */
-static int tree_new(const struct sw_conf_tree *ct, unsigned nworkers, struct sw_tree **out,
+static int tree_new(const struct ctl_tree *ct, unsigned nworkers, struct sw_tree **out,
 		    char *err, size_t cap)
 {
 	struct sw_tree *t = calloc(1, sizeof *t);
@@ -264,7 +264,7 @@ static int tree_new(const struct sw_conf_tree *ct, unsigned nworkers, struct sw_
 		snprintf(err, cap, "out of memory");
 		return -ENOMEM;
 	}
-	if (sw_conf_tree_copy(&t->conf, ct) < 0) {
+	if (ctl_tree_copy(&t->conf, ct) < 0) {
 		free(t);
 		snprintf(err, cap, "out of memory");
 		return -ENOMEM;
@@ -588,7 +588,7 @@ static void wait_quiescent(struct sw_switch *sw, uint64_t e)
 	}
 }
 
-int sw_switch_set_trees(struct sw_switch *sw, const struct sw_conf_tree *trees, size_t n,
+int sw_switch_set_trees(struct sw_switch *sw, const struct ctl_tree *trees, size_t n,
 			char *err, size_t cap)
 {
 	struct sw_treeset *old, *nset;
@@ -614,7 +614,7 @@ int sw_switch_set_trees(struct sw_switch *sw, const struct sw_conf_tree *trees, 
 			rc = -EINVAL;
 			goto fail;
 		}
-		if (oi != UINT16_MAX && sw_conf_tree_equal(&old->trees[oi]->conf, &trees[i])) {
+		if (oi != UINT16_MAX && ctl_tree_equal(&old->trees[oi]->conf, &trees[i])) {
 			kept[oi] = true; /* unchanged: keep engine state, PSNs, counters */
 			treeset_add(nset, old->trees[oi]);
 			continue;

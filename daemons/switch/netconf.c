@@ -4,9 +4,9 @@
  * transports (SSH channels relayed through a socketpair) polled by one thread, and the
  * datastore behind them: the running config is the data plane's current tree set plus the
  * management addresses; state is built on demand from the capabilities, links, statistics and
- * ietf-netconf-monitoring. edit-config is applied to a copy, validated with libyang, converted
- * to the config-file form and re-parsed (the same semantic checks as a config file), checked
- * against max_trees / max_slots, and only then published; <validate> runs the same checks. */
+ * ietf-netconf-monitoring. edit-config is applied to a copy, validated with libyang, decoded
+ * into the tree model and checked by its rules (the same as a config file's), checked against
+ * max_trees / max_slots, and only then published; <validate> runs the same checks. */
 #include "netconf.h"
 
 #include <arpa/inet.h>
@@ -305,67 +305,23 @@ static int add_mask(struct lyd_node *p, const char *name, uint32_t m, const char
 	return 0;
 }
 
-/* One configured tree; with state, also its forwarding state (A-BM, BIFT). The group key
- * (auth-key) only with secrets: the edit-config candidate needs it, replies never carry it. */
+/* One configured tree (the model's YANG codec); with state, also its forwarding state (A-BM,
+ * BIFT). The group key (auth-key) only with secrets: the edit-config candidate needs it,
+ * replies never carry it. An unauthenticated tree reads as auth disabled; in the candidate it
+ * keeps "disabled" only when the switch requires keys (then it was an explicit opt-out),
+ * otherwise an edit may merge a key into it. */
 static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool state, bool secrets)
 {
-	const struct sw_conf_tree *t = &rt->conf;
-	struct lyd_node *tn, *n;
-	char id[8], a[32];
+	const struct ctl_tree *t = &rt->conf;
+	unsigned flags = secrets ? CTL_YANG_SECRETS : CTL_YANG_AUTH_OFF;
+	struct lyd_node *tn;
+	char a[32];
 	int rc = 0;
 
-	snprintf(id, sizeof id, "%u", t->id);
-	if (lyd_new_list(trees, NULL, "tree", 0, &tn, id))
+	if (secrets && sw_config_auth_required())
+		flags |= CTL_YANG_AUTH_OFF;
+	if (ctl_tree_to_lyd(t, trees, flags, &tn) < 0)
 		return -1;
-	rc |= term(tn, "key", "%u", t->key);
-	rc |= term(tn, "qpn", "%u", t->qpn);
-	rc |= term(tn, "slots", "%u", t->slots);
-	rc |= term(tn, "slot-bytes", "%u", t->slot_bytes);
-	rc |= term(tn, "bsl", "%u", t->bsl_bits);
-	rc |= term(tn, "si", "%u", t->si);
-	rc |= term(tn, "role", "%s", t->root ? "root" : "leaf");
-	rc |= term(tn, "bfr-id", "%u", t->bfr_id);
-	if (t->has_parent) {
-		if (lyd_new_inner(tn, NULL, "parent", 0, &n))
-			return -1;
-		rc |= term(n, "address", "%s", fmt_addr(&t->parent, a, sizeof a));
-		rc |= term(n, "qpn", "%u", t->parent_qpn);
-	}
-	rc |= term(tn, "deterministic", "%s", t->deterministic ? "true" : "false");
-	rc |= term(tn, "check-sender", "%s", t->check_sender ? "true" : "false");
-	/* An unauthenticated tree reads as auth disabled. In the candidate it keeps "disabled" only
-	 * when the switch requires keys (then it was an explicit opt-out): otherwise an edit may
-	 * merge a key into it. */
-	if (t->auth || !secrets || sw_config_auth_required())
-		rc |= term(tn, "auth", "%s", t->auth ? "enabled" : "disabled");
-	if (t->auth) {
-		char k[2 * WIRE_AUTH_KEY_LEN + 1];
-
-		rc |= term(tn, "auth-key-id", "%u", t->auth_key_id);
-		if (secrets) {
-			hex(t->auth_key, WIRE_AUTH_KEY_LEN, k);
-			rc |= term(tn, "auth-key", "%s", k);
-			explicit_bzero(k, sizeof k);
-		}
-	}
-	rc |= add_mask(tn, "data-type", t->dtype_mask, sw_dtype_name, SW_DTYPE_COUNT);
-	rc |= add_mask(tn, "operation", t->op_mask, sw_op_name, SW_OP_COUNT);
-	for (size_t i = 0; i < t->nmembers && !rc; i++) {
-		char k[8];
-		snprintf(k, sizeof k, "%u", t->members[i].bfr_id);
-		if (lyd_new_list(tn, NULL, "member", 0, &n, k))
-			return -1;
-		rc |= term(n, "address", "%s", fmt_addr(&t->members[i].addr, a, sizeof a));
-		rc |= term(n, "qpn", "%u", t->members[i].qpn);
-	}
-	for (size_t i = 0; i < t->nchildren && !rc; i++) {
-		if (lyd_new_list(tn, NULL, "child", 0, &n,
-				 fmt_addr(&t->children[i].addr, a, sizeof a)))
-			return -1;
-		rc |= term(n, "qpn", "%u", t->children[i].qpn);
-		for (size_t j = 0; j < t->children[i].nbfr; j++)
-			rc |= term(n, "bfr-id", "%u", t->children[i].bfr_ids[j]);
-	}
 	if (state && !rc) {
 		size_t bytes = t->bsl_bits / 8;
 		char *h = malloc(2 * bytes + 1);
@@ -1050,162 +1006,57 @@ static int edit_siblings(const struct lyd_node *edits, struct lyd_node *parent,
 	return 0;
 }
 
-static const char *val(const struct lyd_node *n)
-{
-	const char *v = n ? lyd_get_value(n) : NULL;
-
-	return v ? v : "";
-}
-
-/* Config-file text of a candidate, with the data node each line came from (so an error of the
- * config parser, which names a line, can name the node: the rpc-error's error-path). */
-struct cand_text {
-	char *buf;
-	size_t len;
-	FILE *f;
-	const struct lyd_node **node; /* node[i]: line i + 1 */
-	size_t nlines, cap;
-	bool oom;
+/* The trees of a checked candidate (owned). */
+struct cand_trees {
+	struct ctl_tree *v;
+	size_t n;
 };
 
-static void put_line(struct cand_text *t, const struct lyd_node *n, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void put_line(struct cand_text *t, const struct lyd_node *n, const char *fmt, ...)
+static void cand_trees_free(struct cand_trees *c)
 {
-	va_list ap;
+	for (size_t i = 0; i < c->n; i++)
+		ctl_tree_free(&c->v[i]);
+	free(c->v);
+	c->v = NULL;
+	c->n = 0;
+}
 
-	if (t->nlines == t->cap) {
-		size_t nc = t->cap ? 2 * t->cap : 64;
-		const struct lyd_node **nn = realloc(t->node, nc * sizeof *nn);
+/* YANG-validated candidate -> the tree model, with the model's semantic rules (the same as a
+ * config file's). NULL, or the rpc-error naming the data node the rule is about. */
+static struct nc_server_reply *candidate_trees(const struct lyd_node *cand, struct cand_trees *out)
+{
+	struct nc_server_reply *r = NULL;
+	struct ly_set *set = NULL;
+	struct ctl_tree_err e;
 
-		if (!nn) {
-			t->oom = true;
-			return;
+	memset(out, 0, sizeof *out);
+	if (!cand || lyd_find_xpath(cand, "/inca-switch:inca-switch/trees/tree", &set))
+		return NULL;
+	out->v = calloc(set->count ? set->count : 1, sizeof *out->v);
+	if (!out->v) {
+		ly_set_free(set, NULL);
+		return reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
+	}
+	for (uint32_t i = 0; i < set->count && !r; i++) {
+		const struct lyd_node *tn = set->dnodes[i];
+		int rc = ctl_tree_from_lyd(tn, &out->v[out->n], &e);
+
+		if (rc == 0) {
+			out->n++;
+			rc = ctl_tree_finish(&out->v[out->n - 1], sw_config_auth_required(), &e);
 		}
-		t->node = nn;
-		t->cap = nc;
-	}
-	t->node[t->nlines++] = n;
-	va_start(ap, fmt);
-	vfprintf(t->f, fmt, ap);
-	va_end(ap);
-	fputc('\n', t->f);
-}
+		if (rc < 0) {
+			char *path = lyd_path(ctl_tree_err_node(tn, &e), LYD_PATH_STD, NULL, 0);
 
-static void cand_text_free(struct cand_text *t)
-{
-	free(t->buf);
-	free(t->node);
-	memset(t, 0, sizeof *t);
-}
-
-static const struct lyd_node *child_named(const struct lyd_node *n, const char *name)
-{
-	for (const struct lyd_node *c = lyd_child(n); c; c = c->next)
-		if (c->schema && !strcmp(c->schema->name, name))
-			return c;
-	return NULL;
-}
-
-/* Validated candidate (YANG level) -> config-file text of its trees. 0 or -ENOMEM. */
-static int candidate_to_text(const struct lyd_node *cand, struct cand_text *t)
-{
-	struct ly_set *trees = NULL;
-
-	memset(t, 0, sizeof *t);
-	t->f = open_memstream(&t->buf, &t->len);
-	if (!t->f)
-		return -ENOMEM;
-	if (cand && !lyd_find_xpath(cand, "/inca-switch:inca-switch/trees/tree", &trees)) {
-		for (uint32_t i = 0; i < trees->count; i++) {
-			const struct lyd_node *t_node = trees->dnodes[i], *first_dt = NULL,
-					      *first_op = NULL;
-			const char *dt_sep = "", *op_sep = "";
-			char dts[256] = "", ops[128] = "", line[1024];
-
-			put_line(t, t_node, "tree %s {", val(lyd_child(t_node)));
-			for (const struct lyd_node *c = lyd_child(t_node); c; c = c->next) {
-				const char *n = c->schema->name;
-				const char *v = val(c);
-				const struct lyd_node *q;
-				size_t l;
-
-				if (!strcmp(n, "id") || !strcmp(n, "forwarding"))
-					continue;
-				if (!strcmp(n, "parent")) {
-					const struct lyd_node *pa = child_named(c, "address");
-					l = (size_t)snprintf(line, sizeof line, "parent = %s",
-							     pa ? val(pa) : "?");
-					if ((q = child_named(c, "qpn")))
-						snprintf(line + l, sizeof line - l, " qpn %s", val(q));
-					put_line(t, c, "%s", line);
-				} else if (!strcmp(n, "member")) {
-					const struct lyd_node *ma = child_named(c, "address");
-					l = (size_t)snprintf(line, sizeof line, "member = %s %s",
-							     val(lyd_child(c)), ma ? val(ma) : "?");
-					if ((q = child_named(c, "qpn")))
-						snprintf(line + l, sizeof line - l, " qpn %s", val(q));
-					put_line(t, c, "%s", line);
-				} else if (!strcmp(n, "child")) {
-					const char *sep = "";
-					l = (size_t)snprintf(line, sizeof line, "child = %s",
-							     val(lyd_child(c)));
-					if ((q = child_named(c, "qpn")))
-						l += (size_t)snprintf(line + l, sizeof line - l,
-								      " qpn %s", val(q));
-					l += (size_t)snprintf(line + l, sizeof line - l, " bfr ");
-					for (const struct lyd_node *cc = lyd_child(c); cc; cc = cc->next)
-						if (!strcmp(cc->schema->name, "bfr-id") &&
-						    l < sizeof line) {
-							l += (size_t)snprintf(line + l, sizeof line - l,
-									      "%s%s", sep, val(cc));
-							sep = ",";
-						}
-					put_line(t, c, "%s", line);
-				} else if (!strcmp(n, "data-type")) {
-					l = strlen(dts);
-					snprintf(dts + l, sizeof dts - l, "%s%s", dt_sep, v);
-					dt_sep = ",";
-					first_dt = first_dt ? first_dt : c;
-				} else if (!strcmp(n, "operation")) {
-					l = strlen(ops);
-					snprintf(ops + l, sizeof ops - l, "%s%s", op_sep, v);
-					op_sep = ",";
-					first_op = first_op ? first_op : c;
-				} else if (!strcmp(n, "deterministic") || !strcmp(n, "check-sender")) {
-					put_line(t, c, "%s = %s",
-						 n[0] == 'd' ? "deterministic" : "check_sender",
-						 !strcmp(v, "true") ? "yes" : "no");
-				} else if (!strcmp(n, "slot-bytes")) {
-					put_line(t, c, "slot_bytes = %s", v);
-				} else if (!strcmp(n, "bfr-id")) {
-					put_line(t, c, "bfr_id = %s", v);
-				} else if (!strcmp(n, "auth")) {
-					put_line(t, c, "auth = %s", !strcmp(v, "disabled") ? "off" : "on");
-				} else if (!strcmp(n, "auth-key")) {
-					put_line(t, c, "auth_key = %s", v);
-				} else if (!strcmp(n, "auth-key-id")) {
-					put_line(t, c, "auth_key_id = %s", v);
-				} else {
-					put_line(t, c, "%s = %s", n, v); /* key qpn slots bsl si role */
-				}
-			}
-			if (dts[0])
-				put_line(t, first_dt, "dtypes = %s", dts);
-			if (ops[0])
-				put_line(t, first_op, "ops = %s", ops);
-			put_line(t, t_node, "}");
+			r = rc == -ENOMEM ? reply_err(NC_ERR_OP_FAILED, NULL, "out of memory") :
+					    reply_err(NC_ERR_INVALID_VALUE, path, "%s", e.msg);
+			free(path);
 		}
-		ly_set_free(trees, NULL);
 	}
-	if (fclose(t->f) != 0 || t->oom) {
-		t->f = NULL;
-		cand_text_free(t);
-		return -ENOMEM;
-	}
-	t->f = NULL;
-	return 0;
+	ly_set_free(set, NULL);
+	if (r)
+		cand_trees_free(out);
+	return r;
 }
 
 /* Overwrite the text of every auth-key element with '*' (for logging an edit). */
@@ -1248,50 +1099,25 @@ static struct nc_server_reply *refuse_nacm(const struct lyd_node *cfgnode)
 }
 
 /* Every check a candidate passes before it may run: YANG validation (types, ranges, mandatory
- * nodes, must rules), the config file's semantic checks, the capacity limits. NULL when it
- * passes (parsed: its trees, mgmt: its management addresses), else the rpc-error. The edit
- * and <validate> run the same. */
+ * nodes, must rules), the tree model's semantic rules (ctl_tree_finish, as for a config file),
+ * the capacity limits. NULL when it passes (trees: its trees, owned by the caller also on
+ * failure; mgmt: its management addresses), else the rpc-error. The edit and <validate> run
+ * the same. */
 static struct nc_server_reply *check_candidate(struct sw_netconf *nc, struct lyd_node **cand,
-					       struct sw_config *parsed,
+					       struct cand_trees *trees,
 					       char mgmt[SW_MGMT_MAX][128], size_t *nmgmt)
 {
 	struct nc_server_reply *r = NULL;
-	struct cand_text text;
 	char err[SW_CONF_ERR_MAX];
 	struct ly_set *ms = NULL;
-	int rc;
 
 	*nmgmt = 0;
+	memset(trees, 0, sizeof *trees);
 	if (lyd_validate_all(cand, nc->ly, LYD_VALIDATE_NO_STATE | LYD_VALIDATE_PRESENT, NULL))
 		return reply_ly_err_in("validation", *cand);
-	if (candidate_to_text(*cand, &text) < 0)
-		return reply_err(NC_ERR_OP_FAILED, NULL, "out of memory");
-	rc = sw_config_parse_text(parsed, text.buf, text.len, "edit-config", err, sizeof err);
-	if (rc < 0) {
-		/* "edit-config:LINE: msg": the line is in generated text; it names the node. */
-		const char *m = err;
-		unsigned long line = 0;
-		char *path = NULL;
-
-		if (!strncmp(m, "edit-config:", 12)) {
-			char *end;
-
-			line = strtoul(m + 12, &end, 10);
-			m = end;
-			if (*m == ':')
-				m++;
-			while (*m == ' ')
-				m++;
-		}
-		if (line >= 1 && line <= text.nlines && text.node[line - 1])
-			path = lyd_path(text.node[line - 1], LYD_PATH_STD, NULL, 0);
-		r = reply_err(NC_ERR_INVALID_VALUE, path, "%s", m);
-		free(path);
-		cand_text_free(&text);
+	if ((r = candidate_trees(*cand, trees)))
 		return r;
-	}
-	cand_text_free(&text);
-	if (sw_config_check_limits(nc->cfg, parsed->trees, parsed->ntrees, err, sizeof err) < 0)
+	if (sw_config_check_limits(nc->cfg, trees->v, trees->n, err, sizeof err) < 0)
 		return reply_err(NC_ERR_RES_DENIED, "/inca-switch:inca-switch/trees", "%s", err);
 	if (*cand && !lyd_find_xpath(*cand, "/inca-switch:inca-switch/management/address", &ms)) {
 		for (uint32_t i = 0; i < ms->count && *nmgmt < SW_MGMT_MAX; i++)
@@ -1346,7 +1172,7 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	enum edit_op defop = OP_MERGE;
 	bool test_only = false;
 	struct edit_err ee = { 0 };
-	struct sw_config parsed;
+	struct cand_trees parsed = { 0 };
 	struct nc_server_reply *r = NULL;
 	char err[SW_CONF_ERR_MAX];
 	size_t nmgmt = 0;
@@ -1385,7 +1211,6 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 		return reply_err(ee.tag, ee.path, "%s", ee.msg);
 	}
 	lyd_free_all(edit);
-	sw_config_init(&parsed);
 	r = check_candidate(nc, &cand, &parsed, mgmt, &nmgmt);
 	if (r) {
 		nc->edits_refused++;
@@ -1395,7 +1220,7 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 		r = nc_server_reply_ok();
 		goto out;
 	}
-	rc = sw_switch_set_trees(nc->sw, parsed.trees, parsed.ntrees, err, sizeof err);
+	rc = sw_switch_set_trees(nc->sw, parsed.v, parsed.n, err, sizeof err);
 	if (rc < 0) {
 		nc->edits_refused++;
 		r = reply_err(rc == -ENOMEM ? NC_ERR_RES_DENIED : NC_ERR_OP_FAILED, NULL, "%s", err);
@@ -1405,10 +1230,10 @@ static struct nc_server_reply *rpc_edit_config(struct sw_netconf *nc, struct lyd
 	nc->nmgmt = nmgmt;
 	nc->edits_applied++;
 	sw_log(1, "netconf: edit-config applied by session %u: %zu tree(s) now",
-	       nc_session_get_id(session), parsed.ntrees);
+	       nc_session_get_id(session), parsed.n);
 	r = nc_server_reply_ok();
 out:
-	sw_config_free(&parsed);
+	cand_trees_free(&parsed);
 	lyd_free_all(cand);
 	return r;
 }
@@ -1419,7 +1244,7 @@ static struct nc_server_reply *rpc_validate(struct sw_netconf *nc, struct lyd_no
 {
 	struct lyd_node *cfgnode = NULL, *cand = NULL;
 	struct nc_server_reply *r;
-	struct sw_config parsed;
+	struct cand_trees parsed;
 	char mgmt[SW_MGMT_MAX][128];
 	size_t nmgmt;
 
@@ -1430,9 +1255,8 @@ static struct nc_server_reply *rpc_validate(struct sw_netconf *nc, struct lyd_no
 				 "only running and an inline <config> can be validated");
 	if ((r = parse_config(nc, cfgnode, "validate", &cand)))
 		return r;
-	sw_config_init(&parsed);
 	r = check_candidate(nc, &cand, &parsed, mgmt, &nmgmt);
-	sw_config_free(&parsed);
+	cand_trees_free(&parsed);
 	lyd_free_all(cand);
 	return r ? r : nc_server_reply_ok();
 }
