@@ -87,7 +87,7 @@ const struct ctl_tree *sw_config_find_tree(const struct sw_config *c, uint16_t i
 /* Print the effective configuration in the file format (round-trips through the parser; group
  * keys included, as in the file). */
 void sw_config_dump(const struct sw_config *c, FILE *f);
-/* Only the tree blocks of the dump (used to round-trip NETCONF edits through the parser). */
+/* One tree block of the dump. */
 void sw_config_dump_tree(const struct ctl_tree *t, FILE *f);
 
 /* Admission: tree count and slot budget of a set of trees against the limits of c. */
