@@ -3,8 +3,6 @@
  * (ctl_tree_finish) reported at the offending line. */
 #include "config_int.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,7 +13,6 @@
 #include "wire/auth.h"
 
 /* ------------------------------------------------------------------ tree keys */
-
 
 /* Config-file names of the model's fields (enum ctl_tree_field order). */
 static const char *const tree_key_names[CTL_TF_COUNT_] = {
@@ -46,7 +43,6 @@ static int parse_name_mask(struct pctx *p, const char *key, const char *v,
 	*out = m;
 	return 0;
 }
-
 
 static int parse_member(struct pctx *p, struct ctl_tree *t, char *v)
 {

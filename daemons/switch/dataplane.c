@@ -3,7 +3,6 @@
  * The reflect mode shares this exact loop; only the per-packet step differs. */
 #include "dataplane_int.h"
 
-
 #include "wire/auth.h"
 
 #include <arpa/inet.h>

@@ -64,7 +64,8 @@ struct sw_treeset *sw_treeset_alloc(size_t n);
 void sw_treeset_add(struct sw_treeset *s, struct sw_tree *t);
 void sw_treeset_free(struct sw_treeset *s, bool free_trees);
 
-/* dataplane.c: wake every worker blocked in its receive call. */
+/* dataplane_tree.c: wake every worker blocked in its receive call (it passes its quiescent
+ * point at once). */
 void sw_wake_workers(struct sw_switch *sw);
 
 #endif

@@ -3,7 +3,6 @@
  * stopped in dataplane.c). */
 #include "dataplane_int.h"
 
-
 #include "wire/auth.h"
 
 #include <arpa/inet.h>

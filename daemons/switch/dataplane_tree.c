@@ -4,19 +4,11 @@
  * replacement by NETCONF edits. */
 #include "dataplane_int.h"
 
-
 #include "wire/auth.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <linux/filter.h>
-#include <netinet/ip.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 

@@ -8,7 +8,6 @@
 
 #include "netconf.h"
 
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <errno.h>
