@@ -180,6 +180,8 @@ static int member_attach(struct am *am, const struct am_sw_view *v, const struct
 
 /* ---------------------------------------------------------------- events to clients */
 
+/* The one place a client's TreeInfo is filled: from the tree model of the switch rank r sends
+ * to, plus the plan's MTU and the member's own identity. */
 static void fill_tree_info(struct am *am, const struct am_group *g, uint32_t r,
 			   Inca__Am__V1__TreeInfo *ti)
 {
@@ -193,9 +195,9 @@ static void fill_tree_info(struct am *am, const struct am_group *g, uint32_t r,
 	ti->switch_qpn = t->qpn;
 	ti->bfr_id = g->m[r].bfr_id;
 	ti->key = t->key;
-	ti->slots = p->slots;
+	ti->slots = t->slots;
 	ti->mtu = p->mtu;
-	ti->bsl_bits = p->bsl_bits;
+	ti->bsl_bits = t->bsl_bits;
 	ti->qpn = g->m[r].qpn;
 	ti->generation = g->generation;
 	ti->multi_level = p->multi_level;

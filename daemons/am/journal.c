@@ -186,36 +186,6 @@ void am_journal_job_forget(struct am *am, const char *job)
 
 /* ---------------------------------------------------------------- recovery */
 
-static int tree_copy(struct ctl_tree *dst, const struct ctl_tree *src)
-{
-	*dst = *src;
-	dst->members = NULL;
-	dst->children = NULL;
-	dst->nmembers = dst->nchildren = 0;
-	if (src->nmembers) {
-		dst->members = calloc(src->nmembers, sizeof *dst->members);
-		if (!dst->members)
-			return -ENOMEM;
-		memcpy(dst->members, src->members, src->nmembers * sizeof *dst->members);
-		dst->nmembers = src->nmembers;
-	}
-	if (src->nchildren) {
-		dst->children = calloc(src->nchildren, sizeof *dst->children);
-		if (!dst->children)
-			return -ENOMEM;
-		dst->nchildren = src->nchildren;
-		for (size_t i = 0; i < src->nchildren; i++) {
-			dst->children[i] = src->children[i];
-			dst->children[i].bfr_ids = calloc(src->children[i].nbfr + 1, sizeof(uint16_t));
-			if (!dst->children[i].bfr_ids)
-				return -ENOMEM;
-			memcpy(dst->children[i].bfr_ids, src->children[i].bfr_ids,
-			       src->children[i].nbfr * sizeof(uint16_t));
-		}
-	}
-	return 0;
-}
-
 /* Journal replay state for one group: the switch layout as names until reconciled. */
 struct replay {
 	uint16_t tree_id;
@@ -260,7 +230,7 @@ static bool reconcile(struct am *am, struct am_group *g, const struct replay *rp
 		p->sws[k].parent = rp->parent[k][0] ? am_sw_index(am, rp->parent[k]) : -1;
 		if (p->sws[k].parent < 0)
 			p->root = s;
-		if (tree_copy(&p->sws[k].tree, t) < 0)
+		if (ctl_tree_copy(&p->sws[k].tree, t) < 0)
 			goto bad;
 		/* the switch never returns the key: it comes from the journal */
 		if (rp->auth)

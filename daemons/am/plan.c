@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/util.h"
+
 static bool same_ip(const char *a, const char *b)
 {
 	size_t la, lb;
@@ -133,6 +135,17 @@ static void fail(struct am_plan *out, const char *fmt, ...)
 	out->ok = false;
 }
 
+/* A data-plane address as the tree model holds it (clients' and switches' addresses were
+ * checked when they came in, so a failure here is a bug upstream). */
+static int plan_addr(struct am_plan *out, const char *s, struct sockaddr_in *a)
+{
+	if (util_parse_addr(s, 4791, a) < 0) {
+		fail(out, "bad data address '%s'", s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Fill the plan's switch entry for switch view index s. */
 static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t nsw,
 		     const struct am_mem_view *mem, size_t nmem, const struct am_plan_req *req,
@@ -144,7 +157,7 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 	memset(ps, 0, sizeof *ps);
 	ps->sw = s;
 	ps->parent = parent;
-	t->id = req->tree_id;
+	ctl_tree_init(t, req->tree_id);
 	t->key = req->key;
 	t->auth = true;
 	memcpy(t->auth_key, req->auth_key, sizeof t->auth_key);
@@ -159,7 +172,8 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 	t->bfr_id = 0;
 	if (parent >= 0) {
 		t->has_parent = true;
-		snprintf(t->parent_addr, sizeof t->parent_addr, "%s", sw[parent].data_addr);
+		if (plan_addr(out, sw[parent].data_addr, &t->parent) < 0)
+			return -EINVAL;
 		t->parent_qpn = wire_qpn_default(WIRE_QPN_SWITCH, req->tree_id);
 	}
 	for (size_t i = 0; i < nmem; i++)
@@ -180,7 +194,8 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 			continue;
 		m = &t->members[t->nmembers++];
 		m->bfr_id = mem[i].bfr_id;
-		snprintf(m->addr, sizeof m->addr, "%s", mem[i].data_addr);
+		if (plan_addr(out, mem[i].data_addr, &m->addr) < 0)
+			return -EINVAL;
 		m->qpn = mem[i].qpn;
 	}
 	for (size_t j = 0; j < nsw; j++) {
@@ -190,7 +205,8 @@ static int fill_tree(struct am_plan *out, const struct am_sw_view *sw, size_t ns
 		if (j == (size_t)s || pi < 0 || out->sws[pi].parent != s)
 			continue;
 		c = &t->children[t->nchildren++];
-		snprintf(c->addr, sizeof c->addr, "%s", sw[j].data_addr);
+		if (plan_addr(out, sw[j].data_addr, &c->addr) < 0)
+			return -EINVAL;
 		c->qpn = wire_qpn_default(WIRE_QPN_SWITCH, req->tree_id);
 		/* Two levels at most: a child covers exactly the members that send to it. */
 		for (size_t i = 0; i < nmem; i++)

@@ -6,6 +6,16 @@
 #include <string.h>
 
 #include "plan.h"
+#include "util/util.h"
+
+/* The model holds addresses parsed; the tests name them as text. */
+static const char *A(const struct sockaddr_in *a)
+{
+	static char buf[4][32];
+	static unsigned n;
+
+	return util_format_addr(a, buf[n++ % 4], sizeof buf[0]);
+}
 
 static int failures;
 #define CHECK(c)                                                                         \
@@ -152,7 +162,7 @@ static void test_single_level(void)
 		CHECK_EQ(t->nchildren, 0);
 		for (int i = 0; i < 4; i++) {
 			CHECK_EQ(t->members[i].bfr_id, i + 1); /* BFR-id = rank + 1 */
-			CHECK(strcmp(t->members[i].addr, host_addr[i]) == 0);
+			CHECK(strcmp(A(&t->members[i].addr), host_addr[i]) == 0);
 			CHECK_EQ(t->members[i].qpn, 0x1001 + i);
 			CHECK_EQ(p.send_sw[i], 2);
 		}
@@ -192,7 +202,7 @@ static void test_two_level(void)
 			int s = p.sws[k].sw;
 			CHECK(s == 2 || s == 3);
 			CHECK(!leaf->root && leaf->has_parent);
-			CHECK(strcmp(leaf->parent_addr, "198.18.0.1:4791") == 0);
+			CHECK(strcmp(A(&leaf->parent), "198.18.0.1:4791") == 0);
 			CHECK_EQ(leaf->parent_qpn, 0x109);
 			CHECK_EQ(leaf->nmembers, 4);
 			CHECK_EQ(leaf->nchildren, 0);
@@ -203,8 +213,8 @@ static void test_two_level(void)
 		/* BIFT child entries: each child's BFR-id list = that leaf's members */
 		for (size_t c = 0; c < root->nchildren; c++) {
 			const struct ctl_child *ch = &root->children[c];
-			bool is_leaf0 = strcmp(ch->addr, "198.18.1.1:4791") == 0;
-			CHECK(is_leaf0 || strcmp(ch->addr, "198.18.2.1:4791") == 0);
+			bool is_leaf0 = strcmp(A(&ch->addr), "198.18.1.1:4791") == 0;
+			CHECK(is_leaf0 || strcmp(A(&ch->addr), "198.18.2.1:4791") == 0);
 			CHECK_EQ(ch->qpn, 0x109);
 			CHECK_EQ(ch->nbfr, 4);
 			for (size_t i = 0; i < ch->nbfr; i++)

@@ -289,44 +289,13 @@ void am_sw_poll(struct am *am, size_t sw, uint64_t gid, uint32_t seq)
 	enqueue(am, sw, req_new(AM_SWREQ_POLL, gid, seq, 0));
 }
 
-static void tree_dup(struct ctl_tree *dst, const struct ctl_tree *src)
-{
-	*dst = *src;
-	dst->members = NULL;
-	dst->children = NULL;
-	dst->nmembers = dst->nchildren = 0;
-	if (src->nmembers) {
-		dst->members = calloc(src->nmembers, sizeof *dst->members);
-		if (!dst->members)
-			abort();
-		memcpy(dst->members, src->members, src->nmembers * sizeof *dst->members);
-		dst->nmembers = src->nmembers;
-	}
-	if (src->nchildren) {
-		dst->children = calloc(src->nchildren, sizeof *dst->children);
-		if (!dst->children)
-			abort();
-		dst->nchildren = src->nchildren;
-		for (size_t i = 0; i < src->nchildren; i++) {
-			dst->children[i] = src->children[i];
-			dst->children[i].bfr_ids = NULL;
-			if (!src->children[i].nbfr)
-				continue;
-			dst->children[i].bfr_ids = calloc(src->children[i].nbfr, sizeof(uint16_t));
-			if (!dst->children[i].bfr_ids)
-				abort();
-			memcpy(dst->children[i].bfr_ids, src->children[i].bfr_ids,
-			       src->children[i].nbfr * sizeof(uint16_t));
-		}
-	}
-}
-
 void am_sw_put(struct am *am, size_t sw, const struct ctl_tree *t, uint64_t gid, uint32_t seq,
 	       int k)
 {
 	struct swreq *r = req_new(AM_SWREQ_PUT, gid, seq, k);
 
-	tree_dup(&r->tree, t);
+	if (ctl_tree_copy(&r->tree, t) < 0)
+		abort(); /* a daemon may abort on out-of-memory */
 	enqueue(am, sw, r);
 }
 

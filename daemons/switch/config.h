@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <netinet/in.h>
 
+#include "ctl/model.h"
 #include "wire/wire.h"
 
 #define SW_CONF_PATH_MAX 1024
@@ -17,54 +18,8 @@
 #define SW_THREADS_MAX 64
 #define SW_PORT_DEFAULT 4791      /* RoCEv2 UDP port, used when an address has no :port */
 
-/* A client attached directly to this switch. */
-struct sw_conf_member {
-	uint16_t bfr_id;
-	struct sockaddr_in addr;
-	uint32_t qpn; /* the client's QP: DestQP of results sent to it */
-	int line;
-};
-
-/* A child switch (this switch is its parent) and the BFR-ids below it. */
-struct sw_conf_child {
-	struct sockaddr_in addr;
-	uint32_t qpn; /* the child's QPN for this tree */
-	uint16_t *bfr_ids; /* owned, sorted, unique */
-	size_t nbfr;
-	int line;
-};
-
-struct sw_conf_tree {
-	uint16_t id;
-	uint32_t key;      /* R_Key */
-	uint32_t qpn;      /* this switch's QPN for the tree (DestQP of packets it accepts) */
-	uint16_t slots;
-	uint32_t slot_bytes;
-	unsigned bsl_bits;
-	uint8_t si;
-	bool root;
-	uint16_t bfr_id; /* own BFR-id, sender of upward aggregates (leaf) */
-	bool has_parent;
-	struct sockaddr_in parent;
-	uint32_t parent_qpn;
-	bool deterministic;
-	bool check_sender; /* engine check: ingress neighbour must own the sender's bits */
-	uint16_t pkey;     /* P_Key of the tree's QPs (default 0xFFFF), IBTA match rule */
-	/* Data-plane authentication (docs/protocol.md §14): true when the tree has a group key
-	 * (auth_key = 64 hex digits, auth_key_id = n): every packet of the tree then carries an
-	 * authentication block whose MAC is keyed by auth_key; false only for auth = off. */
-	bool auth;
-	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
-	uint32_t auth_key_id; /* nonzero when auth */
-	uint32_t dtype_mask, op_mask; /* 1u << inca_dtype / inca_op accepted; 0 = all */
-	struct sw_conf_member *members; /* owned */
-	size_t nmembers;
-	struct sw_conf_child *children; /* owned */
-	size_t nchildren;
-	int line; /* where the tree was declared (0: from flags) */
-	/* Parser bookkeeping: which single-valued keys were given (bit per key). */
-	uint32_t seen_keys;
-};
+/* Trees are the lib/ctl model (struct ctl_tree, ctl/model.h): the file parser fills it, so
+ * do NETCONF edits; its validation (ctl_tree_finish) is the same for both. */
 
 #define SW_NAME_MAX 64
 #define SW_MGMT_MAX 8
@@ -88,7 +43,7 @@ struct sw_config {
 	bool check_icrc;
 	char stats_file[SW_CONF_PATH_MAX]; /* "" = none */
 	unsigned stats_interval_ms;        /* 0 = only on SIGUSR1 and at exit */
-	struct sw_conf_tree *trees;        /* owned */
+	struct ctl_tree *trees;        /* owned */
 	size_t ntrees;
 	/* Identity, resources and topology for the control plane (docs/netconf.md). */
 	char name[SW_NAME_MAX];  /* "" = none */
@@ -128,23 +83,15 @@ int sw_config_validate(const struct sw_config *c, char *err, size_t cap);
 bool sw_config_auth_required(void);
 
 /* Find a tree by id, NULL if absent. */
-const struct sw_conf_tree *sw_config_find_tree(const struct sw_config *c, uint16_t id);
-/* Does the tree (directly or through a child) cover BFR-id k? */
-bool sw_conf_tree_covers(const struct sw_conf_tree *t, uint16_t k);
-
+const struct ctl_tree *sw_config_find_tree(const struct sw_config *c, uint16_t id);
 /* Print the effective configuration in the file format (round-trips through the parser; group
  * keys included, as in the file). */
 void sw_config_dump(const struct sw_config *c, FILE *f);
-/* Only the tree blocks of the dump (used to round-trip NETCONF edits through the parser). */
-void sw_config_dump_tree(const struct sw_conf_tree *t, FILE *f);
+/* One tree block of the dump. */
+void sw_config_dump_tree(const struct ctl_tree *t, FILE *f);
 
-/* Deep copy / free of one tree (the NETCONF running config owns its trees). */
-int sw_conf_tree_copy(struct sw_conf_tree *dst, const struct sw_conf_tree *src);
-void sw_conf_tree_free(struct sw_conf_tree *t);
-/* Same configuration (ignores parser bookkeeping: line, seen_keys). */
-bool sw_conf_tree_equal(const struct sw_conf_tree *a, const struct sw_conf_tree *b);
 /* Admission: tree count and slot budget of a set of trees against the limits of c. */
-int sw_config_check_limits(const struct sw_config *c, const struct sw_conf_tree *trees, size_t n,
+int sw_config_check_limits(const struct sw_config *c, const struct ctl_tree *trees, size_t n,
 			   char *err, size_t cap);
 /* Names of element types / operators (lib/wire/dtype.h), for masks; NULL if out of range. */
 const char *sw_dtype_name(unsigned dt);

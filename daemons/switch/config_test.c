@@ -71,7 +71,7 @@ static void test_example(void)
 {
 	struct sw_config c;
 	char err[SW_CONF_ERR_MAX];
-	const struct sw_conf_tree *t;
+	const struct ctl_tree *t;
 
 	CHECK_EQ(parse(&c, example, err), 0);
 	if (err[0])
@@ -105,9 +105,9 @@ static void test_example(void)
 		CHECK_EQ(t->children[0].bfr_ids[0], 3);
 		CHECK_EQ(t->children[0].bfr_ids[1], 4);
 		CHECK_EQ(t->children[0].bfr_ids[2], 7);
-		CHECK(sw_conf_tree_covers(t, 7));
-		CHECK(sw_conf_tree_covers(t, 2));
-		CHECK(!sw_conf_tree_covers(t, 5));
+		CHECK(ctl_tree_covers(t, 7));
+		CHECK(ctl_tree_covers(t, 2));
+		CHECK(!ctl_tree_covers(t, 5));
 	}
 	t = sw_config_find_tree(&c, 2);
 	CHECK(t != NULL);
@@ -220,7 +220,7 @@ static void test_control_plane(void)
 	fclose(f);
 	CHECK_EQ(parse(&c2, buf, err), 0);
 	CHECK(!strcmp(c2.name, "leaf1") && c2.nlinks == 2 && c2.max_slots == 100);
-	CHECK(sw_conf_tree_equal(&c.trees[0], &c2.trees[0]));
+	CHECK(ctl_tree_equal(&c.trees[0], &c2.trees[0]));
 	sw_config_free(&c2);
 	free(buf);
 	/* Limits: a second tree of 60 slots exceeds max_slots 100. */
@@ -232,13 +232,13 @@ static void test_control_plane(void)
 	CHECK(strstr(err, "max_slots") != NULL);
 	/* Deep copy and equality. */
 	{
-		struct sw_conf_tree t;
-		CHECK_EQ(sw_conf_tree_copy(&t, &c.trees[1]), 0);
-		CHECK(sw_conf_tree_equal(&t, &c.trees[1]));
-		CHECK(!sw_conf_tree_equal(&t, &c.trees[0]));
+		struct ctl_tree t;
+		CHECK_EQ(ctl_tree_copy(&t, &c.trees[1]), 0);
+		CHECK(ctl_tree_equal(&t, &c.trees[1]));
+		CHECK(!ctl_tree_equal(&t, &c.trees[0]));
 		t.members[0].qpn++;
-		CHECK(!sw_conf_tree_equal(&t, &c.trees[1]));
-		sw_conf_tree_free(&t);
+		CHECK(!ctl_tree_equal(&t, &c.trees[1]));
+		ctl_tree_free(&t);
 	}
 	sw_config_free(&c);
 	/* With NETCONF a switch may start without trees. */
@@ -252,7 +252,7 @@ static void test_spec(void)
 {
 	struct sw_config c;
 	char err[SW_CONF_ERR_MAX] = "";
-	const struct sw_conf_tree *t;
+	const struct ctl_tree *t;
 
 	sw_config_init(&c);
 	CHECK_EQ(sw_config_add_tree_spec(&c,
@@ -423,7 +423,7 @@ static void test_auth(void)
 	struct sw_config c, c2;
 	char err[SW_CONF_ERR_MAX] = "", *buf = NULL;
 	size_t n = 0;
-	const struct sw_conf_tree *t;
+	const struct ctl_tree *t;
 	FILE *f;
 
 	CHECK_EQ(parse(&c, text, err), 0);
@@ -439,22 +439,22 @@ static void test_auth(void)
 	fclose(f);
 	sw_config_init(&c2);
 	CHECK_EQ(sw_config_parse_text(&c2, buf, n, "dump", err, sizeof err), 0);
-	CHECK(c2.ntrees == 2 && sw_conf_tree_equal(&c.trees[0], &c2.trees[0]) &&
-	      sw_conf_tree_equal(&c.trees[1], &c2.trees[1]));
+	CHECK(c2.ntrees == 2 && ctl_tree_equal(&c.trees[0], &c2.trees[0]) &&
+	      ctl_tree_equal(&c.trees[1], &c2.trees[1]));
 	CHECK(strstr(buf, "auth = off") != NULL);
 	free(buf);
 	sw_config_free(&c2);
 	/* a different key or id is a different tree configuration */
 	{
-		struct sw_conf_tree x;
-		CHECK_EQ(sw_conf_tree_copy(&x, &c.trees[0]), 0);
-		CHECK(sw_conf_tree_equal(&x, &c.trees[0]));
+		struct ctl_tree x;
+		CHECK_EQ(ctl_tree_copy(&x, &c.trees[0]), 0);
+		CHECK(ctl_tree_equal(&x, &c.trees[0]));
 		x.auth_key[31] ^= 1;
-		CHECK(!sw_conf_tree_equal(&x, &c.trees[0]));
+		CHECK(!ctl_tree_equal(&x, &c.trees[0]));
 		x.auth_key[31] ^= 1;
 		x.auth_key_id++;
-		CHECK(!sw_conf_tree_equal(&x, &c.trees[0]));
-		sw_conf_tree_free(&x);
+		CHECK(!ctl_tree_equal(&x, &c.trees[0]));
+		ctl_tree_free(&x);
 	}
 	sw_config_free(&c);
 

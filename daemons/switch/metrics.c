@@ -66,7 +66,7 @@ static void render_trees(struct util_prom *p, struct tree_sums *ts, size_t nt)
 	util_prom_family(p, P "tree_info", "A configured tree (value 1) and its identity.",
 			 UTIL_PROM_GAUGE);
 	for (size_t i = 0; i < nt; i++) {
-		const struct sw_conf_tree *ct = &ts[i].t->conf;
+		const struct ctl_tree *ct = &ts[i].t->conf;
 		char qpn[16], pkey[16], kid[16];
 
 		snprintf(qpn, sizeof qpn, "%u", ct->qpn);
@@ -82,7 +82,7 @@ static void render_trees(struct util_prom *p, struct tree_sums *ts, size_t nt)
 	for (size_t k = 0; k < sizeof conf / sizeof conf[0]; k++) {
 		util_prom_family(p, conf[k].name, conf[k].help, UTIL_PROM_GAUGE);
 		for (size_t i = 0; i < nt; i++) {
-			const struct sw_conf_tree *ct = &ts[i].t->conf;
+			const struct ctl_tree *ct = &ts[i].t->conf;
 			uint64_t v = k == 0 ? ct->slots : k == 1 ? ct->slot_bytes :
 				     k == 2 ? ct->nmembers : ct->nchildren;
 			util_prom_sample(p, conf[k].name, (const char *[]){ "tree", ts[i].id, NULL }, v);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "util/util.h"
 #include "inca/inca.h"
 
 #define CHECK(cond)                                                                        \
@@ -222,6 +223,23 @@ static void free_trees(struct ctl_tree *v, size_t n)
 	free(v);
 }
 
+/* The model holds parsed addresses; the tests write and compare them as text. */
+static struct sockaddr_in A(const char *s)
+{
+	struct sockaddr_in a;
+
+	CHECK(util_parse_addr(s, 4791, &a) == 0);
+	return a;
+}
+
+static const char *S(const struct sockaddr_in *a)
+{
+	static char buf[4][32];
+	static unsigned n;
+
+	return util_format_addr(a, buf[n++ % 4], sizeof buf[0]);
+}
+
 /* The running trees as one comparable string. */
 static char *trees_fingerprint(struct ctl_conn *c)
 {
@@ -239,13 +257,13 @@ static char *trees_fingerprint(struct ctl_conn *c)
 		fprintf(f, "tree %u key %u qpn %u slots %u sb %u bsl %u si %u root %d bfr %u p %d %s %u "
 			   "det %d dt %x op %x |",
 			t->id, t->key, t->qpn, t->slots, t->slot_bytes, t->bsl_bits, t->si, t->root,
-			t->bfr_id, t->has_parent, t->parent_addr, t->parent_qpn, t->deterministic,
+			t->bfr_id, t->has_parent, t->has_parent ? S(&t->parent) : "", t->parent_qpn, t->deterministic,
 			t->dtype_mask, t->op_mask);
 		for (size_t j = 0; j < t->nmembers; j++)
-			fprintf(f, " m%u@%s/%u", t->members[j].bfr_id, t->members[j].addr,
+			fprintf(f, " m%u@%s/%u", t->members[j].bfr_id, S(&t->members[j].addr),
 				t->members[j].qpn);
 		for (size_t j = 0; j < t->nchildren; j++) {
-			fprintf(f, " c%s/%u:", t->children[j].addr, t->children[j].qpn);
+			fprintf(f, " c%s/%u:", S(&t->children[j].addr), t->children[j].qpn);
 			for (size_t k = 0; k < t->children[j].nbfr; k++)
 				fprintf(f, "%u,", t->children[j].bfr_ids[k]);
 		}
@@ -256,24 +274,20 @@ static char *trees_fingerprint(struct ctl_conn *c)
 	return buf;
 }
 
-static struct ctl_member g_members[2] = {
-	{ .bfr_id = 1, .addr = "127.0.4.10:4791", .qpn = 0x1001 },
-	{ .bfr_id = 2, .addr = "127.0.4.11:4791", .qpn = 0x1002 },
-};
+static struct ctl_member g_members[2]; /* set by base_tree */
 
 static struct ctl_tree base_tree(uint16_t id, uint32_t key)
 {
-	struct ctl_tree t = {
-		.id = id,
-		.key = key,
-		.qpn = 0x100u + id,
-		.slots = 64,
-		.slot_bytes = 4096,
-		.bsl_bits = 64,
-		.root = true,
-		.members = g_members,
-		.nmembers = 2,
-	};
+	struct ctl_tree t;
+
+	g_members[0] = (struct ctl_member){ .bfr_id = 1, .addr = A("127.0.4.10:4791"), .qpn = 0x1001 };
+	g_members[1] = (struct ctl_member){ .bfr_id = 2, .addr = A("127.0.4.11:4791"), .qpn = 0x1002 };
+	ctl_tree_init(&t, id);
+	t.key = key;
+	t.qpn = 0x100u + id;
+	t.slots = 64;
+	t.members = g_members;
+	t.nmembers = 2;
 	return t;
 }
 
@@ -362,7 +376,7 @@ static void run_allreduce(struct ctl_conn *c, uint32_t key, int iters, bool chur
 		CHECK(pthread_create(&th[r], NULL, rank_main, &a[r]) == 0);
 	}
 	if (churn) {
-		struct ctl_member m8 = { .bfr_id = 1, .addr = "127.0.4.20:4791", .qpn = 0x1001 };
+		struct ctl_member m8 = { .bfr_id = 1, .addr = A("127.0.4.20:4791"), .qpn = 0x1001 };
 		struct ctl_tree t8 = base_tree(8, 0x88);
 
 		t8.members = &m8;
@@ -458,7 +472,7 @@ static int test_ctl(void)
 	CHECK(v[0].root);
 	CHECK_EQ(v[0].nmembers, 2);
 	CHECK_EQ(v[0].members[1].bfr_id, 2);
-	CHECK(!strcmp(v[0].members[1].addr, "127.0.4.11:4791"));
+	CHECK(!strcmp(S(&v[0].members[1].addr), "127.0.4.11:4791"));
 	CHECK_EQ(v[0].dtype_mask, (1u << INCA_FP32) | (1u << INCA_INT32));
 	CHECK(!v[0].auth);
 	CHECK_EQ(v[0].auth_key_id, 0);

@@ -290,7 +290,7 @@ void sw_stats_write_json(const struct sw_switch *sw, FILE *f)
 	fprintf(f, "  \"trees\": [");
 	for (size_t ti = 0; ti < set->ntrees; ti++) {
 		const struct sw_tree *t = set->trees[ti];
-		const struct sw_conf_tree *ct = &t->conf;
+		const struct ctl_tree *ct = &t->conf;
 		struct agg_tree_stats s;
 
 		sw_stats_sum_tree(t, &s);

@@ -149,7 +149,7 @@ struct sw_tree_worker {
  * the PSN atomics. An unchanged tree is carried from one tree set to the next, so a NETCONF
  * edit of other trees does not disturb its in-flight rounds. */
 struct sw_tree {
-	struct sw_conf_tree conf; /* owned copy */
+	struct ctl_tree conf; /* owned copy */
 	uint32_t nnbr;
 	struct sw_nbr *nbr;      /* members, then children, then the parent */
 	struct sw_nbr_psn *psn;  /* nnbr */
@@ -273,7 +273,7 @@ const struct sw_treeset *sw_switch_trees(struct sw_switch *sw);
  * whose configuration is unchanged keep their engine state, PSNs and counters. Everything is
  * built before anything is published: on failure (-errno, message in err) nothing changed.
  * Takes the lock itself; returns after the old set was reclaimed (a few ms). */
-int sw_switch_set_trees(struct sw_switch *sw, const struct sw_conf_tree *trees, size_t n,
+int sw_switch_set_trees(struct sw_switch *sw, const struct ctl_tree *trees, size_t n,
 			char *err, size_t cap);
 
 /* ---------------------------------------------------------------- per-packet step

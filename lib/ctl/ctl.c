@@ -1,7 +1,7 @@
 /* lib/ctl: the NETCONF client side of the control plane (libnetconf2 2.0.x, libyang 2.1):
  * connections over a UNIX socket or SSH with key authentication (host key checked against
- * known_hosts, never a prompt), and the conversions between struct ctl_tree / ctl_caps /
- * ctl_tree_stats and the inca-switch YANG data (yang/inca-switch@2026-11-27.yang). */
+ * known_hosts, never a prompt), and the requests: trees go through the model's YANG codec
+ * (tree_yang.c); capabilities and statistics are read here. */
 #include "ctl.h"
 
 #include <errno.h>
@@ -469,76 +469,6 @@ static uint32_t leaf_list_mask(const struct lyd_node *parent, const char *name,
 	return m;
 }
 
-static int tree_from_yang(const struct lyd_node *tn, struct ctl_tree *t)
-{
-	const char *role = leaf(tn, "role");
-	struct lyd_node *p = NULL;
-
-	memset(t, 0, sizeof *t);
-	t->id = (uint16_t)leaf_u64(tn, "id", 0);
-	t->key = (uint32_t)leaf_u64(tn, "key", 0);
-	/* the default QPN of this tree's switches, for its own, its parent's and its children's */
-	uint32_t sw_qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id);
-	t->qpn = (uint32_t)leaf_u64(tn, "qpn", sw_qpn);
-	t->slots = (uint16_t)leaf_u64(tn, "slots", 256);
-	t->slot_bytes = (uint32_t)leaf_u64(tn, "slot-bytes", 4096);
-	t->bsl_bits = (unsigned)leaf_u64(tn, "bsl", 64);
-	t->si = (uint8_t)leaf_u64(tn, "si", 0);
-	t->root = !role || !strcmp(role, "root");
-	t->bfr_id = (uint16_t)leaf_u64(tn, "bfr-id", 0);
-	if (!lyd_find_path(tn, "parent", 0, &p) && p) {
-		t->has_parent = true;
-		copy_str(t->parent_addr, sizeof t->parent_addr, leaf(p, "address"));
-		t->parent_qpn = (uint32_t)leaf_u64(p, "qpn", sw_qpn);
-	}
-	t->deterministic = leaf(tn, "deterministic") && !strcmp(leaf(tn, "deterministic"), "true");
-	t->auth = leaf(tn, "auth") && !strcmp(leaf(tn, "auth"), "enabled");
-	t->auth_key_id = (uint32_t)leaf_u64(tn, "auth-key-id", 0);
-	t->dtype_mask = leaf_list_mask(tn, "data-type", wire_dtype_parse);
-	t->op_mask = leaf_list_mask(tn, "operation", wire_op_parse);
-	for (const struct lyd_node *c = lyd_child(tn); c; c = c->next) {
-		if (!c->schema)
-			continue;
-		if (!strcmp(c->schema->name, "member")) {
-			struct ctl_member *nm = realloc(t->members, (t->nmembers + 1) * sizeof *nm);
-			struct ctl_member *m;
-			if (!nm)
-				goto oom;
-			t->members = nm;
-			m = &t->members[t->nmembers++];
-			memset(m, 0, sizeof *m);
-			m->bfr_id = (uint16_t)leaf_u64(c, "bfr-id", 0);
-			copy_str(m->addr, sizeof m->addr, leaf(c, "address"));
-			uint32_t dflt = wire_qpn_default(WIRE_QPN_MEMBER, m->bfr_id);
-			m->qpn = (uint32_t)leaf_u64(c, "qpn", dflt);
-		} else if (!strcmp(c->schema->name, "child")) {
-			struct ctl_child *nch = realloc(t->children, (t->nchildren + 1) * sizeof *nch);
-			struct ctl_child *ch;
-			if (!nch)
-				goto oom;
-			t->children = nch;
-			ch = &t->children[t->nchildren++];
-			memset(ch, 0, sizeof *ch);
-			copy_str(ch->addr, sizeof ch->addr, leaf(c, "address"));
-			ch->qpn = (uint32_t)leaf_u64(c, "qpn", sw_qpn);
-			for (const struct lyd_node *b = lyd_child(c); b; b = b->next) {
-				uint16_t *nb;
-				if (!b->schema || strcmp(b->schema->name, "bfr-id"))
-					continue;
-				nb = realloc(ch->bfr_ids, (ch->nbfr + 1) * sizeof *nb);
-				if (!nb)
-					goto oom;
-				ch->bfr_ids = nb;
-				ch->bfr_ids[ch->nbfr++] = (uint16_t)strtoul(lyd_get_value(b), NULL, 10);
-			}
-		}
-	}
-	return 0;
-oom:
-	ctl_tree_free(t);
-	return -ENOMEM;
-}
-
 /* ---------------------------------------------------------------- API */
 
 int ctl_get_caps(struct ctl_conn *c, struct ctl_caps *out)
@@ -600,6 +530,7 @@ int ctl_get_caps(struct ctl_conn *c, struct ctl_caps *out)
 int ctl_get_trees(struct ctl_conn *c, struct ctl_tree **out, size_t *n)
 {
 	struct lyd_node *data = NULL, *trees = NULL;
+	struct ctl_tree_err te;
 	struct ctl_tree *v = NULL;
 	size_t cnt = 0;
 	int rc;
@@ -619,14 +550,15 @@ int ctl_get_trees(struct ctl_conn *c, struct ctl_tree **out, size_t *n)
 			if (!t->schema || strcmp(t->schema->name, "tree"))
 				continue;
 			nv = realloc(v, (cnt + 1) * sizeof *nv);
-			if (!nv || tree_from_yang(t, &nv[cnt]) < 0) {
+			if (!nv || ctl_tree_from_lyd(t, &nv[cnt], &te) < 0) {
 				if (nv)
 					v = nv;
 				for (size_t i = 0; i < cnt; i++)
 					ctl_tree_free(&v[i]);
 				free(v);
 				lyd_free_all(data);
-				return -ENOMEM;
+				return nv ? set_err(c, -EIO, "bad tree in the reply: %s", te.msg) :
+					    -ENOMEM;
 			}
 			v = nv;
 			cnt++;
@@ -638,71 +570,6 @@ int ctl_get_trees(struct ctl_conn *c, struct ctl_tree **out, size_t *n)
 	return 0;
 }
 
-/* struct ctl_tree -> <tree> XML with operation `op` (text built here: values are numbers,
- * enumerations and addresses checked before use). */
-static int tree_to_xml(struct ctl_conn *c, const struct ctl_tree *t, FILE *f)
-{
-	fprintf(f, "<tree xmlns:nc=\"urn:ietf:params:xml:ns:netconf:base:1.0\" "
-		   "nc:operation=\"replace\">");
-	fprintf(f, "<id>%u</id><key>%u</key>", t->id, t->key);
-	if (t->qpn)
-		fprintf(f, "<qpn>%u</qpn>", t->qpn);
-	if (t->slots)
-		fprintf(f, "<slots>%u</slots>", t->slots);
-	if (t->slot_bytes)
-		fprintf(f, "<slot-bytes>%u</slot-bytes>", t->slot_bytes);
-	if (t->bsl_bits)
-		fprintf(f, "<bsl>%u</bsl>", t->bsl_bits);
-	fprintf(f, "<si>%u</si><role>%s</role><bfr-id>%u</bfr-id>", t->si,
-		t->root ? "root" : "leaf", t->bfr_id);
-	if (t->has_parent) {
-		if (strpbrk(t->parent_addr, "<>&\"'"))
-			return set_err(c, -EINVAL, "bad parent address");
-		fprintf(f, "<parent><address>%s</address>", t->parent_addr);
-		if (t->parent_qpn)
-			fprintf(f, "<qpn>%u</qpn>", t->parent_qpn);
-		fprintf(f, "</parent>");
-	}
-	fprintf(f, "<deterministic>%s</deterministic>", t->deterministic ? "true" : "false");
-	if (t->auth) {
-		if (!t->auth_key_id)
-			return set_err(c, -EINVAL, "tree %u: auth key without a key id", t->id);
-		fprintf(f, "<auth>enabled</auth><auth-key>");
-		for (size_t i = 0; i < WIRE_AUTH_KEY_LEN; i++)
-			fprintf(f, "%02x", t->auth_key[i]);
-		fprintf(f, "</auth-key><auth-key-id>%u</auth-key-id>", t->auth_key_id);
-	} else {
-		fprintf(f, "<auth>disabled</auth>");
-	}
-	for (unsigned i = 0; i < WIRE_DTYPE_COUNT; i++)
-		if (t->dtype_mask & (1u << i))
-			fprintf(f, "<data-type>%s</data-type>", wire_dtype_name(i));
-	for (unsigned i = 0; i < WIRE_OP_COUNT; i++)
-		if (t->op_mask & (1u << i))
-			fprintf(f, "<operation>%s</operation>", wire_op_name(i));
-	for (size_t i = 0; i < t->nmembers; i++) {
-		if (strpbrk(t->members[i].addr, "<>&\"'"))
-			return set_err(c, -EINVAL, "bad member address");
-		fprintf(f, "<member><bfr-id>%u</bfr-id><address>%s</address>",
-			t->members[i].bfr_id, t->members[i].addr);
-		if (t->members[i].qpn)
-			fprintf(f, "<qpn>%u</qpn>", t->members[i].qpn);
-		fprintf(f, "</member>");
-	}
-	for (size_t i = 0; i < t->nchildren; i++) {
-		if (strpbrk(t->children[i].addr, "<>&\"'"))
-			return set_err(c, -EINVAL, "bad child address");
-		fprintf(f, "<child><address>%s</address>", t->children[i].addr);
-		if (t->children[i].qpn)
-			fprintf(f, "<qpn>%u</qpn>", t->children[i].qpn);
-		for (size_t j = 0; j < t->children[i].nbfr; j++)
-			fprintf(f, "<bfr-id>%u</bfr-id>", t->children[i].bfr_ids[j]);
-		fprintf(f, "</child>");
-	}
-	fprintf(f, "</tree>");
-	return 0;
-}
-
 static int edit(struct ctl_conn *c, const char *content)
 {
 	return do_rpc(c, nc_rpc_edit(NC_DATASTORE_RUNNING, NC_RPC_EDIT_DFLTOP_MERGE,
@@ -711,44 +578,57 @@ static int edit(struct ctl_conn *c, const char *content)
 		      NULL);
 }
 
-int ctl_put_tree(struct ctl_conn *c, const struct ctl_tree *t)
+/* edit-config of one tree entry with nc:operation op: t's whole configuration (replace), or
+ * only its id (delete). The content is built as YANG data and printed by libyang. */
+static int edit_tree(struct ctl_conn *c, const struct ctl_tree *t, uint16_t id, const char *op)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f;
+	const struct lys_module *mod = ly_ctx_get_module_implemented(c->ly, CTL_YANG_MODULE);
+	struct lyd_node *top = NULL, *trees = NULL, *tn = NULL;
+	char *xml = NULL, ids[8];
 	int rc;
 
+	quiet_libyang();
+	if (!mod || lyd_new_inner(NULL, mod, "inca-switch", 0, &top) ||
+	    lyd_new_inner(top, NULL, "trees", 0, &trees)) {
+		rc = set_err(c, -ENOMEM, "cannot build the edit");
+		goto out;
+	}
+	snprintf(ids, sizeof ids, "%u", id);
+	if (t ? ctl_tree_to_lyd(t, trees, CTL_YANG_SECRETS | CTL_YANG_AUTH_OFF, &tn) < 0 :
+		lyd_new_list(trees, NULL, "tree", 0, &tn, ids) != LY_SUCCESS) {
+		const struct ly_err_item *ei = ly_err_last(c->ly);
+		rc = set_err(c, -EINVAL, "tree %u: %s", id, ei && ei->msg ? ei->msg : "invalid");
+		goto out;
+	}
+	if (lyd_new_meta(c->ly, tn, NULL, "ietf-netconf:operation", op, 0, NULL) ||
+	    lyd_print_mem(&xml, top, LYD_XML, LYD_PRINT_SHRINK) || !xml) {
+		rc = set_err(c, -ENOMEM, "cannot build the edit");
+		goto out;
+	}
+	rc = edit(c, xml);
+out:
+	if (xml) {
+		explicit_bzero(xml, strlen(xml)); /* it holds the group key */
+		free(xml);
+	}
+	lyd_free_all(top);
+	return rc;
+}
+
+int ctl_put_tree(struct ctl_conn *c, const struct ctl_tree *t)
+{
 	if (!c || !t)
 		return -EINVAL;
-	f = open_memstream(&buf, &len);
-	if (!f)
-		return -ENOMEM;
-	fprintf(f, "<inca-switch xmlns=\"%s\"><trees>", CTL_YANG_NS);
-	rc = tree_to_xml(c, t, f);
-	fprintf(f, "</trees></inca-switch>");
-	if (fclose(f) != 0) {
-		free(buf);
-		return -ENOMEM;
-	}
-	if (rc == 0)
-		rc = edit(c, buf);
-	explicit_bzero(buf, len); /* it holds the group key */
-	free(buf);
-	return rc;
+	if (t->auth && !t->auth_key_id)
+		return set_err(c, -EINVAL, "tree %u: auth key without a key id", t->id);
+	return edit_tree(c, t, t->id, "replace");
 }
 
 int ctl_delete_tree(struct ctl_conn *c, uint16_t tree_id)
 {
-	char buf[512];
-
 	if (!c)
 		return -EINVAL;
-	snprintf(buf, sizeof buf,
-		 "<inca-switch xmlns=\"%s\"><trees><tree "
-		 "xmlns:nc=\"urn:ietf:params:xml:ns:netconf:base:1.0\" nc:operation=\"delete\">"
-		 "<id>%u</id></tree></trees></inca-switch>",
-		 CTL_YANG_NS, tree_id);
-	return edit(c, buf);
+	return edit_tree(c, NULL, tree_id, "delete");
 }
 
 int ctl_get_tree_stats(struct ctl_conn *c, struct ctl_tree_stats **out, size_t *n)

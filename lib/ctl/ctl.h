@@ -1,6 +1,5 @@
-/* lib/ctl: the control-plane view of an INC switch, shared by inca-am (NETCONF client side) and
- * inca-switch (NETCONF server side): tree configuration, capabilities, links, statistics, and a
- * small NETCONF client (libnetconf2) that speaks the inca-switch YANG module (yang/).
+/* lib/ctl: the NETCONF client (libnetconf2) inca-am uses to drive inca-switch over the
+ * inca-switch YANG module (yang/); the data it moves are the model's structs (ctl/model.h).
  * Blocking calls, each bounded by the connection's timeout; one struct ctl_conn per thread at a
  * time (connections of different threads are independent). Returns 0 or -errno; the message of
  * the last failure (including NETCONF rpc-error text) is available from ctl_conn_error(). */
@@ -11,84 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire/wire.h"
-
-#define CTL_NAME_MAX 64
-#define CTL_ADDR_MAX 64 /* "a.b.c.d:port" */
-
-/* A client attached to a switch, as a tree member. */
-struct ctl_member {
-	uint16_t bfr_id;
-	char addr[CTL_ADDR_MAX]; /* data-plane address of the client */
-	uint32_t qpn;
-};
-
-/* A child switch of a tree and the BFR-ids it covers. */
-struct ctl_child {
-	char addr[CTL_ADDR_MAX]; /* data-plane address of the child switch */
-	uint32_t qpn;
-	uint16_t *bfr_ids; /* owned */
-	size_t nbfr;
-};
-
-/* One aggregation tree as configured on one switch (YANG list inca-switch/trees/tree). */
-struct ctl_tree {
-	uint16_t id;
-	uint32_t key;
-	uint32_t qpn;
-	uint16_t slots;
-	uint32_t slot_bytes;
-	unsigned bsl_bits;
-	uint8_t si;
-	bool root;
-	uint16_t bfr_id;
-	bool has_parent;
-	char parent_addr[CTL_ADDR_MAX];
-	uint32_t parent_qpn;
-	bool deterministic;
-	/* Data-plane authentication (YANG auth, auth-key, auth-key-id). auth_key is write-only
-	 * on the switch: ctl_get_trees returns auth and auth_key_id, never the key (zeros). */
-	bool auth;
-	uint8_t auth_key[WIRE_AUTH_KEY_LEN];
-	uint32_t auth_key_id;
-	uint32_t dtype_mask, op_mask; /* 0 = all */
-	struct ctl_member *members;   /* owned */
-	size_t nmembers;
-	struct ctl_child *children; /* owned */
-	size_t nchildren;
-};
-void ctl_tree_free(struct ctl_tree *t); /* frees members/children, not t itself */
-
-/* A link of the switch to a neighbour (learned from config or LLDP-like discovery). */
-struct ctl_link {
-	char port[CTL_NAME_MAX];        /* local port / interface name */
-	char peer[CTL_NAME_MAX];        /* neighbour's name: a switch name or a host name */
-	char peer_addr[CTL_ADDR_MAX];   /* neighbour's data-plane address if known */
-	uint64_t speed_bps;
-	bool up;
-};
-
-/* Capabilities and resources (YANG container inca-switch/capabilities, config false). */
-struct ctl_caps {
-	char name[CTL_NAME_MAX];         /* switch name, unique in the fabric */
-	char data_addr[CTL_ADDR_MAX];    /* UDP 4791 data-plane address */
-	char role_hint[16];              /* "leaf" | "spine" | "" */
-	uint32_t max_trees, used_trees;
-	uint32_t max_slots, used_slots;  /* total slot budget across trees */
-	uint32_t max_slot_bytes;
-	unsigned max_bsl_bits;
-	uint32_t dtype_mask, op_mask;
-	struct ctl_link *links; /* owned */
-	size_t nlinks;
-};
-void ctl_caps_free(struct ctl_caps *c);
-
-/* Per-tree statistics (draft §3.2), from the switch's operational state. */
-struct ctl_tree_stats {
-	uint16_t id;
-	uint64_t rx_pkts, tx_pkts, rx_bytes, tx_bytes;
-	uint64_t aggregations, duplicates, results_resent, drops;
-};
+#include "ctl/model.h"
 
 struct ctl_conn;
 /* target: "unix:/path/to/socket" or "ssh://user@host:port" (SSH public-key authentication with

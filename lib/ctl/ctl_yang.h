@@ -4,12 +4,16 @@
 #ifndef INCA_CTL_YANG_H
 #define INCA_CTL_YANG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "ctl/model.h"
 
 #define CTL_YANG_MODULE "inca-switch"
 #define CTL_YANG_NS "urn:inca:yang:inca-switch"
 
 struct ly_ctx;
+struct lyd_node;
 
 struct ctl_yang_module {
 	const char *name, *revision, *text;
@@ -25,5 +29,28 @@ const struct ctl_yang_module *ctl_yang_find(const char *name, const char *revisi
  * libyang's own). Also installs an import callback serving the embedded texts.
  * Returns 0 or -EINVAL (the libyang message stays in the context's error log). */
 int ctl_yang_load(struct ly_ctx *ctx);
+
+/* ---- The YANG codec of struct ctl_tree (tree_yang.c): the one conversion between the model and
+ * inca-switch:inca-switch/trees/tree, used by inca-am (edit-config, get-config) and by
+ * inca-switch (replies, edit-config candidates). */
+
+#define CTL_YANG_SECRETS 0x1u  /* include auth-key (an edit or a candidate, never a reply) */
+#define CTL_YANG_AUTH_OFF 0x2u /* write auth "disabled" for a tree without a key */
+
+/* Append t as a tree list entry under trees (the inca-switch trees container); *out (may be
+ * NULL) gets the new entry. Leaves in schema order; zero QPNs are left out (defaults).
+ * 0, or -EINVAL (a value the schema refuses; libyang's message is in the context). */
+int ctl_tree_to_lyd(const struct ctl_tree *t, struct lyd_node *trees, unsigned flags,
+		    struct lyd_node **out);
+
+/* Fill t from a tree list entry: ctl_tree_init's defaults, then every config leaf present
+ * (with its bit in t->given); addresses parsed, child BFR-ids sorted; the forwarding state is
+ * ignored. Does not validate the whole tree (ctl_tree_finish does). 0, -ENOMEM, or -EINVAL
+ * with the message and location in *e (t then holds nothing). */
+int ctl_tree_from_lyd(const struct lyd_node *tn, struct ctl_tree *t, struct ctl_tree_err *e);
+
+/* The data node of tree entry tn an error location names (the entry itself, its member or
+ * child list entry, its parent container). */
+const struct lyd_node *ctl_tree_err_node(const struct lyd_node *tn, const struct ctl_tree_err *e);
 
 #endif
