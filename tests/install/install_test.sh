@@ -7,7 +7,7 @@
 #   usage: install_test.sh MESON BUILD-DIR SOURCE-DIR CC -- EXPECTED-PATH...
 # The install directories come in INST_* environment variables (tests/install/meson.build).
 set -u
-meson=$1 build=$2 src=$3 cc=$4
+meson=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd) cc=$4
 shift 4
 [ "${1:-}" = -- ] && shift
 
