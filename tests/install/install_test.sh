@@ -87,8 +87,9 @@ if [ -x "$bindir/inca-demo" ] && [ -x "$bindir/inca-switch" ]; then
 fi
 
 # 5. The Python package imports from the install and finds the installed libinca by the
-# system's library search (LD_LIBRARY_PATH here), as it would in /usr.
-if [ -n "${INST_PYDIR:-}" ] && [ -x /usr/bin/python3 ]; then
+# system's library search (LD_LIBRARY_PATH here), as it would in /usr. Not in a sanitizer
+# build: its libinca cannot be loaded into an uninstrumented interpreter.
+if [ -n "${INST_PYDIR:-}" ] && [ -x /usr/bin/python3 ] && [ "${INST_SANITIZE:-none}" = none ]; then
 	out=$(env -u INCA_LIB PYTHONPATH="$dest$INST_PYDIR" PYTHONDONTWRITEBYTECODE=1 \
 		/usr/bin/python3 -c '
 import sys, inca
