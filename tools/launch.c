@@ -1,5 +1,6 @@
 /* tools/launch: loopback job launcher — address plan, inca-switch child process with config,
- * ready file and stats JSON, forked rank processes with a time bound. See launch.h. */
+ * ready file and stats JSON, forked rank processes with a time bound — and where the tools
+ * find inca-switch and their installed scripts and helpers. See launch.h. */
 #include "launch.h"
 
 #include <dirent.h>

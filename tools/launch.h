@@ -103,8 +103,8 @@ enum launch_file_kind {
 };
 
 /* Path of the installed file NAME of KIND, written to out: $INCA_DATA_DIR/NAME if that variable
- * is set (either kind); else, relative to the running executable, the build tree (the build
- * copies the files into <build>/tools) or the install layout (<bindir>/../share/inca for a
+ * is set (either kind); else, relative to the running executable, the build tree (meson
+ * copies the scripts into <build>/tools) or the install layout (<bindir>/../share/inca for a
  * default layout, so a DESTDIR or relocated install finds its own copy); else the directory
  * configured at build time. Returns 0 or -ENOENT (out then holds the last candidate). */
 int launch_find_file(enum launch_file_kind kind, const char *name, char *out, size_t cap);
