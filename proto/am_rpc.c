@@ -61,12 +61,15 @@ char *am_rpc_read_file(const char *path)
 	return buf;
 }
 
-grpc_channel *am_rpc_channel(const char *target, const char *ca_path, char *err, size_t cap)
+grpc_channel *am_rpc_channel(const char *target, const char *ca_path, bool insecure, char *err,
+			     size_t cap)
 {
 	grpc_channel_credentials *creds;
 	grpc_channel *ch;
 
-	if (ca_path) {
+	if (insecure) {
+		creds = grpc_insecure_credentials_create();
+	} else if (ca_path) {
 		char *ca = am_rpc_read_file(ca_path);
 		if (!ca) {
 			if (err)
@@ -76,7 +79,7 @@ grpc_channel *am_rpc_channel(const char *target, const char *ca_path, char *err,
 		creds = grpc_ssl_credentials_create(ca, NULL, NULL, NULL);
 		free(ca);
 	} else {
-		creds = grpc_insecure_credentials_create();
+		creds = grpc_ssl_credentials_create(NULL, NULL, NULL, NULL);
 	}
 	if (!creds) {
 		if (err)
@@ -156,6 +159,13 @@ int am_rpc_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *r
 		 const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply,
 		 uint64_t timeout_ms, char *err, size_t cap)
 {
+	return am_rpc_unary_opts(ch, method, NULL, req, reply_desc, reply, timeout_ms, err, cap);
+}
+
+int am_rpc_unary_opts(grpc_channel *ch, const char *method, const struct am_rpc_call_opts *o,
+		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *reply_desc,
+		      ProtobufCMessage **reply, uint64_t timeout_ms, char *err, size_t cap)
+{
 	char path[128];
 	grpc_completion_queue *cq;
 	grpc_call *call;
@@ -184,7 +194,12 @@ int am_rpc_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *r
 	grpc_metadata_array_init(&md_trail);
 	memset(ops, 0, sizeof ops);
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY; /* ride out an AM restart */
+	if (!o || !o->fail_fast)
+		ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY; /* ride out an AM restart */
+	if (o && o->nmd) {
+		ops[0].data.send_initial_metadata.count = o->nmd;
+		ops[0].data.send_initial_metadata.metadata = (grpc_metadata *)o->md;
+	}
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = send_bb;
 	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;

@@ -229,18 +229,12 @@ int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t
 		goto fail;
 	if ((rc = sim_workload_build(s)) != 0)
 		goto fail;
-	/* INA (sim_ina.c): before schedule_starts, which initialises the ring jobs' flows too */
-	if (s->cfg.ina_mode != SIM_INA_OFF && (rc = sim_ina_create(s)) != 0)
+	/* Modules that add flows do it before schedule_starts initialises every flow's events;
+	 * timers of the others sort behind the flows' starts. */
+	if ((rc = sim_modules_create(s, false)) != 0)
 		goto fail;
 	schedule_starts(s, 0);
-	/* CCM (sim_ccm.c) */
-	if (s->cfg.ccm_mode != SIM_CCM_OFF && (rc = sim_ccm_create(s)) != 0)
-		goto fail;
-	/* OSF (sim_osf.c) */
-	if (s->cfg.osf_mode != SIM_OSF_OFF && (rc = sim_osf_create(s)) != 0)
-		goto fail;
-	/* failures (sim_fail.c) */
-	if (sim_fail_configured(&s->cfg) && (rc = sim_fail_create(s)) != 0)
+	if ((rc = sim_modules_create(s, true)) != 0)
 		goto fail;
 	if (cfg->timeseries_us > 0 && cfg->out_dir[0]) {
 		char path[SIM_PATH_MAX + 32];
@@ -282,14 +276,7 @@ void sim_destroy(struct sim *s)
 		free(s->trigs[i].targets);
 	free(s->trigs);
 	free(s->trig_hash);
-	if (s->ccm) /* CCM (sim_ccm.c) */
-		sim_ccm_destroy(s);
-	if (s->osf) /* OSF (sim_osf.c) */
-		sim_osf_destroy(s);
-	if (s->ina) /* INA (sim_ina.c) */
-		sim_ina_destroy(s);
-	if (s->fail) /* failures (sim_fail.c) */
-		sim_fail_destroy(s);
+	sim_modules_destroy(s);
 	sim_topo_free(s);
 	for (uint32_t i = 0; i < s->nchunks; i++)
 		free(s->chunks[i]);
@@ -305,8 +292,8 @@ void sim_destroy(struct sim *s)
 
 static bool all_done(const struct sim *s)
 {
-	if (s->ina) /* INA (sim_ina.c): its jobs too; ring jobs reuse their flows */
-		return sim_ina_done(s);
+	if (s->hk.run_done) /* a module decides (it may own work that is not flows) */
+		return s->hk.run_done(s);
 	return s->nflows > 0 && s->flows_done == s->nflows;
 }
 
@@ -383,8 +370,7 @@ void sim_get_stats(const struct sim *s, struct sim_stats *st)
 	st->cnps = s->cnps;
 	st->pfc_pauses = s->pfc_pauses;
 	st->oversubscription = s->oversub;
-	if (s->ina) /* INA (sim_ina.c): ring jobs reuse their flows */
-		sim_ina_adjust_stats(s, st);
+	sim_modules_adjust_stats(s, st);
 	for (uint32_t i = 0; i < s->nsw; i++) {
 		st->drops_queue += s->sws[i].drops_queue;
 		st->drops_shared += s->sws[i].drops_shared;

@@ -10,109 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_int.h"
-
-#define CCM_MAX_EVENTS 2000000u
-#define CCM_MAX_SF (1u << 24)     /* switch x flow entries */
-#define CCM_MAX_SW 8192u          /* the switch-to-switch distance table is nsw^2 bytes */
-#define CCM_NONE UINT32_MAX
-#define CCM_RECENT 16             /* flows remembered per switch */
-/* Coordinated mode: a port must have been congested this long before a local path switch
- * (then at most one per port per this time); ECN is withheld meanwhile (AR first). Two reasons:
- * an incast state from the last hop needs a few hops' time to arrive (~0.8 us per hop at 100G),
- * and moving every flow that meets a congested port at once only herds them onto the same
- * alternative. 1-4 us all remove the last path switches of incast flows in the scenarios; 2 us
- * finished the imbalance and mixed scenarios soonest (measured, docs/sim.md). */
-#define CCM_AR_CONFIRM_PS (2ull * 1000000)
-
-/* Per (switch, flow): the flow's current port at that switch and what the switch has done. */
-struct ccm_sf {
-	uint16_t port1;          /* chosen port + 1 (0: not placed yet) */
-	uint16_t entropy;        /* entropy when placed: a host-side AR (new entropy) re-places */
-	uint8_t cc_notified;     /* type 1 sent for this flow by this switch (incast) */
-	uint8_t cc_seen;         /* its last packet here carried the CC indicator: no AR for it,
-				  * even on its older untagged packets still in the fabric */
-	sim_time_ps moved_ps;    /* last path switch here */
-};
-
-/* Per egress port: the current congestion episode. One type 3 per port per
- * notify_interval_us: moving every flow of a congested port at once only moves the collision
- * (they herd onto the same alternative and back); one at a time resolves it. */
-struct ccm_port {
-	sim_time_ps t3_first_ps; /* first type 3 of the current episode (0 = none) */
-	sim_time_ps t3_last_ps;  /* last type 3 sent */
-	uint32_t last_flow1;     /* flow index + 1 of the last data packet queued here */
-	sim_time_ps mix_ps;      /* last time two different flows followed each other here */
-	sim_time_ps cong_ps;     /* congested since / last local move (coordinated, confirm_ps) */
-};
-
-struct ccm_recent {          /* per switch: the last few flows it forwarded (convergent()) */
-	uint32_t flow1, dst;
-	sim_time_ps t_ps;
-};
-
-struct ccm_flow {            /* host side (reaction point) and per-flow counters */
-	bool cc_tag;             /* CC indicator set in its packets */
-	bool incast;             /* ever notified with type 1 */
-	uint64_t ar_switches;
-};
-
-/* Incast state (draft choice, see "incast state" below): a destination host whose last-hop
- * port is in an incast episode, kept by that last hop until the episode ends. */
-struct ccm_inc {
-	uint32_t dst, sw, flow;  /* destination host; last-hop switch index; first incast flow */
-	uint16_t port;
-	sim_time_ps below_since;
-};
-
-/* Internal notification kinds carried like the draft's (psn field); not types of §6.2. */
-#define CCM_STATE_SET 4u
-#define CCM_STATE_CLEAR 5u
-
-struct ccm_rel {             /* incast flow awaiting release (type 2) */
-	uint32_t sw, flow;
-	uint16_t port;
-	sim_time_ps below_since;
-};
-
-/* Incast detector (§6.3.1 leaves room for others): true if the packet's flow, about to be
- * queued on `out`, takes part in incast congestion. */
-struct ccm_detector {
-	const char *name;
-	bool (*is_incast)(struct sim *s, struct sim_switch *sw, struct sim_port *out,
-			  const struct sim_pkt *p);
-};
-
-struct sim_ccm {
-	int mode;
-	const struct ccm_detector *det;
-	sim_time_ps notify_iv_ps, hold_ps, grace_ps, check_ps, rel_hold_ps;
-	uint8_t *dist;           /* nsw x nsw hop counts between switches (255 = unreachable) */
-	struct ccm_sf *sf;       /* nsw x nflows, allocated when the run starts */
-	struct ccm_flow *fl;
-	struct ccm_port *port;   /* by global port id */
-	struct ccm_recent *recent; /* nsw x CCM_RECENT */
-	uint32_t nflows;
-	bool ready;
-	bool ecn_ok;             /* decision for the packet being enqueued (sim_ccm_route) */
-	struct ccm_rel *rel;
-	uint32_t nrel, rel_cap;
-	uint8_t *dst_inc;        /* nsw x nhosts: this switch knows the destination is in incast */
-	struct ccm_inc *inc;     /* incast episodes, at their last hop */
-	uint32_t ninc, inc_cap;
-	uint64_t state_msgs, state_sets, ar_held; /* incast state messages, episodes; type 3 held */
-	sim_time_ps confirm_ps;  /* the time an incast state needs to reach every switch */
-	struct sim_event check_ev;
-	struct sim_ccm_event *ev;
-	size_t nev, ev_cap;
-	struct sim_ccm_stats st;
-};
+#include "sim_ccm_int.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 static void log_ev_seq(struct sim *s, int kind, uint8_t ntype, uint32_t node, uint32_t peer,
 		       uint32_t flow, double value, uint64_t seq)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	m->st.events++;
 	if (m->nev == m->ev_cap) {
 		size_t cap = m->ev_cap ? m->ev_cap * 2 : 1024;
@@ -146,7 +50,7 @@ static inline uint8_t dist(const struct sim_ccm *m, const struct sim *s, uint32_
 /* Per-flow tables are sized when the run starts: flows may still be added before that. */
 static bool ccm_ready(struct sim *s)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	if (m->ready)
 		return true;
 	uint64_t n = (uint64_t)s->nsw * s->nflows;
@@ -163,7 +67,7 @@ static bool ccm_ready(struct sim *s)
 
 static inline struct ccm_sf *sf_of(struct sim *s, uint32_t swi, uint32_t flow)
 {
-	return &s->ccm->sf[(size_t)swi * s->ccm->nflows + flow];
+	return &ccm_of(s)->sf[(size_t)swi * ccm_of(s)->nflows + flow];
 }
 
 static inline bool light(const struct sim *s, const struct sim_port *p)
@@ -188,7 +92,7 @@ static inline uint64_t flow_key_hash(const struct sim_switch *sw, const struct s
 static unsigned pick_light(struct sim *s, struct sim_switch *sw, const uint16_t *cand, unsigned n,
 			   unsigned start, int skip, uint32_t toward)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	uint32_t me = sw_index(s, sw);
 	unsigned best = n;
 	uint64_t bq = UINT64_MAX;
@@ -221,14 +125,14 @@ static struct sim_port *notify_next(struct sim *s, struct sim_switch *sw, struct
 		return &sw->n.ports[sw->gports[g->off + h % g->n]];
 	}
 	uint32_t t = p->dst - s->nhosts, me = sw_index(s, sw);
-	uint8_t d = dist(s->ccm, s, me, t);
+	uint8_t d = dist(ccm_of(s), s, me, t);
 	if (d == 255)
 		return NULL;
 	unsigned n = sw->n.nports, start = (unsigned)(h % n);
 	for (unsigned i = 0; i < n; i++) {
 		struct sim_port *pt = &sw->n.ports[(start + i) % n];
 		struct sim_node *nb = pt->peer->node;
-		if (!pt->down && nb->kind == SIM_NODE_SWITCH && dist(s->ccm, s, nb->id - s->nhosts, t) + 1 == d)
+		if (!pt->down && nb->kind == SIM_NODE_SWITCH && dist(ccm_of(s), s, nb->id - s->nhosts, t) + 1 == d)
 			return pt;
 	}
 	return NULL;
@@ -265,7 +169,7 @@ static void notify_send(struct sim *s, struct sim_switch *sw, uint8_t type, uint
 	p->sack_psn = seq;
 	p->ccm_ar = 0;
 	p->size_bytes = s->cfg.ccm_notify_bytes;
-	s->ccm->st.notify_sent[type]++;
+	ccm_of(s)->st.notify_sent[type]++;
 	log_ev_seq(s, SIM_CCM_EV_NOTIFY_SENT, type, sw->n.id, dst, flow, 0, seq);
 	notify_forward(s, sw, p);
 }
@@ -290,14 +194,14 @@ static void notify_send(struct sim *s, struct sim_switch *sw, uint8_t type, uint
  * of it at strict priority. */
 static inline uint8_t *dst_inc_of(struct sim *s, uint32_t swi, uint32_t dst)
 {
-	return &s->ccm->dst_inc[(size_t)swi * s->nhosts + dst];
+	return &ccm_of(s)->dst_inc[(size_t)swi * s->nhosts + dst];
 }
 
 /* Switch index `at` passes a state message (originated by last hop `lh`) on to its switch
  * neighbours one hop farther from lh. */
 static void state_flood(struct sim *s, uint32_t at, uint32_t lh, uint32_t flow, uint32_t kind)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	struct sim_switch *sw = &s->sws[at];
 	uint8_t d = dist(m, s, at, lh);
 	for (uint32_t i = 0; i < sw->n.nports; i++) {
@@ -343,7 +247,7 @@ static void check_fire(struct sim *s, struct sim_event *ev);
 /* The last hop `swi` starts an incast episode toward the host behind `port`. */
 static void inc_start(struct sim *s, uint32_t swi, uint16_t port, uint32_t flow)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	uint32_t dst = s->flows[flow].dst;
 	uint8_t *st = dst_inc_of(s, swi, dst);
 	if (*st)
@@ -374,7 +278,7 @@ static bool det_lasthop(struct sim *s, struct sim_switch *sw, struct sim_port *o
 {
 	if (out->peer->node->kind != SIM_NODE_HOST)
 		return false;
-	struct ccm_port *cp = &s->ccm->port[out->id];
+	struct ccm_port *cp = &ccm_of(s)->port[out->id];
 	if (cp->last_flow1 != p->flow + 1) {
 		if (cp->last_flow1)
 			cp->mix_ps = s->now;
@@ -389,7 +293,7 @@ static const struct ccm_detector detectors[] = {
 
 static void rel_add(struct sim *s, uint32_t swi, uint32_t flow, uint16_t port)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	if (m->nrel == m->rel_cap) {
 		uint32_t cap = m->rel_cap ? m->rel_cap * 2 : 64;
 		struct ccm_rel *v = realloc(m->rel, cap * sizeof(*v));
@@ -410,7 +314,7 @@ static void rel_add(struct sim *s, uint32_t swi, uint32_t flow, uint16_t port)
  * only had the flows ramp up, be AR'd on the way and be classified again). */
 static bool incast_over(struct sim *s, struct sim_port *pt, sim_time_ps *below_since)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	const struct ccm_port *cp = &m->port[pt->id];
 	if (pt->q_bytes >= s->cfg.ccm_release_bytes || (cp->mix_ps && s->now - cp->mix_ps < m->rel_hold_ps)) {
 		*below_since = 0;
@@ -423,7 +327,7 @@ static bool incast_over(struct sim *s, struct sim_port *pt, sim_time_ps *below_s
 
 static void check_fire(struct sim *s, struct sim_event *ev)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < m->nrel; i++) {
 		struct ccm_rel *r = &m->rel[i];
@@ -461,7 +365,7 @@ static void check_fire(struct sim *s, struct sim_event *ev)
 static void ar_move(struct sim *s, struct sim_switch *sw, struct ccm_sf *e, const uint16_t *cand,
 		    unsigned j, uint32_t flow, int kind, uint32_t seq)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	uint16_t old = (uint16_t)(e->port1 - 1);
 	e->port1 = (uint16_t)(cand[j] + 1);
 	e->moved_ps = s->now;
@@ -486,7 +390,7 @@ static void ar_move(struct sim *s, struct sim_switch *sw, struct ccm_sf *e, cons
  * ECN as usual. */
 static bool convergent(struct sim *s, struct sim_switch *sw, struct sim_port *pt, uint32_t flow, uint32_t dst)
 {
-	const struct ccm_recent *rc = &s->ccm->recent[(size_t)sw_index(s, sw) * CCM_RECENT];
+	const struct ccm_recent *rc = &ccm_of(s)->recent[(size_t)sw_index(s, sw) * CCM_RECENT];
 	if (dst >= s->nhosts)
 		return false;
 	const struct sim_host *h = &s->hosts[dst];
@@ -501,8 +405,8 @@ static bool convergent(struct sim *s, struct sim_switch *sw, struct sim_port *pt
 
 static void track_flow(struct sim *s, struct sim_switch *sw, struct sim_port *pt, const struct sim_pkt *p)
 {
-	struct ccm_port *cp = &s->ccm->port[pt->id];
-	struct ccm_recent *rc = &s->ccm->recent[(size_t)sw_index(s, sw) * CCM_RECENT];
+	struct ccm_port *cp = &ccm_of(s)->port[pt->id];
+	struct ccm_recent *rc = &ccm_of(s)->recent[(size_t)sw_index(s, sw) * CCM_RECENT];
 	if (cp->last_flow1 != p->flow + 1) { /* as det_lasthop does on ports toward hosts */
 		if (cp->last_flow1)
 			cp->mix_ps = s->now;
@@ -527,11 +431,11 @@ static void track_flow(struct sim *s, struct sim_switch *sw, struct sim_port *pt
 static uint16_t route_decide(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 			     const struct sim_rgroup *g, const uint16_t *cand);
 
-uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+static uint16_t ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 		       const struct sim_rgroup *g, const uint16_t *cand)
 {
 	uint16_t port = route_decide(s, sw, p, g, cand);
-	if (s->ccm->ready && s->ccm->mode == SIM_CCM_COORD)
+	if (ccm_of(s)->ready && ccm_of(s)->mode == SIM_CCM_COORD)
 		track_flow(s, sw, &sw->n.ports[port], p);
 	return port;
 }
@@ -539,7 +443,7 @@ uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 static uint16_t route_decide(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
 			     const struct sim_rgroup *g, const uint16_t *cand)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	m->ecn_ok = true;
 	if (!ccm_ready(s))
 		return cand[0];
@@ -661,16 +565,16 @@ static uint16_t route_decide(struct sim *s, struct sim_switch *sw, struct sim_pk
 	return port;
 }
 
-bool sim_ccm_ecn_ok(struct sim *s, const struct sim_pkt *p)
+static bool ccm_ecn_ok(struct sim *s, const struct sim_pkt *p)
 {
-	return s->ccm->ecn_ok;
+	return ccm_of(s)->ecn_ok;
 }
 
 /* Type 3 at the upstream AR point: move the flow to a light port that does not lead toward
  * the congested switch (the notification's source). */
 static void upstream_ar(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	struct sim_flow *f = &s->flows[p->flow];
 	struct sim_rgroup *g = sim_route_group(sw, f->dst);
 	uint32_t x = p->src - s->nhosts, me = sw_index(s, sw);
@@ -704,7 +608,7 @@ static void upstream_ar(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	ar_move(s, sw, e, cand, j, p->flow, SIM_CCM_EV_AR_UPSTREAM, p->sack_psn);
 }
 
-void sim_ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+static void ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
 	if (p->dst != sw->n.id) {
 		notify_forward(s, sw, p);
@@ -714,7 +618,7 @@ void sim_ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		state_rx(s, sw, p);
 		return;
 	}
-	s->ccm->st.notify_recv[p->psn & 3]++;
+	ccm_of(s)->st.notify_recv[p->psn & 3]++;
 	log_ev(s, SIM_CCM_EV_NOTIFY_RECV, (uint8_t)p->psn, sw->n.id, p->src, p->flow, 0);
 	if (p->psn == 3 && ccm_ready(s))
 		upstream_ar(s, sw, p);
@@ -722,9 +626,9 @@ void sim_ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 }
 
 /* ---- hosts (§6.4) ------------------------------------------------------------------------ */
-void sim_ccm_tag(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
+static void ccm_data_tx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	p->ccm_ar = 0;
 	if (m->mode != SIM_CCM_COORD || !ccm_ready(s))
 		return;
@@ -734,9 +638,9 @@ void sim_ccm_tag(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 		p->ccm_ar = f->src + 1;
 }
 
-void sim_ccm_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
+static void notify_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	uint8_t type = (uint8_t)p->psn;
 	m->st.notify_recv[type & 3]++;
 	log_ev(s, SIM_CCM_EV_NOTIFY_RECV, type, h->n.id, p->src, p->flow, 0);
@@ -760,14 +664,22 @@ void sim_ccm_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 	}
 }
 
-void sim_ccm_rate_cut(struct sim *s, struct sim_flow *f)
+/* A notification at a host: handled there if it is the destination (hosts do not forward). */
+static void ccm_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	s->ccm->st.rate_cuts++;
+	if (p->dst == h->n.id)
+		notify_host_rx(s, h, p);
+	sim_pkt_free(s, p);
+}
+
+static void ccm_rate_cut(struct sim *s, struct sim_flow *f)
+{
+	ccm_of(s)->st.rate_cuts++;
 	log_ev(s, SIM_CCM_EV_RATE_CUT, 0, f->src, CCM_NONE, f->idx, f->rc / 1e9);
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
-int sim_ccm_create(struct sim *s)
+static int ccm_start(struct sim *s)
 {
 	const struct sim_config *c = &s->cfg;
 	if (c->ccm_light_bytes > c->ccm_congest_bytes) {
@@ -835,13 +747,13 @@ int sim_ccm_create(struct sim *s)
 	if (!m->check_ps)
 		m->check_ps = 1;
 	sim_ev_init(&m->check_ev, check_fire);
-	s->ccm = m;
+	s->mod[SIM_MOD_ccm] = m;
 	return 0;
 }
 
-void sim_ccm_destroy(struct sim *s)
+static void ccm_destroy(struct sim *s)
 {
-	struct sim_ccm *m = s->ccm;
+	struct sim_ccm *m = ccm_of(s);
 	if (!m)
 		return;
 	free(m->dist);
@@ -854,103 +766,46 @@ void sim_ccm_destroy(struct sim *s)
 	free(m->inc);
 	free(m->ev);
 	free(m);
-	s->ccm = NULL;
+	s->mod[SIM_MOD_ccm] = NULL;
 }
 
-/* ---- results ----------------------------------------------------------------------------- */
-static const char *const ev_names[] = {
-	[SIM_CCM_EV_NOTIFY_SENT] = "notify_sent", [SIM_CCM_EV_NOTIFY_RECV] = "notify_recv",
-	[SIM_CCM_EV_AR_LOCAL] = "ar_local", [SIM_CCM_EV_AR_UPSTREAM] = "ar_upstream",
-	[SIM_CCM_EV_AR_FAIL] = "ar_fail", [SIM_CCM_EV_RATE_CUT] = "rate_cut",
-	[SIM_CCM_EV_TAG_SET] = "tag_set", [SIM_CCM_EV_TAG_CLEAR] = "tag_clear",
-	[SIM_CCM_EV_HOST_AR] = "host_ar",
+static const char *const ccm_mode_names[] = { "off", "ar", "coordinated", NULL };
+static const char *const ccm_det_names[] = { "lasthop", NULL };
+static const struct sim_param ccm_params[] = {
+	{ "ccm", "mode", SIM_P_ENUM, SIM_PARAM_FIELD(ccm_mode), "off", ccm_mode_names, "off | ar (flow-level adaptive routing, uncoordinated) | coordinated (draft-lyu CCM)" },
+	{ "ccm", "detector", SIM_P_ENUM, SIM_PARAM_FIELD(ccm_detector), "lasthop", ccm_det_names, "incast detector: lasthop (congested egress toward a host, draft-lyu 6.3.1)" },
+	{ "ccm", "congest_bytes", SIM_P_U64, SIM_PARAM_FIELD(ccm_congest_bytes), "102400", NULL, "egress data queue at or above which a port is congested" },
+	{ "ccm", "light_bytes", SIM_P_U64, SIM_PARAM_FIELD(ccm_light_bytes), "51200", NULL, "egress data queue below which a port is light-loaded (usable for AR)" },
+	{ "ccm", "release_bytes", SIM_P_U64, SIM_PARAM_FIELD(ccm_release_bytes), "20480", NULL, "incast over (type 2) once the last-hop queue stays below this" },
+	{ "ccm", "release_hold_us", SIM_P_DBL, SIM_PARAM_FIELD(ccm_release_hold_us), "50", NULL, "... for this long" },
+	{ "ccm", "check_us", SIM_P_DBL, SIM_PARAM_FIELD(ccm_check_us), "5", NULL, "period of the incast-release check" },
+	{ "ccm", "notify_interval_us", SIM_P_DBL, SIM_PARAM_FIELD(ccm_notify_interval_us), "10", NULL, "a switch repeats a type 3 for one flow at most this often" },
+	{ "ccm", "ar_hold_us", SIM_P_DBL, SIM_PARAM_FIELD(ccm_ar_hold_us), "20", NULL, "a switch moves one flow at most once per this time (damps flapping)" },
+	{ "ccm", "ar_grace_us", SIM_P_DBL, SIM_PARAM_FIELD(ccm_ar_grace_us), "100", NULL, "after a type 3, ECN is withheld this long for the flow; then CC takes over" },
+	{ "ccm", "notify_bytes", SIM_P_U32, SIM_PARAM_FIELD(ccm_notify_bytes), "64", NULL, "size of a notification message on the wire" },
+	{ "ccm", "host_ar", SIM_P_BOOL, SIM_PARAM_FIELD(ccm_host_ar), "false", NULL, "hosts are AR points (AR indicator starts at the source; type 3 changes the flow's entropy)" },
+	{ "ccm", "cc_lasthop", SIM_P_BOOL, SIM_PARAM_FIELD(ccm_cc_lasthop), "true", NULL, "CC-tagged (incast) packets are ECN-marked only at the last hop, not on the back-pressured hops before it" },
 };
 
-const char *sim_ccm_ev_name(int kind)
+static bool ccm_enabled(const struct sim_config *c)
 {
-	return kind >= 0 && kind <= SIM_CCM_EV_HOST_AR ? ev_names[kind] : "?";
+	return c->ccm_mode != SIM_CCM_OFF;
 }
 
-const char *sim_node_name(const struct sim *s, uint32_t node)
-{
-	if (node < s->nhosts)
-		return s->hosts[node].n.name;
-	if (node - s->nhosts < s->nsw)
-		return s->sws[node - s->nhosts].n.name;
-	return "-";
-}
-
-int sim_ccm_get_stats(const struct sim *s, struct sim_ccm_stats *st)
-{
-	if (!s->ccm)
-		return -ENOENT;
-	*st = s->ccm->st;
-	return 0;
-}
-
-size_t sim_ccm_event_count(const struct sim *s)
-{
-	return s->ccm ? s->ccm->nev : 0;
-}
-
-const struct sim_ccm_event *sim_ccm_event_get(const struct sim *s, size_t i)
-{
-	return s->ccm && i < s->ccm->nev ? &s->ccm->ev[i] : NULL;
-}
-
-uint64_t sim_ccm_flow_ar_switches(const struct sim *s, uint32_t flow)
-{
-	return s->ccm && s->ccm->fl && flow < s->ccm->nflows ? s->ccm->fl[flow].ar_switches : 0;
-}
-
-bool sim_ccm_flow_incast(const struct sim *s, uint32_t flow)
-{
-	return s->ccm && s->ccm->fl && flow < s->ccm->nflows && s->ccm->fl[flow].incast;
-}
-
-int sim_ccm_write_outputs(struct sim *s, const char *dir)
-{
-	struct sim_ccm *m = s->ccm;
-	char path[SIM_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/ccm_events.csv", dir);
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "time_us,event,type,node,peer,flow,src,dst,value,pkt_seq\n");
-	for (size_t i = 0; i < m->nev; i++) {
-		const struct sim_ccm_event *e = &m->ev[i];
-		const struct sim_flow *fl = &s->flows[e->flow];
-		bool ar = e->kind == SIM_CCM_EV_AR_LOCAL || e->kind == SIM_CCM_EV_AR_UPSTREAM;
-		char val[40];
-		if (ar) /* the new next hop */
-			snprintf(val, sizeof(val), "%s", sim_node_name(s, (uint32_t)e->value));
-		else
-			snprintf(val, sizeof(val), "%.6g", e->value);
-		fprintf(f, "%.6f,%s,%u,%s,%s,%u,%s,%s,%s,%llu\n", sim_time_to_us(e->t_ps),
-			sim_ccm_ev_name(e->kind), e->ntype, sim_node_name(s, e->node),
-			e->peer == CCM_NONE ? "-" : sim_node_name(s, e->peer), fl->user_id,
-			sim_node_name(s, fl->src), sim_node_name(s, fl->dst), val, (unsigned long long)e->seq);
-	}
-	if (fclose(f))
-		return -EIO;
-	snprintf(path, sizeof(path), "%s/ccm.json", dir);
-	if (!(f = fopen(path, "w")))
-		return -errno;
-	const struct sim_ccm_stats *st = &m->st;
-	fprintf(f, "{\n  \"mode\": \"%s\",\n", m->mode == SIM_CCM_COORD ? "coordinated" : "ar");
-	for (int t = 1; t <= 3; t++)
-		fprintf(f, "  \"notify_type%d_sent\": %llu,\n  \"notify_type%d_recv\": %llu,\n", t,
-			(unsigned long long)st->notify_sent[t], t, (unsigned long long)st->notify_recv[t]);
-	fprintf(f, "  \"ar_local\": %llu,\n  \"ar_upstream\": %llu,\n  \"ar_fail\": %llu,\n"
-		"  \"ar_switches_incast_flows\": %llu,\n  \"incast_flows\": %llu,\n  \"rate_cuts\": %llu,\n"
-		"  \"ecn_suppressed\": %llu,\n  \"incast_states\": %llu,\n  \"incast_state_msgs\": %llu,\n"
-		"  \"type3_held_incast\": %llu,\n  \"events\": %llu,\n  \"events_dropped\": %llu\n}\n",
-		(unsigned long long)st->ar_local, (unsigned long long)st->ar_upstream,
-		(unsigned long long)st->ar_fail, (unsigned long long)st->ar_incast_flows,
-		(unsigned long long)st->incast_flows, (unsigned long long)st->rate_cuts,
-		(unsigned long long)st->ecn_suppressed, (unsigned long long)m->state_sets,
-		(unsigned long long)m->state_msgs, (unsigned long long)m->ar_held,
-		(unsigned long long)st->events,
-		(unsigned long long)st->events_dropped);
-	return fclose(f) ? -EIO : 0;
-}
+const struct sim_module_ops sim_ccm_ops = {
+	.name = "ccm",
+	.params = ccm_params,
+	.nparams = sizeof(ccm_params) / sizeof(ccm_params[0]),
+	.enabled = ccm_enabled,
+	.pkt_lo = SIM_PKT_CCM_NOTIFY,
+	.pkt_hi = SIM_PKT_CCM_NOTIFY,
+	.start = ccm_start,
+	.destroy = ccm_destroy,
+	.switch_rx = ccm_switch_rx,
+	.host_rx = ccm_host_rx,
+	.data_tx = ccm_data_tx,
+	.route = ccm_route,
+	.ecn_ok = ccm_ecn_ok,
+	.rate_cut = ccm_rate_cut,
+	.write_outputs = sim_ccm_write_outputs,
+};

@@ -12,23 +12,10 @@
 
 #include <ini.h>
 
-#include "sim.h"
+#include "sim_module.h"
 
-enum ptype { P_U64, P_U32, P_DBL, P_BOOL, P_ENUM, P_STR };
-
-struct param {
-	const char *section, *key;
-	enum ptype type;
-	size_t off;
-	const char *def;
-	const char *const *names; /* P_ENUM */
-	const char *help;
-};
-
-/* Sections of issue 6 modules: their parameters are left out of the dumps (params.ini,
- * summary.json) while at their default, so that outputs of runs without the module stay
- * byte-identical. */
-static const char *const quiet_sections[] = { "ccm", "osf", "failure", "ina", NULL };
+/* The row type (struct sim_param, sim_module.h) is shared with the modules: each brings the
+ * rows of its own sections, which follow the core's below. */
 
 static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL };
 static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random", NULL };
@@ -37,164 +24,116 @@ static const char *const cc_names[] = { "none", "dcqcn", NULL };
 static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
 					"cmatrix", "none", NULL };
 static const char *const unit_names[] = { "ps", "us", NULL };
-/* CCM (sim_ccm.c) */
-static const char *const ccm_mode_names[] = { "off", "ar", "coordinated", NULL };
-static const char *const ccm_det_names[] = { "lasthop", NULL };
-/* OSF (sim_osf.c) */
-static const char *const osf_mode_names[] = { "off", "spray", "credit", NULL };
-static const char *const osf_tm_names[] = { "centralised", "distributed", "hybrid", NULL };
-/* INA (sim_ina.c) */
-static const char *const ina_mode_names[] = { "off", "inc", "ring", NULL };
-static const char *const ina_place_names[] = { "contiguous", "strided", NULL };
-static const char *const ina_dtype_names[] = { "int32", "fp32", NULL };
 
 #define F(field) offsetof(struct sim_config, field)
 
-static const struct param params[] = {
-	{ "sim", "seed", P_U64, F(seed), "1", NULL, "random seed; every component derives its own stream" },
-	{ "sim", "stop_us", P_DBL, F(stop_us), "0", NULL, "stop at this simulated time (0 = when all flows finish)" },
-	{ "sim", "progress_s", P_DBL, F(progress_s), "2", NULL, "wall seconds between progress lines on stderr (0 = off)" },
+static const struct sim_param core_params[] = {
+	{ "sim", "seed", SIM_P_U64, F(seed), "1", NULL, "random seed; every component derives its own stream" },
+	{ "sim", "stop_us", SIM_P_DBL, F(stop_us), "0", NULL, "stop at this simulated time (0 = when all flows finish)" },
+	{ "sim", "progress_s", SIM_P_DBL, F(progress_s), "2", NULL, "wall seconds between progress lines on stderr (0 = off)" },
 
-	{ "topology", "type", P_ENUM, F(topo), "fattree", topo_names, "fattree | leafspine | lyu4" },
-	{ "topology", "k", P_U32, F(k), "0", NULL, "fat tree radix (k pods, k^3/4 hosts; 0 = smallest that fits the connection matrix, else 4)" },
-	{ "topology", "hosts_per_tor", P_U32, F(hosts_per_tor), "0", NULL, "hosts per ToR/leaf/L1 (0 = non-oversubscribed)" },
-	{ "topology", "tors", P_U32, F(tors), "4", NULL, "leaf-spine: number of leaves (ToRs)" },
-	{ "topology", "spines", P_U32, F(spines), "2", NULL, "leaf-spine: number of spines" },
-	{ "topology", "parallel_links", P_U32, F(parallel_links), "1", NULL, "leaf-spine: parallel links per leaf-spine pair" },
-	{ "topology", "racks", P_U32, F(racks), "2", NULL, "lyu4: computing racks (n)" },
-	{ "topology", "l1_per_rack", P_U32, F(l1_per_rack), "2", NULL, "lyu4: L1 switches per computing rack (b)" },
-	{ "topology", "l2_per_rack", P_U32, F(l2_per_rack), "2", NULL, "lyu4: L2 switches per computing rack (c)" },
-	{ "topology", "switching_racks", P_U32, F(switching_racks), "2", NULL, "lyu4: switching racks (m)" },
-	{ "topology", "l3_per_srack", P_U32, F(l3_per_srack), "2", NULL, "lyu4: L3 switches per switching rack (d)" },
-	{ "topology", "l4_per_srack", P_U32, F(l4_per_srack), "2", NULL, "lyu4: L4 switches per switching rack (e)" },
-	{ "topology", "host_gbps", P_DBL, F(host_gbps), "100", NULL, "host NIC link speed" },
-	{ "topology", "tier1_gbps", P_DBL, F(tier1_gbps), "100", NULL, "ToR-agg / leaf-spine / L1-L2 link speed" },
-	{ "topology", "tier2_gbps", P_DBL, F(tier2_gbps), "100", NULL, "agg-core / L2-L3 link speed" },
-	{ "topology", "tier3_gbps", P_DBL, F(tier3_gbps), "100", NULL, "L3-L4 link speed" },
-	{ "topology", "host_latency_ns", P_DBL, F(host_latency_ns), "500", NULL, "host link propagation (+ switch pipeline) delay" },
-	{ "topology", "tier1_latency_ns", P_DBL, F(tier1_latency_ns), "500", NULL, "tier-1 link delay" },
-	{ "topology", "tier2_latency_ns", P_DBL, F(tier2_latency_ns), "500", NULL, "tier-2 link delay" },
-	{ "topology", "tier3_latency_ns", P_DBL, F(tier3_latency_ns), "500", NULL, "tier-3 link delay" },
+	{ "topology", "type", SIM_P_ENUM, F(topo), "fattree", topo_names, "fattree | leafspine | lyu4" },
+	{ "topology", "k", SIM_P_U32, F(k), "0", NULL, "fat tree radix (k pods, k^3/4 hosts; 0 = smallest that fits the connection matrix, else 4)" },
+	{ "topology", "hosts_per_tor", SIM_P_U32, F(hosts_per_tor), "0", NULL, "hosts per ToR/leaf/L1 (0 = non-oversubscribed)" },
+	{ "topology", "tors", SIM_P_U32, F(tors), "4", NULL, "leaf-spine: number of leaves (ToRs)" },
+	{ "topology", "spines", SIM_P_U32, F(spines), "2", NULL, "leaf-spine: number of spines" },
+	{ "topology", "parallel_links", SIM_P_U32, F(parallel_links), "1", NULL, "leaf-spine: parallel links per leaf-spine pair" },
+	{ "topology", "racks", SIM_P_U32, F(racks), "2", NULL, "lyu4: computing racks (n)" },
+	{ "topology", "l1_per_rack", SIM_P_U32, F(l1_per_rack), "2", NULL, "lyu4: L1 switches per computing rack (b)" },
+	{ "topology", "l2_per_rack", SIM_P_U32, F(l2_per_rack), "2", NULL, "lyu4: L2 switches per computing rack (c)" },
+	{ "topology", "switching_racks", SIM_P_U32, F(switching_racks), "2", NULL, "lyu4: switching racks (m)" },
+	{ "topology", "l3_per_srack", SIM_P_U32, F(l3_per_srack), "2", NULL, "lyu4: L3 switches per switching rack (d)" },
+	{ "topology", "l4_per_srack", SIM_P_U32, F(l4_per_srack), "2", NULL, "lyu4: L4 switches per switching rack (e)" },
+	{ "topology", "host_gbps", SIM_P_DBL, F(host_gbps), "100", NULL, "host NIC link speed" },
+	{ "topology", "tier1_gbps", SIM_P_DBL, F(tier1_gbps), "100", NULL, "ToR-agg / leaf-spine / L1-L2 link speed" },
+	{ "topology", "tier2_gbps", SIM_P_DBL, F(tier2_gbps), "100", NULL, "agg-core / L2-L3 link speed" },
+	{ "topology", "tier3_gbps", SIM_P_DBL, F(tier3_gbps), "100", NULL, "L3-L4 link speed" },
+	{ "topology", "host_latency_ns", SIM_P_DBL, F(host_latency_ns), "500", NULL, "host link propagation (+ switch pipeline) delay" },
+	{ "topology", "tier1_latency_ns", SIM_P_DBL, F(tier1_latency_ns), "500", NULL, "tier-1 link delay" },
+	{ "topology", "tier2_latency_ns", SIM_P_DBL, F(tier2_latency_ns), "500", NULL, "tier-2 link delay" },
+	{ "topology", "tier3_latency_ns", SIM_P_DBL, F(tier3_latency_ns), "500", NULL, "tier-3 link delay" },
 
-	{ "switch", "routing", P_ENUM, F(routing), "ecmp", routing_names, "ecmp | spray (per-flow round robin) | spray_random | adaptive | flowlet" },
-	{ "switch", "flowlet_gap_us", P_DBL, F(flowlet_gap_us), "10", NULL, "idle gap that starts a new flowlet" },
-	{ "switch", "buffer_bytes", P_U64, F(buffer_bytes), "1048576", NULL, "egress queue limit per port (lossy traffic)" },
-	{ "switch", "shared_buffer_bytes", P_U64, F(shared_buffer_bytes), "0", NULL, "shared buffer per switch (0 = none)" },
-	{ "switch", "ecn", P_BOOL, F(ecn), "true", NULL, "RED-style ECN marking on enqueue" },
-	{ "switch", "ecn_kmin_bytes", P_U64, F(ecn_kmin_bytes), "409600", NULL, "no marking below" },
-	{ "switch", "ecn_kmax_bytes", P_U64, F(ecn_kmax_bytes), "1638400", NULL, "always mark above" },
-	{ "switch", "ecn_pmax", P_DBL, F(ecn_pmax), "0.2", NULL, "marking probability at Kmax" },
-	{ "switch", "pfc", P_BOOL, F(pfc), "false", NULL, "lossless: PFC pause/resume on ingress occupancy" },
-	{ "switch", "pfc_xoff_bytes", P_U64, F(pfc_xoff_bytes), "131072", NULL, "send PAUSE when an ingress port holds this much" },
-	{ "switch", "pfc_xon_bytes", P_U64, F(pfc_xon_bytes), "65536", NULL, "send RESUME when it drains to this" },
-	{ "switch", "pfc_headroom_bytes", P_U64, F(pfc_headroom_bytes), "0", NULL, "absorbs in-flight data after PAUSE (0 = 2*BDP + 2 MTU)" },
+	{ "switch", "routing", SIM_P_ENUM, F(routing), "ecmp", routing_names, "ecmp | spray (per-flow round robin) | spray_random | adaptive | flowlet" },
+	{ "switch", "flowlet_gap_us", SIM_P_DBL, F(flowlet_gap_us), "10", NULL, "idle gap that starts a new flowlet" },
+	{ "switch", "buffer_bytes", SIM_P_U64, F(buffer_bytes), "1048576", NULL, "egress queue limit per port (lossy traffic)" },
+	{ "switch", "shared_buffer_bytes", SIM_P_U64, F(shared_buffer_bytes), "0", NULL, "shared buffer per switch (0 = none)" },
+	{ "switch", "ecn", SIM_P_BOOL, F(ecn), "true", NULL, "RED-style ECN marking on enqueue" },
+	{ "switch", "ecn_kmin_bytes", SIM_P_U64, F(ecn_kmin_bytes), "409600", NULL, "no marking below" },
+	{ "switch", "ecn_kmax_bytes", SIM_P_U64, F(ecn_kmax_bytes), "1638400", NULL, "always mark above" },
+	{ "switch", "ecn_pmax", SIM_P_DBL, F(ecn_pmax), "0.2", NULL, "marking probability at Kmax" },
+	{ "switch", "pfc", SIM_P_BOOL, F(pfc), "false", NULL, "lossless: PFC pause/resume on ingress occupancy" },
+	{ "switch", "pfc_xoff_bytes", SIM_P_U64, F(pfc_xoff_bytes), "131072", NULL, "send PAUSE when an ingress port holds this much" },
+	{ "switch", "pfc_xon_bytes", SIM_P_U64, F(pfc_xon_bytes), "65536", NULL, "send RESUME when it drains to this" },
+	{ "switch", "pfc_headroom_bytes", SIM_P_U64, F(pfc_headroom_bytes), "0", NULL, "absorbs in-flight data after PAUSE (0 = 2*BDP + 2 MTU)" },
 
-	{ "host", "transport", P_ENUM, F(transport), "gbn", transport_names, "gbn (go-back-N) | sr (selective repeat) | ideal (no ACKs)" },
-	{ "host", "cc", P_ENUM, F(cc), "dcqcn", cc_names, "none | dcqcn" },
-	{ "host", "mtu_bytes", P_U32, F(mtu_bytes), "4096", NULL, "payload bytes per data packet" },
-	{ "host", "header_bytes", P_U32, F(header_bytes), "64", NULL, "per-packet overhead on the wire (Eth+IP+UDP+BTH+ICRC+FCS)" },
-	{ "host", "ack_bytes", P_U32, F(ack_bytes), "64", NULL, "size of ACK / NACK / CNP on the wire" },
-	{ "host", "ack_every", P_U32, F(ack_every), "4", NULL, "ACK every n in-order packets (coalescing, as RoCE NICs do)" },
-	{ "host", "rto_us", P_DBL, F(rto_us), "1000", NULL, "retransmission timeout" },
-	{ "host", "max_inflight_bytes", P_U64, F(max_inflight_bytes), "0", NULL, "sender window (0 = none, rate-based only)" },
-	{ "host", "rate_gbps", P_DBL, F(rate_gbps), "0", NULL, "cap on the sending rate (0 = line rate); with cc=none an ideal constant-rate sender" },
-	{ "host", "sr_reorder_pkts", P_U32, F(sr_reorder_pkts), "64", NULL, "selective repeat: resend a hole once ACKs are this far past it" },
+	{ "host", "transport", SIM_P_ENUM, F(transport), "gbn", transport_names, "gbn (go-back-N) | sr (selective repeat) | ideal (no ACKs)" },
+	{ "host", "cc", SIM_P_ENUM, F(cc), "dcqcn", cc_names, "none | dcqcn" },
+	{ "host", "mtu_bytes", SIM_P_U32, F(mtu_bytes), "4096", NULL, "payload bytes per data packet" },
+	{ "host", "header_bytes", SIM_P_U32, F(header_bytes), "64", NULL, "per-packet overhead on the wire (Eth+IP+UDP+BTH+ICRC+FCS)" },
+	{ "host", "ack_bytes", SIM_P_U32, F(ack_bytes), "64", NULL, "size of ACK / NACK / CNP on the wire" },
+	{ "host", "ack_every", SIM_P_U32, F(ack_every), "4", NULL, "ACK every n in-order packets (coalescing, as RoCE NICs do)" },
+	{ "host", "rto_us", SIM_P_DBL, F(rto_us), "1000", NULL, "retransmission timeout" },
+	{ "host", "max_inflight_bytes", SIM_P_U64, F(max_inflight_bytes), "0", NULL, "sender window (0 = none, rate-based only)" },
+	{ "host", "rate_gbps", SIM_P_DBL, F(rate_gbps), "0", NULL, "cap on the sending rate (0 = line rate); with cc=none an ideal constant-rate sender" },
+	{ "host", "sr_reorder_pkts", SIM_P_U32, F(sr_reorder_pkts), "64", NULL, "selective repeat: resend a hole once ACKs are this far past it" },
 
-	{ "dcqcn", "g", P_DBL, F(dcqcn_g), "0.00390625", NULL, "alpha gain (1/256)" },
-	{ "dcqcn", "alpha_timer_us", P_DBL, F(dcqcn_alpha_timer_us), "55", NULL, "alpha decays every K without CNP" },
-	{ "dcqcn", "rate_timer_us", P_DBL, F(dcqcn_rate_timer_us), "55", NULL, "rate-increase timer T" },
-	{ "dcqcn", "byte_counter_bytes", P_U64, F(dcqcn_byte_counter_bytes), "10485760", NULL, "rate-increase byte counter B" },
-	{ "dcqcn", "f", P_U32, F(dcqcn_f), "5", NULL, "fast-recovery steps F" },
-	{ "dcqcn", "rai_mbps", P_DBL, F(dcqcn_rai_mbps), "500", NULL, "additive increase R_AI (paper: 40 at 40G; too slow at 100G)" },
-	{ "dcqcn", "rhai_mbps", P_DBL, F(dcqcn_rhai_mbps), "5000", NULL, "hyper increase R_HAI" },
-	{ "dcqcn", "min_rate_mbps", P_DBL, F(dcqcn_min_rate_mbps), "100", NULL, "floor of the current rate" },
-	{ "dcqcn", "cnp_interval_us", P_DBL, F(dcqcn_cnp_interval_us), "50", NULL, "NP sends at most one CNP per flow per interval" },
-	{ "dcqcn", "initial_alpha", P_DBL, F(dcqcn_initial_alpha), "1", NULL, "alpha at flow start" },
+	{ "dcqcn", "g", SIM_P_DBL, F(dcqcn_g), "0.00390625", NULL, "alpha gain (1/256)" },
+	{ "dcqcn", "alpha_timer_us", SIM_P_DBL, F(dcqcn_alpha_timer_us), "55", NULL, "alpha decays every K without CNP" },
+	{ "dcqcn", "rate_timer_us", SIM_P_DBL, F(dcqcn_rate_timer_us), "55", NULL, "rate-increase timer T" },
+	{ "dcqcn", "byte_counter_bytes", SIM_P_U64, F(dcqcn_byte_counter_bytes), "10485760", NULL, "rate-increase byte counter B" },
+	{ "dcqcn", "f", SIM_P_U32, F(dcqcn_f), "5", NULL, "fast-recovery steps F" },
+	{ "dcqcn", "rai_mbps", SIM_P_DBL, F(dcqcn_rai_mbps), "500", NULL, "additive increase R_AI (paper: 40 at 40G; too slow at 100G)" },
+	{ "dcqcn", "rhai_mbps", SIM_P_DBL, F(dcqcn_rhai_mbps), "5000", NULL, "hyper increase R_HAI" },
+	{ "dcqcn", "min_rate_mbps", SIM_P_DBL, F(dcqcn_min_rate_mbps), "100", NULL, "floor of the current rate" },
+	{ "dcqcn", "cnp_interval_us", SIM_P_DBL, F(dcqcn_cnp_interval_us), "50", NULL, "NP sends at most one CNP per flow per interval" },
+	{ "dcqcn", "initial_alpha", SIM_P_DBL, F(dcqcn_initial_alpha), "1", NULL, "alpha at flow start" },
 
-	{ "workload", "type", P_ENUM, F(workload), "permutation", wl_names, "permutation | incast | alltoall | allreduce | cmatrix | none" },
-	{ "workload", "size_bytes", P_U64, F(size_bytes), "2000000", NULL, "flow size (allreduce: buffer size per rank)" },
-	{ "workload", "hosts", P_U32, F(wl_hosts), "0", NULL, "participating hosts 0..n-1 (0 = all)" },
-	{ "workload", "incast_n", P_U32, F(incast_n), "8", NULL, "incast: number of senders" },
-	{ "workload", "incast_dst", P_U32, F(incast_dst), "0", NULL, "incast: receiving host" },
-	{ "workload", "start_us", P_DBL, F(start_us), "0", NULL, "start time of generated flows" },
-	{ "workload", "file", P_STR, F(cmatrix), "", NULL, "htsim connection matrix (type = cmatrix); relative to the scenario file" },
-	{ "workload", "cm_start_unit", P_ENUM, F(cm_start_unit), "ps", unit_names, "unit of 'start' in connection matrices: ps (htsim since 2023) | us (older htsim)" },
+	{ "workload", "type", SIM_P_ENUM, F(workload), "permutation", wl_names, "permutation | incast | alltoall | allreduce | cmatrix | none" },
+	{ "workload", "size_bytes", SIM_P_U64, F(size_bytes), "2000000", NULL, "flow size (allreduce: buffer size per rank)" },
+	{ "workload", "hosts", SIM_P_U32, F(wl_hosts), "0", NULL, "participating hosts 0..n-1 (0 = all)" },
+	{ "workload", "incast_n", SIM_P_U32, F(incast_n), "8", NULL, "incast: number of senders" },
+	{ "workload", "incast_dst", SIM_P_U32, F(incast_dst), "0", NULL, "incast: receiving host" },
+	{ "workload", "start_us", SIM_P_DBL, F(start_us), "0", NULL, "start time of generated flows" },
+	{ "workload", "file", SIM_P_STR, F(cmatrix), "", NULL, "htsim connection matrix (type = cmatrix); relative to the scenario file" },
+	{ "workload", "cm_start_unit", SIM_P_ENUM, F(cm_start_unit), "ps", unit_names, "unit of 'start' in connection matrices: ps (htsim since 2023) | us (older htsim)" },
 
-	{ "output", "dir", P_STR, F(out_dir), "", NULL, "directory for fct.csv, summary.json, params.ini, timeseries.csv" },
-	{ "output", "timeseries_us", P_DBL, F(timeseries_us), "0", NULL, "sample link utilisation and queues every (0 = off)" },
-
-	/* CCM (sim_ccm.c) */
-	{ "ccm", "mode", P_ENUM, F(ccm_mode), "off", ccm_mode_names, "off | ar (flow-level adaptive routing, uncoordinated) | coordinated (draft-lyu CCM)" },
-	{ "ccm", "detector", P_ENUM, F(ccm_detector), "lasthop", ccm_det_names, "incast detector: lasthop (congested egress toward a host, draft-lyu 6.3.1)" },
-	{ "ccm", "congest_bytes", P_U64, F(ccm_congest_bytes), "102400", NULL, "egress data queue at or above which a port is congested" },
-	{ "ccm", "light_bytes", P_U64, F(ccm_light_bytes), "51200", NULL, "egress data queue below which a port is light-loaded (usable for AR)" },
-	{ "ccm", "release_bytes", P_U64, F(ccm_release_bytes), "20480", NULL, "incast over (type 2) once the last-hop queue stays below this" },
-	{ "ccm", "release_hold_us", P_DBL, F(ccm_release_hold_us), "50", NULL, "... for this long" },
-	{ "ccm", "check_us", P_DBL, F(ccm_check_us), "5", NULL, "period of the incast-release check" },
-	{ "ccm", "notify_interval_us", P_DBL, F(ccm_notify_interval_us), "10", NULL, "a switch repeats a type 3 for one flow at most this often" },
-	{ "ccm", "ar_hold_us", P_DBL, F(ccm_ar_hold_us), "20", NULL, "a switch moves one flow at most once per this time (damps flapping)" },
-	{ "ccm", "ar_grace_us", P_DBL, F(ccm_ar_grace_us), "100", NULL, "after a type 3, ECN is withheld this long for the flow; then CC takes over" },
-	{ "ccm", "notify_bytes", P_U32, F(ccm_notify_bytes), "64", NULL, "size of a notification message on the wire" },
-	{ "ccm", "host_ar", P_BOOL, F(ccm_host_ar), "false", NULL, "hosts are AR points (AR indicator starts at the source; type 3 changes the flow's entropy)" },
-	{ "ccm", "cc_lasthop", P_BOOL, F(ccm_cc_lasthop), "true", NULL, "CC-tagged (incast) packets are ECN-marked only at the last hop, not on the back-pressured hops before it" },
-
-	/* OSF (sim_osf.c) */
-	{ "osf", "mode", P_ENUM, F(osf_mode), "off", osf_mode_names, "off | spray (OSF spraying + egress reorder, no credits) | credit (draft-hcl OSF with credit-based flow control)" },
-	{ "osf", "tm", P_ENUM, F(osf_tm), "centralised", osf_tm_names, "topology manager: centralised | distributed | hybrid (topology flooded, quality central)" },
-	{ "osf", "tm_host", P_U32, F(osf_tm_host), "0", NULL, "host running the central topology manager" },
-	{ "osf", "linkq_interval_us", P_DBL, F(osf_linkq_interval_us), "10", NULL, "switches report link quality this often" },
-	{ "osf", "detect_us", P_DBL, F(osf_detect_us), "1", NULL, "a switch detects a failure of its link after this" },
-	{ "osf", "tm_compute_us", P_DBL, F(osf_tm_compute_us), "2", NULL, "central TM: from an urgent report to pushing the new state" },
-	{ "osf", "reorder_timeout_us", P_DBL, F(osf_reorder_timeout_us), "50", NULL, "OSF-Egress: a hole older than this is NACKed to the sender" },
-	{ "osf", "retry_us", P_DBL, F(osf_retry_us), "2", NULL, "credit request retry after a rejection" },
-	{ "osf", "rej_hold_us", P_DBL, F(osf_rej_hold_us), "20", NULL, "a rejecting link counts as congested at the ingress this long" },
-	{ "osf", "loss_max", P_DBL, F(osf_loss_max), "0.001", NULL, "links with a higher reported loss rate are avoided" },
-	{ "osf", "window_bytes", P_U64, F(osf_window_bytes), "262144", NULL, "credit window: bytes that may be reserved per switch egress port" },
-	{ "osf", "congest_bytes", P_U64, F(osf_congest_bytes), "262144", NULL, "reported queue above which a link is congested (path excluded)" },
-	{ "osf", "chunk_pkts", P_U32, F(osf_chunk_pkts), "4", NULL, "packets (cells) per credit request" },
-	{ "osf", "outstanding", P_U32, F(osf_outstanding), "12", NULL, "credit requests per flow in flight or granted and unused (x chunk_pkts: the flow's credit window)" },
-	{ "osf", "report_bytes", P_U32, F(osf_report_bytes), "128", NULL, "size of a link-quality report on the wire" },
-	{ "osf", "cell_bytes", P_U32, F(osf_cell_bytes), "0", NULL, "cell (container) payload: 0 = one original packet per unit (no cells); 64..65535 = the ingress cuts each flow's packets into cells of this size (aggregation of small packets, fragmentation of large ones)" },
-	{ "osf", "cell_header_bytes", P_U32, F(osf_cell_header_bytes), "32", NULL, "per-cell header on the wire (fabric encapsulation + cell sequence number + piece table)" },
-	{ "osf", "cell_aggregate", P_BOOL, F(osf_cell_aggregate), "true", NULL, "cells: pack pieces of several packets into one cell (false: each cell carries one packet's bytes)" },
-	{ "osf", "cell_pad", P_BOOL, F(osf_cell_pad), "false", NULL, "cells: a short cell is padded to cell_bytes on the wire (fixed-size cells)" },
-
-	/* failures (sim_fail.c) */
-	{ "failure", "event1", P_STR, F(fail_event[0]), "", NULL, "'T_us nodeA-nodeB[#n] down|up|degrade [rate=f] [loss=p]' (also event2 .. event8)" },
-	{ "failure", "event2", P_STR, F(fail_event[1]), "", NULL, "see event1" },
-	{ "failure", "event3", P_STR, F(fail_event[2]), "", NULL, "see event1" },
-	{ "failure", "event4", P_STR, F(fail_event[3]), "", NULL, "see event1" },
-	{ "failure", "event5", P_STR, F(fail_event[4]), "", NULL, "see event1" },
-	{ "failure", "event6", P_STR, F(fail_event[5]), "", NULL, "see event1" },
-	{ "failure", "event7", P_STR, F(fail_event[6]), "", NULL, "see event1" },
-	{ "failure", "event8", P_STR, F(fail_event[7]), "", NULL, "see event1" },
-	{ "failure", "reroute_delay_us", P_DBL, F(fail_reroute_delay_us), "0", NULL, "slow control plane: routes recomputed this long after a link change (0 = never)" },
-
-	/* INA (sim_ina.c) */
-	{ "ina", "mode", P_ENUM, F(ina_mode), "off", ina_mode_names, "off | inc (AllReduce jobs aggregated by lib/agg in switches; jobs without slots run ring) | ring (all jobs ring AllReduce: the baseline)" },
-	{ "ina", "jobs", P_U32, F(ina_jobs), "1", NULL, "concurrent AllReduce jobs (admitted in id order)" },
-	{ "ina", "job_hosts", P_U32, F(ina_job_hosts), "0", NULL, "ranks per job (0 = hosts / jobs), at most 4096" },
-	{ "ina", "size_bytes", P_U64, F(ina_size_bytes), "1048576", NULL, "AllReduce buffer per rank (chunks of host.mtu_bytes)" },
-	{ "ina", "placement", P_ENUM, F(ina_placement), "contiguous", ina_place_names, "contiguous (job j: hosts j*n..) | strided (rank r of job j: host r*jobs+j)" },
-	{ "ina", "switch_slots", P_U32, F(ina_switch_slots), "256", NULL, "aggregation slots per switch, shared by the jobs whose trees use it" },
-	{ "ina", "job_slots", P_U32, F(ina_job_slots), "64", NULL, "slots a job takes at every switch of its tree = chunks in flight per member" },
-	{ "ina", "elems", P_U32, F(ina_elems), "16", NULL, "real elements carried and reduced per packet (the rest of the MTU is modelled only)" },
-	{ "ina", "dtype", P_ENUM, F(ina_dtype), "int32", ina_dtype_names, "int32 | fp32 (values are small integers: sums are exact in any order)" },
-	{ "ina", "loss", P_DBL, F(ina_loss), "0", NULL, "probability that an INA packet is lost on each link" },
-	{ "ina", "rto_us", P_DBL, F(ina_rto_us), "100", NULL, "member retransmission timeout per chunk, from its estimated departure (doubles per retry, at most 8x)" },
-	{ "ina", "start_us", P_DBL, F(ina_start_us), "0", NULL, "start time of every job" },
+	{ "output", "dir", SIM_P_STR, F(out_dir), "", NULL, "directory for fct.csv, summary.json, params.ini, timeseries.csv" },
+	{ "output", "timeseries_us", SIM_P_DBL, F(timeseries_us), "0", NULL, "sample link utilisation and queues every (0 = off)" },
 };
-#define NPARAMS (sizeof(params) / sizeof(params[0]))
+#define NCORE (sizeof(core_params) / sizeof(core_params[0]))
 
-static int parse_value(struct sim_config *c, const struct param *p, const char *v)
+/* The whole table: the core's rows, then each module's in registration order. */
+static size_t nparams(void)
+{
+	size_t n = NCORE;
+	for (unsigned m = 0; m < SIM_MOD_COUNT; m++)
+		n += sim_modules[m]->nparams;
+	return n;
+}
+
+static const struct sim_param *param_at(size_t i)
+{
+	if (i < NCORE)
+		return &core_params[i];
+	i -= NCORE;
+	for (unsigned m = 0; m < SIM_MOD_COUNT; m++) {
+		if (i < sim_modules[m]->nparams)
+			return &sim_modules[m]->params[i];
+		i -= sim_modules[m]->nparams;
+	}
+	return NULL;
+}
+#define NPARAMS nparams()
+
+static int parse_value(struct sim_config *c, const struct sim_param *p, const char *v)
 {
 	char *end;
 	void *dst = (char *)c + p->off;
 	while (*v == ' ' || *v == '\t')
 		v++;
 	switch (p->type) {
-	case P_U64:
-	case P_U32: {
+	case SIM_P_U64:
+	case SIM_P_U32: {
 		if (*v == '-' || !*v)
 			return -EINVAL;
 		errno = 0;
@@ -210,7 +149,7 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 			end++;
 		if (errno || *end)
 			return -EINVAL;
-		if (p->type == P_U32) {
+		if (p->type == SIM_P_U32) {
 			if (x > UINT32_MAX)
 				return -EINVAL;
 			*(uint32_t *)dst = (uint32_t)x;
@@ -219,7 +158,7 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 		}
 		return 0;
 	}
-	case P_DBL: {
+	case SIM_P_DBL: {
 		errno = 0;
 		double d = strtod(v, &end);
 		while (*end == ' ')
@@ -229,7 +168,7 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 		*(double *)dst = d;
 		return 0;
 	}
-	case P_BOOL:
+	case SIM_P_BOOL:
 		if (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1"))
 			*(bool *)dst = true;
 		else if (!strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcmp(v, "0"))
@@ -237,14 +176,14 @@ static int parse_value(struct sim_config *c, const struct param *p, const char *
 		else
 			return -EINVAL;
 		return 0;
-	case P_ENUM:
+	case SIM_P_ENUM:
 		for (int i = 0; p->names[i]; i++)
 			if (!strcasecmp(v, p->names[i])) {
 				*(int *)dst = i;
 				return 0;
 			}
 		return -EINVAL;
-	case P_STR: {
+	case SIM_P_STR: {
 		/* Only what params.ini can carry back unchanged: inih strips surrounding blanks,
 		 * takes " ;" as the start of a comment and splits lines longer than its buffer
 		 * (200 bytes in Debian's build), hence SIM_STR_MAX. */
@@ -265,21 +204,21 @@ void sim_config_defaults(struct sim_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	for (size_t i = 0; i < NPARAMS; i++)
-		(void)parse_value(c, &params[i], params[i].def);
+		(void)parse_value(c, param_at(i), param_at(i)->def);
 }
 
-static const struct param *find_param(const char *section, const char *key)
+static const struct sim_param *find_param(const char *section, const char *key)
 {
-	const struct param *hit = NULL;
+	const struct sim_param *hit = NULL;
 	int nhits = 0;
 	for (size_t i = 0; i < NPARAMS; i++) {
-		if (strcasecmp(params[i].key, key))
+		if (strcasecmp(param_at(i)->key, key))
 			continue;
 		if (section && *section) {
-			if (!strcasecmp(params[i].section, section))
-				return &params[i];
+			if (!strcasecmp(param_at(i)->section, section))
+				return param_at(i);
 		} else {
-			hit = &params[i];
+			hit = param_at(i);
 			nhits++;
 		}
 	}
@@ -298,7 +237,7 @@ int sim_config_set(struct sim_config *c, const char *name, const char *value)
 		sec[n] = 0;
 		key = dot + 1;
 	}
-	const struct param *p = find_param(sec, key);
+	const struct sim_param *p = find_param(sec, key);
 	if (!p)
 		return -ENOENT;
 	return parse_value(c, p, value);
@@ -326,7 +265,7 @@ struct load_ctx {
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
 	struct load_ctx *lc = user;
-	const struct param *p = find_param(section, name);
+	const struct sim_param *p = find_param(section, name);
 	int rc = p ? parse_value(lc->c, p, value) : -ENOENT;
 	if (rc && !lc->rc) {
 		lc->rc = rc;
@@ -397,40 +336,37 @@ int sim_config_load_string(struct sim_config *c, const char *text, const char *n
 	return load_finish(c, &lc, ini_parse_string(text, ini_cb, &lc), before);
 }
 
-static void print_value(const struct sim_config *c, const struct param *p, FILE *f)
+static void print_value(const struct sim_config *c, const struct sim_param *p, FILE *f)
 {
 	const void *src = (const char *)c + p->off;
 	switch (p->type) {
-	case P_U64: fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)src); break;
-	case P_U32: fprintf(f, "%u", *(const uint32_t *)src); break;
-	case P_DBL: fprintf(f, "%.15g", *(const double *)src); break;
-	case P_BOOL: fprintf(f, "%s", *(const bool *)src ? "true" : "false"); break;
-	case P_ENUM: fprintf(f, "%s", p->names[*(const int *)src]); break;
-	case P_STR: fprintf(f, "%s", (const char *)src); break;
+	case SIM_P_U64: fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)src); break;
+	case SIM_P_U32: fprintf(f, "%u", *(const uint32_t *)src); break;
+	case SIM_P_DBL: fprintf(f, "%.15g", *(const double *)src); break;
+	case SIM_P_BOOL: fprintf(f, "%s", *(const bool *)src ? "true" : "false"); break;
+	case SIM_P_ENUM: fprintf(f, "%s", p->names[*(const int *)src]); break;
+	case SIM_P_STR: fprintf(f, "%s", (const char *)src); break;
 	}
 }
 
-/* A quiet (module) parameter still at its default is not dumped: see struct param. */
-static bool dump_skip(const struct sim_config *c, const struct param *p)
+/* A quiet (module) parameter still at its default is not dumped: see struct sim_param. */
+static bool dump_skip(const struct sim_config *c, const struct sim_param *p)
 {
-	bool quiet = false;
-	for (int i = 0; quiet_sections[i]; i++)
-		quiet = quiet || !strcmp(p->section, quiet_sections[i]);
-	if (!quiet)
+	if (p >= core_params && p < core_params + NCORE)
 		return false;
 	struct sim_config d;
 	memset(&d, 0, sizeof(d));
 	(void)parse_value(&d, p, p->def);
-	size_t n = p->type == P_U64 ? sizeof(uint64_t) : p->type == P_U32 ? sizeof(uint32_t)
-		: p->type == P_DBL ? sizeof(double) : p->type == P_BOOL ? sizeof(bool)
-		: p->type == P_ENUM ? sizeof(int) : strlen((const char *)&d + p->off) + 1;
+	size_t n = p->type == SIM_P_U64 ? sizeof(uint64_t) : p->type == SIM_P_U32 ? sizeof(uint32_t)
+		: p->type == SIM_P_DBL ? sizeof(double) : p->type == SIM_P_BOOL ? sizeof(bool)
+		: p->type == SIM_P_ENUM ? sizeof(int) : strlen((const char *)&d + p->off) + 1;
 	return !memcmp((const char *)c + p->off, (const char *)&d + p->off, n);
 }
 
 /* Index of the next dumped parameter at or after i (NPARAMS if none). */
 static size_t dump_next(const struct sim_config *c, size_t i)
 {
-	while (i < NPARAMS && dump_skip(c, &params[i]))
+	while (i < NPARAMS && dump_skip(c, param_at(i)))
 		i++;
 	return i;
 }
@@ -439,14 +375,14 @@ void sim_config_dump(const struct sim_config *c, FILE *f)
 {
 	const char *sec = "";
 	for (size_t i = 0; i < NPARAMS; i++) {
-		if (dump_skip(c, &params[i]))
+		if (dump_skip(c, param_at(i)))
 			continue;
-		if (strcmp(sec, params[i].section)) {
-			sec = params[i].section;
+		if (strcmp(sec, param_at(i)->section)) {
+			sec = param_at(i)->section;
 			fprintf(f, "%s[%s]\n", i ? "\n" : "", sec);
 		}
-		fprintf(f, "%s = ", params[i].key);
-		print_value(c, &params[i], f);
+		fprintf(f, "%s = ", param_at(i)->key);
+		print_value(c, param_at(i), f);
 		fputc('\n', f);
 	}
 }
@@ -458,15 +394,15 @@ void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *inden
 	fprintf(f, "{");
 	const char *prev = "";
 	for (size_t i = dump_next(c, 0); i < NPARAMS; i = dump_next(c, i + 1)) {
-		const struct param *p = &params[i];
+		const struct sim_param *p = param_at(i);
 		size_t nx = dump_next(c, i + 1);
 		bool first = strcmp(prev, p->section) != 0;
-		bool last = nx == NPARAMS || strcmp(params[nx].section, p->section);
+		bool last = nx == NPARAMS || strcmp(param_at(nx)->section, p->section);
 		prev = p->section;
 		if (first)
 			fprintf(f, "\n%s  \"%s\": {", indent, p->section);
 		fprintf(f, "%s\n%s    \"%s\": ", first ? "" : ",", indent, p->key);
-		if (p->type == P_ENUM || p->type == P_STR) {
+		if (p->type == SIM_P_ENUM || p->type == SIM_P_STR) {
 			fputc('"', f);
 			print_value(c, p, f);
 			fputc('"', f);
@@ -483,10 +419,10 @@ void sim_config_help(FILE *f)
 {
 	const char *sec = "";
 	for (size_t i = 0; i < NPARAMS; i++) {
-		if (strcmp(sec, params[i].section)) {
-			sec = params[i].section;
+		if (strcmp(sec, param_at(i)->section)) {
+			sec = param_at(i)->section;
 			fprintf(f, "[%s]\n", sec);
 		}
-		fprintf(f, "  %-20s = %-12s %s\n", params[i].key, params[i].def, params[i].help);
+		fprintf(f, "  %-20s = %-12s %s\n", param_at(i)->key, param_at(i)->def, param_at(i)->help);
 	}
 }

@@ -1,7 +1,8 @@
 /* sim/sim_fail.c: timed link failures in inca-sim: links go down / come back up / degrade (rate
  * reduced, random loss) at configured times, and the "slow control plane" baseline that only
- * recomputes routes a configured delay after each change. Active only when s->fail is set;
- * OSF (sim_osf.c) is told about every change so it can fail over on its own. */
+ * recomputes routes a configured delay after each change. A simulator module (sim_module.h):
+ * other modules hear of every change through their link_change hook and may fail over on their
+ * own, and learn a link's loss through sim_module_port_loss. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,12 @@ struct sim_fail {
 	struct sim_fail_stats st;
 };
 
-bool sim_fail_configured(const struct sim_config *c)
+static inline struct sim_fail *fail_of(const struct sim *s)
+{
+	return s->mod[SIM_MOD_fail];
+}
+
+static bool fail_enabled(const struct sim_config *c)
 {
 	for (unsigned i = 0; i < 8; i++)
 		if (c->fail_event[i][0])
@@ -124,7 +130,7 @@ static int parse_event(struct sim *s, const char *text, struct fail_ev *fe)
 static void reroute_fire(struct sim *s, struct sim_event *ev)
 {
 	(void)ev;
-	struct sim_fail *fl = s->fail;
+	struct sim_fail *fl = fail_of(s);
 	if (sim_topo_reroute(s) != 0) {
 		s->finished = true;
 		sim_set_err(s, "failure: route recomputation failed (out of memory)");
@@ -136,7 +142,7 @@ static void reroute_fire(struct sim *s, struct sim_event *ev)
 
 static void set_link(struct sim *s, struct fail_ev *fe)
 {
-	struct sim_fail *fl = s->fail;
+	struct sim_fail *fl = fail_of(s);
 	struct sim_port *ends[2] = { fe->port, fe->port->peer };
 	bool was_down = fe->port->down;
 	for (int i = 0; i < 2; i++) {
@@ -159,10 +165,9 @@ static void set_link(struct sim *s, struct fail_ev *fe)
 	if (fe->action == FA_DOWN && fl->st.first_down_ps == SIM_TIME_NEVER)
 		fl->st.first_down_ps = s->now;
 	bool topo_change = (fe->action == FA_DOWN && !was_down) || (fe->action == FA_UP && was_down);
-	if (topo_change && s->osf)
-		sim_osf_link_event(s, fe->port, fe->action == FA_DOWN);
+	bool rerouted = topo_change && sim_module_link_change(s, fe->port, fe->action == FA_DOWN);
 	/* The slow control plane: only routes computed again after the delay avoid the link. */
-	if (topo_change && !s->osf && s->cfg.fail_reroute_delay_us > 0) {
+	if (topo_change && !rerouted && s->cfg.fail_reroute_delay_us > 0) {
 		struct fail_reroute *r = calloc(1, sizeof(*r));
 		if (r) {
 			sim_ev_init(&r->ev, reroute_fire);
@@ -179,11 +184,11 @@ static void set_link(struct sim *s, struct fail_ev *fe)
 static void fail_fire(struct sim *s, struct sim_event *ev)
 {
 	struct fail_ev *fe = SIM_CONTAINER_OF(ev, struct fail_ev, ev);
-	s->fail->st.events_applied++;
+	fail_of(s)->st.events_applied++;
 	set_link(s, fe);
 }
 
-int sim_fail_create(struct sim *s)
+static int fail_start(struct sim *s)
 {
 	const struct sim_config *c = &s->cfg;
 	if (c->fail_reroute_delay_us > 1e11) {
@@ -193,7 +198,7 @@ int sim_fail_create(struct sim *s)
 	struct sim_fail *fl = calloc(1, sizeof(*fl));
 	if (!fl)
 		return -ENOMEM;
-	s->fail = fl;
+	s->mod[SIM_MOD_fail] = fl;
 	fl->st.first_down_ps = SIM_TIME_NEVER;
 	fl->loss = calloc(s->nports, sizeof(*fl->loss));
 	fl->orig_rate = calloc(s->nports, sizeof(*fl->orig_rate));
@@ -220,9 +225,9 @@ int sim_fail_create(struct sim *s)
 	return 0;
 }
 
-void sim_fail_destroy(struct sim *s)
+static void fail_destroy(struct sim *s)
 {
-	struct sim_fail *fl = s->fail;
+	struct sim_fail *fl = fail_of(s);
 	if (!fl)
 		return;
 	while (fl->rr) {
@@ -233,12 +238,12 @@ void sim_fail_destroy(struct sim *s)
 	free(fl->loss);
 	free(fl->orig_rate);
 	free(fl);
-	s->fail = NULL;
+	s->mod[SIM_MOD_fail] = NULL;
 }
 
-bool sim_fail_lost(struct sim *s, struct sim_pkt *p)
+static bool fail_link_lost(struct sim *s, struct sim_pkt *p)
 {
-	struct sim_fail *fl = s->fail;
+	struct sim_fail *fl = fail_of(s);
 	if (p->type != SIM_PKT_DATA)
 		return false; /* loss hits data only (control frames are small) */
 	double l = fl->loss[p->rx_port->peer->id];
@@ -248,25 +253,29 @@ bool sim_fail_lost(struct sim *s, struct sim_pkt *p)
 	return true;
 }
 
-double sim_fail_port_loss(const struct sim *s, const struct sim_port *port)
+static double fail_port_loss(const struct sim *s, const struct sim_port *port)
 {
-	return s->fail ? s->fail->loss[port->id] : 0;
+	return fail_of(s)->loss[port->id];
 }
 
-void sim_fail_count_drop(struct sim *s)
+static void fail_pkt_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at,
+			  enum sim_drop_why why)
 {
-	s->fail->st.drops_down++;
+	(void)p;
+	(void)at;
+	if (why == SIM_DROP_PORT_DOWN || why == SIM_DROP_ROUTED_DOWN)
+		fail_of(s)->st.drops_down++;
 }
 
 int sim_fail_get_stats(const struct sim *s, struct sim_fail_stats *st)
 {
-	if (!s->fail)
+	if (!fail_of(s))
 		return -ENOENT;
-	*st = s->fail->st;
+	*st = fail_of(s)->st;
 	return 0;
 }
 
-int sim_fail_write_outputs(struct sim *s, const char *dir)
+static int fail_write_outputs(struct sim *s, const char *dir)
 {
 	struct sim_fail_stats st;
 	char path[SIM_PATH_MAX + 32];
@@ -285,3 +294,28 @@ int sim_fail_write_outputs(struct sim *s, const char *dir)
 	fclose(f);
 	return 0;
 }
+
+static const struct sim_param fail_params[] = {
+	{ "failure", "event1", SIM_P_STR, SIM_PARAM_FIELD(fail_event[0]), "", NULL, "'T_us nodeA-nodeB[#n] down|up|degrade [rate=f] [loss=p]' (also event2 .. event8)" },
+	{ "failure", "event2", SIM_P_STR, SIM_PARAM_FIELD(fail_event[1]), "", NULL, "see event1" },
+	{ "failure", "event3", SIM_P_STR, SIM_PARAM_FIELD(fail_event[2]), "", NULL, "see event1" },
+	{ "failure", "event4", SIM_P_STR, SIM_PARAM_FIELD(fail_event[3]), "", NULL, "see event1" },
+	{ "failure", "event5", SIM_P_STR, SIM_PARAM_FIELD(fail_event[4]), "", NULL, "see event1" },
+	{ "failure", "event6", SIM_P_STR, SIM_PARAM_FIELD(fail_event[5]), "", NULL, "see event1" },
+	{ "failure", "event7", SIM_P_STR, SIM_PARAM_FIELD(fail_event[6]), "", NULL, "see event1" },
+	{ "failure", "event8", SIM_P_STR, SIM_PARAM_FIELD(fail_event[7]), "", NULL, "see event1" },
+	{ "failure", "reroute_delay_us", SIM_P_DBL, SIM_PARAM_FIELD(fail_reroute_delay_us), "0", NULL, "slow control plane: routes recomputed this long after a link change (0 = never)" },
+};
+
+const struct sim_module_ops sim_fail_ops = {
+	.name = "failure",
+	.params = fail_params,
+	.nparams = sizeof(fail_params) / sizeof(fail_params[0]),
+	.enabled = fail_enabled,
+	.start = fail_start,
+	.destroy = fail_destroy,
+	.link_lost = fail_link_lost,
+	.pkt_drop = fail_pkt_drop,
+	.port_loss = fail_port_loss,
+	.write_outputs = fail_write_outputs,
+};

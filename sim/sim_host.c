@@ -134,8 +134,7 @@ static void flow_check_complete(struct sim *s, struct sim_flow *f)
 	f->state = SIM_FLOW_DONE;
 	s->flows_done++;
 	sim_flow_release(f);
-	if (s->ina) /* INA (sim_ina.c): a ring job may reuse the flow (nothing touches f after) */
-		sim_ina_flow_done(s, f);
+	sim_modules_flow_done(s, f); /* a module may reuse the flow: nothing touches f after */
 }
 
 void sim_flow_start(struct sim *s, struct sim_flow *f)
@@ -227,8 +226,8 @@ static struct sim_pkt *flow_emit(struct sim *s, struct sim_host *h, struct sim_f
 	p->entropy = f->entropy;
 	p->size_bytes = payload_of(s, f, psn) + c->header_bytes;
 	p->spray_ctr = f->spray_seq++;
-	if (s->ccm) /* CCM (sim_ccm.c): coordination tag */
-		sim_ccm_tag(s, f, p);
+	if (s->hk.data_tx)
+		s->hk.data_tx(s, f, p);
 	s->data_pkts++;
 	if (psn < f->snd_high) {
 		f->retx_pkts++;
@@ -266,8 +265,8 @@ static struct sim_pkt *flow_emit(struct sim *s, struct sim_host *h, struct sim_f
 
 struct sim_pkt *sim_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake)
 {
-	if (s->osf) /* OSF (sim_osf.c): the OSF-Ingress schedules the NIC */
-		return sim_osf_host_next(s, h, wake);
+	if (s->hk.host_next) /* a module schedules the NIC */
+		return s->hk.host_next(s, h, wake);
 	struct sim_flow *f = h->active;
 	for (uint32_t i = 0, n = h->nactive; i < n; i++, f = f->next_active) {
 		if (!window_open(s, f))
@@ -320,8 +319,7 @@ static void receiver_done(struct sim *s, struct sim_flow *f)
 	f->finish_ps = s->now;
 	if (f->trig_recv_done)
 		sim_trigger_activate(s, f->trig_recv_done);
-	if (s->ina) /* INA (sim_ina.c): next ring step of the receiving rank */
-		sim_ina_flow_recv_done(s, f);
+	sim_modules_flow_recv_done(s, f);
 	flow_check_complete(s, f);
 }
 
@@ -486,11 +484,14 @@ static void rto_fire(struct sim *s, struct sim_event *ev)
 
 void sim_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	if (s->osf && sim_osf_host_rx(s, h, p)) /* OSF (sim_osf.c): egress, credits, reports */
+	if (s->hk.host_rx_any && s->hk.host_rx_any(s, h, p))
 		return;
-	if (s->ina && (p->type == SIM_PKT_INA_DATA || p->type == SIM_PKT_INA_RESULT)) { /* INA (sim_ina.c) */
-		sim_ina_host_rx(s, h, p);
-		return;
+	if (p->type >= SIM_PKT_MOD_FIRST) { /* a module's own packet */
+		const struct sim_module_ops *m = s->pkt_owner[p->type];
+		if (m && m->host_rx) {
+			m->host_rx(s, h, p);
+			return;
+		}
 	}
 	struct sim_flow *f = &s->flows[p->flow];
 	if (p->dst == h->n.id) {
@@ -503,21 +504,15 @@ void sim_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 			s->cnps++;
 			if (s->cfg.cc == SIM_CC_DCQCN && !f->send_done) {
 				dcqcn_cnp(s, f);
-				if (s->ccm) /* CCM (sim_ccm.c): event log */
-					sim_ccm_rate_cut(s, f);
+				sim_modules_rate_cut(s, f);
 			}
-			break;
-		case SIM_PKT_CCM_NOTIFY: /* CCM (sim_ccm.c) */
-			if (s->ccm)
-				sim_ccm_host_rx(s, h, p);
 			break;
 		}
 	}
 	sim_pkt_free(s, p);
 }
 
-/* OSF (sim_osf.c): entry points for the OSF-Ingress scheduler and the OSF-Egress reorder
- * buffer, which sit in front of the transport. */
+/* Entry points for modules in front of the transport (sim_int.h). */
 struct sim_pkt *sim_host_emit(struct sim *s, struct sim_host *h, struct sim_flow *f)
 {
 	return flow_emit(s, h, f);

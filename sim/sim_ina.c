@@ -27,93 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg/agg.h"
-#include "sim_int.h"
-
-#define INA_NONE UINT32_MAX
-#define INA_MAX_LEVELS 8
-#define INA_RING_TRIG UINT32_MAX /* trig_start of ring objects: never started by a trigger */
-
-struct ina_tn {              /* one switch of one job's tree */
-	uint32_t sw, job;
-	uint32_t parent;         /* tn index, INA_NONE at the root */
-	uint16_t parent_port;
-	uint32_t next_at_sw;     /* next tn at the same switch */
-	uint8_t *abm;
-	struct agg_bift_entry *bift;
-	uint32_t nbift, capbift;
-	struct agg_tree *tree;
-};
-
-struct ina_wslot {           /* one outstanding chunk of a member (window position) */
-	struct sim_event ev;     /* retransmission timer */
-	uint32_t member, g, tries;
-	bool busy;
-	bool gap;                /* the timer is a loss-detection deadline, not the RTO */
-	sim_time_ps dep;         /* estimated departure of the last transmission */
-};
-
-struct ina_member {
-	uint32_t job, rank, host, edge_node;
-	uint32_t ndone;
-	uint32_t next;           /* next chunk to start: chunks start strictly in g order */
-	uint8_t *got;            /* bitmap over chunks */
-	struct ina_wslot *w;     /* job_slots entries */
-	sim_time_ps srtt;        /* smoothed round trip of chunks sent once (0 = no sample yet) */
-	sim_time_ps done_ps;
-};
-
-struct ina_job {
-	uint32_t id, n;
-	uint32_t *hosts;         /* rank -> host */
-	bool inc, finished;
-	uint32_t nchunks, levels, ntn, root_tn;
-	unsigned bsl_bits;
-	uint64_t size_bytes;
-	uint32_t *tns;           /* tn indices of the tree */
-	uint32_t member0;        /* first member index (INC) */
-	uint32_t members_done;
-	uint8_t *expect;         /* reference results, nchunks * data_bytes */
-	sim_time_ps start_ps, finish_ps, bound_ps;
-	struct sim_event start_ev;
-	uint64_t results_ok, results_bad, dups, retx, timeouts;
-	/* ring */
-	uint32_t flow0, steps;   /* objects flow0 + 2*rank + (step & 1) */
-	uint32_t *next_step, *recvd, *obj_step; /* per rank; obj_step per object */
-	uint32_t ranks_done;
-};
-
-struct ina_buf {             /* payload of an INA packet in flight (index in the pool) */
-	uint32_t job, g, next_free;
-	uint16_t bfr_id, count;
-	uint8_t flags;
-};
-
-struct sim_ina {
-	struct ina_job *jobs;
-	uint32_t njobs, jobs_done;
-	struct ina_tn *tn;
-	uint32_t ntn, captn;
-	uint32_t *sw_head;       /* per switch: first tn, INA_NONE */
-	uint32_t *sw_used;       /* slots allocated per switch */
-	struct ina_member *mem;
-	uint32_t nmem;
-	uint32_t *member_of_host; /* member index + 1, 0 = none */
-	/* payload pool */
-	uint8_t *pool;
-	size_t rec_bytes, bits_max;
-	uint32_t nrec, caprec, free_rec;
-	uint32_t data_bytes;     /* elems * 4 */
-	struct agg_send *sends;
-	size_t max_sends;
-	struct util_rng rng;     /* loss */
-	struct util_rng jrng;    /* retransmission timer jitter */
-	uint32_t ring_lo, ring_hi; /* flow index range of ring objects */
-	uint64_t ring_completions;
-	uint64_t verdicts[AGG_VERDICT_COUNT];
-	uint64_t lost_pkts, drops_queue, pkts;
-	uint64_t nack_resends;
-};
+#include "sim_ina_int.h"
 
 /* ---- payload pool ----------------------------------------------------------------------- */
 static struct ina_buf *buf_at(struct sim_ina *a, uint32_t i)
@@ -150,18 +64,10 @@ static void buf_free(struct sim_ina *a, uint32_t i)
 }
 
 /* ---- element values ------------------------------------------------------------------- */
-/* Contribution of rank r to element e of chunk g: an integer in [-1000, 1000], exact as int32
- * and as fp32 for any sum of up to 16 k ranks. */
-static int32_t ina_val(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, uint32_t e)
-{
-	uint64_t k = sim_mix64(s->cfg.seed ^ ((uint64_t)job << 48) ^ ((uint64_t)r << 24) ^ sim_mix64(((uint64_t)g << 16) | e));
-	return (int32_t)(k % 2001) - 1000;
-}
-
 static void ina_fill(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, uint8_t *out)
 {
 	for (uint32_t e = 0; e < s->cfg.ina_elems; e++) {
-		int32_t v = ina_val(s, job, r, g, e);
+		int32_t v = sim_ina_val(s, job, r, g, e);
 		if (s->cfg.ina_dtype == SIM_INA_FP32) {
 			float f = (float)v;
 			memcpy(out + 4 * e, &f, 4);
@@ -169,17 +75,6 @@ static void ina_fill(const struct sim *s, uint32_t job, uint32_t r, uint32_t g, 
 			memcpy(out + 4 * e, &v, 4);
 		}
 	}
-}
-
-static uint32_t chunk_len(const struct sim *s, const struct ina_job *j, uint32_t g)
-{
-	uint64_t off = (uint64_t)g * s->cfg.mtu_bytes, rest = j->size_bytes - off;
-	return rest < s->cfg.mtu_bytes ? (uint32_t)rest : s->cfg.mtu_bytes;
-}
-
-static uint32_t wire_size(const struct sim *s, const struct ina_job *j, uint32_t g, bool data)
-{
-	return s->cfg.header_bytes + WIRE_INCA_FIXED_LEN + j->bsl_bits / 8 + (data ? chunk_len(s, j, g) : 0);
 }
 
 /* ---- sending --------------------------------------------------------------------------- */
@@ -200,7 +95,7 @@ static void host_send(struct sim *s, struct sim_host *h, struct sim_pkt *p, bool
 
 static void switch_send(struct sim *s, struct sim_switch *sw, struct sim_port *out, struct sim_pkt *p)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	if (out->q_bytes + p->size_bytes > s->cfg.buffer_bytes) { /* lossy admission */
 		sw->drops_queue++;
 		out->drops++;
@@ -229,7 +124,7 @@ static sim_time_ps rto_of(const struct sim *s, sim_time_ps srtt, uint32_t tries)
 
 static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool retx)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	struct ina_job *j = &a->jobs[m->job];
 	uint32_t b = buf_alloc(a);
 	struct sim_pkt *p = b ? sim_pkt_alloc(s) : NULL;
@@ -239,7 +134,7 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 	struct sim_port *nic = &s->hosts[m->host].port;
 	sim_time_ps dep = (nic->busy_until > s->now ? nic->busy_until : s->now) +
 			  (retx ? 0 : (sim_time_ps)nic->cq.n *
-					      sim_time_serialize(wire_size(s, j, g, true), nic->rate_bps));
+					      sim_time_serialize(sim_ina_wire_size(s, j, g, true), nic->rate_bps));
 	if (p) {
 		struct ina_buf *ib = buf_at(a, b);
 		ib->job = m->job;
@@ -256,7 +151,7 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 		p->psn = b;
 		p->src = m->host;
 		p->dst = m->edge_node;
-		p->size_bytes = wire_size(s, j, g, true);
+		p->size_bytes = sim_ina_wire_size(s, j, g, true);
 		a->pkts++;
 		host_send(s, &s->hosts[m->host], p, retx);
 	} else {
@@ -292,7 +187,7 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
  * a switch that completes a chunk knows any earlier chunk's missing contributions are lost. */
 static void member_start(struct sim *s, struct ina_member *m)
 {
-	const struct ina_job *j = &s->ina->jobs[m->job];
+	const struct ina_job *j = &ina_of(s)->jobs[m->job];
 	uint32_t W = s->cfg.ina_job_slots;
 	while (m->next < j->nchunks && !m->w[m->next % W].busy)
 		member_send(s, m, m->next++, false);
@@ -311,7 +206,7 @@ static void member_nack(struct sim *s, struct ina_member *m, uint32_t g)
 		return;
 	if (w->g == g && w->tries && s->now < w->dep + m->srtt / 2)
 		return;
-	s->ina->nack_resends++;
+	ina_of(s)->nack_resends++;
 	w->tries++;
 	member_send(s, m, w->g, true);
 }
@@ -337,10 +232,10 @@ static void member_gaps(struct sim *s, struct ina_member *m, sim_time_ps dep)
 	}
 }
 
-static void wslot_timeout(struct sim *s, struct sim_event *ev)
+void sim_ina_wslot_timeout(struct sim *s, struct sim_event *ev)
 {
 	struct ina_wslot *w = SIM_CONTAINER_OF(ev, struct ina_wslot, ev);
-	struct ina_member *m = &s->ina->mem[w->member];
+	struct ina_member *m = &ina_of(s)->mem[w->member];
 	if (!w->busy)
 		return;
 	if (w->gap) {
@@ -348,7 +243,7 @@ static void wslot_timeout(struct sim *s, struct sim_event *ev)
 		member_send(s, m, w->g, true);
 		return;
 	}
-	s->ina->jobs[m->job].timeouts++;
+	ina_of(s)->jobs[m->job].timeouts++;
 	s->timeouts++;
 	w->tries++;
 	member_send(s, m, w->g, true);
@@ -395,7 +290,7 @@ static void ring_try_start(struct sim *s, struct ina_job *j, uint32_t i)
 
 static struct ina_job *ring_job_of(struct sim *s, const struct sim_flow *f, uint32_t *obj)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	if (f->idx < a->ring_lo || f->idx >= a->ring_hi)
 		return NULL;
 	for (uint32_t x = 0; x < a->njobs; x++) {
@@ -412,7 +307,7 @@ static void job_finish(struct sim *s, struct ina_job *j)
 {
 	j->finished = true;
 	j->finish_ps = s->now;
-	s->ina->jobs_done++;
+	ina_of(s)->jobs_done++;
 }
 
 void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f)
@@ -434,12 +329,12 @@ void sim_ina_flow_done(struct sim *s, struct sim_flow *f)
 	struct ina_job *j = ring_job_of(s, f, &o);
 	if (!j)
 		return;
-	s->ina->ring_completions++;
+	ina_of(s)->ring_completions++;
 	ring_try_start(s, j, o / 2);
 }
 
 /* ---- job start --------------------------------------------------------------------------- */
-static void job_start(struct sim *s, struct sim_event *ev)
+void sim_ina_job_start(struct sim *s, struct sim_event *ev)
 {
 	struct ina_job *j = SIM_CONTAINER_OF(ev, struct ina_job, start_ev);
 	j->start_ps = s->now;
@@ -449,13 +344,13 @@ static void job_start(struct sim *s, struct sim_event *ev)
 		return;
 	}
 	for (uint32_t r = 0; r < j->n; r++)
-		member_start(s, &s->ina->mem[j->member0 + r]);
+		member_start(s, &ina_of(s)->mem[j->member0 + r]);
 }
 
 /* ---- receive paths --------------------------------------------------------------------- */
 static bool lost(struct sim *s)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	if (s->cfg.ina_loss > 0 && util_rng_double(&a->rng) < s->cfg.ina_loss) {
 		a->lost_pkts++;
 		return true;
@@ -465,7 +360,7 @@ static bool lost(struct sim *s)
 
 void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	uint32_t b = p->psn;
 	uint32_t mi = a->member_of_host[h->n.id];
 	if (lost(s) || !mi || p->type != SIM_PKT_INA_RESULT)
@@ -543,7 +438,7 @@ static struct ina_tn *tn_at(struct sim_ina *a, uint32_t sw, uint32_t job)
 
 void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
-	struct sim_ina *a = s->ina;
+	struct sim_ina *a = ina_of(s);
 	uint32_t b = p->psn;
 	struct ina_buf *ib = buf_at(a, b);
 	struct ina_tn *tn = lost(s) ? NULL : tn_at(a, sw->n.id - s->nhosts, ib->job);
@@ -609,537 +504,8 @@ void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		q->psn = nb;
 		q->src = sw->n.id;
 		q->dst = out->peer->node->id;
-		q->size_bytes = wire_size(s, j, ob->g, sd->pkt.data_len > 0);
+		q->size_bytes = sim_ina_wire_size(s, j, ob->g, sd->pkt.data_len > 0);
 		a->pkts++;
 		switch_send(s, sw, out, q);
 	}
-}
-
-/* ---- construction ---------------------------------------------------------------------- */
-static int tn_new(struct sim_ina *a, uint32_t sw, uint32_t job, unsigned bsl_bits, uint32_t *out)
-{
-	if (a->ntn == a->captn) {
-		uint32_t cap = a->captn ? a->captn * 2 : 64;
-		struct ina_tn *v = realloc(a->tn, sizeof(*v) * cap);
-		if (!v)
-			return -ENOMEM;
-		a->tn = v;
-		a->captn = cap;
-	}
-	struct ina_tn *t = &a->tn[a->ntn];
-	memset(t, 0, sizeof(*t));
-	t->sw = sw;
-	t->job = job;
-	t->parent = INA_NONE;
-	t->next_at_sw = INA_NONE;
-	if (!(t->abm = calloc(1, bsl_bits / 8)))
-		return -ENOMEM;
-	*out = a->ntn++;
-	return 0;
-}
-
-static int tn_add_bit(struct ina_tn *t, unsigned bsl_bits, unsigned bp, uint32_t nbr)
-{
-	if (t->nbift == t->capbift) {
-		uint32_t cap = t->capbift ? t->capbift * 2 : 8;
-		struct agg_bift_entry *v = realloc(t->bift, sizeof(*v) * cap);
-		if (!v)
-			return -ENOMEM;
-		t->bift = v;
-		t->capbift = cap;
-	}
-	t->bift[t->nbift++] = (struct agg_bift_entry){ bp, nbr, NULL };
-	wire_bier_set(t->abm, bsl_bits / 8, bp);
-	return 0;
-}
-
-/* Port of node x leading to node y (first live one), -1 if none. */
-static int port_to(const struct sim_node *x, const struct sim_node *y)
-{
-	for (uint32_t p = 0; p < x->nports; p++)
-		if (x->ports[p].peer->node == y && !x->ports[p].down)
-			return (int)p;
-	return -1;
-}
-
-static bool is_up(const struct sim_node *x, uint32_t p)
-{
-	const struct sim_node *m = x->ports[p].peer->node;
-	return !x->ports[p].down && m->kind == SIM_NODE_SWITCH && m->tier > x->tier;
-}
-
-/* Make child tn c a child of switch `psw` (tn found or created via map). */
-static int tn_link(struct sim *s, struct sim_ina *a, uint32_t c, uint32_t psw, uint32_t *map,
-		   unsigned bsl, uint32_t *nlevel, uint32_t *level)
-{
-	uint32_t pt = map[psw];
-	int rc;
-	if (pt == INA_NONE) {
-		if ((rc = tn_new(a, psw, a->tn[c].job, bsl, &pt)) != 0)
-			return rc;
-		map[psw] = pt;
-		level[(*nlevel)++] = pt;
-	}
-	struct sim_node *cn = &s->sws[a->tn[c].sw].n, *pn = &s->sws[psw].n;
-	int up = port_to(cn, pn), down = port_to(pn, cn);
-	if (up < 0 || down < 0)
-		return -EINVAL;
-	a->tn[c].parent = pt;
-	a->tn[c].parent_port = (uint16_t)up;
-	size_t len = bsl / 8;
-	for (unsigned bp = wire_bier_next(a->tn[c].abm, len, 1); bp; bp = wire_bier_next(a->tn[c].abm, len, bp + 1))
-		if ((rc = tn_add_bit(&a->tn[pt], bsl, bp, (uint32_t)down)) != 0)
-			return rc;
-	return 0;
-}
-
-/* Build job j's tree into a->tn (not yet linked to switches). */
-static int build_tree(struct sim *s, struct ina_job *j, uint32_t *map)
-{
-	struct sim_ina *a = s->ina;
-	uint32_t H = s->nhosts, first = a->ntn;
-	uint32_t *cur = malloc(sizeof(*cur) * (j->n + 1)), *nxt = malloc(sizeof(*nxt) * (j->n + 1));
-	uint32_t ncur = 0, nnxt, *cand = NULL;
-	int rc = 0;
-	if (!cur || !nxt) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (uint32_t r = 0; r < j->n && !rc; r++) {
-		struct sim_port *hp = &s->hosts[j->hosts[r]].port;
-		uint32_t sw = hp->peer->node->id - H;
-		if (map[sw] == INA_NONE) {
-			if ((rc = tn_new(a, sw, j->id, j->bsl_bits, &map[sw])) != 0)
-				break;
-			cur[ncur++] = map[sw];
-		}
-		rc = tn_add_bit(&a->tn[map[sw]], j->bsl_bits, r + 1, hp->peer->idx);
-	}
-	j->levels = 1;
-	while (!rc && ncur > 1) {
-		if (j->levels >= INA_MAX_LEVELS) {
-			rc = -EINVAL;
-			break;
-		}
-		/* A switch adjacent (upward) to every node of this level becomes the root. */
-		struct sim_node *x0 = &s->sws[a->tn[cur[0]].sw].n;
-		free(cand);
-		cand = malloc(sizeof(*cand) * (x0->nports + 1));
-		if (!cand) {
-			rc = -ENOMEM;
-			break;
-		}
-		uint32_t ncand = 0;
-		for (uint32_t p = 0; p < x0->nports; p++) {
-			if (!is_up(x0, p))
-				continue;
-			struct sim_node *c = x0->ports[p].peer->node;
-			bool all = true, dup = false;
-			for (uint32_t q = 0; q < ncand; q++)
-				dup |= cand[q] == c->id - H;
-			for (uint32_t i = 1; i < ncur && all && !dup; i++)
-				all = port_to(&s->sws[a->tn[cur[i]].sw].n, c) >= 0;
-			if (all && !dup)
-				cand[ncand++] = c->id - H;
-		}
-		nnxt = 0;
-		if (ncand) {
-			uint32_t root = cand[j->id % ncand];
-			for (uint32_t i = 0; i < ncur && !rc; i++)
-				rc = tn_link(s, a, cur[i], root, map, j->bsl_bits, &nnxt, nxt);
-		} else {
-			for (uint32_t i = 0; i < ncur && !rc; i++) {
-				struct sim_node *x = &s->sws[a->tn[cur[i]].sw].n;
-				uint32_t nup = 0, pick = INA_NONE;
-				for (uint32_t p = 0; p < x->nports; p++)
-					nup += is_up(x, p);
-				if (!nup) {
-					rc = -EINVAL;
-					break;
-				}
-				for (uint32_t p = 0, k = 0; p < x->nports; p++)
-					if (is_up(x, p) && k++ == j->id % nup)
-						pick = x->ports[p].peer->node->id - H;
-				rc = tn_link(s, a, cur[i], pick, map, j->bsl_bits, &nnxt, nxt);
-			}
-		}
-		uint32_t *t = cur;
-		cur = nxt;
-		nxt = t;
-		ncur = nnxt;
-		j->levels++;
-	}
-	if (!rc) {
-		j->root_tn = cur[0];
-		j->ntn = a->ntn - first;
-		j->tns = malloc(sizeof(*j->tns) * j->ntn);
-		if (!j->tns)
-			rc = -ENOMEM;
-		for (uint32_t i = 0; !rc && i < j->ntn; i++)
-			j->tns[i] = first + i;
-	}
-out:
-	for (uint32_t t = first; t < a->ntn; t++)
-		map[a->tn[t].sw] = INA_NONE;
-	free(cur);
-	free(nxt);
-	free(cand);
-	return rc;
-}
-
-/* Lower bound: the last chunk leaves the member S/B after the start (bottleneck rate) and
- * then crosses every link of the round trip once (serialisation + latency). */
-static sim_time_ps job_bound(struct sim *s, struct ina_job *j)
-{
-	struct sim_ina *a = s->ina;
-	const struct sim_port *path[2 * INA_MAX_LEVELS + 2];
-	unsigned np = 0;
-	path[np++] = &s->hosts[j->hosts[0]].port;
-	uint32_t leaf = INA_NONE;
-	uint32_t sw0 = s->hosts[j->hosts[0]].port.peer->node->id - s->nhosts;
-	for (uint32_t i = 0; i < j->ntn; i++)
-		if (a->tn[j->tns[i]].sw == sw0)
-			leaf = j->tns[i];
-	for (uint32_t x = leaf; x != INA_NONE && a->tn[x].parent != INA_NONE; x = a->tn[x].parent)
-		path[np++] = &s->sws[a->tn[x].sw].n.ports[a->tn[x].parent_port];
-	unsigned nup = np;
-	for (unsigned i = nup; i-- > 0;)
-		path[np++] = path[i]->peer;
-	sim_time_ps sum = 0, maxser = 0, last = 0;
-	uint32_t full = wire_size(s, j, 0, true), lastsz = wire_size(s, j, j->nchunks - 1, true);
-	for (unsigned i = 0; i < np; i++) {
-		sim_time_ps ser = sim_time_serialize(full, path[i]->rate_bps);
-		if (ser > maxser)
-			maxser = ser;
-		sum += path[i]->latency_ps;
-		last += sim_time_serialize(lastsz, path[i]->rate_bps);
-	}
-	/* nchunks - 1 full packets through the bottleneck, then the last one end to end */
-	return (sim_time_ps)(j->nchunks - 1) * maxser + last + sum;
-}
-
-static int job_setup_inc(struct sim *s, struct ina_job *j)
-{
-	struct sim_ina *a = s->ina;
-	uint32_t W = s->cfg.ina_job_slots;
-	for (uint32_t i = 0; i < j->ntn; i++) {
-		struct ina_tn *t = &a->tn[j->tns[i]];
-		struct agg_tree_cfg tc = {
-			.tree_id = (uint16_t)(j->id + 1), .rkey = 0x1000u + j->id, .nslots = (uint16_t)W,
-			.slot_bytes = a->data_bytes, .bsl_bits = j->bsl_bits, .si = 0, .abm = t->abm,
-			.root = t->parent == INA_NONE, .parent_nbr = t->parent == INA_NONE ? AGG_NBR_NONE : t->parent_port,
-			.own_bfr_id = 0, .nbift = t->nbift, .bift = t->bift, .deterministic = false,
-			.check_sender = true,
-		};
-		int rc = agg_tree_create(&tc, &t->tree);
-		if (rc)
-			return rc;
-		if (agg_tree_max_sends(t->tree) > a->max_sends)
-			a->max_sends = agg_tree_max_sends(t->tree);
-		t->next_at_sw = a->sw_head[t->sw];
-		a->sw_head[t->sw] = j->tns[i];
-		a->sw_used[t->sw] += W;
-	}
-	j->member0 = a->nmem;
-	for (uint32_t r = 0; r < j->n; r++) {
-		struct ina_member *m = &a->mem[a->nmem];
-		memset(m, 0, sizeof(*m));
-		m->job = j->id;
-		m->rank = r;
-		m->host = j->hosts[r];
-		m->edge_node = s->hosts[m->host].port.peer->node->id;
-		m->got = calloc((j->nchunks + 7) / 8, 1);
-		m->w = calloc(W, sizeof(*m->w));
-		if (!m->got || !m->w)
-			return -ENOMEM;
-		for (uint32_t k = 0; k < W; k++) {
-			sim_ev_init(&m->w[k].ev, wslot_timeout);
-			m->w[k].member = a->nmem;
-		}
-		a->member_of_host[m->host] = ++a->nmem;
-	}
-	/* reference results */
-	j->expect = calloc((size_t)j->nchunks, a->data_bytes);
-	int32_t *acc = calloc(s->cfg.ina_elems, sizeof(*acc));
-	if (!j->expect || !acc) {
-		free(acc);
-		return -ENOMEM;
-	}
-	for (uint32_t g = 0; g < j->nchunks; g++) {
-		memset(acc, 0, sizeof(*acc) * s->cfg.ina_elems);
-		for (uint32_t r = 0; r < j->n; r++)
-			for (uint32_t e = 0; e < s->cfg.ina_elems; e++)
-				acc[e] += ina_val(s, j->id, r, g, e);
-		for (uint32_t e = 0; e < s->cfg.ina_elems; e++) {
-			uint8_t *o = j->expect + (size_t)g * a->data_bytes + 4 * e;
-			if (s->cfg.ina_dtype == SIM_INA_FP32) {
-				float f = (float)acc[e];
-				memcpy(o, &f, 4);
-			} else {
-				memcpy(o, &acc[e], 4);
-			}
-		}
-	}
-	free(acc);
-	j->bound_ps = job_bound(s, j);
-	return 0;
-}
-
-static int job_setup_ring(struct sim *s, struct ina_job *j)
-{
-	uint64_t chunk = (j->size_bytes + j->n - 1) / j->n;
-	j->steps = 2 * (j->n - 1);
-	j->flow0 = s->nflows;
-	j->next_step = calloc(j->n, sizeof(uint32_t));
-	j->recvd = calloc(j->n, sizeof(uint32_t));
-	j->obj_step = malloc(2 * sizeof(uint32_t) * j->n);
-	if (!j->next_step || !j->recvd || !j->obj_step)
-		return -ENOMEM;
-	for (uint32_t o = 0; o < 2 * j->n; o++) {
-		j->obj_step[o] = INA_NONE;
-		uint32_t i = o / 2;
-		struct sim_flow *f = sim_flow_new(s, j->hosts[i], j->hosts[(i + 1) % j->n], chunk, 0, 0);
-		if (!f)
-			return -ENOMEM;
-		f->trig_start = INA_RING_TRIG;
-	}
-	return 0;
-}
-
-int sim_ina_create(struct sim *s)
-{
-	const struct sim_config *c = &s->cfg;
-	uint32_t J = c->ina_jobs, n = c->ina_job_hosts ? c->ina_job_hosts : (J ? s->nhosts / J : 0);
-	if (!J || n < 2 || (uint64_t)J * n > s->nhosts || n > WIRE_BSL_MAX || J > 65535) {
-		sim_set_err(s, "ina: need jobs >= 1 and 2 <= job_hosts <= 4096 with jobs * job_hosts <= hosts");
-		return -EINVAL;
-	}
-	if (!c->ina_size_bytes || c->ina_size_bytes > SIM_FLOW_MAX_BYTES ||
-	    c->ina_size_bytes / c->mtu_bytes >= (1u << 30)) {
-		sim_set_err(s, "ina.size_bytes must be > 0 and below 2^30 MTUs");
-		return -EINVAL;
-	}
-	uint64_t nch = (c->ina_size_bytes + c->mtu_bytes - 1) / c->mtu_bytes;
-	if ((uint64_t)n * nch * c->ina_elems > (1ull << 32) || (uint64_t)J * n * nch > (1ull << 34)) {
-		sim_set_err(s, "ina: jobs * job_hosts * chunks (and * elems) too large to simulate");
-		return -E2BIG;
-	}
-	if (c->ina_job_slots < 1 || c->ina_job_slots > 4096 || c->ina_elems < 1 || c->ina_elems > 1024 ||
-	    c->ina_loss >= 1 || c->ina_rto_us <= 0 || c->ina_rto_us > 1e9 || c->ina_start_us > 1e11) {
-		sim_set_err(s, "ina: need 1 <= job_slots <= 4096, 1 <= elems <= 1024, loss < 1, 0 < rto_us <= 1e9");
-		return -EINVAL;
-	}
-	struct sim_ina *a = calloc(1, sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	s->ina = a;
-	sim_rng_init(s, &a->rng, 6, 0);
-	sim_rng_init(s, &a->jrng, 6, 1);
-	a->data_bytes = c->ina_elems * 4;
-	unsigned bsl = WIRE_BSL_MIN;
-	while (bsl < n)
-		bsl *= 2;
-	a->bits_max = bsl / 8;
-	a->rec_bytes = (sizeof(struct ina_buf) + a->bits_max + a->data_bytes + 7) / 8 * 8;
-	a->nrec = 1; /* record 0 = none */
-	a->njobs = J;
-	a->jobs = calloc(J, sizeof(*a->jobs));
-	a->sw_head = malloc(sizeof(uint32_t) * s->nsw);
-	a->sw_used = calloc(s->nsw, sizeof(uint32_t));
-	a->mem = calloc((size_t)J * n, sizeof(*a->mem));
-	a->member_of_host = calloc(s->nhosts, sizeof(uint32_t));
-	uint32_t *map = malloc(sizeof(uint32_t) * s->nsw);
-	if (!a->jobs || !a->sw_head || !a->sw_used || !a->mem || !a->member_of_host || !map) {
-		free(map);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < s->nsw; i++)
-		a->sw_head[i] = map[i] = INA_NONE;
-	a->ring_lo = s->nflows;
-	int rc = 0;
-	for (uint32_t x = 0; x < J && !rc; x++) {
-		struct ina_job *j = &a->jobs[x];
-		j->id = x;
-		j->n = n;
-		j->size_bytes = c->ina_size_bytes;
-		j->nchunks = (uint32_t)((c->ina_size_bytes + c->mtu_bytes - 1) / c->mtu_bytes);
-		j->bsl_bits = bsl;
-		j->hosts = malloc(sizeof(uint32_t) * n);
-		if (!j->hosts) {
-			rc = -ENOMEM;
-			break;
-		}
-		for (uint32_t r = 0; r < n; r++)
-			j->hosts[r] = c->ina_placement == SIM_INA_STRIDED ? r * J + x : x * n + r;
-		sim_ev_init(&j->start_ev, job_start);
-		if (c->ina_mode == SIM_INA_INC) {
-			if ((rc = build_tree(s, j, map)) != 0) {
-				sim_set_err(s, "ina: cannot build an aggregation tree on this topology");
-				break;
-			}
-			bool fits = true;
-			for (uint32_t i = 0; i < j->ntn; i++)
-				fits &= a->sw_used[a->tn[j->tns[i]].sw] + c->ina_job_slots <= c->ina_switch_slots;
-			j->inc = fits;
-		}
-		rc = j->inc ? job_setup_inc(s, j) : job_setup_ring(s, j);
-		sim_schedule(s, &j->start_ev, sim_time_from_us_f(c->ina_start_us));
-	}
-	a->ring_hi = s->nflows;
-	free(map);
-	if (!rc && !(a->sends = calloc(a->max_sends ? a->max_sends : 1, sizeof(*a->sends))))
-		rc = -ENOMEM;
-	return rc;
-}
-
-void sim_ina_destroy(struct sim *s)
-{
-	struct sim_ina *a = s->ina;
-	if (!a)
-		return;
-	for (uint32_t x = 0; x < a->njobs; x++) {
-		struct ina_job *j = &a->jobs[x];
-		free(j->hosts);
-		free(j->tns);
-		free(j->expect);
-		free(j->next_step);
-		free(j->recvd);
-		free(j->obj_step);
-	}
-	for (uint32_t t = 0; t < a->ntn; t++) {
-		agg_tree_destroy(a->tn[t].tree);
-		free(a->tn[t].abm);
-		free(a->tn[t].bift);
-	}
-	for (uint32_t m = 0; m < a->nmem; m++) {
-		free(a->mem[m].got);
-		free(a->mem[m].w);
-	}
-	free(a->jobs);
-	free(a->tn);
-	free(a->sw_head);
-	free(a->sw_used);
-	free(a->mem);
-	free(a->member_of_host);
-	free(a->pool);
-	free(a->sends);
-	free(a);
-	s->ina = NULL;
-}
-
-bool sim_ina_done(const struct sim *s)
-{
-	const struct sim_ina *a = s->ina;
-	uint64_t others = s->nflows - (a->ring_hi - a->ring_lo);
-	return a->jobs_done == a->njobs && s->flows_done - a->ring_completions >= others;
-}
-
-/* Ring objects are reused: count each once, done if its last step is done. */
-void sim_ina_adjust_stats(const struct sim *s, struct sim_stats *st)
-{
-	const struct sim_ina *a = s->ina;
-	uint32_t done = 0;
-	for (uint32_t x = 0; x < a->njobs; x++) /* a finished job's flows count as done */
-		if (!a->jobs[x].inc)
-			for (uint32_t o = 0; o < 2 * a->jobs[x].n; o++)
-				done += a->jobs[x].finished || s->flows[a->jobs[x].flow0 + o].state == SIM_FLOW_DONE;
-	st->flows_done = (uint32_t)(s->flows_done - a->ring_completions) + done;
-}
-
-/* ---- results ----------------------------------------------------------------------------- */
-uint32_t sim_ina_job_count(const struct sim *s)
-{
-	return s->ina ? s->ina->njobs : 0;
-}
-
-int sim_ina_job_result(const struct sim *s, uint32_t x, struct sim_ina_job_result *r)
-{
-	if (!s->ina || x >= s->ina->njobs)
-		return -ENOENT;
-	const struct ina_job *j = &s->ina->jobs[x];
-	memset(r, 0, sizeof(*r));
-	r->job = j->id;
-	r->hosts = j->n;
-	r->first_host = j->hosts[0];
-	r->size_bytes = j->size_bytes;
-	r->inc = j->inc;
-	r->done = j->finished;
-	r->levels = j->inc ? j->levels : 0;
-	r->tree_switches = j->inc ? j->ntn : 0;
-	r->start_ps = j->start_ps;
-	r->finish_ps = j->finish_ps;
-	r->bound_ps = j->bound_ps;
-	r->results_ok = j->results_ok;
-	r->results_bad = j->results_bad;
-	r->dup_results = j->dups;
-	r->retx_pkts = j->retx;
-	r->timeouts = j->timeouts;
-	return 0;
-}
-
-static uint64_t ina_notices(const struct sim_ina *a)
-{
-	uint64_t n = 0;
-	for (uint32_t t = 0; t < a->ntn; t++) {
-		struct agg_tree_stats st;
-		if (!a->tn[t].tree)
-			continue;
-		agg_tree_get_stats(a->tn[t].tree, &st);
-		n += st.notices;
-	}
-	return n;
-}
-
-int sim_ina_get_stats(const struct sim *s, struct sim_ina_stats *st)
-{
-	const struct sim_ina *a = s->ina;
-	if (!a)
-		return -ENOENT;
-	memset(st, 0, sizeof(*st));
-	for (int v = 0; v < AGG_VERDICT_COUNT && v < SIM_INA_VERDICTS; v++)
-		st->verdicts[v] = a->verdicts[v];
-	st->lost_pkts = a->lost_pkts;
-	st->drops_queue = a->drops_queue;
-	st->pkts = a->pkts;
-	st->notices = ina_notices(a);
-	st->nack_resends = a->nack_resends;
-	st->jobs_done = a->jobs_done;
-	return 0;
-}
-
-int sim_ina_write_outputs(struct sim *s, const char *dir)
-{
-	char path[SIM_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/ina.csv", dir);
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "job,mode,hosts,first_host,size_bytes,levels,tree_switches,start_us,finish_us,time_us,"
-		   "bound_us,time_over_bound,results_ok,results_bad,dup_results,retx_pkts,timeouts,done\n");
-	for (uint32_t x = 0; x < sim_ina_job_count(s); x++) {
-		struct sim_ina_job_result r;
-		sim_ina_job_result(s, x, &r);
-		double t = sim_time_to_us(r.finish_ps - r.start_ps), b = sim_time_to_us(r.bound_ps);
-		fprintf(f, "%u,%s,%u,%u,%llu,%u,%u,%.3f,%.3f,%.3f,%.3f,%.4f,%llu,%llu,%llu,%llu,%llu,%d\n",
-			r.job, r.inc ? "inc" : "ring", r.hosts, r.first_host, (unsigned long long)r.size_bytes,
-			r.levels, r.tree_switches, sim_time_to_us(r.start_ps), sim_time_to_us(r.finish_ps),
-			r.done ? t : 0.0, r.inc ? b : 0.0, r.inc && r.done && b > 0 ? t / b : 0.0,
-			(unsigned long long)r.results_ok, (unsigned long long)r.results_bad,
-			(unsigned long long)r.dup_results, (unsigned long long)r.retx_pkts,
-			(unsigned long long)r.timeouts, r.done ? 1 : 0);
-	}
-	if (fclose(f))
-		return -errno;
-	snprintf(path, sizeof(path), "%s/ina_engine.csv", dir);
-	if (!(f = fopen(path, "w")))
-		return -errno;
-	fprintf(f, "verdict,count\n");
-	for (int v = 0; v < AGG_VERDICT_COUNT; v++)
-		fprintf(f, "%s,%llu\n", agg_verdict_name((enum agg_verdict)v),
-			(unsigned long long)s->ina->verdicts[v]);
-	fprintf(f, "lost_pkts,%llu\nqueue_drops,%llu\nina_pkts,%llu\nnotices,%llu\nnack_resends,%llu\n",
-		(unsigned long long)s->ina->lost_pkts, (unsigned long long)s->ina->drops_queue,
-		(unsigned long long)s->ina->pkts, (unsigned long long)ina_notices(s->ina),
-		(unsigned long long)s->ina->nack_resends);
-	return fclose(f) ? -errno : 0;
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "sim.h"
+#include "sim_module.h"
 #include "util/util.h"
 
 #define SIM_CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
@@ -61,12 +62,14 @@ static inline void sim_ev_init(struct sim_event *ev, sim_event_fn fn)
 /* ---- packets ----------------------------------------------------------------------------- */
 enum sim_pkt_type {
 	SIM_PKT_DATA, SIM_PKT_ACK, SIM_PKT_NACK, SIM_PKT_CNP,
-	/* issue 6 modules (sim_ccm.c, sim_osf.c, sim_ina.c) */
-	SIM_PKT_CCM_NOTIFY,      /* draft-lyu notification message (types 1..3) */
+	/* model modules' own packets (their ops' pkt_lo..pkt_hi; see sim_module.h) */
+	SIM_PKT_CCM_NOTIFY,      /* sim_ccm.c: draft-lyu notification message (types 1..3) */
 	SIM_PKT_OSF_CREDIT_REQ, SIM_PKT_OSF_CREDIT_ACK, SIM_PKT_OSF_CREDIT_REJ,
-	SIM_PKT_OSF_LINKQ,       /* OSF link-quality / failure report to the topology manager */
-	SIM_PKT_INA_DATA, SIM_PKT_INA_RESULT, /* in-network aggregation (lib/agg engine) */
+	SIM_PKT_OSF_LINKQ,       /* sim_osf.c: link-quality / failure report to the topology manager */
+	SIM_PKT_INA_DATA, SIM_PKT_INA_RESULT, /* sim_ina.c: in-network aggregation (lib/agg engine) */
+	SIM_PKT_NTYPES
 };
+#define SIM_PKT_MOD_FIRST SIM_PKT_CCM_NOTIFY
 #define SIM_PKT_ECT 0x01     /* ECN capable */
 #define SIM_PKT_CE 0x02      /* congestion experienced */
 #define SIM_PKT_LOSSLESS 0x04 /* counted in ingress (PFC) accounting of the switch holding it */
@@ -275,11 +278,12 @@ struct sim {
 	/* counters not kept per port/flow */
 	uint64_t data_pkts, retx_pkts, timeouts, nacks, acks, cnps, ecn_marks, pfc_pauses;
 
-	/* issue 6 modules: NULL when the module is off (the core then behaves exactly as before) */
-	struct sim_ccm *ccm;     /* sim_ccm.c: coordinated congestion management (draft-lyu) */
-	struct sim_osf *osf;     /* sim_osf.c: Open Scheduled Fabric (draft-hcl) */
-	struct sim_ina *ina;     /* sim_ina.c: in-network aggregation jobs */
-	struct sim_fail *fail;   /* sim_fail.c: timed link down / up / degrade */
+	/* model modules (sim_module.h): with none enabled the core runs alone */
+	void *mod[SIM_MOD_COUNT]; /* each module's state, NULL while it is off */
+	const struct sim_module_ops *on[SIM_MOD_COUNT]; /* the enabled ones, registration order */
+	unsigned non;
+	struct sim_hooks hk;     /* their per-packet hooks */
+	const struct sim_module_ops *pkt_owner[SIM_PKT_NTYPES]; /* by packet type, NULL = core */
 
 	/* output */
 	FILE *ts;
@@ -343,65 +347,11 @@ uint32_t sim_cmatrix_nodes(const char *path);
 void sim_trigger_activate(struct sim *s, uint32_t trig_id);
 struct sim_trigger *sim_trigger_get(struct sim *s, uint32_t id, bool create);
 
-/* CCM (sim_ccm.c); every call is made only when s->ccm is set */
-int sim_ccm_create(struct sim *s);
-void sim_ccm_destroy(struct sim *s);
-uint16_t sim_ccm_route(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
-		       const struct sim_rgroup *g, const uint16_t *cand);
-bool sim_ccm_ecn_ok(struct sim *s, const struct sim_pkt *p);
-void sim_ccm_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
-void sim_ccm_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
-void sim_ccm_tag(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
-void sim_ccm_rate_cut(struct sim *s, struct sim_flow *f);
-int sim_ccm_write_outputs(struct sim *s, const char *dir);
-
-/* OSF (sim_osf.c); every call is made only when s->osf is set */
-int sim_osf_create(struct sim *s);
-void sim_osf_destroy(struct sim *s);
-/* The OSF-Ingress NIC scheduler (replaces sim_host_next's body). */
-struct sim_pkt *sim_osf_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake);
-/* OSF packets at a host (credit messages, link reports, egress reordering of data). Returns
- * true when it took the packet (and freed it). */
-bool sim_osf_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
-/* Credit messages and link reports at a switch (always takes the packet). */
-void sim_osf_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
-/* A data packet leaves egress port `port`'s queue: its credit there is returned. */
-void sim_osf_dequeue(struct sim *s, struct sim_port *port, struct sim_pkt *p);
-/* A data packet is lost at `at` (reserved_here: it still held credit on `at`): release the
- * credit it held further along its path. */
-void sim_osf_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at, bool reserved_here);
-/* A link went down / came up / changed rate or loss (both ports). */
-void sim_osf_link_event(struct sim *s, struct sim_port *port, bool down);
-int sim_osf_write_outputs(struct sim *s, const char *dir);
-/* sim_host.c entry points used by OSF: emit the next packet of f (NULL if none), and hand an
- * in-order data packet to the transport receiver (does not free p). */
+/* sim_host.c entry points for modules that sit in front of the transport (a NIC scheduler,
+ * a reorder buffer): emit the next packet of f (NULL if none), and hand an in-order data
+ * packet to the transport receiver (does not free p). */
 struct sim_pkt *sim_host_emit(struct sim *s, struct sim_host *h, struct sim_flow *f);
 void sim_host_rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
-
-/* failures (sim_fail.c); every call is made only when s->fail is set */
-bool sim_fail_configured(const struct sim_config *c);
-int sim_fail_create(struct sim *s);
-void sim_fail_destroy(struct sim *s);
-/* Packet p just arrived over a degraded lossy link: true if it is lost (caller frees it). */
-bool sim_fail_lost(struct sim *s, struct sim_pkt *p);
-/* Configured loss probability of the link `port` transmits on (0 = none). */
-double sim_fail_port_loss(const struct sim *s, const struct sim_port *port);
-void sim_fail_count_drop(struct sim *s);
-int sim_fail_write_outputs(struct sim *s, const char *dir); /* fail.json */
-
-/* INA (sim_ina.c); every call is made only when s->ina is set. INA packets are never routed
- * (every tree edge is one link); p->psn indexes their payload in the module's pool. */
-int sim_ina_create(struct sim *s);
-void sim_ina_destroy(struct sim *s);
-void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
-void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
-/* Ring jobs: a flow's receiver has every byte / the flow is done (sender and receiver). */
-void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f);
-void sim_ina_flow_done(struct sim *s, struct sim_flow *f);
-/* Every INA job finished and every other flow done: the run may end. */
-bool sim_ina_done(const struct sim *s);
-int sim_ina_write_outputs(struct sim *s, const char *dir);
-void sim_ina_adjust_stats(const struct sim *s, struct sim_stats *st);
 
 /* sim_output.c */
 void sim_ts_sample(struct sim *s, struct sim_event *ev);

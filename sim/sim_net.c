@@ -117,8 +117,8 @@ static struct sim_pkt *switch_dequeue(struct sim *s, struct sim_port *p)
 		if (in->pause_sent && in->in_bytes <= s->cfg.pfc_xon_bytes)
 			pfc_send(s, in, false);
 	}
-	if (s->osf && pkt->type == SIM_PKT_DATA) /* OSF (sim_osf.c): credit returned here */
-		sim_osf_dequeue(s, p, pkt);
+	if (s->hk.data_dequeue && pkt->type == SIM_PKT_DATA)
+		s->hk.data_dequeue(s, p, pkt);
 	return pkt;
 }
 
@@ -158,10 +158,8 @@ void sim_port_kick(struct sim *s, struct sim_port *p)
 	bool more;
 	if (p->node->kind == SIM_NODE_SWITCH) {
 		pkt = switch_dequeue(s, p);
-		while (pkt && s->fail && p->down) { /* failures (sim_fail.c): a dead link drops its queue */
-			if (s->osf)
-				sim_osf_drop(s, pkt, p, false);
-			sim_fail_count_drop(s);
+		while (pkt && p->down) { /* a dead link drops its queue */
+			sim_modules_pkt_drop(s, pkt, p, SIM_DROP_PORT_DOWN);
 			p->drops++;
 			sim_pkt_free(s, pkt);
 			pkt = switch_dequeue(s, p);
@@ -210,9 +208,8 @@ void sim_pkt_arrive(struct sim *s, struct sim_event *ev)
 		wire_sched(s, nx);
 	else
 		tx->wire_tail = NULL;
-	if (s->fail && sim_fail_lost(s, p)) { /* failures (sim_fail.c): lossy degraded link */
-		if (s->osf)
-			sim_osf_drop(s, p, tx, false);
+	if (s->hk.link_lost && s->hk.link_lost(s, p)) { /* a module degraded the link */
+		sim_modules_pkt_drop(s, p, tx, SIM_DROP_LINK_LOST);
 		sim_pkt_free(s, p);
 		return;
 	}
@@ -239,17 +236,12 @@ static inline bool ecn_mark(struct sim *s, struct sim_switch *sw, uint64_t qbyte
 void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
 	const struct sim_config *c = &s->cfg;
-	if (s->ccm && p->type == SIM_PKT_CCM_NOTIFY) { /* CCM (sim_ccm.c): may go to a switch */
-		sim_ccm_switch_rx(s, sw, p);
-		return;
-	}
-	if (s->osf && p->type >= SIM_PKT_OSF_CREDIT_REQ && p->type <= SIM_PKT_OSF_LINKQ) {
-		sim_osf_switch_rx(s, sw, p); /* OSF (sim_osf.c): credits hop by hop, link reports */
-		return;
-	}
-	if (s->ina && (p->type == SIM_PKT_INA_DATA || p->type == SIM_PKT_INA_RESULT)) {
-		sim_ina_switch_rx(s, sw, p); /* INA (sim_ina.c): the switch's lib/agg engine */
-		return;
+	if (p->type >= SIM_PKT_MOD_FIRST) { /* a module's own packet */
+		const struct sim_module_ops *m = s->pkt_owner[p->type];
+		if (m && m->switch_rx) {
+			m->switch_rx(s, sw, p);
+			return;
+		}
 	}
 	struct sim_rgroup *g = sim_route_group(sw, p->dst);
 	if (!g) {
@@ -258,13 +250,11 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		return;
 	}
 	const uint16_t *cand = &sw->gports[g->off];
-	uint16_t choice = (s->ccm && p->type == SIM_PKT_DATA) ? sim_ccm_route(s, sw, p, g, cand) /* CCM */
+	uint16_t choice = (s->hk.route && p->type == SIM_PKT_DATA) ? s->hk.route(s, sw, p, g, cand)
 		: g->n == 1 ? cand[0] : cand[s->route->select(s, sw, p, g, cand, g->n)];
 	struct sim_port *out = &sw->n.ports[choice];
-	if (s->fail && out->down) { /* failures (sim_fail.c): routed onto a dead link */
-		if (s->osf)
-			sim_osf_drop(s, p, out, true);
-		sim_fail_count_drop(s);
+	if (out->down) { /* routed onto a dead link (routes not yet recomputed) */
+		sim_modules_pkt_drop(s, p, out, SIM_DROP_ROUTED_DOWN);
 		out->drops++;
 		sim_pkt_free(s, p);
 		return;
@@ -305,7 +295,7 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		p->flags &= (uint8_t)~SIM_PKT_LOSSLESS;
 	}
 	if (c->ecn && (p->flags & SIM_PKT_ECT) && !(p->flags & SIM_PKT_CE) &&
-	    (!s->ccm || sim_ccm_ecn_ok(s, p)) /* CCM: AR first, CC only when AR cannot help */ &&
+	    (!s->hk.ecn_ok || s->hk.ecn_ok(s, p)) &&
 	    ecn_mark(s, sw, out->q_bytes)) {
 		p->flags |= SIM_PKT_CE;
 		out->ecn_marks++;

@@ -228,13 +228,5 @@ int sim_write_outputs(struct sim *s, const char *dir)
 	    (rc = write_file(s, dir, "summary.json", sim_write_summary)) ||
 	    (rc = write_file(s, dir, "params.ini", write_params)))
 		return rc;
-	if (s->osf && (rc = sim_osf_write_outputs(s, dir)) != 0) /* OSF (sim_osf.c): osf.json */
-		return rc;
-	if (s->fail && (rc = sim_fail_write_outputs(s, dir)) != 0) /* failures (sim_fail.c): fail.json */
-		return rc;
-	if (s->ina && (rc = sim_ina_write_outputs(s, dir)) != 0) /* INA (sim_ina.c): ina.csv */
-		return rc;
-	if (s->ccm) /* CCM (sim_ccm.c): ccm_events.csv, ccm.json */
-		return sim_ccm_write_outputs(s, dir);
-	return 0;
+	return sim_modules_write_outputs(s, dir);
 }

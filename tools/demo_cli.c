@@ -201,14 +201,26 @@ static int fabric_tree_report(const struct launch_plan *p, uint64_t chunks, unsi
 	return fail;
 }
 
-/* Run `inca --am ADDR status` in the calling process's network namespace (a rank's host
+/* Run `inca --am ADDR ... status` in the calling process's network namespace (a rank's host
  * namespace, which reaches the AM). Returns its exit status (127: not started). */
 static int run_inca_status(const struct launch_plan *p)
 {
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		execl(p->cli_path, p->cli_path, "--am", p->am_addr, "status", (char *)NULL);
+		/* the job's view: its own groups (and the fabric) */
+		const char *argv[12] = { p->cli_path, "--am", p->am_addr, "--job", p->job_id,
+					 "--credential", p->job_credential };
+		int n = 7;
+		if (p->am_insecure)
+			argv[n++] = "--insecure";
+		if (!p->am_insecure && p->am_ca[0]) {
+			argv[n++] = "--ca";
+			argv[n++] = p->am_ca;
+		}
+		argv[n++] = "status";
+		argv[n] = NULL;
+		execv(p->cli_path, (char *const *)argv);
 		_exit(127);
 	}
 	int st = 0;
@@ -288,6 +300,10 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d);
 int demo_main(int argc, char **argv, const struct demo_defaults *d)
 {
 	int at = 0;
+	/* gRPC core (libinca's AM client) logs every failed TLS handshake on stderr; libinca
+	 * reports the failure itself in one line ("no connection to the AM (TLS: ...)"). An
+	 * operator's GRPC_VERBOSITY wins. */
+	setenv("GRPC_VERBOSITY", "NONE", 0);
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--auth-compare"))
 			at = i;

@@ -483,6 +483,8 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 		o->group_name = c->plan->group_name[0] ? c->plan->group_name : NULL;
 		o->host_name = pr->host[0] ? pr->host : NULL;
 		o->am_timeout_ms = 20000;
+		o->am_tls_ca = c->plan->am_ca[0] ? c->plan->am_ca : NULL;
+		o->am_insecure = c->plan->am_insecure;
 		o->data_addr = ipbuf[2];
 	} else if (!c->no_switch) {
 		if (pr)
@@ -882,7 +884,12 @@ static int plan_line(struct launch_plan *p, char *rest, const char *kind)
 				dst = p->group_name, cap = sizeof(p->group_name);
 			else if (!strcmp(k, "cli"))
 				dst = p->cli_path, cap = sizeof(p->cli_path);
-			else
+			else if (!strcmp(k, "ca"))
+				dst = p->am_ca, cap = sizeof(p->am_ca);
+			else if (!strcmp(k, "insecure") && !strcmp(val, "1")) {
+				p->am_insecure = 1;
+				continue;
+			} else
 				return -EINVAL;
 			if (strlen(val) >= cap)
 				return -EINVAL;

@@ -186,13 +186,15 @@ int launch_parse_bytes(const char *s, uint64_t *out);
  *   rank R netns NS ip IP switch IP:PORT bfr K
  *   switch NAME role ROLE netns NS listen IP:PORT pid PID stats PATH
  * AM mode (the switches have no trees; the Aggregation Manager builds them):
- *   am IP:PORT job ID credential SECRET [group NAME] [cli PATH]
+ *   am IP:PORT job ID credential SECRET [group NAME] [cli PATH] [ca PEM | insecure 1]
  *   rank R ... host NAME                the host name the rank reports to the AM
  * Lines hold at most 1022 characters; a value longer than its field (netns, ip, switch,
  * name, role, listen, stats, bootstrap) is an error, never cut.
  * With an 'am' line the ranks join through the AM (inca_comm_opts.am_addr/job_id/...) and
  * ignore the plan's switch, tree, key and BFR-id; 'cli' is the `inca` binary used for the
- * status view.
+ * status view (with the job's credential); 'ca' the CA of the AM's TLS certificate
+ * (inca_comm_opts.am_tls_ca, `inca --ca`), 'insecure 1' plaintext gRPC to an AM run with
+ * 'tls = off'.
  */
 #define LAUNCH_MAX_SWITCHES 32
 
@@ -231,6 +233,8 @@ struct launch_plan {
 	char job_credential[128];
 	char group_name[64];
 	char cli_path[256];
+	char am_ca[256];
+	int am_insecure;
 };
 
 /* Parse a plan file. Returns 0, or -errno with a "path:line: message" on stderr. */

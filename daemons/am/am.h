@@ -1,6 +1,9 @@
 /* inca-am internals shared by main.c (config, main loop), server.c (gRPC core API: calls,
- * sessions), groups.c (switches, groups, lifecycle), journal.c and query.c.
- * Single-threaded: every function here runs on the main loop thread. Daemon-private. */
+ * sessions), switches.c (switch workers, snapshots), groups.c (groups, lifecycle), journal.c
+ * and query.c. Threads: every function here runs on the main loop thread, which owns all group
+ * and switch state. switches.c runs one worker thread per switch (its NETCONF connection) and
+ * server.c one thread that waits on the gRPC completion queue; both only hand results to the
+ * main loop through short-locked queues and wake it with am->wake_fd. Daemon-private. */
 #ifndef INCA_AM_AM_H
 #define INCA_AM_AM_H
 
@@ -22,14 +25,19 @@ extern int am_verbosity;
 void am_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 
+struct am_swq;
+
+/* The main loop's snapshot of a switch, updated from its worker's poll answers. */
 struct am_switch {
 	const struct am_cfg_switch *cfg;
-	struct ctl_conn *conn;
+	struct am_swq *q;        /* its worker (switches.c); owns the NETCONF connection */
+	unsigned polls_pending;  /* polls queued and not answered yet */
 	bool up;                 /* last poll succeeded */
 	bool polled;             /* at least one poll was attempted */
 	struct ctl_caps caps;
 	struct ctl_tree *running; /* last ctl_get_trees */
 	size_t nrunning;
+	uint64_t snap_ns;        /* when the poll behind caps/running was queued */
 	uint32_t foreign_slots, foreign_trees; /* used by trees this AM does not own */
 	uint32_t am_slots, am_trees;           /* held by this AM's groups */
 	char err[256];
@@ -38,6 +46,8 @@ struct am_switch {
 enum am_gstate { AM_G_FORMING, AM_G_READY, AM_G_FALLBACK, AM_G_DISMANTLED };
 
 struct am_session;
+struct am_gop;
+struct am_pending;
 
 struct am_member {
 	bool joined, left;
@@ -68,9 +78,12 @@ struct am_group {
 	uint32_t generation;
 	uint32_t last_auth_key_id; /* key id of the latest tree: the next one differs */
 	struct am_plan plan;     /* valid while the group holds a tree (plan.ok) */
+	struct am_plan push_plan; /* the tree being pushed (push_plan.ok), not the group's yet */
 	char (*plan_sw_names)[AM_STR]; /* per plan.sws entry: switch name (for the journal) */
 	uint64_t created_ns, state_ns;
 	struct am_member *m;     /* size entries, index = rank */
+	struct am_gop *op;       /* switch work in flight for the group (a push, a re-check) */
+	struct am_pending *reply; /* a ReportFailure answered when that work is done */
 };
 
 struct am_stats {
@@ -78,7 +91,16 @@ struct am_stats {
 		groups_fallback, dismantles, rebuilds, heartbeat_timeouts, switch_failures,
 		push_failures, journal_records, recovered_groups, rpc_unimplemented,
 		operator_denied, failure_reports, failure_reports_denied, failure_reports_stale,
-		journal_damaged_records, orphan_trees_removed;
+		journal_damaged_records, orphan_trees_removed, queries_denied,
+		learned_expired;
+};
+
+/* Who is calling, from the call's metadata (AM_MD_* keys of am_rpc.h), checked by
+ * am_auth_check: the admin sees everything, a job's caller its own groups only. */
+enum am_caller { AM_CALLER_ANON, AM_CALLER_JOB, AM_CALLER_ADMIN };
+struct am_auth {
+	enum am_caller who;
+	char job[AM_STR]; /* AM_CALLER_JOB */
 };
 
 struct am {
@@ -91,10 +113,17 @@ struct am {
 	bool recover;            /* --recover: start from a damaged journal's valid records */
 	struct am_stats st;
 	uint64_t start_ns, last_poll_ns;
-	/* jobs whose secret was set by a first joiner (allow_first_joiner) */
+	int wake_fd;             /* eventfd: a worker or the gRPC thread has something for us */
+	struct am_swio *swio;    /* switches.c: the answers of the switch workers */
+	struct am_srvq *srvq;    /* server.c: gRPC events waiting for the main loop */
+	uint32_t next_op_seq;
+	bool sw_polled;          /* a poll answer was applied since the last group check */
+	/* jobs whose secret was set by a first joiner (allow_first_joiner); an entry is
+	 * forgotten once its job has had no group for cfg.first_joiner_ttl_s */
 	size_t nlearned;
 	struct {
 		char id[AM_STR], cred[AM_STR * 2];
+		uint64_t idle_since_ns; /* 0: the job has a group */
 	} learned[AM_MAX_JOBS];
 	/* gRPC */
 	grpc_server *server;
@@ -102,18 +131,54 @@ struct am {
 	bool shutting_down;
 };
 
-/* ---------------------------------------------------------------- groups.c */
-int am_init(struct am *am);        /* connect switches, replay the journal, reconcile */
-void am_fini(struct am *am);
-void am_tick(struct am *am);       /* heartbeats, switch polling, pending builds */
+/* ---------------------------------------------------------------- switches.c */
+/* Start one worker per configured switch and wait (bounded by switch_timeout_ms) for each
+ * one's first poll, so that the journal is reconciled against a known fabric. */
+int am_sw_start(struct am *am);
+/* Stop the workers (queued deletes still run on connected switches; a worker stuck on a
+ * hung switch is left behind after the timeout). */
+void am_sw_stop(struct am *am);
+/* Queue requests on switch sw's worker; they run in order, one at a time. gid/seq/k tag the
+ * answer for groups.c (gid 0: nobody waits). A put owns a copy of the tree. A delete is
+ * fire-and-forget: on a disconnected switch it waits for the next successful connect. */
+void am_sw_poll(struct am *am, size_t sw, uint64_t gid, uint32_t seq);
+void am_sw_put(struct am *am, size_t sw, const struct ctl_tree *t, uint64_t gid, uint32_t seq,
+	       int k);
+void am_sw_delete(struct am *am, size_t sw, uint16_t tree_id);
+/* Apply the workers' answers: poll answers update the snapshots (caps, running trees,
+ * up/down), tagged answers go to am_group_sw_done. Never blocks. */
+void am_sw_drain(struct am *am);
 
-/* Shared by groups.c, journal.c and query.c. */
-const char *am_state_name(enum am_gstate s);
+enum am_swreq_kind { AM_SWREQ_POLL, AM_SWREQ_PUT, AM_SWREQ_DEL };
+struct am_sw_answer {
+	enum am_swreq_kind kind;
+	size_t sw;
+	uint64_t gid;
+	uint32_t seq;
+	int k;                   /* put: index in the plan */
+	int rc;                  /* 0 or -errno */
+	const char *err;         /* why, when rc < 0 */
+};
+
 int am_sw_index(const struct am *am, const char *name); /* -1 unknown */
 const struct ctl_tree *am_running_find(const struct am_switch *s, uint16_t id);
 enum am_role am_sw_role(const struct am_switch *s);
 /* Recompute per-switch holdings (this AM's and foreign). */
 void am_account(struct am *am);
+/* The planner's view of every switch (am_account first). */
+void am_build_views(struct am *am, struct am_sw_view *v);
+
+/* ---------------------------------------------------------------- groups.c */
+int am_init(struct am *am);        /* start the switch workers, replay the journal, reconcile */
+void am_fini(struct am *am);
+void am_tick(struct am *am);       /* switch answers, heartbeats, switch polling, rebuilds */
+/* A group waits for its switches (a push or a re-check under way). */
+bool am_switch_work_pending(const struct am *am);
+/* An answer to a request tagged with a group (see am_sw_poll). */
+void am_group_sw_done(struct am *am, const struct am_sw_answer *a);
+
+/* Shared by groups.c, journal.c and query.c. */
+const char *am_state_name(enum am_gstate s);
 void am_group_set_state(struct am_group *g, enum am_gstate s, const char *reason);
 void am_group_free(struct am_group *g);
 
@@ -127,18 +192,30 @@ int am_journal_open(struct am *am);
 void am_journal_group(struct am *am, const struct am_group *g);
 void am_journal_del(struct am *am, uint64_t id);
 void am_journal_job(struct am *am, const char *job, const char *cred); /* first joiner's */
+void am_journal_job_forget(struct am *am, const char *job);              /* ... expired */
 
 /* RPC handlers: return a gRPC status; *msg gets a short explanation on failure. */
 grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 			 Inca__Am__V1__JoinReply *rp, char *msg, size_t cap);
 grpc_status_code am_leave(struct am *am, const Inca__Am__V1__LeaveRequest *rq, char *msg,
 			  size_t cap);
+/* Credentials of a call: admin token and/or job id + job credential (NULL or "" when not
+ * sent). Any credential sent must be valid (else PERMISSION_DENIED, logged and counted);
+ * none gives AM_CALLER_ANON. Never learns a job (that is Join's first joiner). */
+grpc_status_code am_auth_check(struct am *am, const char *admin_token, const char *job,
+			       const char *cred, const char *method, struct am_auth *out,
+			       char *msg, size_t cap);
+/* Dismantle is an admin operation: refused unless admin_token is configured and given (in
+ * the request or as the caller's admin credential). */
 grpc_status_code am_dismantle_rpc(struct am *am, const Inca__Am__V1__DismantleRequest *rq,
-				  char *msg, size_t cap);
-/* A member's INC path failed (issue 4): dismantle, re-check the tree's switches, rebuild.
- * rp->state points to a static string. */
+				  const struct am_auth *who, char *msg, size_t cap);
+/* A member's INC path failed: dismantle, re-check the tree's switches, rebuild. Returns
+ * AM_DEFERRED when it keeps `call` and answers it (am_pending_answer) once the rebuild is
+ * done; otherwise the status, with rp filled (rp->state points to a static string). */
+#define AM_DEFERRED ((grpc_status_code)-1)
 grpc_status_code am_report_failure(struct am *am, const Inca__Am__V1__FailureReport *rq,
-				   Inca__Am__V1__FailureReply *rp, char *msg, size_t cap);
+				   Inca__Am__V1__FailureReply *rp, struct am_pending *call,
+				   char *msg, size_t cap);
 /* A session's first message; on success the session is bound to the member and gets the
  * group's current state at once. */
 grpc_status_code am_session_open(struct am *am, struct am_session *s,
@@ -150,14 +227,27 @@ void am_session_gone(struct am *am, struct am_session *s);
 /* Query replies (ListGroups, ListTrees, ListSwitches, ListLinks, GetStats): an owned reply
  * whose message and every part live in one arena; NULL for an unknown method. */
 struct am_qreply;
-struct am_qreply *am_query(struct am *am, const char *method);
+/* who: AM_CALLER_ADMIN sees every group; AM_CALLER_JOB the groups of its job; callers are
+ * authenticated (server.c refuses anonymous queries). */
+struct am_qreply *am_query(struct am *am, const char *method, const struct am_auth *who);
 const ProtobufCMessage *am_qreply_msg(const struct am_qreply *r);
 void am_qreply_free(struct am_qreply *r);
 
+/* ---------------------------------------------------------------- introspect.c */
+/* grpc.reflection (v1alpha / v1) ServerReflectionInfo: one response (owned) per request
+ * (borrowed); NULL if the request does not parse. */
+grpc_byte_buffer *am_reflect(grpc_byte_buffer *req);
+/* grpc.health.v1 Check (watch false) and Watch: an owned response, or NULL with *st and msg. */
+grpc_byte_buffer *am_health(struct am *am, grpc_byte_buffer *req, bool watch,
+			    grpc_status_code *st, char *msg, size_t cap);
+
 /* ---------------------------------------------------------------- server.c */
 int am_server_start(struct am *am, char *err, size_t cap);
-/* Serve gRPC events for up to timeout_ms. */
+/* Wait up to timeout_ms for gRPC events or a wakeup on am->wake_fd, serve the gRPC events. */
 void am_server_run_once(struct am *am, unsigned timeout_ms);
+/* Answer a unary call a handler kept (AM_DEFERRED). Once per call; reply borrowed. */
+void am_pending_answer(struct am_pending *p, grpc_status_code st, const char *msg,
+		       const ProtobufCMessage *reply);
 void am_server_stop(struct am *am);
 /* Queue an event on a session (copied/packed now). */
 void am_session_send(struct am_session *s, const Inca__Am__V1__GroupEvent *ev);

@@ -38,6 +38,10 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
+# the admin credential (queries need one; docs/am.md "Who sees what")
+ADMIN_TOKEN = "test-admin"
+ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
+
 def check(cond, what):
     global failures
     if not cond:
@@ -95,7 +99,9 @@ try:
     conf = os.path.join(tmp, "am.conf")
     with open(conf, "w") as f:
         f.write("listen = 127.0.0.1:%d\nheartbeat_ms = 200\nheartbeat_misses = 10\n"
-                "poll_ms = 60000\njob jobF credential fcred\n" % port)
+                "poll_ms = 60000\njob jobF credential fcred\n"
+                # ReportFailure semantics are tested here, TLS in am_tls_python / am-tls
+                "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
         for name in SWITCHES:
             f.write("switch %s unix:%s\n" % (name, os.path.join(tmp, name + ".sock")))
     ready = os.path.join(tmp, "am.ready")
@@ -157,10 +163,11 @@ try:
           "a spine (%s)" % root)
 
     def switches():
-        return {s.name: s for s in stub.ListSwitches(pb.Empty(), timeout=5).switches}
+        return {s.name: s for s in stub.ListSwitches(pb.Empty(), timeout=5,
+                                                     metadata=ADMIN).switches}
 
     def stats():
-        return stub.GetStats(pb.Empty(), timeout=5)
+        return stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
 
     sw = switches()
     slots = sw[root].am_slots
@@ -189,7 +196,7 @@ try:
     st = stats()
     check(st.failure_reports_denied == 3 and st.failure_reports == 0 and st.dismantles == 0,
           "denied reports counted (%d), nothing dismantled" % st.failure_reports_denied)
-    g = stub.ListGroups(pb.Empty(), timeout=5).groups[0]
+    g = stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups[0]
     check(g.state == "ready" and g.generation == 1, "group still ready on generation 1")
 
     # ---- the root spine dies; a member reports: dismantle, re-check, rebuild elsewhere
@@ -241,7 +248,7 @@ try:
     check(all(sw[n].used_slots == 0 for n in (other, "leaf0", "leaf1")) and
           all(sw[n].am_slots == slots for n in (other, "leaf0", "leaf1")),
           "slots freed on the switches and reallocated (not leaked)")
-    g = stub.ListGroups(pb.Empty(), timeout=5).groups[0]
+    g = stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups[0]
     check(g.state == "ready" and g.generation == 3 and g.root_switch == other,
           "ListGroups: ready, generation 3, root %s" % other)
 

@@ -33,6 +33,10 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
+# the admin credential (queries need one; docs/am.md "Who sees what")
+ADMIN_TOKEN = "test-admin"
+ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
+
 def check(cond, what):
     global failures
     if not cond:
@@ -54,7 +58,9 @@ port = free_port()
 conf = os.path.join(tmp, "am.conf")
 with open(conf, "w") as f:
     f.write("listen = 127.0.0.1:%d\nheartbeat_ms = 200\npoll_ms = 200\n"
-            "job jobA credential s3cret\n" % port)
+            "job jobA credential s3cret\n"
+            # gRPC semantics are tested here, TLS in am_tls_python / am-tls
+            "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
 ready = os.path.join(tmp, "ready")
 am = subprocess.Popen([AM, "-c", conf, "--ready-file", ready, "-v"], stderr=subprocess.PIPE,
                       text=True)
@@ -146,16 +152,17 @@ try:
           "not attached" in ev.reason, "HOST_FALLBACK with a reason (%s)" %
           (ev.reason if ev else None))
 
-    groups = stub.ListGroups(pb.Empty(), timeout=5).groups
+    groups = stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups
     check(len(groups) == 1 and groups[0].state == "fallback" and len(groups[0].members) == 2,
           "ListGroups shows the group and its members")
     check(groups[0].members[0].session_up, "rank 0's session is up")
     check(groups[0].auth_key_id == 0 and not ev.tree.auth_key and ev.tree.auth_key_id == 0,
           "a group on the host path has no data-plane key")
-    check(len(stub.ListSwitches(pb.Empty(), timeout=5).switches) == 0, "ListSwitches")
-    check(len(stub.ListLinks(pb.Empty(), timeout=5).links) == 0, "ListLinks")
-    check(len(stub.ListTrees(pb.Empty(), timeout=5).trees) == 0, "ListTrees")
-    st = stub.GetStats(pb.Empty(), timeout=5)
+    check(len(stub.ListSwitches(pb.Empty(), timeout=5,
+                                metadata=ADMIN).switches) == 0, "ListSwitches")
+    check(len(stub.ListLinks(pb.Empty(), timeout=5, metadata=ADMIN).links) == 0, "ListLinks")
+    check(len(stub.ListTrees(pb.Empty(), timeout=5, metadata=ADMIN).trees) == 0, "ListTrees")
+    st = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     check(st.joins_denied == 2 and st.joins == 2 and st.sessions_denied == 1 and
           st.groups_fallback == 1, "GetStats counts joins and denials")
 
@@ -172,9 +179,11 @@ try:
                timeout=5)
     stop.set()
     t1 = time.time()
-    while time.time() - t1 < 5 and stub.GetStats(pb.Empty(), timeout=5).active_groups:
+    while time.time() - t1 < 5 and stub.GetStats(pb.Empty(), timeout=5,
+                                                 metadata=ADMIN).active_groups:
         time.sleep(0.1)
-    check(stub.GetStats(pb.Empty(), timeout=5).active_groups == 0, "group removed after leave "
+    check(stub.GetStats(pb.Empty(), timeout=5,
+                        metadata=ADMIN).active_groups == 0, "group removed after leave "
           "and heartbeat loss")
     ch.close()
 finally:

@@ -36,6 +36,12 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
+
+# the admin credential (queries need one; docs/am.md "Who sees what")
+ADMIN_TOKEN = "test-admin"
+ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
+
+
 def check(cond, what):
     global failures
     if not cond:
@@ -85,7 +91,9 @@ try:
                 "job jobD credential d\n"
                 "job jobQ credential q max_size=8 max_forming=2\n"
                 "job jobT credential t max_trees=2 max_forming=10\n"
-                "job jobS credential s max_slots=600\n" % port)
+                "job jobS credential s max_slots=600\n"
+                # join validation is tested here, TLS in am_tls_python / am-tls
+                "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
         if sock:
             f.write("switch sw0 unix:%s role=leaf\n" % sock)
     ready = os.path.join(tmp, "am.ready")
@@ -141,7 +149,7 @@ try:
     refused("max_mtu 1", INV, ["caps.max_mtu", "256"], caps=pb.Capabilities(inc=True, max_mtu=1))
     refused("bad field and a wrong credential: the field first", INV, ["size"], cred="x",
             size=0)
-    st = stub.GetStats(pb.Empty(), timeout=5)
+    st = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     check(st.groups_created == 0 and st.joins == 0 and st.joins_denied == 1,
           "no refused join created a group; only the empty credential counts as a denial")
 
@@ -174,10 +182,14 @@ try:
 
     if sock:
         def group(gid):
-            for g in stub.ListGroups(pb.Empty(), timeout=5).groups:
-                if g.group_id == gid:
-                    return g
-            return None
+            """The group once its tree push answered (a complete group is pushed
+            asynchronously: it stays forming until every switch took its tree)."""
+            deadline = time.time() + 10
+            while True:
+                for g in stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups:
+                    if g.group_id == gid and (g.state != "forming" or time.time() > deadline):
+                        return g
+                time.sleep(0.02)
 
         r = join(name="mtu", size=1, caps=pb.Capabilities(inc=True, max_mtu=512))
         g = group(r.group_id)

@@ -40,6 +40,12 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
+
+# the admin credential (queries need one; docs/am.md "Who sees what")
+ADMIN_TOKEN = "test-admin"
+ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
+
+
 def check(cond, what):
     global failures
     if not cond:
@@ -75,7 +81,9 @@ def write_conf(switch_sock=None):
     with open(conf, "w") as f:
         # no sessions in this test: members stay alive for heartbeat_ms x misses = 100 s
         f.write("listen = 127.0.0.1:%d\nheartbeat_ms = 1000\nheartbeat_misses = 100\n"
-                "poll_ms = 200\nallow_first_joiner = yes\njob jobA credential acred\n" % port)
+                "poll_ms = 200\nallow_first_joiner = yes\njob jobA credential acred\n"
+                # the journal is tested here, TLS in am_tls_python / am-tls
+                "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
         if switch_sock:
             f.write("switch sw0 unix:%s role=leaf\n" % switch_sock)
 
@@ -223,11 +231,11 @@ try:
     aside = glob.glob(journal + ".damaged-*")
     check(len(aside) == 1 and open(aside[0], "rb").read() == damaged,
           "--recover keeps the damaged journal aside, byte for byte")
-    st = stub.GetStats(pb.Empty(), timeout=5)
+    st = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     check(st.journal_damaged_records == 2 and st.recovered_groups == 1,
           "--recover: 2 damaged records dropped, 1 group recovered (stats %d/%d)" %
           (st.journal_damaged_records, st.recovered_groups))
-    gs = stub.ListGroups(pb.Empty(), timeout=5).groups
+    gs = stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups
     check(len(gs) == 1 and gs[0].job_id == "jobE" and gs[0].joined == 2,
           "--recover: the group of the valid records is back")
     err = open(log).read()
@@ -261,7 +269,15 @@ try:
                   attach_hint="sw0")
         gb = join("jobA", "acred", size=1, name="lose", addr="127.0.9.32:5000",
                   attach_hint="sw0")
-        gs = {g.group_id: g for g in stub.ListGroups(pb.Empty(), timeout=5).groups}
+        # complete groups get their trees asynchronously: wait for both pushes
+        deadline = time.time() + 10
+        while True:
+            gs = {g.group_id: g for g in
+                  stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups}
+            if all(gs[x.group_id].state != "forming" for x in (ga, gb)) or \
+                    time.time() > deadline:
+                break
+            time.sleep(0.02)
         check(gs[ga.group_id].state == "ready" and gs[gb.group_id].state == "ready",
               "two groups run on trees %d and %d" % (gs[ga.group_id].tree_id,
                                                      gs[gb.group_id].tree_id))
@@ -280,20 +296,21 @@ try:
         am, log, ok = start_am("--recover")
         check(ok, "--recover with a switch")
         time.sleep(0.6)  # a poll or two: the switch's tree count after the sweep
-        st = stub.GetStats(pb.Empty(), timeout=5)
+        st = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
         check(st.orphan_trees_removed == 1, "--recover removed 1 tree no recovered group owns "
               "(stats: %d)" % st.orphan_trees_removed)
-        gs = stub.ListGroups(pb.Empty(), timeout=5).groups
+        gs = stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups
         check(len(gs) == 1 and gs[0].group_id == ga.group_id and gs[0].state == "ready" and
               all(t.running for t in gs[0].tree),
               "the intact group still runs on its tree")
-        sws = stub.ListSwitches(pb.Empty(), timeout=5).switches
+        sws = stub.ListSwitches(pb.Empty(), timeout=5, metadata=ADMIN).switches
         check(sws[0].used_trees == 1, "the switch runs one tree (%d)" % sws[0].used_trees)
         err = open(log).read()
-        check("removed tree %d that no recovered group owns" % tree_b in err,
+        check("removing tree %d that no recovered group owns" % tree_b in err,
               "the removal is logged")
         out = subprocess.run([os.path.join(os.path.dirname(AM), "inca"), "--am",
-                              "127.0.0.1:%d" % port, "stats"], capture_output=True, text=True)
+                              "127.0.0.1:%d" % port, "--insecure", "--admin-token", ADMIN_TOKEN,
+                              "stats"], capture_output=True, text=True)
         check(out.returncode != 0 or "1 trees no recovered group owned removed" in out.stdout,
               "inca stats shows the recovery")
         stop_am(am)

@@ -41,6 +41,10 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
+# the admin credential (queries need one; docs/am.md "Who sees what")
+ADMIN_TOKEN = "test-admin"
+ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
+
 def check(cond, what):
     global failures
     if not cond:
@@ -137,7 +141,9 @@ try:
     am_conf = os.path.join(tmp, "am.conf")
     with open(am_conf, "w") as f:
         f.write("listen = 127.0.0.1:%d\nheartbeat_ms = 200\nheartbeat_misses = 10\n"
-                "poll_ms = 60000\ngrace_ms = 20000\njob jobK credential kcred\n" % port)
+                "poll_ms = 60000\ngrace_ms = 20000\njob jobK credential kcred\n"
+                # plaintext on purpose: the warning about keys in clear is checked
+                "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
         for name in SWITCHES:
             f.write("switch %s unix:%s\n" % (name, os.path.join(tmp, name + ".sock")))
     am_ready = os.path.join(tmp, "am.ready")
@@ -214,14 +220,17 @@ try:
 
     def check_listings(key, what):
         raw = b"".join(m.SerializeToString() for m in (
-            stub.ListGroups(pb.Empty(), timeout=5), stub.ListTrees(pb.Empty(), timeout=5),
-            stub.ListSwitches(pb.Empty(), timeout=5), stub.ListLinks(pb.Empty(), timeout=5),
-            stub.GetStats(pb.Empty(), timeout=5)))
+            stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN),
+            stub.ListTrees(pb.Empty(), timeout=5, metadata=ADMIN),
+            stub.ListSwitches(pb.Empty(), timeout=5, metadata=ADMIN),
+            stub.ListLinks(pb.Empty(), timeout=5, metadata=ADMIN),
+            stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)))
         check(key not in raw and key.hex().encode() not in raw,
               "%s: no listing carries the key" % what)
         out = ""
         for sub in ("status", "groups", "switches", "stats"):
-            r = subprocess.run([CLI, "--am", "127.0.0.1:%d" % port, sub], capture_output=True,
+            r = subprocess.run([CLI, "--am", "127.0.0.1:%d" % port, "--insecure",
+                                "--admin-token", ADMIN_TOKEN, sub], capture_output=True,
                                text=True, timeout=10)
             out += r.stdout + r.stderr
         check(key.hex() not in out.lower(), "%s: `inca status` does not show the key" % what)
@@ -239,7 +248,7 @@ try:
           "TreeInfo: a 32-byte key and a nonzero key id (%d)" % id1)
     check(all(e.tree.auth_key == key1 and e.tree.auth_key_id == id1 for e in evs),
           "every member got the same key and id")
-    g = stub.ListGroups(pb.Empty(), timeout=5).groups[0]
+    g = stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups[0]
     tid1 = g.tree_id
     check(g.auth_key_id == id1, "ListGroups shows the key id")
     check(sorted(tree_switches(g)) == ["leaf0", "leaf1", "spine0"], "tree on spine0, leaf0, leaf1")
@@ -260,7 +269,8 @@ try:
         os.unlink(am_ready)
     am = start_am()
     # the channel's connection died with the old AM: wait for the reconnect, not UNAVAILABLE
-    check(stub.GetStats(pb.Empty(), timeout=5, wait_for_ready=True).recovered_groups == 1,
+    check(stub.GetStats(pb.Empty(), timeout=5, wait_for_ready=True,
+                        metadata=ADMIN).recovered_groups == 1,
           "group recovered")
     for q in events:
         while not q.empty():
@@ -289,7 +299,7 @@ try:
               "the rebuilt tree has a new key and a new id (%d -> %d)" % (id1, id2))
         check(all(e.tree.auth_key == key2 and e.tree.auth_key_id == id2 for e in evs),
               "every member got the new key and id")
-        g = stub.ListGroups(pb.Empty(), timeout=5).groups[0]
+        g = stub.ListGroups(pb.Empty(), timeout=5, metadata=ADMIN).groups[0]
         check(g.auth_key_id == id2 and g.generation == 2, "ListGroups shows the new key id")
         check_switches(tree_switches(g), g.tree_id, key2, id2, "generation 2")
         check_listings(key2, "generation 2")

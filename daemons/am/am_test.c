@@ -16,8 +16,10 @@
  *             calls fail, libinca reports it (ReportFailure), the AM rebuilds on the other
  *             spine (polling is slowed down so only the report can trigger it), every result
  *             exact and INC back on the new generation
- *   tls       gRPC over TLS with a CA and server certificate made by openssl: ranks with the
- *             CA join (ring exact), a rank trusting another CA fails cleanly, `inca --ca` */
+ *   tls       ranks with the CA join (ring exact), a rank trusting another CA and a plaintext
+ *             rank fail cleanly, `inca --ca` works, `inca` with a wrong CA prints one line
+ * Every case runs the AM over TLS (a CA and a certificate for 127.0.0.1 made by openssl) with
+ * an admin token, as a deployment would. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -116,7 +118,9 @@ static pid_t spawn(char *const argv[])
 }
 
 static int free_tcp_port(void);
-static bool am_addr_fixed; /* the AM has listened there: a restart must use the same address */
+static bool am_addr_fixed;
+static char ca_pem[300], wrong_ca_pem[300], am_crt[300], am_key[300];
+#define ADMIN_TOKEN "am-test-admin" /* the AM has listened there: a restart must use the same address */
 
 /* Start inca-am on am_addr. Before its first start the address is nobody's yet: if another
  * process took the port between free_tcp_port() and the AM's bind (the AM then exits at once
@@ -128,7 +132,8 @@ static void start_am(void)
 	for (int attempt = 0;; attempt++) {
 		unlink(ready);
 		am_pid = spawn((char *const[]){ (char *)am_path, "-c", am_conf, "-j", journal, "-l",
-						am_addr, "--ready-file", ready, "-v", NULL });
+						am_addr, "--tls-cert", am_crt, "--tls-key", am_key,
+						"--ready-file", ready, "-v", NULL });
 		if (wait_file_or_exit(ready, am_pid))
 			break;
 		if (am_addr_fixed || attempt == 9)
@@ -146,7 +151,26 @@ static void stop_am(void)
 }
 
 static grpc_channel *chan;
-static const char *chan_ca; /* PEM CA when the AM serves TLS */
+/* Queries as the admin (the AM shows anonymous callers nothing). */
+static int admin_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
+		       const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply,
+		       uint64_t timeout_ms, char *err, size_t cap)
+{
+	grpc_metadata md = { .key = grpc_slice_from_static_string(AM_MD_ADMIN_TOKEN),
+			     .value = grpc_slice_from_static_string(ADMIN_TOKEN) };
+	struct am_rpc_call_opts o = { &md, 1, false };
+	return am_rpc_unary_opts(ch, method, &o, req, reply_desc, reply, timeout_ms, err, cap);
+}
+
+/* The AM's config: the case's text plus the admin token. */
+static void write_am_conf(const char *text)
+{
+	char buf[4096];
+	int n = snprintf(buf, sizeof buf, "%sadmin_token = %s\n", text, ADMIN_TOKEN);
+	if (n < 0 || (size_t)n >= sizeof buf)
+		die("AM config too long");
+	write_file(am_conf, buf);
+}
 
 /* gRPC is started lazily, after the ranks were forked: gRPC state must not cross a fork. */
 static void chan_open(void)
@@ -154,7 +178,7 @@ static void chan_open(void)
 	if (chan)
 		return;
 	grpc_init();
-	chan = am_rpc_channel(am_addr, chan_ca, NULL, 0);
+	chan = am_rpc_channel(am_addr, ca_pem, false, NULL, 0);
 	if (!chan)
 		die("channel");
 }
@@ -165,7 +189,7 @@ static Inca__Am__V1__StatsReply *stats(void)
 	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
 	char err[128];
 	chan_open();
-	if (am_rpc_unary(chan, "GetStats", &e.base, &inca__am__v1__stats_reply__descriptor, &rp, 3000,
+	if (admin_unary(chan, "GetStats", &e.base, &inca__am__v1__stats_reply__descriptor, &rp, 3000,
 			 err, sizeof err) < 0)
 		die("GetStats: %s", err);
 	return (Inca__Am__V1__StatsReply *)rp;
@@ -177,7 +201,7 @@ static Inca__Am__V1__ListGroupsReply *groups(void)
 	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
 	char err[128];
 	chan_open();
-	if (am_rpc_unary(chan, "ListGroups", &e.base, &inca__am__v1__list_groups_reply__descriptor,
+	if (admin_unary(chan, "ListGroups", &e.base, &inca__am__v1__list_groups_reply__descriptor,
 			 &rp, 3000, err, sizeof err) < 0)
 		die("ListGroups: %s", err);
 	return (Inca__Am__V1__ListGroupsReply *)rp;
@@ -193,7 +217,8 @@ struct rank_plan {
 	int sleep_us;      /* between iterations (AM restart window) */
 	const char *restart_flag; /* wait for this file before the last half (or NULL) */
 	const char *expect_reason; /* substring of inca_am_info.reason (or NULL) */
-	const char *tls_ca;        /* am_tls_ca */
+	const char *tls_ca;        /* am_tls_ca; NULL: the test CA */
+	bool insecure;             /* am_insecure: a plaintext client */
 	int fail_within_ms;        /* >0: inca_comm_create must fail, and within this time */
 	int kill_at;               /* >0: failover case: the root dies before this iteration */
 	bool det;                  /* rank 1 asks for a deterministic tree; every iteration also
@@ -286,7 +311,8 @@ static int run_rank(int rank, const struct rank_plan *p)
 	o.am_timeout_ms = 15000;
 	o.timeout_ms = 20000;
 	o.rto_us = 5000;
-	o.am_tls_ca = p->tls_ca;
+	o.am_tls_ca = p->tls_ca ? p->tls_ca : ca_pem;
+	o.am_insecure = p->insecure;
 	o.deterministic = p->det && rank == 1; /* one member asking is enough */
 	if (p->kill_at) { /* fail fast once the root is gone */
 		o.retx_limit = 5;
@@ -374,9 +400,14 @@ static int run_rank(int rank, const struct rank_plan *p)
 	if (p->kill_at) {
 		/* The tree was rebuilt (generation 2) and INC came back on it after the failover. */
 		inca_comm_am_info(c, &info);
-		fprintf(stderr, "rank %d: generation %u, %llu of %d calls on INC, %llu timeouts\n",
-			rank, info.generation, (unsigned long long)st.inc_calls, p->iters,
-			(unsigned long long)st.timeouts);
+		fprintf(stderr, "rank %d: generation %u, %llu of %d calls on INC, %llu timeouts, "
+			"inc %s (state %d: %s)\n", rank, info.generation,
+			(unsigned long long)st.inc_calls, p->iters, (unsigned long long)st.timeouts,
+			info.inc_enabled ? "on" : "off", info.state, info.reason);
+		/* Every rank has read its state before any leaves (a leave dismantles the group). */
+		buf[0] = 1;
+		if (inca_allreduce_algo(c, buf, buf, 1, INCA_INT32, INCA_SUM, INCA_ALGO_RING) < 0)
+			return 21;
 		if (info.generation != 2 || !info.inc_enabled ||
 		    st.inc_calls < (uint64_t)p->kill_at + 10 || st.inc_calls >= (uint64_t)p->iters)
 			return 18;
@@ -438,7 +469,7 @@ static void case_fallback(void)
 	struct rank_plan bad = { .size = 1, .cred = "bad" };
 	Inca__Am__V1__StatsReply *s;
 
-	write_file(am_conf, "heartbeat_ms = 200\npoll_ms = 200\njob job1 credential good\n");
+	write_am_conf( "heartbeat_ms = 200\npoll_ms = 200\njob job1 credential good\n");
 	start_am();
 	run_ranks(&bad, NULL);
 	run_ranks(&p, NULL);
@@ -502,7 +533,7 @@ static void case_inc(void)
 		 "switch leaf0 unix:%s/sw0.sock\n"
 		 "attach 127.0.0.21 leaf0\nattach 127.0.0.22 leaf0\nattach 127.0.0.23 leaf0\n",
 		 tmpdir);
-	write_file(am_conf, text);
+	write_am_conf( text);
 	start_am();
 	snprintf(restart_flag, sizeof restart_flag, "%s/restarted", tmpdir);
 	run_ranks(&p, restart_am_during);
@@ -587,7 +618,7 @@ static void case_full(void)
 		 "switch leaf0 unix:%s/sw0.sock\n"
 		 "attach 127.0.0.21 leaf0\nattach 127.0.0.22 leaf0\nattach 127.0.0.23 leaf0\n",
 		 tmpdir);
-	write_file(am_conf, text);
+	write_am_conf( text);
 	start_am();
 	run_ranks(&p, NULL);
 	wait_no_groups();
@@ -619,7 +650,7 @@ static void case_twolevel(void)
 		 "switch spine0 unix:%s/sw0.sock\nswitch leaf0 unix:%s/sw1.sock\n"
 		 "switch leaf1 unix:%s/sw2.sock\n",
 		 tmpdir, tmpdir, tmpdir);
-	write_file(am_conf, text);
+	write_am_conf( text);
 	start_am();
 	run_ranks(&p, status_during);
 	wait_no_groups();
@@ -633,7 +664,7 @@ static void case_twolevel(void)
 		Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
 		Inca__Am__V1__ListSwitchesReply *ls;
 		uint32_t used = 0;
-		if (am_rpc_unary(chan, "ListSwitches", &e.base,
+		if (admin_unary(chan, "ListSwitches", &e.base,
 				 &inca__am__v1__list_switches_reply__descriptor, &rp, 3000, NULL, 0) < 0)
 			die("ListSwitches");
 		ls = (Inca__Am__V1__ListSwitchesReply *)rp;
@@ -698,7 +729,7 @@ static void case_failover(void)
 		 "switch spine0 unix:%s/sw0.sock\nswitch spine1 unix:%s/sw1.sock\n"
 		 "switch leaf0 unix:%s/sw2.sock\nswitch leaf1 unix:%s/sw3.sock\n",
 		 tmpdir, tmpdir, tmpdir, tmpdir);
-	write_file(am_conf, text);
+	write_am_conf( text);
 	snprintf(reached_flag, sizeof reached_flag, "%s/reached", tmpdir);
 	snprintf(killed_flag, sizeof killed_flag, "%s/killed", tmpdir);
 	snprintf(rebuilt_flag, sizeof rebuilt_flag, "%s/rebuilt", tmpdir);
@@ -778,7 +809,7 @@ static Inca__Am__V1__ListSwitchesReply *switches(void)
 	ProtobufCMessage *rp;
 	Inca__Am__V1__Empty e = INCA__AM__V1__EMPTY__INIT;
 	chan_open();
-	if (am_rpc_unary(chan, "ListSwitches", &e.base,
+	if (admin_unary(chan, "ListSwitches", &e.base,
 			 &inca__am__v1__list_switches_reply__descriptor, &rp, 3000, NULL, 0) < 0)
 		die("ListSwitches");
 	return (Inca__Am__V1__ListSwitchesReply *)rp;
@@ -832,7 +863,7 @@ static void case_ssh(void)
 		 "switch spoofed ssh://inca@127.0.0.1:%d key=%s/client known_hosts=%s\n"
 		 "attach 127.0.0.21 leaf0\nattach 127.0.0.22 leaf0\nattach 127.0.0.23 leaf0\n",
 		 port, tmpdir, kh, port, tmpdir, kh, port, tmpdir, badkh);
-	write_file(am_conf, text);
+	write_am_conf( text);
 	start_am();
 	run_ranks(&p, NULL);
 	wait_no_groups();
@@ -856,27 +887,22 @@ static void case_ssh(void)
 	stop_am();
 }
 
-/* gRPC over TLS: a CA and a server certificate for 127.0.0.1 made here by openssl. */
-static void case_tls(void)
+/* A CA, another CA and a certificate for 127.0.0.1 signed by the first, made by openssl. */
+static void make_certs(void)
 {
-	struct rank_plan p = { .size = 2, .cred = "good", .expect_state = 2, .iters = 10 };
-	struct rank_plan wrong = { .size = 1, .cred = "good", .fail_within_ms = 8000 };
-	struct rank_plan plain = { .size = 1, .cred = "good", .fail_within_ms = 8000 };
-	char ca[300], wrong_ca[300], crt[300], key[300], text[1024], cmd[1024], out[4096];
+	char ext[300];
 	const char *ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-	FILE *f;
-	size_t n;
 
 	if (access("/usr/bin/openssl", X_OK) != 0) {
-		printf("SKIP: openssl missing\n");
+		printf("SKIP: openssl missing (the AM serves TLS only)\n");
 		exit(77);
 	}
-	snprintf(ca, sizeof ca, "%s/ca.pem", tmpdir);
-	snprintf(wrong_ca, sizeof wrong_ca, "%s/wrong_ca.pem", tmpdir);
-	snprintf(crt, sizeof crt, "%s/am.crt", tmpdir);
-	snprintf(key, sizeof key, "%s/am.key", tmpdir);
-	snprintf(text, sizeof text, "%s/ext.cnf", tmpdir);
-	write_file(text, "subjectAltName = IP:127.0.0.1, DNS:localhost\n");
+	snprintf(ca_pem, sizeof ca_pem, "%s/ca.pem", tmpdir);
+	snprintf(wrong_ca_pem, sizeof wrong_ca_pem, "%s/wrong_ca.pem", tmpdir);
+	snprintf(am_crt, sizeof am_crt, "%s/am.crt", tmpdir);
+	snprintf(am_key, sizeof am_key, "%s/am.key", tmpdir);
+	snprintf(ext, sizeof ext, "%s/ext.cnf", tmpdir);
+	write_file(ext, "subjectAltName = IP:127.0.0.1, DNS:localhost\n");
 	if (!sh("cd %s && openssl req -x509 %s -keyout ca.key -out ca.pem -days 2 "
 		"-subj '/CN=INCA test CA' 2>/dev/null && "
 		"openssl req -x509 %s -keyout wrong_ca.key -out wrong_ca.pem -days 2 "
@@ -886,30 +912,46 @@ static void case_tls(void)
 		"-extfile ext.cnf -out am.crt 2>/dev/null",
 		tmpdir, ec, ec, ec))
 		die("openssl could not make the certificates");
-	snprintf(text, sizeof text,
-		 "heartbeat_ms = 200\npoll_ms = 200\njob job1 credential good\n"
-		 "tls_cert = %s\ntls_key = %s\n", crt, key);
-	write_file(am_conf, text);
+	/* the CLI children: the CA and the admin credential */
+	setenv("INCA_AM_CA", ca_pem, 1);
+	setenv("INCA_ADMIN_TOKEN", ADMIN_TOKEN, 1);
+}
+
+static void case_tls(void)
+{
+	struct rank_plan p = { .size = 2, .cred = "good", .expect_state = 2, .iters = 10 };
+	struct rank_plan wrong = { .size = 1, .cred = "good", .fail_within_ms = 8000 };
+	struct rank_plan plain = { .size = 1, .cred = "good", .fail_within_ms = 8000,
+				   .insecure = true };
+	char cmd[1024], out[4096];
+	FILE *f;
+	size_t n;
+
+	write_am_conf("heartbeat_ms = 200\npoll_ms = 200\njob job1 credential good\n");
 	start_am();
-	chan_ca = ca;
-	p.tls_ca = ca;
 	run_ranks(&p, NULL); /* joined over TLS, HOST_FALLBACK (no switch), ring exact */
-	wrong.tls_ca = wrong_ca;
+	wrong.tls_ca = wrong_ca_pem;
 	run_ranks(&wrong, NULL); /* the AM's certificate is not signed by the CA it trusts */
-	run_ranks(&plain, NULL); /* insecure client against the TLS port */
-	/* The CLI over TLS, and without the CA (must fail, not hang) */
+	run_ranks(&plain, NULL); /* plaintext client against the TLS port */
+	/* The CLI over TLS, and with the wrong CA: one clear line, at once */
 	snprintf(cmd, sizeof cmd, "%s --am %s --ca %s --timeout-ms 3000 stats 2>&1", cli_path,
-		 am_addr, ca);
+		 am_addr, ca_pem);
 	f = popen(cmd, "r");
 	n = f ? fread(out, 1, sizeof out - 1, f) : 0;
 	out[n] = '\0';
 	if (!f || pclose(f) != 0 || !strstr(out, "denials:"))
 		die("inca --ca stats over TLS failed:\n%s", out);
 	fputs(out, stderr);
-	snprintf(cmd, sizeof cmd, "%s --am %s --ca %s --timeout-ms 2000 stats >/dev/null 2>&1",
-		 cli_path, am_addr, wrong_ca);
-	if (system(cmd) == 0)
+	snprintf(cmd, sizeof cmd, "%s --am %s --ca %s --timeout-ms 2000 stats 2>&1 >/dev/null",
+		 cli_path, am_addr, wrong_ca_pem);
+	f = popen(cmd, "r");
+	n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+	out[n] = '\0';
+	if (!f || pclose(f) == 0)
 		die("inca with the wrong CA succeeded");
+	fprintf(stderr, "inca with the wrong CA: %s", out);
+	if (!strstr(out, "not signed by the CA") || strchr(out, '\n') != out + n - 1)
+		die("inca with the wrong CA: not one clear line:\n%s", out);
 	wait_no_groups();
 	stop_am();
 }
@@ -939,6 +981,7 @@ int main(int argc, char **argv)
 	snprintf(am_addr, sizeof am_addr, "127.0.0.1:%d", free_tcp_port());
 	snprintf(journal, sizeof journal, "%s/am.journal", tmpdir);
 	snprintf(am_conf, sizeof am_conf, "%s/am.conf", tmpdir);
+	make_certs();
 	if (!strcmp(argv[1], "fallback"))
 		case_fallback();
 	else if (!strcmp(argv[1], "inc"))

@@ -37,6 +37,10 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
+# the admin credential (queries need one; docs/am.md "Who sees what")
+ADMIN_TOKEN = "test-admin"
+ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
+
 def check(cond, what):
     global failures
     if not cond:
@@ -77,7 +81,8 @@ target = "127.0.0.1:%d" % port
 conf = os.path.join(tmp, "am.conf")
 with open(conf, "w") as f:
     f.write("listen = %s\nheartbeat_ms = 200\npoll_ms = 200\n"
-            "job jobT credential tee-secret\njob jobU credential you-secret\n" % target)
+            "job jobT credential tee-secret\njob jobU credential you-secret\n"
+            "admin_token = %s\n" % (target, ADMIN_TOKEN))
 ready = os.path.join(tmp, "ready")
 am = subprocess.Popen([AM, "-c", conf, "--tls-cert", os.path.join(tmp, "am.crt"), "--tls-key",
                        os.path.join(tmp, "am.key"), "--ready-file", ready, "-v"],
@@ -129,7 +134,7 @@ try:
     except grpc.RpcError as e:
         check(e.code() == grpc.StatusCode.PERMISSION_DENIED,
               "ReportFailure with a guessed token refused")
-    st = stub.GetStats(pb.Empty(), timeout=5)
+    st = stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN)
     check(st.joins_denied == 2 and st.sessions_denied == 1 and st.failure_reports_denied == 1,
           "GetStats over TLS counts every denial (joins %d, sessions %d, reports %d)" %
           (st.joins_denied, st.sessions_denied, st.failure_reports_denied))
@@ -139,7 +144,7 @@ try:
                               grpc.ssl_channel_credentials(root_certificates=read("other.pem")))
     t1 = time.time()
     try:
-        pbg.AmStub(bad).GetStats(pb.Empty(), timeout=10)
+        pbg.AmStub(bad).GetStats(pb.Empty(), timeout=10, metadata=ADMIN)
         check(False, "wrong CA refused")
     except grpc.RpcError as e:
         check(e.code() == grpc.StatusCode.UNAVAILABLE and time.time() - t1 < 5,
@@ -148,14 +153,15 @@ try:
     plain = grpc.insecure_channel(target)
     t1 = time.time()
     try:
-        pbg.AmStub(plain).GetStats(pb.Empty(), timeout=10)
+        pbg.AmStub(plain).GetStats(pb.Empty(), timeout=10, metadata=ADMIN)
         check(False, "plaintext client refused")
     except grpc.RpcError as e:
         check(e.code() == grpc.StatusCode.UNAVAILABLE and time.time() - t1 < 5,
               "plaintext client refused with UNAVAILABLE after %.2f s" % (time.time() - t1))
     plain.close()
     # the AM still serves the good channel
-    check(stub.GetStats(pb.Empty(), timeout=5).joins == 1, "AM unaffected by the bad clients")
+    check(stub.GetStats(pb.Empty(), timeout=5, metadata=ADMIN).joins == 1,
+          "AM unaffected by the bad clients")
     ch.close()
 finally:
     am.terminate()

@@ -17,6 +17,7 @@ void am_cfg_defaults(struct am_cfg *c)
 	c->heartbeat_misses = 4;
 	c->poll_ms = 1000;
 	c->grace_ms = 10000;
+	c->switch_timeout_ms = 3000;
 	c->slots_default = 256;
 	c->slots_min = 16;
 	c->tree_id_min = 1024;
@@ -26,6 +27,7 @@ void am_cfg_defaults(struct am_cfg *c)
 	c->quota.max_slots = 4096;
 	c->quota.max_forming = 16;
 	c->quota.max_size = AM_MAX_GROUP_SIZE;
+	c->first_joiner_ttl_s = 600;
 }
 
 void am_cfg_quota(const struct am_cfg *c, const char *job, struct am_quota *out)
@@ -223,11 +225,19 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 				snprintf(c->tls_cert, sizeof c->tls_cert, "%s", v);
 			else if (!strcmp(k, "tls_key") && fits(v, AM_PATH))
 				snprintf(c->tls_key, sizeof c->tls_key, "%s", v);
-			else if (!strcmp(k, "admin_token") && fits(v, AM_STR))
+			else if (!strcmp(k, "tls")) {
+				bool on;
+				if (parse_bool(v, &on))
+					CFG_ERR("tls: on or off");
+				c->tls_off = !on;
+			} else if (!strcmp(k, "admin_token") && fits(v, AM_STR))
 				snprintf(c->admin_token, sizeof c->admin_token, "%s", v);
 			else if (!strcmp(k, "allow_first_joiner")) {
 				if (parse_bool(v, &c->allow_first_joiner))
 					CFG_ERR("allow_first_joiner: yes or no");
+			} else if (!strcmp(k, "first_joiner_ttl_s")) {
+				if (parse_u32(v, 1, 30 * 86400, &c->first_joiner_ttl_s))
+					CFG_ERR("first_joiner_ttl_s: 1..2592000");
 			} else if (!strcmp(k, "heartbeat_ms")) {
 				if (parse_u32(v, 10, 600000, &c->heartbeat_ms))
 					CFG_ERR("heartbeat_ms: 10..600000");
@@ -237,6 +247,9 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 			} else if (!strcmp(k, "poll_ms")) {
 				if (parse_u32(v, 10, 600000, &c->poll_ms))
 					CFG_ERR("poll_ms: 10..600000");
+			} else if (!strcmp(k, "switch_timeout_ms")) {
+				if (parse_u32(v, 100, 60000, &c->switch_timeout_ms))
+					CFG_ERR("switch_timeout_ms: 100..60000");
 			} else if (!strcmp(k, "grace_ms")) {
 				if (parse_u32(v, 0, 3600000, &c->grace_ms))
 					CFG_ERR("grace_ms: 0..3600000");
@@ -270,6 +283,10 @@ int am_cfg_load(struct am_cfg *c, const char *path, char *err, size_t cap)
 	fclose(f);
 	if (!!c->tls_cert[0] != !!c->tls_key[0]) {
 		snprintf(err, cap, "%s: tls_cert and tls_key go together", path);
+		return -1;
+	}
+	if (c->tls_off && c->tls_cert[0]) {
+		snprintf(err, cap, "%s: tls = off together with tls_cert / tls_key", path);
 		return -1;
 	}
 	return 0;

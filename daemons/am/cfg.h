@@ -37,12 +37,15 @@ struct am_cfg {
 	char listen[AM_STR];       /* gRPC "ip:port" */
 	char journal[AM_PATH];     /* "" = no journal */
 	char tls_cert[AM_PATH], tls_key[AM_PATH];
-	char admin_token[AM_STR];  /* required by Dismantle when set */
+	bool tls_off;              /* "tls = off": serve gRPC in clear (explicit opt-out) */
+	char admin_token[AM_STR];  /* admin credential; without it admin operations are refused */
 	uint32_t heartbeat_ms, heartbeat_misses, poll_ms, grace_ms;
+	uint32_t switch_timeout_ms; /* bound of one NETCONF connect or request */
 	uint16_t slots_default, slots_min;
 	uint16_t tree_id_min, tree_id_max;
 	bool allow_first_joiner;   /* a job unknown to the config gets the first joiner's secret */
 	struct am_quota quota;     /* every job's, unless its job line overrides a field */
+	uint32_t first_joiner_ttl_s; /* ... forgotten after this long without a group */
 	size_t nswitches;
 	struct am_cfg_switch sw[AM_MAX_SWITCHES];
 	size_t njobs;

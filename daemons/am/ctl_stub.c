@@ -13,6 +13,18 @@ int ctl_connect(const char *target, const char *key_path, const char *known_host
 	return -ENOTSUP;
 }
 
+int ctl_connect_timeout(const char *target, const char *key_path, const char *known_hosts,
+			unsigned timeout_ms, struct ctl_conn **out)
+{
+	*out = NULL;
+	return -ENOTSUP;
+}
+
+bool ctl_conn_broken(const struct ctl_conn *c)
+{
+	return true;
+}
+
 void ctl_disconnect(struct ctl_conn *c)
 {
 }

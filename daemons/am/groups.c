@@ -1,6 +1,7 @@
-/* inca-am state: switches (NETCONF polling through lib/ctl), groups and their lifecycle
- * (join, establishment, dismantling, rebuilds, heartbeats) and job credentials. The journal
- * is journal.c, the query replies query.c. Main loop only. */
+/* inca-am groups and their lifecycle (join, establishment, dismantling, rebuilds, heartbeats)
+ * and job credentials. Switch I/O is asynchronous (switches.c): a push or a re-check is
+ * queued on the switches' workers and finishes in am_group_sw_done. The journal is
+ * journal.c, the query replies query.c. Main loop only. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -37,14 +38,6 @@ const char *am_state_name(enum am_gstate s)
 	}
 }
 
-int am_sw_index(const struct am *am, const char *name)
-{
-	for (size_t i = 0; i < am->nsw; i++)
-		if (strcmp(am->sw[i].cfg->name, name) == 0)
-			return (int)i;
-	return -1;
-}
-
 static struct am_group *group_find(struct am *am, uint64_t id)
 {
 	for (struct am_group *g = am->groups; g; g = g->next)
@@ -66,162 +59,109 @@ static bool secret_eq(const char *a, const char *b)
 	return d == 0;
 }
 
-/* 1 allowed, 0 denied. */
-static int check_credential(struct am *am, const char *job, const char *cred)
+/* A job's configured or learned secret; NULL for a job unknown to both. */
+static const char *job_secret(const struct am *am, const char *job)
 {
 	for (size_t i = 0; i < am->cfg.njobs; i++)
 		if (strcmp(am->cfg.jobs[i].id, job) == 0)
-			return secret_eq(cred, am->cfg.jobs[i].cred);
+			return am->cfg.jobs[i].cred;
 	for (size_t i = 0; i < am->nlearned; i++)
 		if (strcmp(am->learned[i].id, job) == 0)
-			return secret_eq(cred, am->learned[i].cred);
-	if (!am->cfg.allow_first_joiner || !cred[0] || am->nlearned == AM_MAX_JOBS ||
-	    strlen(cred) >= sizeof am->learned[0].cred)
-		return 0;
-	snprintf(am->learned[am->nlearned].id, AM_STR, "%s", job);
-	snprintf(am->learned[am->nlearned].cred, sizeof am->learned[0].cred, "%s", cred);
-	am->nlearned++;
-	am_journal_job(am, job, cred);
-	am_log(1, "job %s: credential set by its first joiner", job);
-	return 1;
-}
-
-/* ---------------------------------------------------------------- switches */
-
-static void running_free(struct am_switch *s)
-{
-	for (size_t i = 0; i < s->nrunning; i++)
-		ctl_tree_free(&s->running[i]);
-	free(s->running);
-	s->running = NULL;
-	s->nrunning = 0;
-}
-
-const struct ctl_tree *am_running_find(const struct am_switch *s, uint16_t id)
-{
-	for (size_t i = 0; i < s->nrunning; i++)
-		if (s->running[i].id == id)
-			return &s->running[i];
+			return am->learned[i].cred;
 	return NULL;
 }
 
-static void sw_down(struct am *am, struct am_switch *s, const char *why)
+/* Join's check: OK, PERMISSION_DENIED (bad secret, unknown job) or RESOURCE_EXHAUSTED (the
+ * first-joiner table is full). An unknown job with allow_first_joiner takes the secret given. */
+static grpc_status_code check_credential(struct am *am, const char *job, const char *cred,
+					 char *msg, size_t cap)
 {
-	if (s->up || !s->polled) {
-		am_log(0, "switch %s unreachable: %s", s->cfg->name, why);
-		if (s->up)
-			am->st.switch_failures++;
+	const char *secret = job_secret(am, job);
+
+	if (secret) {
+		if (secret_eq(cred, secret))
+			return GRPC_STATUS_OK;
+		snprintf(msg, cap, "job credential rejected");
+		return GRPC_STATUS_PERMISSION_DENIED;
 	}
-	snprintf(s->err, sizeof s->err, "%s", why);
-	s->up = false;
-	s->polled = true;
-	if (s->conn) {
-		ctl_disconnect(s->conn);
-		s->conn = NULL;
+	if (!am->cfg.allow_first_joiner || !cred[0] || strlen(cred) >= sizeof am->learned[0].cred) {
+		snprintf(msg, cap, "job credential rejected");
+		return GRPC_STATUS_PERMISSION_DENIED;
 	}
+	if (am->nlearned == AM_MAX_JOBS) {
+		snprintf(msg, cap, "job %s unknown and the table of jobs set by their first joiner "
+				   "is full (%d jobs, AM_MAX_JOBS): an entry is freed once its job has "
+				   "had no group for first_joiner_ttl_s = %u s; or list the job in the AM "
+				   "config", job, AM_MAX_JOBS, am->cfg.first_joiner_ttl_s);
+		return GRPC_STATUS_RESOURCE_EXHAUSTED;
+	}
+	snprintf(am->learned[am->nlearned].id, AM_STR, "%s", job);
+	snprintf(am->learned[am->nlearned].cred, sizeof am->learned[0].cred, "%s", cred);
+	am->learned[am->nlearned].idle_since_ns = 0;
+	am->nlearned++;
+	am_journal_job(am, job, cred);
+	am_log(1, "job %s: credential set by its first joiner", job);
+	return GRPC_STATUS_OK;
 }
 
-static void sw_poll(struct am *am, struct am_switch *s)
+/* Forget the secrets of learned jobs that have had no group for first_joiner_ttl_s, so that
+ * a squatted job id or a table filled with bogus jobs does not last. */
+static void learned_expire(struct am *am, uint64_t now)
 {
-	struct ctl_caps caps;
-	struct ctl_tree *trees = NULL;
-	size_t n = 0;
-	int rc;
+	uint64_t ttl_ns = (uint64_t)am->cfg.first_joiner_ttl_s * 1000 * NS_PER_MS;
 
-	if (!s->conn) {
-		rc = ctl_connect(s->cfg->target, s->cfg->key_path[0] ? s->cfg->key_path : NULL,
-				 s->cfg->known_hosts[0] ? s->cfg->known_hosts : NULL, &s->conn);
-		if (rc < 0) {
-			char why[200];
-			/* lib/ctl's message says why (key refused, host key mismatch, ...) */
-			snprintf(why, sizeof why, "%.190s", ctl_conn_error(NULL));
-			s->conn = NULL;
-			sw_down(am, s, why);
-			return;
+	for (size_t i = 0; i < am->nlearned;) {
+		bool busy = false;
+		for (struct am_group *g = am->groups; g && !busy; g = g->next)
+			busy = strcmp(g->job, am->learned[i].id) == 0;
+		if (busy) {
+			am->learned[i].idle_since_ns = 0;
+		} else if (!am->learned[i].idle_since_ns) {
+			am->learned[i].idle_since_ns = now;
+		} else if (now - am->learned[i].idle_since_ns >= ttl_ns) {
+			am_log(1, "job %s: first joiner's credential expired (no group for %u s)",
+			       am->learned[i].id, am->cfg.first_joiner_ttl_s);
+			am_journal_job_forget(am, am->learned[i].id);
+			am->st.learned_expired++;
+			am->learned[i] = am->learned[--am->nlearned];
+			continue;
 		}
+		i++;
 	}
-	memset(&caps, 0, sizeof caps);
-	rc = ctl_get_caps(s->conn, &caps);
-	if (rc == 0)
-		rc = ctl_get_trees(s->conn, &trees, &n);
-	if (rc < 0) {
-		char why[200];
-		snprintf(why, sizeof why, "%.190s", ctl_conn_error(s->conn));
-		ctl_caps_free(&caps);
-		sw_down(am, s, why);
-		return;
-	}
-	if (!s->up)
-		am_log(1, "switch %s up (%s, %u/%u slots used)", s->cfg->name, caps.data_addr,
-		       caps.used_slots, caps.max_slots);
-	ctl_caps_free(&s->caps);
-	s->caps = caps;
-	running_free(s);
-	s->running = trees;
-	s->nrunning = n;
-	s->up = true;
-	s->polled = true;
-	s->err[0] = '\0';
 }
 
-/* Recompute per-switch resource accounting: this AM's holdings from its groups, foreign
- * usage = what the switch reports minus this AM's trees that it reports running. */
-void am_account(struct am *am)
+grpc_status_code am_auth_check(struct am *am, const char *admin_token, const char *job,
+			       const char *cred, const char *method, struct am_auth *out,
+			       char *msg, size_t cap)
 {
-	for (size_t i = 0; i < am->nsw; i++)
-		am->sw[i].am_slots = am->sw[i].am_trees = 0;
-	for (struct am_group *g = am->groups; g; g = g->next)
-		for (size_t k = 0; g->plan.ok && k < g->plan.nsw; k++) {
-			am->sw[g->plan.sws[k].sw].am_slots += g->plan.sws[k].tree.slots;
-			am->sw[g->plan.sws[k].sw].am_trees++;
+	memset(out, 0, sizeof *out);
+	if (admin_token && admin_token[0]) {
+		if (!am->cfg.admin_token[0] || !secret_eq(admin_token, am->cfg.admin_token)) {
+			am->st.queries_denied++;
+			am_log(0, "DENIED %s: bad admin token%s", method,
+			       am->cfg.admin_token[0] ? "" : " (no admin_token configured)");
+			snprintf(msg, cap, am->cfg.admin_token[0] ? "admin token rejected" :
+				 "admin token rejected: the AM has no admin_token configured");
+			return GRPC_STATUS_PERMISSION_DENIED;
 		}
-	for (size_t i = 0; i < am->nsw; i++) {
-		struct am_switch *s = &am->sw[i];
-		uint32_t mine_slots = 0, mine_trees = 0;
-		for (struct am_group *g = am->groups; g; g = g->next) {
-			int k = g->plan.ok ? am_plan_find(&g->plan, (int)i) : -1;
-			if (k >= 0 && am_running_find(s, g->plan.sws[k].tree.id)) {
-				mine_slots += g->plan.sws[k].tree.slots;
-				mine_trees++;
-			}
+		out->who = AM_CALLER_ADMIN;
+		return GRPC_STATUS_OK;
+	}
+	if (job && job[0]) {
+		const char *secret = job_secret(am, job);
+		if (!secret || !cred || !secret_eq(cred, secret)) {
+			am->st.queries_denied++;
+			am_log(0, "DENIED %s: job %.63s: bad job credential", method, job);
+			snprintf(msg, cap, "job credential rejected");
+			return GRPC_STATUS_PERMISSION_DENIED;
 		}
-		s->foreign_slots = s->caps.used_slots > mine_slots ? s->caps.used_slots - mine_slots : 0;
-		s->foreign_trees = s->caps.used_trees > mine_trees ? s->caps.used_trees - mine_trees : 0;
+		out->who = AM_CALLER_JOB;
+		snprintf(out->job, sizeof out->job, "%s", job);
 	}
+	return GRPC_STATUS_OK;
 }
 
-enum am_role am_sw_role(const struct am_switch *s)
-{
-	if (s->cfg->role != AM_ROLE_UNKNOWN)
-		return s->cfg->role;
-	if (strcmp(s->caps.role_hint, "spine") == 0)
-		return AM_ROLE_SPINE;
-	if (strcmp(s->caps.role_hint, "leaf") == 0)
-		return AM_ROLE_LEAF;
-	return AM_ROLE_UNKNOWN;
-}
-
-static void build_views(struct am *am, struct am_sw_view *v)
-{
-	am_account(am);
-	for (size_t i = 0; i < am->nsw; i++) {
-		const struct am_switch *s = &am->sw[i];
-		uint32_t used = s->foreign_slots + s->am_slots, usedt = s->foreign_trees + s->am_trees;
-		memset(&v[i], 0, sizeof v[i]);
-		v[i].name = s->cfg->name;
-		v[i].data_addr = s->caps.data_addr;
-		v[i].role = am_sw_role(s);
-		v[i].up = s->up && s->caps.data_addr[0];
-		v[i].free_slots = s->caps.max_slots > used ? s->caps.max_slots - used : 0;
-		v[i].free_trees = s->caps.max_trees > usedt ? s->caps.max_trees - usedt : 0;
-		v[i].max_slot_bytes = s->caps.max_slot_bytes;
-		v[i].max_bsl_bits = s->caps.max_bsl_bits;
-		v[i].dtype_mask = s->caps.dtype_mask;
-		v[i].op_mask = s->caps.op_mask;
-		v[i].links = s->caps.links;
-		v[i].nlinks = s->caps.nlinks;
-	}
-}
+/* ---------------------------------------------------------------- attachment */
 
 static int member_attach(struct am *am, const struct am_sw_view *v, const struct am_member *m)
 {
@@ -320,34 +260,118 @@ void am_group_set_state(struct am_group *g, enum am_gstate s, const char *reason
 	snprintf(g->reason, sizeof g->reason, "%s", reason ? reason : "");
 }
 
-/* Remove the group's trees from its switches (best effort) and drop the plan. */
-static void release_tree(struct am *am, struct am_group *g)
+/* Switch work a group waits for (g->op). A re-check: polls of the switches its old tree used,
+ * queued after the deletes of that tree, then a rebuild. A push: the plan (g->push_plan) goes
+ * to the children all at once, then to the root ("children first, root last": the root only
+ * starts disseminating once every child knows the tree). Meanwhile the group keeps its state
+ * (forming or fallback); it becomes READY only when every switch took its part, and any
+ * refusal or timeout removes the parts that went out and falls back. */
+enum put_state { PUT_NONE, PUT_SENT, PUT_DONE, PUT_NOT_SENT };
+
+struct am_gop {
+	uint32_t seq;          /* tags the requests: an answer of an older op is ignored */
+	unsigned outstanding;  /* requests not answered yet */
+	bool push;
+	/* push */
+	bool rebuild, was_waiting, root_sent, failed;
+	uint8_t *put;          /* enum put_state per g->push_plan.sws entry */
+	char prev[256], why[256];
+};
+
+static void op_free(struct am_gop *op)
 {
-	if (!g->plan.ok)
+	if (!op)
 		return;
+	free(op->put);
+	free(op);
+}
+
+static struct am_gop *op_new(struct am *am, struct am_group *g, bool push)
+{
+	struct am_gop *op = calloc(1, sizeof *op);
+
+	if (!op)
+		abort(); /* daemon: out of memory */
+	op->seq = ++am->next_op_seq;
+	op->push = push;
+	g->op = op;
+	return op;
+}
+
+/* A ReportFailure waiting for this group's rebuild gets the outcome. */
+static void answer_report(struct am_group *g)
+{
+	Inca__Am__V1__FailureReply rp = INCA__AM__V1__FAILURE_REPLY__INIT;
+
+	if (!g->reply)
+		return;
+	rp.acted = true;
+	rp.generation = g->generation;
+	rp.state = (char *)am_state_name(g->state);
+	am_pending_answer(g->reply, GRPC_STATUS_OK, "", &rp.base);
+	g->reply = NULL;
+}
+
+/* Delete what a push sent out (queued behind the puts on each switch, so it runs after them)
+ * and forget the plan. */
+static void push_unwind(struct am *am, struct am_group *g, const uint8_t *put)
+{
+	for (size_t k = 0; g->push_plan.ok && k < g->push_plan.nsw; k++)
+		if (put && (put[k] == PUT_SENT || put[k] == PUT_DONE))
+			am_sw_delete(am, g->push_plan.sws[k].sw, g->push_plan.sws[k].tree.id);
+	am_plan_free(&g->push_plan);
+}
+
+/* The group is dismantled or removed while switch work is in flight: its answers will be
+ * ignored. */
+static void op_cancel(struct am *am, struct am_group *g)
+{
+	if (!g->op)
+		return;
+	if (g->op->push)
+		push_unwind(am, g, g->op->put);
+	op_free(g->op);
+	g->op = NULL;
+	am_account(am);
+}
+
+/* Remove the group's trees from its switches (fire-and-forget deletes) and drop the plan.
+ * The switches that are up are polled right after their delete: the status an operator reads
+ * after a dismantle shows their freed slots, and one that does not answer (the failure a
+ * member reported) is marked down. recheck: a rebuild follows once those polls answered
+ * (g->op); returns false when there was nothing to wait for. */
+static bool release_tree(struct am *am, struct am_group *g, bool recheck)
+{
+	struct am_gop *op = NULL;
+
+	op_cancel(am, g);
+	if (!g->plan.ok)
+		return false;
+	if (recheck)
+		op = op_new(am, g, false);
 	for (size_t k = 0; k < g->plan.nsw; k++) {
-		struct am_switch *s = &am->sw[g->plan.sws[k].sw];
-		int rc;
-		if (!s->conn)
+		size_t sw = (size_t)g->plan.sws[k].sw;
+		am_sw_delete(am, sw, g->plan.sws[k].tree.id);
+		if (!am->sw[sw].up)
 			continue;
-		rc = ctl_delete_tree(s->conn, g->plan.sws[k].tree.id);
-		if (rc < 0 && rc != -ENOENT)
-			am_log(0, "switch %s: delete tree %u: %s", s->cfg->name,
-			       g->plan.sws[k].tree.id, ctl_conn_error(s->conn));
+		am_sw_poll(am, sw, op ? g->id : 0, op ? op->seq : 0);
+		if (op)
+			op->outstanding++;
 	}
-	/* Poll those switches now rather than at the next poll: the status an operator reads
-	 * right after a dismantle shows their freed slots, and one that does not answer (the
-	 * failure a member reported) is marked down before a rebuild, which then avoids it. */
-	for (size_t k = 0; k < g->plan.nsw; k++)
-		sw_poll(am, &am->sw[g->plan.sws[k].sw]);
 	am_plan_free(&g->plan);
 	am_account(am);
+	if (op && !op->outstanding) {
+		op_free(op);
+		g->op = NULL;
+	}
+	return g->op != NULL;
 }
 
 static bool tree_id_used(struct am *am, uint16_t id)
 {
 	for (struct am_group *g = am->groups; g; g = g->next)
-		if (g->plan.ok && g->plan.sws[0].tree.id == id)
+		if ((g->plan.ok && g->plan.sws[0].tree.id == id) ||
+		    (g->push_plan.ok && g->push_plan.sws[0].tree.id == id))
 			return true;
 	for (size_t i = 0; i < am->nsw; i++)
 		if (am_running_find(&am->sw[i], id))
@@ -371,16 +395,76 @@ static bool wants_tree(const struct am_group *g)
 	       (g->state == AM_G_FALLBACK && g->rebuildable);
 }
 
-/* Plan and push a tree for g. On success the group is READY; otherwise FALLBACK with the
- * reason (rebuildable as given). Notifies the members either way. */
+
+static void established(struct am *am, struct am_group *g, bool rebuild)
+{
+	g->generation++;
+	g->rebuildable = false;
+	am_group_set_state(g, AM_G_READY, "");
+	am_account(am);
+	am->st.groups_ready++;
+	if (rebuild)
+		am->st.rebuilds++;
+	am_log(1, "group %llu (%s/%s, %u ranks): tree %u %s, root %s, %u slots, gen %u",
+	       (unsigned long long)g->id, g->job, g->name, g->size, g->plan.sws[0].tree.id,
+	       g->plan.multi_level ? "2-level" : "single-level", am->sw[g->plan.root].cfg->name,
+	       g->plan.slots, g->generation);
+	am_journal_group(am, g);
+	notify_all(am, g, rebuild ? EV(REBUILT) : EV(TREE_READY));
+}
+
+/* g->state is FALLBACK with its reason. */
+static void fell_back(struct am *am, struct am_group *g, bool rebuild, bool was_waiting,
+		      const char *prev)
+{
+	g->rebuildable = rebuild;
+	if (was_waiting && strcmp(prev, g->reason) == 0)
+		return; /* still waiting for the fabric: nothing new to tell */
+	am->st.groups_fallback++;
+	am_log(1, "group %llu (%s/%s): host path: %s", (unsigned long long)g->id, g->job, g->name,
+	       g->reason);
+	am_journal_group(am, g);
+	notify_all(am, g, rebuild ? EV(DISMANTLED) : EV(HOST_FALLBACK));
+}
+
+static void push_part(struct am *am, struct am_group *g, size_t k)
+{
+	g->op->put[k] = PUT_SENT;
+	g->op->outstanding++;
+	am_sw_put(am, (size_t)g->push_plan.sws[k].sw, &g->push_plan.sws[k].tree, g->id, g->op->seq,
+		  (int)k);
+}
+
+/* Every switch of the push answered. */
+static void push_done(struct am *am, struct am_group *g)
+{
+	struct am_gop *op = g->op;
+
+	g->op = NULL;
+	if (op->failed) {
+		push_unwind(am, g, op->put);
+		am_account(am);
+		am_group_set_state(g, AM_G_FALLBACK, op->why);
+		fell_back(am, g, op->rebuild, op->was_waiting, op->prev);
+	} else {
+		g->plan = g->push_plan;
+		memset(&g->push_plan, 0, sizeof g->push_plan);
+		established(am, g, op->rebuild);
+	}
+	op_free(op);
+	answer_report(g);
+}
+
+/* Plan a tree for g and start pushing it; READY (or FALLBACK) once the switches answered
+ * (push_done). A group that cannot get a tree falls back at once, with the reason
+ * (rebuildable as given). Notifies the members either way. */
 static void establish(struct am *am, struct am_group *g, bool rebuild)
 {
 	struct am_sw_view v[AM_MAX_SWITCHES];
 	struct am_mem_view mv[4096];
 	struct am_plan_req req;
 	struct am_plan plan;
-	char why[256] = "";
-	size_t pushed = 0;
+	struct am_gop *op;
 	int rc;
 	char prev[256];
 	bool was_waiting = g->state == AM_G_FALLBACK && g->rebuildable;
@@ -388,13 +472,14 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 	bool wants = true;
 	struct am_quota q;
 	uint32_t jtrees, jslots, left;
+	char why[256];
 
 	snprintf(prev, sizeof prev, "%s", g->reason);
 	if (g->size > 4096) {
 		am_group_set_state(g, AM_G_FALLBACK, "group larger than 4096 ranks");
 		goto fallback;
 	}
-	build_views(am, v);
+	am_build_views(am, v);
 	memset(&req, 0, sizeof req);
 	for (uint32_t r = 0; r < g->size; r++) {
 		struct am_member *m = &g->m[r];
@@ -418,11 +503,15 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 	 * formed while the job's other groups grew is held here). */
 	am_cfg_quota(&am->cfg, g->job, &q);
 	jtrees = jslots = 0;
-	for (const struct am_group *x = am->groups; x; x = x->next)
-		if (x != g && x->plan.ok && strcmp(x->job, g->job) == 0) {
+	for (const struct am_group *x = am->groups; x; x = x->next) {
+		/* a tree held, or one being pushed */
+		const struct am_plan *xp = x->plan.ok ? &x->plan
+					   : x->push_plan.ok ? &x->push_plan : NULL;
+		if (x != g && xp && strcmp(x->job, g->job) == 0) {
 			jtrees++;
-			jslots += x->plan.slots;
+			jslots += xp->slots;
 		}
+	}
 	req.slots_wanted = g->slots_wanted && g->slots_wanted < am->cfg.slots_default
 				   ? g->slots_wanted : am->cfg.slots_default;
 	left = jslots < q.max_slots ? q.max_slots - jslots : 0;
@@ -469,59 +558,87 @@ static void establish(struct am *am, struct am_group *g, bool rebuild)
 		am_plan_free(&plan);
 		goto fallback;
 	}
-	/* Children first, root last: the root only starts disseminating once every child
-	 * already knows the tree. */
-	for (pushed = 0; pushed < plan.nsw; pushed++) {
-		struct am_switch *s = &am->sw[plan.sws[pushed].sw];
-		rc = s->conn ? ctl_put_tree(s->conn, &plan.sws[pushed].tree) : -ENOTCONN;
-		if (rc < 0) {
-			snprintf(why, sizeof why, "switch %s refused tree %u: %s", s->cfg->name, tid,
-				 s->conn ? ctl_conn_error(s->conn) : "not connected");
-			am->st.push_failures++;
-			break;
-		}
+	g->push_plan = plan;
+	op = op_new(am, g, true);
+	op->rebuild = rebuild;
+	op->was_waiting = was_waiting;
+	snprintf(op->prev, sizeof op->prev, "%s", prev);
+	op->put = calloc(plan.nsw, sizeof *op->put);
+	if (!op->put)
+		abort();
+	am_account(am); /* the plan's slots are held from now on */
+	am_log(2, "group %llu: pushing tree %u to %zu switch(es)", (unsigned long long)g->id, tid,
+	       plan.nsw);
+	/* plan.sws: children first, the root last */
+	for (size_t k = 0; k + 1 < plan.nsw; k++)
+		push_part(am, g, k);
+	if (!op->outstanding) {
+		op->root_sent = true;
+		push_part(am, g, plan.nsw - 1);
 	}
-	if (pushed < plan.nsw) {
-		for (size_t k = 0; k < pushed; k++) {
-			struct am_switch *s = &am->sw[plan.sws[k].sw];
-			if (s->conn)
-				ctl_delete_tree(s->conn, tid);
-		}
-		am_plan_free(&plan);
-		am_group_set_state(g, AM_G_FALLBACK, why);
-		goto fallback;
-	}
-	g->plan = plan;
-	g->generation++;
-	g->rebuildable = false;
-	am_group_set_state(g, AM_G_READY, "");
-	am_account(am);
-	am->st.groups_ready++;
-	if (rebuild)
-		am->st.rebuilds++;
-	am_log(1, "group %llu (%s/%s, %u ranks): tree %u %s, root %s, %u slots, gen %u",
-	       (unsigned long long)g->id, g->job, g->name, g->size, tid,
-	       plan.multi_level ? "2-level" : "single-level", am->sw[plan.root].cfg->name,
-	       plan.slots, g->generation);
-	am_journal_group(am, g);
-	notify_all(am, g, rebuild ? EV(REBUILT) : EV(TREE_READY));
 	return;
 fallback:
-	g->rebuildable = rebuild;
-	if (was_waiting && strcmp(prev, g->reason) == 0)
-		return; /* still waiting for the fabric: nothing new to tell */
-	am->st.groups_fallback++;
-	am_log(1, "group %llu (%s/%s): host path: %s", (unsigned long long)g->id, g->job, g->name,
-	       g->reason);
-	am_journal_group(am, g);
-	notify_all(am, g, rebuild ? EV(DISMANTLED) : EV(HOST_FALLBACK));
+	fell_back(am, g, rebuild, was_waiting, prev);
+	answer_report(g);
+}
+
+static void put_answered(struct am *am, struct am_group *g, const struct am_sw_answer *a)
+{
+	struct am_gop *op = g->op;
+
+	if (a->k < 0 || (size_t)a->k >= g->push_plan.nsw)
+		return;
+	if (a->rc == 0) {
+		op->put[a->k] = PUT_DONE;
+	} else {
+		/* Not connected: nothing reached the switch. Otherwise (refused, timed out) a
+		 * delete is harmless and covers a switch that applied it late. */
+		op->put[a->k] = a->rc == -ENOTCONN ? PUT_NOT_SENT : PUT_SENT;
+		if (!op->failed) {
+			snprintf(op->why, sizeof op->why, "switch %s refused tree %u: %s",
+				 am->sw[a->sw].cfg->name, g->push_plan.sws[a->k].tree.id,
+				 a->rc == -ENOTCONN ? "not connected" : a->err);
+			am->st.push_failures++;
+		}
+		op->failed = true;
+	}
+	if (--op->outstanding)
+		return;
+	if (!op->failed && !op->root_sent) {
+		op->root_sent = true;
+		push_part(am, g, g->push_plan.nsw - 1);
+		return;
+	}
+	push_done(am, g);
+}
+
+void am_group_sw_done(struct am *am, const struct am_sw_answer *a)
+{
+	struct am_group *g = group_find(am, a->gid);
+	struct am_gop *op = g ? g->op : NULL;
+
+	if (!op || op->seq != a->seq || !op->outstanding)
+		return; /* the group moved on (dismantled, removed): nothing waits */
+	if (op->push) {
+		if (a->kind == AM_SWREQ_PUT)
+			put_answered(am, g, a);
+		return;
+	}
+	if (a->kind != AM_SWREQ_POLL || --op->outstanding)
+		return;
+	/* The old tree's switches were re-read: rebuild on what is left. */
+	op_free(op);
+	g->op = NULL;
+	establish(am, g, true);
 }
 
 /* Take the tree down. terminal: the group is over (leave, heartbeat, operator); else it lost
- * its tree to a fabric failure and will be rebuilt when possible. */
+ * its tree to a fabric failure and will be rebuilt when possible: once the old tree's
+ * switches were re-read (release_tree), or at once when there is nothing to re-read. */
 static void dismantle(struct am *am, struct am_group *g, const char *reason, bool terminal)
 {
-	release_tree(am, g);
+	bool rechecking = release_tree(am, g, !terminal);
+
 	am->st.dismantles++;
 	am_group_set_state(g, terminal ? AM_G_DISMANTLED : AM_G_FALLBACK, reason);
 	g->rebuildable = !terminal;
@@ -529,11 +646,17 @@ static void dismantle(struct am *am, struct am_group *g, const char *reason, boo
 	       reason);
 	am_journal_group(am, g);
 	notify_all(am, g, EV(DISMANTLED));
+	if (terminal)
+		answer_report(g);
+	else if (!rechecking)
+		establish(am, g, true);
 }
 
 void am_group_free(struct am_group *g)
 {
 	am_plan_free(&g->plan);
+	am_plan_free(&g->push_plan);
+	op_free(g->op);
 	free(g->m);
 	free(g);
 }
@@ -542,7 +665,8 @@ static void group_remove(struct am *am, struct am_group *g)
 {
 	struct am_group **pp = &am->groups;
 
-	release_tree(am, g);
+	release_tree(am, g, false);
+	answer_report(g);
 	for (uint32_t r = 0; r < g->size; r++)
 		if (g->m[r].sess) {
 			am_session_bind(g->m[r].sess, 0, 0);
@@ -666,9 +790,12 @@ static grpc_status_code join_quota(const struct am *am, const Inca__Am__V1__Join
 		if (strcmp(g->name, rq->group_name) == 0)
 			continue;
 		trees += wants_tree(g);
-		forming += g->state == AM_G_FORMING;
+		/* still waiting for members (a complete group being pushed is not) */
+		forming += g->state == AM_G_FORMING && g->joined < g->size;
 		if (g->plan.ok)
 			slots += g->plan.slots;
+		else if (g->push_plan.ok)
+			slots += g->push_plan.slots;
 	}
 	if (forming >= q.max_forming)
 		JOIN_ERR(GRPC_STATUS_RESOURCE_EXHAUSTED, "quota max_forming of job %s: %u groups "
@@ -716,12 +843,12 @@ grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 
 	if (st != GRPC_STATUS_OK)
 		return st;
-	if (!check_credential(am, rq->job_id, rq->job_credential)) {
+	st = check_credential(am, rq->job_id, rq->job_credential, msg, cap);
+	if (st != GRPC_STATUS_OK) {
 		am->st.joins_denied++;
-		am_log(0, "DENIED join: job %s rank %u from %s (%s): bad job credential", rq->job_id,
-		       rq->rank, rq->data_addr, rq->host_name);
-		snprintf(msg, cap, "job credential rejected");
-		return GRPC_STATUS_PERMISSION_DENIED;
+		am_log(0, "DENIED join: job %s rank %u from %s (%s): %s", rq->job_id, rq->rank,
+		       rq->data_addr, rq->host_name, msg);
+		return st;
 	}
 	/* The forming group of this job/name, if any; a rank that is already in a running group
 	 * of the same name starts a new one (a new communicator) and ends the old. A forming
@@ -831,11 +958,11 @@ grpc_status_code am_leave(struct am *am, const Inca__Am__V1__LeaveRequest *rq, c
 		am_session_finish(m->sess);
 		m->sess = NULL;
 	}
-	if (g->state == AM_G_FORMING) {
+	if (g->state == AM_G_FORMING && !g->op) {
 		m->joined = false;
 		g->joined--;
 		notify_all(am, g, EV(WAITING));
-	} else if (g->state != AM_G_DISMANTLED) {
+	} else if (g->state != AM_G_DISMANTLED) { /* also a complete group being pushed */
 		snprintf(why, sizeof why, "rank %u left%s%s", rq->rank, rq->reason[0] ? ": " : "",
 			 rq->reason);
 		dismantle(am, g, why, true);
@@ -851,14 +978,22 @@ grpc_status_code am_leave(struct am *am, const Inca__Am__V1__LeaveRequest *rq, c
 }
 
 grpc_status_code am_dismantle_rpc(struct am *am, const Inca__Am__V1__DismantleRequest *rq,
-				  char *msg, size_t cap)
+				  const struct am_auth *who, char *msg, size_t cap)
 {
 	struct am_group *g;
 	char why[200];
 
-	if (am->cfg.admin_token[0] && !secret_eq(rq->admin_token, am->cfg.admin_token)) {
+	if (!am->cfg.admin_token[0]) {
 		am->st.operator_denied++;
-		am_log(0, "DENIED dismantle of group %llu: bad admin token",
+		am_log(0, "DENIED dismantle of group %llu: no admin_token configured",
+		       (unsigned long long)rq->group_id);
+		snprintf(msg, cap, "admin operations are disabled: set admin_token in the AM config "
+				   "and pass it (inca --admin-token / INCA_ADMIN_TOKEN)");
+		return GRPC_STATUS_PERMISSION_DENIED;
+	}
+	if (who->who != AM_CALLER_ADMIN && !secret_eq(rq->admin_token, am->cfg.admin_token)) {
+		am->st.operator_denied++;
+		am_log(0, "DENIED dismantle of group %llu: bad or missing admin token",
 		       (unsigned long long)rq->group_id);
 		snprintf(msg, cap, "admin token rejected");
 		return GRPC_STATUS_PERMISSION_DENIED;
@@ -873,11 +1008,12 @@ grpc_status_code am_dismantle_rpc(struct am *am, const Inca__Am__V1__DismantleRe
 	return GRPC_STATUS_OK;
 }
 
-/* Issue 4: a member saw its INC path fail mid-collective. Only the tree generation the member
+/* A member saw its INC path fail mid-collective. Only the tree generation the member
  * used is acted upon, once: every rank of a failed call reports it, and the first report has
  * already replaced the tree when the others arrive. */
 grpc_status_code am_report_failure(struct am *am, const Inca__Am__V1__FailureReport *rq,
-				   Inca__Am__V1__FailureReply *rp, char *msg, size_t cap)
+				   Inca__Am__V1__FailureReply *rp, struct am_pending *call,
+				   char *msg, size_t cap)
 {
 	struct am_group *g;
 	struct am_member *m = member_auth(am, rq->group_id, rq->rank, rq->member_token, &g);
@@ -909,8 +1045,12 @@ grpc_status_code am_report_failure(struct am *am, const Inca__Am__V1__FailureRep
 	snprintf(why, sizeof why, "rank %u reported an INC failure (generation %u)%s%s", rq->rank,
 		 g->generation, rs[0] ? ": " : "", rs);
 	am_log(0, "group %llu: %s", (unsigned long long)g->id, why);
-	dismantle(am, g, why, false); /* polls the tree's switches (release_tree) */
-	establish(am, g, true);
+	/* Re-reads the tree's switches (release_tree), then rebuilds: the reply waits for it. */
+	dismantle(am, g, why, false);
+	if (g->op) {
+		g->reply = call;
+		return AM_DEFERRED;
+	}
 	rp->acted = true;
 	rp->generation = g->generation;
 	rp->state = (char *)am_state_name(g->state);
@@ -978,7 +1118,7 @@ static bool tree_healthy(struct am *am, const struct am_group *g, char *why, siz
 {
 	struct am_sw_view v[AM_MAX_SWITCHES];
 
-	build_views(am, v);
+	am_build_views(am, v);
 	for (size_t k = 0; k < g->plan.nsw; k++) {
 		const struct am_plan_sw *ps = &g->plan.sws[k];
 		const struct am_switch *s = &am->sw[ps->sw];
@@ -988,8 +1128,10 @@ static bool tree_healthy(struct am *am, const struct am_group *g, char *why, siz
 			return false;
 		}
 		t = am_running_find(s, ps->tree.id);
-		if (!t || t->key != ps->tree.key || t->auth != ps->tree.auth ||
-		    t->auth_key_id != ps->tree.auth_key_id) {
+		/* A snapshot asked for before the group became ready may predate the push. */
+		if (s->snap_ns >= g->state_ns &&
+		    (!t || t->key != ps->tree.key || t->auth != ps->tree.auth ||
+		     t->auth_key_id != ps->tree.auth_key_id)) {
 			snprintf(why, cap, "switch %s lost tree %u", s->cfg->name, ps->tree.id);
 			return false;
 		}
@@ -1020,7 +1162,7 @@ static void check_groups(struct am *am, bool polled)
 				am->st.heartbeat_timeouts++;
 				am_log(0, "group %llu rank %u: heartbeat lost", (unsigned long long)g->id,
 				       r);
-				if (g->state == AM_G_FORMING) {
+				if (g->state == AM_G_FORMING && !g->op) {
 					m->joined = false;
 					g->joined--;
 					notify_all(am, g, EV(WAITING));
@@ -1042,12 +1184,18 @@ static void check_groups(struct am *am, bool polled)
 		}
 		if (!polled)
 			continue;
-		if (g->state == AM_G_READY && !tree_healthy(am, g, why, sizeof why)) {
-			release_tree(am, g);
+		if (g->op)
+			continue; /* a push or a re-check decides */
+		if (g->state == AM_G_FORMING && g->joined == g->size) {
+			/* complete but never pushed: recovered from the journal of an AM that
+			 * stopped while pushing */
+			establish(am, g, false);
+		} else if (g->state == AM_G_READY && !tree_healthy(am, g, why, sizeof why)) {
 			am_log(0, "group %llu: %s: rebuilding", (unsigned long long)g->id, why);
 			am->st.dismantles++;
 			am_group_set_state(g, AM_G_FALLBACK, why);
-			establish(am, g, true);
+			if (!release_tree(am, g, true))
+				establish(am, g, true);
 		} else if (g->state == AM_G_FALLBACK && g->rebuildable) {
 			establish(am, g, true); /* quiet while the reason stays the same */
 		}
@@ -1057,26 +1205,40 @@ static void check_groups(struct am *am, bool polled)
 void am_tick(struct am *am)
 {
 	uint64_t now = util_now_ns();
-	bool polled = false;
 
+	am_sw_drain(am);
 	if (now - am->last_poll_ns >= (uint64_t)am->cfg.poll_ms * NS_PER_MS) {
+		/* A switch whose last poll is still out (a slow or stopped one) is not asked
+		 * again: its worker's timeout answers for it. */
 		for (size_t i = 0; i < am->nsw; i++)
-			sw_poll(am, &am->sw[i]);
+			if (!am->sw[i].polls_pending)
+				am_sw_poll(am, i, 0, 0);
 		am->last_poll_ns = now;
-		am_account(am);
-		polled = true;
 	}
-	check_groups(am, polled);
+	check_groups(am, am->sw_polled);
+	am->sw_polled = false;
+	learned_expire(am, now);
+}
+
+bool am_switch_work_pending(const struct am *am)
+{
+	for (const struct am_group *g = am->groups; g; g = g->next)
+		if (g->op)
+			return true;
+	return false;
 }
 
 int am_init(struct am *am)
 {
+	int rc;
+
 	am->start_ns = util_now_ns();
 	am->next_group_id = 1;
-	am->nsw = am->cfg.nswitches;
-	for (size_t i = 0; i < am->nsw; i++) {
-		am->sw[i].cfg = &am->cfg.sw[i];
-		sw_poll(am, &am->sw[i]);
+	am->wake_fd = -1;
+	rc = am_sw_start(am);
+	if (rc < 0) {
+		am_log(0, "cannot start the switch workers: %s", strerror(-rc));
+		return rc;
 	}
 	am->last_poll_ns = util_now_ns();
 	if (am->cfg.journal[0])
@@ -1087,16 +1249,11 @@ int am_init(struct am *am)
 void am_fini(struct am *am)
 {
 	/* Groups stay configured on the switches: the data plane never needs the AM. */
+	am_sw_stop(am);
 	while (am->groups) {
 		struct am_group *g = am->groups;
 		am->groups = g->next;
 		am_group_free(g);
-	}
-	for (size_t i = 0; i < am->nsw; i++) {
-		if (am->sw[i].conn)
-			ctl_disconnect(am->sw[i].conn);
-		ctl_caps_free(&am->sw[i].caps);
-		running_free(&am->sw[i]);
 	}
 	if (am->journal)
 		fclose(am->journal);

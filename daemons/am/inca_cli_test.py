@@ -82,7 +82,7 @@ try:
     with open(conf, "w") as f:
         f.write("listen = %s\nheartbeat_ms = 200\npoll_ms = 200\njob jobA credential s3cret\n"
                 "switch leaf0 unix:%s/nobody.sock\ntls_cert = %s/am.crt\ntls_key = %s/am.key\n"
-                % (addr, tmp, tmp, tmp))
+                "admin_token = cli-admin\n" % (addr, tmp, tmp, tmp))
     ready = os.path.join(tmp, "ready")
     am = subprocess.Popen([AM, "-c", conf, "--ready-file", ready], stderr=subprocess.DEVNULL)
     try:
@@ -120,8 +120,8 @@ try:
         except ImportError:
             print("note: python3-grpcio missing: the JSON view is checked without a group")
 
-        text = run([CLI, "--am", addr, "--ca", ca, "status"])
-        js = run([CLI, "--am", addr, "--ca", ca, "--json", "status"])
+        text = run([CLI, "--am", addr, "--ca", ca, "--admin-token", "cli-admin", "status"])
+        js = run([CLI, "--am", addr, "--ca", ca, "--admin-token", "cli-admin", "--json", "status"])
         check(text.returncode == 0 and js.returncode == 0,
               "status and --json status exit 0 (%d, %d: %s)"
               % (text.returncode, js.returncode, js.stderr.strip()))
@@ -159,7 +159,8 @@ try:
                   "JSON and text list the client clihost0 of that group")
             check('"auth_key":' not in js.stdout or '"auth_key":null' in js.stdout,
                   "no key material in the JSON")
-            r = run([CLI, "--am", addr, "--ca", ca, "--json", "groups"])
+            r = run([CLI, "--am", addr, "--ca", ca, "--admin-token", "cli-admin", "--json",
+                     "groups"])
             check(r.returncode == 0 and list(json.loads(r.stdout)) == ["groups"],
                   "--json groups prints only the groups")
     finally:

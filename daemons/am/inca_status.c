@@ -18,7 +18,19 @@
 static grpc_channel *ch;
 static unsigned timeout_ms = 5000;
 static const char *am_target, *ca_path;
-static bool verbose;
+static bool verbose, insecure;
+/* the caller's credentials (AM_MD_*): the admin token, or a job id + its credential */
+static grpc_metadata md[3];
+static size_t nmd;
+
+static void add_md(const char *key, const char *value)
+{
+	if (!value || !value[0])
+		return;
+	md[nmd].key = grpc_slice_from_static_string(key);
+	md[nmd].value = grpc_slice_from_copied_string(value);
+	nmd++;
+}
 
 /* gRPC logs every failed TLS handshake and connection attempt on stderr itself, several lines
  * per try; the one message that matters is printed by call(). -v lets them through. */
@@ -32,16 +44,21 @@ static void *call(const char *method, const ProtobufCMessage *rq,
 		  const ProtobufCMessageDescriptor *d)
 {
 	ProtobufCMessage *rp = NULL;
-	char err[256];
-	int rc = am_rpc_unary(ch, method, rq, d, &rp, timeout_ms, err, sizeof err);
+	char err[512];
+	/* fail fast: an AM that is down or a handshake that fails is reported at once */
+	struct am_rpc_call_opts o = { md, nmd, true };
+	int rc = am_rpc_unary_opts(ch, method, &o, rq, d, &rp, timeout_ms, err, sizeof err);
 
 	if (rc < 0) {
-		if (ca_path && (rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -ECONNREFUSED ||
-				strstr(err, "UNAVAILABLE") || strstr(err, "andshake")))
-			fprintf(stderr, "inca: cannot reach the AM at %s over TLS: %s%s%s (is the AM "
-				"up with TLS, and did the CA in %s sign its certificate for this "
-				"address? -v shows gRPC's own log)\n", am_target, strerror(-rc),
-				err[0] ? ": " : "", err, ca_path);
+		if (!insecure && (strstr(err, "andshake") || strstr(err, "SSL")))
+			fprintf(stderr, "inca: no TLS connection to the AM at %s: its certificate is "
+				"not signed by %s%s, or it serves plaintext (then --insecure); -v "
+				"shows gRPC's own log\n", am_target,
+				ca_path ? "the CA " : "a CA of the system's roots (pass --ca or "
+						      "INCA_AM_CA)", ca_path ? ca_path : "");
+		else if (rc == -ECONNREFUSED)
+			fprintf(stderr, "inca: no connection to the AM at %s (%s)\n", am_target,
+				insecure ? "down, or it requires TLS: drop --insecure" : "down?");
 		else
 			fprintf(stderr, "inca: %s: cannot reach the AM at %s: %s%s%s\n", method,
 				am_target, strerror(-rc), err[0] ? ": " : "", err);
@@ -414,10 +431,10 @@ static int show_stats(void)
 	       (unsigned long long)s->switch_failures, (unsigned long long)s->push_failures,
 	       (unsigned long long)s->recovered_groups, (unsigned long long)s->active_groups);
 	/* Every kind of denial has its own counter (docs/am.md "Security"). */
-	printf("denials: %llu joins, %llu sessions/leaves, %llu operator, %llu failure reports; "
-	       "failure reports: %llu acted on, %llu stale\n",
+	printf("denials: %llu joins, %llu sessions/leaves, %llu operator, %llu queries, %llu "
+	       "failure reports; failure reports: %llu acted on, %llu stale\n",
 	       (unsigned long long)s->joins_denied, (unsigned long long)s->sessions_denied,
-	       (unsigned long long)s->operator_denied,
+	       (unsigned long long)s->operator_denied, (unsigned long long)s->queries_denied,
 	       (unsigned long long)s->failure_reports_denied,
 	       (unsigned long long)s->failure_reports, (unsigned long long)s->failure_reports_stale);
 	if (s->journal_damaged_records || s->orphan_trees_removed)
@@ -432,12 +449,20 @@ static int show_stats(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: inca [--am HOST:PORT] [--ca PEM] [--timeout-ms N] [--json] [-v] COMMAND\n"
+		"usage: inca [--am HOST:PORT] [--ca PEM | --insecure] [--admin-token T |\n"
+		"            --job ID --credential S] [--timeout-ms N] [--json] [-v] COMMAND\n"
 		"  status            switches, links, clients and groups with their trees (default)\n"
 		"  switches | links | clients | groups | stats\n"
-		"  dismantle GROUP-ID [--reason TEXT] [--token ADMIN-TOKEN]\n"
+		"  dismantle GROUP-ID [--reason TEXT]   (needs the admin token)\n"
 		"      --am HOST:PORT    the AM (default $INCA_AM or 127.0.0.1:50051)\n"
-		"      --ca PEM          talk TLS, trusting this CA for the AM's certificate\n"
+		"      --ca PEM          trust this CA for the AM's certificate (default\n"
+		"                        $INCA_AM_CA, else the system's roots)\n"
+		"      --insecure        plaintext gRPC, for an AM run with 'tls = off'\n"
+		"                        (also INCA_AM_INSECURE=1)\n"
+		"      --admin-token T   the admin credential: every group, dismantle\n"
+		"                        (default $INCA_ADMIN_TOKEN; --token is the same)\n"
+		"      --job ID          a job's credential: that job's groups only\n"
+		"      --credential S    (default $INCA_JOB_ID, $INCA_JOB_CREDENTIAL)\n"
 		"      --timeout-ms N    per request (default 5000)\n"
 		"      --json            the same information as one JSON document on stdout\n"
 		"  -v, --verbose         also show gRPC's own log lines\n"
@@ -453,6 +478,10 @@ int main(int argc, char **argv)
 		{ "timeout-ms", required_argument, NULL, 't' },
 		{ "reason", required_argument, NULL, 'r' },
 		{ "token", required_argument, NULL, 'k' },
+		{ "admin-token", required_argument, NULL, 'k' },
+		{ "job", required_argument, NULL, 1 },
+		{ "credential", required_argument, NULL, 2 },
+		{ "insecure", no_argument, NULL, 3 },
 		{ "json", no_argument, NULL, 'J' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -461,7 +490,9 @@ int main(int argc, char **argv)
 	};
 	static const char *const views[] = { "status", "switches", "links", "clients", "groups",
 					     "stats", "dismantle", NULL };
-	const char *am = getenv("INCA_AM"), *reason = "", *token = "", *cmd;
+	const char *am = getenv("INCA_AM"), *reason = "", *cmd;
+	const char *token = getenv("INCA_ADMIN_TOKEN"), *job = getenv("INCA_JOB_ID");
+	const char *cred = getenv("INCA_JOB_CREDENTIAL"), *ins = getenv("INCA_AM_INSECURE");
 	uint64_t group_id = 0;
 	bool json = false;
 	long long ll;
@@ -470,6 +501,8 @@ int main(int argc, char **argv)
 
 	if (!am)
 		am = "127.0.0.1:50051";
+	ca_path = getenv("INCA_AM_CA");
+	insecure = ins && ins[0] && strcmp(ins, "0") != 0;
 	while ((opt = getopt_long(argc, argv, "vhV", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'a':
@@ -491,6 +524,15 @@ int main(int argc, char **argv)
 			break;
 		case 'J':
 			json = true;
+			break;
+		case 1:
+			job = optarg;
+			break;
+		case 2:
+			cred = optarg;
+			break;
+		case 3:
+			insecure = true;
 			break;
 		case 'v':
 			verbose = true;
@@ -528,9 +570,16 @@ int main(int argc, char **argv)
 		util_cli_error("inca", "unexpected argument '%s'", argv[optind + 1]);
 		return 2;
 	}
+	if (ca_path && !ca_path[0])
+		ca_path = NULL;
+	add_md(AM_MD_ADMIN_TOKEN, token);
+	if (job && job[0]) {
+		add_md(AM_MD_JOB_ID, job);
+		add_md(AM_MD_JOB_CREDENTIAL, cred ? cred : "");
+	}
 	gpr_set_log_function(grpc_log_quiet);
 	grpc_init();
-	ch = am_rpc_channel(am, ca_path, err, sizeof err);
+	ch = am_rpc_channel(am, ca_path, insecure, err, sizeof err);
 	if (!ch) {
 		fprintf(stderr, "inca: %s\n", err);
 		grpc_shutdown();
@@ -557,7 +606,7 @@ int main(int argc, char **argv)
 		void *rp;
 		rq.group_id = group_id;
 		rq.reason = (char *)reason;
-		rq.admin_token = (char *)token;
+		rq.admin_token = (char *)(token ? token : "");
 		rp = call("Dismantle", &rq.base, &inca__am__v1__dismantle_reply__descriptor);
 		if (rp) {
 			printf("group %llu dismantled\n", (unsigned long long)rq.group_id);
@@ -566,6 +615,8 @@ int main(int argc, char **argv)
 		rc = !rp;
 	}
 	grpc_channel_destroy(ch);
+	for (size_t i = 0; i < nmd; i++)
+		grpc_slice_unref(md[i].value);
 	grpc_shutdown();
 	return rc ? 1 : 0;
 }

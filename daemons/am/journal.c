@@ -1,4 +1,5 @@
-/* inca-am journal: an append-only log of job credentials learned from first joiners, groups,
+/* inca-am journal: an append-only log of job credentials learned from first joiners (and
+ * their expiry), groups,
  * their members and tree keys, so that a restarted AM keeps running groups (replayed and
  * reconciled with the switches' running trees at start, then compacted), and the recovery
  * from a damaged journal (--recover). Format: docs/am.md "Restart and the journal".
@@ -168,6 +169,18 @@ void am_journal_job(struct am *am, const char *job, const char *cred)
 	if (!am->journal)
 		return;
 	journal_job_write(am, am->journal, job, cred);
+	journal_sync(am);
+}
+
+void am_journal_job_forget(struct am *am, const char *job)
+{
+	struct jrec r;
+
+	if (!am->journal || !rec_begin(&r))
+		return;
+	fputc('E', r.f);
+	put_str(r.f, job);
+	rec_end(am, &r, am->journal);
 	journal_sync(am);
 }
 
@@ -433,6 +446,23 @@ static bool rec_job(struct am *am, char **t, size_t n, char *why, size_t cap)
 	return true;
 }
 
+/* A learned credential expired: the job is unknown again. */
+static bool rec_forget(struct am *am, char **t, size_t n, char *why, size_t cap)
+{
+	char id[AM_STR];
+
+	if (n != 2)
+		BAD("E record with %zu fields, not 2", n);
+	STR(1, id, "job");
+	for (size_t i = 0; i < am->nlearned; i++)
+		if (strcmp(am->learned[i].id, id) == 0) {
+			explicit_bzero(am->learned[i].cred, sizeof am->learned[i].cred);
+			am->learned[i] = am->learned[--am->nlearned];
+			break;
+		}
+	return true;
+}
+
 static bool rec_group(struct replay_set *rs, char **t, size_t n, char *why, size_t cap)
 {
 	static const struct {
@@ -679,6 +709,8 @@ static bool replay_line(struct am *am, struct replay_set *rs, char *line, size_t
 	}
 	if (strcmp(t[0], "J") == 0)
 		return rec_job(am, t, n, why, cap);
+	if (strcmp(t[0], "E") == 0)
+		return rec_forget(am, t, n, why, cap);
 	if (strcmp(t[0], "G") == 0)
 		return rec_group(rs, t, n, why, cap);
 	if (strcmp(t[0], "M") == 0)
@@ -778,9 +810,9 @@ static void replay_adopt(struct am *am, struct replay_set *rs)
 				/* Remove what is left of it; rebuild once members are back. */
 				for (size_t k = 0; k < rp->nsw; k++) {
 					int s = am_sw_index(am, rp->sw[k]);
-					if (s >= 0 && am->sw[s].conn &&
+					if (s >= 0 && am->sw[s].up &&
 					    am_running_find(&am->sw[s], rp->tree_id))
-						ctl_delete_tree(am->sw[s].conn, rp->tree_id);
+						am_sw_delete(am, (size_t)s, rp->tree_id);
 				}
 				am_group_set_state(g, AM_G_FALLBACK, "tree lost while the AM was down");
 				g->rebuildable = true;
@@ -805,7 +837,7 @@ static void sweep_orphans(struct am *am)
 {
 	for (size_t i = 0; i < am->nsw; i++) {
 		struct am_switch *s = &am->sw[i];
-		if (!s->up || !s->conn) {
+		if (!s->up) {
 			am_log(0, "recovery: switch %s is down: its trees were not checked for "
 				  "trees no recovered group owns", s->cfg->name);
 			continue;
@@ -813,7 +845,6 @@ static void sweep_orphans(struct am *am)
 		for (size_t j = 0; j < s->nrunning; j++) {
 			uint16_t id = s->running[j].id;
 			bool owned = false;
-			int rc;
 			if (id < am->cfg.tree_id_min || id > am->cfg.tree_id_max)
 				continue;
 			for (const struct am_group *g = am->groups; g && !owned; g = g->next) {
@@ -822,14 +853,10 @@ static void sweep_orphans(struct am *am)
 			}
 			if (owned)
 				continue;
-			rc = ctl_delete_tree(s->conn, id);
-			if (rc < 0 && rc != -ENOENT) {
-				am_log(0, "recovery: switch %s: tree %u that no recovered group owns: "
-					  "delete failed: %s", s->cfg->name, id, ctl_conn_error(s->conn));
-				continue;
-			}
+			/* queued on the switch's worker: a failure is logged there */
+			am_sw_delete(am, i, id);
 			am->st.orphan_trees_removed++;
-			am_log(0, "recovery: switch %s: removed tree %u that no recovered group owns",
+			am_log(0, "recovery: switch %s: removing tree %u that no recovered group owns",
 			       s->cfg->name, id);
 		}
 	}

@@ -11,6 +11,7 @@
 
 #include "am.h"
 #include "util/cli.h"
+#include "util/util.h"
 
 int am_verbosity;
 
@@ -37,6 +38,8 @@ static void usage(FILE *f)
 		"  -j, --journal FILE     journal for restarts (append-only, fsync'd)\n"
 		"      --tls-cert FILE    serve gRPC over TLS with this certificate chain (PEM)\n"
 		"      --tls-key FILE     ... and this private key (PEM)\n"
+		"      --insecure         serve gRPC in clear (as 'tls = off'): credentials and\n"
+		"                         group keys cross the network readable by anyone\n"
 		"      --ready-file PATH  created once the gRPC port is bound\n"
 		"      --check-config     parse the configuration and exit\n"
 		"      --recover          start from a damaged journal: keep its valid records,\n"
@@ -67,6 +70,7 @@ int main(int argc, char **argv)
 		{ "ready-file", required_argument, NULL, 3 },
 		{ "check-config", no_argument, NULL, 4 },
 		{ "recover", no_argument, NULL, 5 },
+		{ "insecure", no_argument, NULL, 6 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -74,7 +78,7 @@ int main(int argc, char **argv)
 	};
 	const char *config = NULL, *listen = NULL, *journal = NULL, *cert = NULL, *key = NULL;
 	const char *ready = NULL;
-	bool check = false;
+	bool check = false, insecure = false;
 	char err[512];
 	struct sigaction sa;
 	int opt;
@@ -104,6 +108,9 @@ int main(int argc, char **argv)
 			break;
 		case 5:
 			am.recover = true;
+			break;
+		case 6:
+			insecure = true;
 			break;
 		case 'v':
 			am_verbosity++;
@@ -152,16 +159,31 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-am: --tls-cert and --tls-key go together\n");
 		return 2;
 	}
+	if (insecure)
+		am.cfg.tls_off = true;
+	if (am.cfg.tls_off && am.cfg.tls_cert[0]) {
+		fprintf(stderr, "inca-am: --insecure / tls = off together with a TLS certificate\n");
+		return 2;
+	}
+	if (!am.cfg.tls_off && !am.cfg.tls_cert[0]) {
+		fprintf(stderr, "inca-am: no TLS certificate: set tls_cert and tls_key in the config "
+				"(or --tls-cert/--tls-key); to serve gRPC in clear, say so with "
+				"'tls = off' or --insecure (docs/am.md)\n");
+		return 2;
+	}
 	if (check) {
 		printf("listen = %s\njournal = %s\nheartbeat_ms = %u\nheartbeat_misses = %u\n"
-		       "poll_ms = %u\nslots = %u\nslots_min = %u\ntree_ids = %u-%u\n"
-		       "allow_first_joiner = %s\ntls = %s\njob_max_trees = %u\njob_max_slots = %u\n"
+		       "poll_ms = %u\nswitch_timeout_ms = %u\nslots = %u\nslots_min = %u\n"
+		       "tree_ids = %u-%u\nallow_first_joiner = %s\nfirst_joiner_ttl_s = %u\n"
+		       "tls = %s\nadmin_token = %s\njob_max_trees = %u\njob_max_slots = %u\n"
 		       "job_max_forming = %u\njob_max_size = %u\n",
 		       am.cfg.listen, am.cfg.journal, am.cfg.heartbeat_ms, am.cfg.heartbeat_misses,
-		       am.cfg.poll_ms, am.cfg.slots_default, am.cfg.slots_min, am.cfg.tree_id_min,
-		       am.cfg.tree_id_max, am.cfg.allow_first_joiner ? "yes" : "no",
-		       am.cfg.tls_cert[0] ? "yes" : "no", am.cfg.quota.max_trees,
-		       am.cfg.quota.max_slots, am.cfg.quota.max_forming, am.cfg.quota.max_size);
+		       am.cfg.poll_ms, am.cfg.switch_timeout_ms, am.cfg.slots_default,
+		       am.cfg.slots_min, am.cfg.tree_id_min, am.cfg.tree_id_max, am.cfg.allow_first_joiner ? "yes" : "no",
+		       am.cfg.first_joiner_ttl_s, am.cfg.tls_cert[0] ? "on" : "off",
+		       am.cfg.admin_token[0] ? "*** (set)" : "(none: admin operations refused)",
+		       am.cfg.quota.max_trees, am.cfg.quota.max_slots, am.cfg.quota.max_forming,
+		       am.cfg.quota.max_size);
 		for (size_t i = 0; i < am.cfg.nswitches; i++)
 			printf("switch %s %s\n", am.cfg.sw[i].name, am.cfg.sw[i].target);
 		for (size_t i = 0; i < am.cfg.njobs; i++) {
@@ -182,9 +204,11 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (!am.cfg.tls_cert[0])
-		am_log(0, "warning: gRPC without TLS: group keys of data-plane authentication cross "
-			  "the network in clear to the members (set tls_cert / tls_key)");
+	if (am.cfg.tls_off)
+		am_log(0, "WARNING: gRPC without TLS (tls = off / --insecure): job credentials, "
+			  "the admin token and group keys of data-plane authentication cross the "
+			  "network in clear; anyone on the path can join jobs and forge packets "
+			  "(set tls_cert / tls_key)");
 	grpc_init();
 	if (am_init(&am) < 0) {
 		am_fini(&am);
@@ -219,6 +243,12 @@ int main(int argc, char **argv)
 		am_tick(&am);
 	}
 	am_log(1, "stopping (trees stay on the switches)");
+	/* A push under way ends journalled and told (bounded: each request times out). */
+	for (uint64_t until = util_now_ns() + (am.cfg.switch_timeout_ms * 2ull + 1000) * NS_PER_MS;
+	     am_switch_work_pending(&am) && util_now_ns() < until;) {
+		am_server_run_once(&am, 50);
+		am_tick(&am);
+	}
 	am_server_stop(&am);
 	am_fini(&am);
 	grpc_shutdown();

@@ -1,5 +1,6 @@
 /* inca-am query replies (ListGroups, ListTrees, ListSwitches, ListLinks, GetStats): protobuf
- * messages built in one arena per reply. Main loop only. */
+ * messages built in one arena per reply, showing a job's caller its own groups only and the
+ * admin everything. Main loop only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,7 +97,13 @@ static Inca__Am__V1__SwitchTree *q_switch_tree(struct am_qreply *q, struct am *a
 	return st;
 }
 
-static void q_groups(struct am_qreply *q, struct am *am)
+static bool visible(const struct am_group *g, const struct am_auth *who)
+{
+	return who->who == AM_CALLER_ADMIN ||
+	       (who->who == AM_CALLER_JOB && strcmp(g->job, who->job) == 0);
+}
+
+static void q_groups(struct am_qreply *q, struct am *am, const struct am_auth *who)
 {
 	Inca__Am__V1__ListGroupsReply *rp = qalloc(q, sizeof *rp);
 	size_t n = 0, i = 0;
@@ -104,14 +111,17 @@ static void q_groups(struct am_qreply *q, struct am *am)
 
 	inca__am__v1__list_groups_reply__init(rp);
 	for (struct am_group *g = am->groups; g; g = g->next)
-		n++;
+		n += visible(g, who);
 	rp->groups = qalloc(q, (n + 1) * sizeof *rp->groups);
 	rp->n_groups = n;
-	for (struct am_group *g = am->groups; g; g = g->next, i++) {
-		Inca__Am__V1__GroupInfo *gi = qalloc(q, sizeof *gi);
+	for (struct am_group *g = am->groups; g; g = g->next) {
+		Inca__Am__V1__GroupInfo *gi;
 		size_t nm = 0;
+		if (!visible(g, who))
+			continue;
+		gi = qalloc(q, sizeof *gi);
 		inca__am__v1__group_info__init(gi);
-		rp->groups[n - 1 - i] = gi; /* oldest first */
+		rp->groups[n - 1 - i++] = gi; /* oldest first */
 		gi->group_id = g->id;
 		gi->job_id = qstr(q, g->job);
 		gi->group_name = qstr(q, g->name);
@@ -158,7 +168,7 @@ static void q_groups(struct am_qreply *q, struct am *am)
 	q->msg = &rp->base;
 }
 
-static void q_trees(struct am_qreply *q, struct am *am)
+static void q_trees(struct am_qreply *q, struct am *am, const struct am_auth *who)
 {
 	Inca__Am__V1__ListTreesReply *rp = qalloc(q, sizeof *rp);
 	size_t n = 0;
@@ -168,7 +178,7 @@ static void q_trees(struct am_qreply *q, struct am *am)
 		n += g->plan.ok ? g->plan.nsw : 0;
 	rp->trees = qalloc(q, (n + 1) * sizeof *rp->trees);
 	for (struct am_group *g = am->groups; g; g = g->next)
-		for (size_t k = 0; g->plan.ok && k < g->plan.nsw; k++) {
+		for (size_t k = 0; g->plan.ok && visible(g, who) && k < g->plan.nsw; k++) {
 			Inca__Am__V1__TreeEntry *te = qalloc(q, sizeof *te);
 			inca__am__v1__tree_entry__init(te);
 			te->group_id = g->id;
@@ -239,7 +249,9 @@ static void q_links(struct am_qreply *q, struct am *am)
 	q->msg = &rp->base;
 }
 
-static void q_stats(struct am_qreply *q, struct am *am)
+/* The counters are the AM's (no job ids or addresses); active_groups counts what the caller
+ * may see. */
+static void q_stats(struct am_qreply *q, struct am *am, const struct am_auth *who)
 {
 	Inca__Am__V1__StatsReply *rp = qalloc(q, sizeof *rp);
 	const struct am_stats *s = &am->st;
@@ -266,27 +278,30 @@ static void q_stats(struct am_qreply *q, struct am *am)
 	rp->failure_reports_stale = s->failure_reports_stale;
 	rp->journal_damaged_records = s->journal_damaged_records;
 	rp->orphan_trees_removed = s->orphan_trees_removed;
+	rp->queries_denied = s->queries_denied;
+	rp->learned_jobs = am->nlearned;
+	rp->learned_expired = s->learned_expired;
 	for (struct am_group *g = am->groups; g; g = g->next)
-		rp->active_groups++;
+		rp->active_groups += visible(g, who);
 	q->msg = &rp->base;
 }
 
-struct am_qreply *am_query(struct am *am, const char *method)
+struct am_qreply *am_query(struct am *am, const char *method, const struct am_auth *who)
 {
 	struct am_qreply *q = calloc(1, sizeof *q);
 
 	if (!q)
 		return NULL;
 	if (strcmp(method, "ListGroups") == 0)
-		q_groups(q, am);
+		q_groups(q, am, who);
 	else if (strcmp(method, "ListTrees") == 0)
-		q_trees(q, am);
+		q_trees(q, am, who);
 	else if (strcmp(method, "ListSwitches") == 0)
 		q_switches(q, am);
 	else if (strcmp(method, "ListLinks") == 0)
 		q_links(q, am);
 	else if (strcmp(method, "GetStats") == 0)
-		q_stats(q, am);
+		q_stats(q, am, who);
 	if (!q->msg) {
 		am_qreply_free(q);
 		return NULL;

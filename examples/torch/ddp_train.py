@@ -164,6 +164,7 @@ def main():
     ap.add_argument("--am", help="inca-am address: join a group through the AM instead")
     ap.add_argument("--job-id", default="ddp-example")
     ap.add_argument("--job-credential", default="")
+    ap.add_argument("--am-ca", help="CA of the AM's TLS certificate (default: $INCA_AM_CA)")
     ap.add_argument("--compress", choices=["fp16", "bf16"], help="send buckets in this type")
     ap.add_argument("--algo", default="auto",
                     help="inca: auto (library tuner: INC or host per size), inc, ring, ...")
@@ -214,7 +215,8 @@ def main():
                 ap.error("--data-addrs: every rank needs its own address or port (port 0 "
                          "picks a free one)")
             comm_kwargs = [{"am_addr": args.am, "job_id": args.job_id,
-                            "job_credential": args.job_credential, "data_addr": addrs[r]}
+                            "job_credential": args.job_credential, "data_addr": addrs[r],
+                            "am_tls_ca": args.am_ca}
                            for r in range(args.nprocs)]
         elif args.switch == "auto":
             from inca.launch import Switch

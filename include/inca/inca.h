@@ -138,7 +138,8 @@ struct inca_comm_opts {
 	const char *group_name;     /* several communicators per job: one group each; NULL: "" */
 	const char *host_name;      /* reported to the AM to find the leaf switch; NULL: hostname */
 	const char *am_attach_hint; /* optional: name of the switch this host is attached to */
-	const char *am_tls_ca;      /* PEM root certificate: gRPC over TLS; NULL: insecure */
+	const char *am_tls_ca;      /* PEM root certificate of the AM's TLS certificate; NULL:
+				     * $INCA_AM_CA, else the system's roots (see am_insecure) */
 	uint32_t am_timeout_ms;     /* wait for the group's verdict; 0: timeout_ms */
 
 	/* ---- INC window (lib/client/README.md "Window"): appended fields. The number of INC
@@ -170,6 +171,11 @@ struct inca_comm_opts {
 	 * the caller, and this rank's listener; bootstrap_addr must then be NULL. */
 	const uint8_t *peer_table;
 	struct inca_peer_listener *peer_listener; /* always consumed by inca_comm_create */
+
+	/* ---- AM transport (docs/am.md "gRPC over TLS"): appended field. gRPC to the AM uses TLS
+	 * unless am_insecure = 1 (or the environment variable INCA_AM_INSECURE=1): plaintext, for
+	 * an AM run with 'tls = off'; job credentials and group keys then cross in clear. */
+	int am_insecure;
 };
 #define INCA_AUTH_KEY_BYTES 32
 

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -421,6 +423,9 @@ int client_am_start(struct inca_comm *c, const struct inca_comm_opts *o)
 	char host[64] = "", err[256];
 	uint32_t wait_ms = o->am_timeout_ms ? o->am_timeout_ms : c->cfg.timeout_ms;
 	struct timespec dl;
+	const char *ca = o->am_tls_ca ? o->am_tls_ca : getenv("INCA_AM_CA");
+	const char *ins = getenv("INCA_AM_INSECURE");
+	bool insecure = o->am_insecure || (ins && ins[0] && strcmp(ins, "0") != 0);
 	int rc;
 
 	if (!o->job_id || !o->job_id[0])
@@ -438,7 +443,9 @@ int client_am_start(struct inca_comm *c, const struct inca_comm_opts *o)
 		return rc;
 	}
 	grpc_init();
-	a->ch = am_rpc_channel(o->am_addr, o->am_tls_ca, err, sizeof err);
+	if (ca && !ca[0])
+		ca = NULL;
+	a->ch = am_rpc_channel(o->am_addr, ca, insecure, err, sizeof err);
 	if (!a->ch) {
 		client_log(&c->cfg, 0, "am: %s", err);
 		am_free(a);
@@ -472,8 +479,10 @@ int client_am_start(struct inca_comm *c, const struct inca_comm_opts *o)
 		 * fails every time: wrong CA, plaintext against TLS or the reverse). */
 		rc = -ECONNREFUSED;
 		snprintf(err, sizeof err, "no connection to the AM%s",
-			 o->am_tls_ca ? " (TLS: is the AM's certificate signed by am_tls_ca?)" :
-					" (does the AM require TLS?)");
+			 insecure ? " (plaintext: does the AM require TLS?)" :
+			 ca ? " (TLS: is the AM's certificate signed by am_tls_ca / INCA_AM_CA?)" :
+			      " (TLS with the system's roots: set am_tls_ca or INCA_AM_CA to the CA "
+			      "of the AM's certificate)");
 	}
 	if (rc < 0) {
 		client_log(&c->cfg, 0, "am: join %s as rank %d failed: %s (%s)", o->am_addr,

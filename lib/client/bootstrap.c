@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -725,12 +726,24 @@ void client_peer_note_lost(struct inca_comm *c, const char *how)
 		   "-ECONNRESET, and so does every later call", how);
 }
 
+/* A reset or error is a death. An orderly close (FIN) is one once nothing the closed
+ * connections carried is left unread: a rank that finished its part (a Scatter root) closes
+ * right after sending, and what it sent must still be read first. */
 static bool peer_watch_hit(const struct pollfd *pf, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		if (pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+	bool fin = false, unread_left = false;
+
+	for (size_t i = 0; i < n; i++) {
+		int unread = 0;
+		if (pf[i].revents & (POLLHUP | POLLERR | POLLNVAL))
 			return true;
-	return false;
+		if (!(pf[i].revents & POLLRDHUP))
+			continue;
+		fin = true;
+		if (ioctl(pf[i].fd, FIONREAD, &unread) == 0 && unread > 0)
+			unread_left = true;
+	}
+	return fin && !unread_left;
 }
 
 static int peer_pf_reserve(struct inca_comm *c, size_t need)

@@ -591,6 +591,44 @@ static void test_tune_verdict(void)
 		FAIL("tune: one pair should have picked the host path here");
 }
 
+/* ---------------------------------------------------------------- a rank that finished */
+
+/* The root of a Scatter is done once its blocks are on the wire and may close its
+ * communicator at once: the others, still to call Scatter, must get their blocks, not
+ * -ECONNRESET (the data sent before the close is still in their sockets). */
+struct early {
+	int rc[3];
+	int bad[3];
+};
+
+static void early_fn(struct inca_comm *c, struct thr *t)
+{
+	struct early *e = t->arg;
+	uint32_t send[3 * 1000], recv[1000];
+
+	for (int i = 0; i < 3 * 1000; i++)
+		send[i] = (uint32_t)i * 7u;
+	if (t->rank != 0)
+		usleep(200000); /* the root has closed by now */
+	e->rc[t->rank] = inca_scatter(c, t->rank == 0 ? send : NULL, recv, 1000, INCA_UINT32, 0);
+	for (int i = 0; i < 1000 && e->rc[t->rank] == 0; i++)
+		e->bad[t->rank] += recv[i] != (uint32_t)(t->rank * 1000 + i) * 7u;
+}
+
+static void test_early_close(void)
+{
+	struct early e;
+
+	memset(&e, 0, sizeof e);
+	if (run_threads(3, 5000, early_fn, &e, NULL) < 0) {
+		FAIL("early close: setup");
+		return;
+	}
+	for (int r = 0; r < 3; r++)
+		if (e.rc[r] != 0 || e.bad[r])
+			FAIL("early close: rank %d: rc %d, %d wrong elements", r, e.rc[r], e.bad[r]);
+}
+
 int main(int argc, char **argv)
 {
 	static const int sizes[] = { 1, 2, 3, 4, 5, 8 };
@@ -604,6 +642,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "n=%d: %.1f s\n", sizes[i], (double)(util_now_ns() - t0) / 1e9);
 	}
 	test_mismatch();
+	test_early_close();
 	test_choose();
 	test_tune_verdict();
 	if (fails) {

@@ -5,11 +5,16 @@
 #include "ctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <libyang/libyang.h>
 #include <libssh/libssh.h>
@@ -24,6 +29,9 @@
 struct ctl_conn {
 	struct nc_session *s;
 	struct ly_ctx *ly;
+	int fd;              /* our own UNIX socket (libnetconf2 does not close it), -1 none */
+	unsigned timeout_ms; /* per request; 0 = CTL_SEND/REPLY_TIMEOUT_MS */
+	bool broken;         /* a request failed in transport: the session is unusable */
 	char err[1024];
 };
 
@@ -65,6 +73,11 @@ static int set_err(struct ctl_conn *c, int rc, const char *fmt, ...)
 	vsnprintf(c->err, sizeof c->err, fmt, ap);
 	va_end(ap);
 	return rc;
+}
+
+bool ctl_conn_broken(const struct ctl_conn *c)
+{
+	return !c || c->broken;
 }
 
 const char *ctl_conn_error(const struct ctl_conn *c)
@@ -113,12 +126,12 @@ static int parse_ssh_target(const char *t, char *user, size_t ucap, char *host, 
  * failure closes the connection at once. Public key only (no agent, no ssh config, no
  * password or keyboard-interactive prompt); the host key must be in known_hosts when given. */
 static int ssh_open(struct ctl_conn *c, const char *target, const char *user, const char *host,
-		    uint16_t port, const char *key_path, const char *known_hosts, ssh_session *out)
+		    uint16_t port, const char *key_path, const char *known_hosts, long timeout_s,
+		    ssh_session *out)
 {
 	ssh_session ss = ssh_new();
 	ssh_key key = NULL;
 	unsigned int uport = port;
-	long timeout_s = 10;
 	int verbosity = SSH_LOG_NOLOG, rc;
 	bool no = false;
 
@@ -166,8 +179,66 @@ fail:
 	return rc;
 }
 
+/* UNIX socket opened here rather than by nc_connect_unix(): that one waits up to a minute
+ * for the server's <hello> (libnetconf2's NC_CLIENT_HELLO_TIMEOUT), and a stopped switch's
+ * socket still accepts connections into its backlog. The server sends its hello as soon as it
+ * accepts, so waiting for the socket to become readable bounds the whole handshake. */
+static int unix_open(struct ctl_conn *c, const char *target, unsigned timeout_ms)
+{
+	struct sockaddr_un sa;
+	struct pollfd pfd;
+	const char *path = target + 5;
+	int fd, r;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sa.sun_path)
+		return set_err(c, -EINVAL, "socket path too long: %s", path);
+	memcpy(sa.sun_path, path, strlen(path));
+	/* Non-blocking: a full backlog (a stopped server) fails at once instead of blocking. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return set_err(c, -errno, "socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		r = errno;
+		close(fd);
+		return set_err(c, r == EAGAIN ? -ETIMEDOUT : -ECONNREFUSED,
+			       "cannot connect to %s: %s", target,
+			       r == EAGAIN ? "not accepting connections" : strerror(r));
+	}
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	do
+		r = poll(&pfd, 1, (int)timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		close(fd);
+		return set_err(c, -ETIMEDOUT, "cannot connect to %s: no NETCONF hello within %u ms",
+			       target, timeout_ms);
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		r = errno;
+		close(fd);
+		return set_err(c, -r, "fcntl: %s", strerror(r));
+	}
+	c->s = nc_connect_inout(fd, fd, c->ly);
+	if (!c->s) {
+		close(fd);
+		return set_err(c, -ECONNREFUSED, "cannot connect to %s: %s", target,
+			       nc_last_msg[0] ? nc_last_msg : "failed");
+	}
+	c->fd = fd;
+	return 0;
+}
+
 int ctl_connect(const char *target, const char *key_path, const char *known_hosts,
 		struct ctl_conn **out)
+{
+	return ctl_connect_timeout(target, key_path, known_hosts, 0, out);
+}
+
+int ctl_connect_timeout(const char *target, const char *key_path, const char *known_hosts,
+			unsigned timeout_ms, struct ctl_conn **out)
 {
 	struct ctl_conn *c;
 	int rc;
@@ -178,6 +249,8 @@ int ctl_connect(const char *target, const char *key_path, const char *known_host
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return -ENOMEM;
+	c->fd = -1;
+	c->timeout_ms = timeout_ms;
 	pthread_once(&client_once, client_init_once);
 	quiet_libyang();
 	nc_last_msg[0] = 0;
@@ -188,12 +261,9 @@ int ctl_connect(const char *target, const char *key_path, const char *known_host
 		goto fail;
 	}
 	if (!strncmp(target, "unix:", 5)) {
-		c->s = nc_connect_unix(target + 5, c->ly);
-		if (!c->s) {
-			rc = set_err(c, -ECONNREFUSED, "cannot connect to %s: %s", target,
-				nc_last_msg[0] ? nc_last_msg : "failed");
+		rc = unix_open(c, target, timeout_ms ? timeout_ms : CTL_REPLY_TIMEOUT_MS);
+		if (rc < 0)
 			goto fail;
-		}
 	} else if (!strncmp(target, "ssh://", 6)) {
 		char user[128], host[256];
 		uint16_t port;
@@ -207,7 +277,8 @@ int ctl_connect(const char *target, const char *key_path, const char *known_host
 			rc = set_err(c, -EINVAL, "ssh needs a private key");
 			goto fail;
 		}
-		rc = ssh_open(c, target, user, host, port, key_path, known_hosts, &ss);
+		rc = ssh_open(c, target, user, host, port, key_path, known_hosts,
+			      timeout_ms ? (timeout_ms + 999) / 1000 : 10, &ss);
 		if (rc < 0)
 			goto fail;
 		/* Authenticated already: libnetconf2 only opens the netconf channel (and owns ss
@@ -237,6 +308,8 @@ void ctl_disconnect(struct ctl_conn *c)
 		return;
 	if (c->s)
 		nc_session_free(c->s, NULL);
+	if (c->fd >= 0)
+		close(c->fd);
 	if (c->ly)
 		ly_ctx_destroy(c->ly);
 	free(c);
@@ -307,9 +380,15 @@ static int do_rpc(struct ctl_conn *c, struct nc_rpc *rpc, struct lyd_node **data
 	if (!rpc)
 		return set_err(c, -ENOMEM, "cannot build the RPC");
 	quiet_libyang();
-	m = nc_send_rpc(c->s, rpc, CTL_SEND_TIMEOUT_MS, &msgid);
+	if (c->broken) {
+		nc_rpc_free(rpc);
+		return set_err(c, -ENOTCONN, "session broken by an earlier failure");
+	}
+	m = nc_send_rpc(c->s, rpc, c->timeout_ms ? (int)c->timeout_ms : CTL_SEND_TIMEOUT_MS,
+			&msgid);
 	if (m != NC_MSG_RPC) {
 		nc_rpc_free(rpc);
+		c->broken = true;
 		return set_err(c, m == NC_MSG_WOULDBLOCK ? -ETIMEDOUT : -EIO, "cannot send: %s",
 			       nc_last_msg[0] ? nc_last_msg : "session broken");
 	}
@@ -317,10 +396,13 @@ static int do_rpc(struct ctl_conn *c, struct nc_rpc *rpc, struct lyd_node **data
 		lyd_free_all(envp);
 		lyd_free_all(op);
 		envp = op = NULL;
-		m = nc_recv_reply(c->s, rpc, msgid, CTL_REPLY_TIMEOUT_MS, &envp, &op);
+		m = nc_recv_reply(c->s, rpc, msgid,
+				  c->timeout_ms ? (int)c->timeout_ms : CTL_REPLY_TIMEOUT_MS, &envp, &op);
 	} while (m == NC_MSG_NOTIF || m == NC_MSG_REPLY_ERR_MSGID);
 	nc_rpc_free(rpc);
 	if (m != NC_MSG_REPLY) {
+		/* A reply that comes later would answer the next request: never reuse the session. */
+		c->broken = true;
 		rc = set_err(c, m == NC_MSG_WOULDBLOCK ? -ETIMEDOUT : -EIO, "no valid reply: %s",
 			     nc_last_msg[0] ? nc_last_msg : "session broken");
 		goto out;

@@ -1,7 +1,8 @@
 /* lib/ctl: the control-plane view of an INC switch, shared by inca-am (NETCONF client side) and
  * inca-switch (NETCONF server side): tree configuration, capabilities, links, statistics, and a
  * small NETCONF client (libnetconf2) that speaks the inca-switch YANG module (yang/).
- * Blocking calls; one struct ctl_conn per thread at a time. Returns 0 or -errno; the message of
+ * Blocking calls, each bounded by the connection's timeout; one struct ctl_conn per thread at a
+ * time (connections of different threads are independent). Returns 0 or -errno; the message of
  * the last failure (including NETCONF rpc-error text) is available from ctl_conn_error(). */
 #ifndef INCA_CTL_H
 #define INCA_CTL_H
@@ -95,8 +96,17 @@ struct ctl_conn;
  * otherwise accepted and logged). */
 int ctl_connect(const char *target, const char *key_path, const char *known_hosts,
 		struct ctl_conn **out);
+/* The same with every wait bounded by timeout_ms (0: 5 s to send, 15 s for a reply): the
+ * connect (UNIX: until the switch's hello; SSH: each libssh step, whole seconds) and each
+ * request. A switch that stops answering costs at most that per call. */
+int ctl_connect_timeout(const char *target, const char *key_path, const char *known_hosts,
+			unsigned timeout_ms, struct ctl_conn **out);
 void ctl_disconnect(struct ctl_conn *c);
 const char *ctl_conn_error(const struct ctl_conn *c);
+/* true once a request failed in transport (timeout, reset, garbled reply): every later
+ * request fails with -ENOTCONN; disconnect and connect again. An rpc-error reply (a refused
+ * edit) does not break the connection. */
+bool ctl_conn_broken(const struct ctl_conn *c);
 
 int ctl_get_caps(struct ctl_conn *c, struct ctl_caps *out);
 /* All trees in the running datastore; *out owned by the caller (free each, then the array). */

@@ -9,8 +9,8 @@ import threading
 from . import _lib
 from ._lib import ALGOS, COLLS, DTYPES, OPS, load
 
-__all__ = ["Comm", "IncaError", "Request", "DTYPES", "OPS", "ALGOS", "load", "library_path",
-           "strerror", "dtype_of"]
+__all__ = ["Comm", "IncaError", "Request", "PeerListener", "DTYPES", "OPS", "ALGOS", "COLLS",
+           "load", "library_path", "strerror", "dtype_of", "op_valid"]
 
 
 class IncaError(OSError):
@@ -31,6 +31,12 @@ def strerror(rc):
 
 def library_path():
     return load().path
+
+
+def op_valid(dtype, op):
+    """True if libinca (switch and host kernels) can reduce this dtype with this op
+    (names or enum values, as for Comm.allreduce)."""
+    return bool(load().inca_op_valid(_enum(DTYPES, dtype, "dtype"), _enum(OPS, op, "op")))
 
 
 def _check(rc, func):
@@ -158,6 +164,43 @@ class Request:
         return self.buf
 
 
+# ---- external bootstrap ---------------------------------------------------------------------
+class PeerListener:
+    """This rank's host-path listener for libinca's external bootstrap (inca_peer_listen).
+    .handle (bytes, _lib.PEER_HANDLE_BYTES) is what the other ranks need: gather every rank's
+    handle in rank order through your own channel (an MPI allgather, a torch.distributed
+    store, ...) and pass the concatenation as Comm(..., peer_table=table, peer_listener=l).
+    The Comm takes the listener over (also when its creation fails); close() frees one that
+    is not used."""
+
+    def __init__(self, host_ip=None, lib=None):
+        self._lib = load(lib) if lib else load()
+        if not self._lib.has("inca_peer_listen"):
+            raise NotImplementedError("this libinca has no inca_peer_listen")
+        h = ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(_lib.PEER_HANDLE_BYTES)
+        _check(self._lib.inca_peer_listen(_b(host_ip), ctypes.byref(h), buf), "inca_peer_listen")
+        self._h = h
+        self.handle = buf.raw
+
+    def _take(self):
+        if self._h is None:
+            raise ValueError("peer listener already used or closed")
+        h, self._h = self._h, None
+        return h
+
+    def close(self):
+        if self._h is not None:
+            self._lib.inca_peer_listener_close(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 # ---- communicator ---------------------------------------------------------------------------
 class Comm:
     """One INCA communicator (inca_comm_create). Every rank constructs it with the same size
@@ -168,7 +211,10 @@ class Comm:
     Extra keyword arguments set the remaining inca_comm_opts fields by name (host_ip, qpn,
     switch_qpn, bfr_id, bsl_bits, nslots, mtu, rto_us, rto_max_us, retx_limit, timeout_ms,
     drop_rate, seed, group_name, host_name, am_attach_hint, am_tls_ca, am_timeout_ms, window,
-    deterministic, auth_key (32 bytes), auth_key_id, no_auth).
+    deterministic, auth_key (32 bytes), auth_key_id, no_auth, am_insecure).
+    External bootstrap instead of bootstrap_addr: peer_table (bytes: every rank's
+    PeerListener.handle in rank order) and peer_listener (this rank's PeerListener, which the
+    communicator takes over).
     log: callable(level, message) receiving library messages up to log_level."""
 
     def __init__(self, rank, size, bootstrap_addr=None, switch_addr=None, am_addr=None,
@@ -197,6 +243,23 @@ class Comm:
         o.am_addr = s(am_addr)
         o.job_id = s(job_id)
         o.job_credential = s(job_credential)
+        listener = opts.pop("peer_listener", None)
+        table = opts.pop("peer_table", None)
+        if (listener is None) != (table is None):
+            if listener is not None:
+                listener.close()
+            raise TypeError("peer_table and peer_listener go together")
+        if listener is not None:
+            if not isinstance(listener, PeerListener):
+                raise TypeError("peer_listener must be an inca.PeerListener")
+            table = bytes(table)
+            if len(table) != size * _lib.PEER_HANDLE_BYTES:
+                listener.close()
+                raise ValueError(f"peer_table must hold {size} handles of "
+                                 f"{_lib.PEER_HANDLE_BYTES} bytes")
+            self._keep.append(table)
+            o.peer_table = table
+            o.peer_listener = listener._take()  # inca_comm_create consumes it in every case
         names = {f[0]: f[1] for f in _lib.CommOpts._fields_}
         for k, v in opts.items():
             if k not in names or k in ("log_fn", "log_ctx"):
@@ -337,6 +400,89 @@ class Comm:
         if count:
             _check(self._lib.inca_bcast(h, addr, count, dt, int(root)), "inca_bcast")
         return buf
+
+    def _coll(self, coll, send, recv, count, dt, op=0, root=0, algo="auto"):
+        """One inca_coll call on raw addresses (count in elements of dt, see inca.h)."""
+        h = self._h()
+        self._drain()
+        if not self._lib.has("inca_coll"):
+            raise NotImplementedError("this libinca has no inca_coll")
+        a = _lib.CollArgs(coll=COLLS[coll], sendbuf=send, recvbuf=recv, count=count, dt=dt,
+                          op=_enum(OPS, op, "op"), root=int(root),
+                          algo=_enum(ALGOS, algo, "algo"))
+        _check(self._lib.inca_coll(h, ctypes.byref(a)), f"inca_coll({coll})")
+
+    def _pair(self, sendbuf, recvbuf, send_blocks, recv_blocks):
+        """Addresses, per-block count and dtype of two buffers of one dtype whose sizes are
+        send_blocks and recv_blocks equal blocks."""
+        sa, sn, sdt = _buffer(sendbuf, writable=False)
+        ra, rn, rdt = _buffer(recvbuf)
+        if sdt != rdt:
+            raise TypeError("send and receive buffers have different dtypes")
+        if sn % send_blocks or rn % recv_blocks or sn // send_blocks != rn // recv_blocks:
+            raise ValueError(f"buffer sizes {sn} / {rn} do not make {send_blocks} / "
+                             f"{recv_blocks} equal blocks")
+        return sa, ra, sn // send_blocks, sdt
+
+    def reduce(self, sendbuf, recvbuf=None, op="sum", root=0, algo="auto"):
+        """Reduce to root. recvbuf None: in place in sendbuf at the root (the other ranks'
+        buffers are left alone); else recvbuf (same size and dtype) receives the result at
+        the root and is ignored elsewhere."""
+        addr, count, dt = _buffer(sendbuf, writable=recvbuf is None)
+        raddr = addr
+        if recvbuf is not None:
+            raddr, rcount, rdt = _buffer(recvbuf)
+            if (rcount, rdt) != (count, dt):
+                raise ValueError("recvbuf must match sendbuf in size and dtype")
+        if count:
+            self._coll("reduce", addr, raddr if self.rank == root else None, count, dt, op,
+                       root, algo)
+        return recvbuf if recvbuf is not None else sendbuf
+
+    def allgather(self, sendbuf, recvbuf, algo="auto"):
+        """recvbuf (size x len(sendbuf) elements) receives every rank's sendbuf in rank order."""
+        sa, ra, count, dt = self._pair(sendbuf, recvbuf, 1, self.size)
+        if count:
+            self._coll("allgather", sa, ra, count, dt, algo=algo)
+        return recvbuf
+
+    def reduce_scatter(self, sendbuf, recvbuf, op="sum", algo="auto"):
+        """Reduce sendbuf (size blocks) over all ranks; block r lands in rank r's recvbuf."""
+        sa, ra, count, dt = self._pair(sendbuf, recvbuf, self.size, 1)
+        if count:
+            self._coll("reduce_scatter", sa, ra, count, dt, op, algo=algo)
+        return recvbuf
+
+    def alltoall(self, sendbuf, recvbuf, algo="auto"):
+        """Block j of sendbuf goes to rank j, into block <this rank> of its recvbuf."""
+        sa, ra, count, dt = self._pair(sendbuf, recvbuf, self.size, self.size)
+        if count:
+            self._coll("alltoall", sa, ra, count, dt, algo=algo)
+        return recvbuf
+
+    def gather(self, sendbuf, recvbuf=None, root=0, algo="auto"):
+        """The root's recvbuf (size blocks) receives every rank's sendbuf; recvbuf is only
+        needed at the root."""
+        if self.rank == root:
+            sa, ra, count, dt = self._pair(sendbuf, recvbuf, 1, self.size)
+        else:
+            sa, count, dt = _buffer(sendbuf, writable=False)
+            ra = None
+        if count:
+            self._coll("gather", sa, ra, count, dt, root=root, algo=algo)
+        return recvbuf
+
+    def scatter(self, sendbuf, recvbuf, root=0, algo="auto"):
+        """Block r of the root's sendbuf (size blocks) lands in rank r's recvbuf; sendbuf is
+        only needed at the root."""
+        if self.rank == root:
+            sa, ra, count, dt = self._pair(sendbuf, recvbuf, self.size, 1)
+        else:
+            ra, count, dt = _buffer(recvbuf)
+            sa = None
+        if count:
+            self._coll("scatter", sa, ra, count, dt, root=root, algo=algo)
+        return recvbuf
 
     def barrier(self):
         self._drain()

@@ -79,6 +79,8 @@ class CommOpts(ctypes.Structure):
         # external bootstrap (inca_peer_listen)
         ("peer_table", ctypes.c_char_p),  # size * PEER_HANDLE_BYTES
         ("peer_listener", ctypes.c_void_p),
+        # AM transport: plaintext gRPC (docs/am.md)
+        ("am_insecure", ctypes.c_int),
     ]
 
 

@@ -39,6 +39,7 @@ int main(void)
 	F(inca_comm_opts, deterministic); F(inca_comm_opts, auth_key);
 	F(inca_comm_opts, auth_key_id); F(inca_comm_opts, no_auth);
 	F(inca_comm_opts, peer_table); F(inca_comm_opts, peer_listener);
+	F(inca_comm_opts, am_insecure);
 	END();
 	BEGIN(inca_auth_stats);
 	F(inca_auth_stats, enabled); F(inca_auth_stats, key_id); F(inca_auth_stats, tx_signed);

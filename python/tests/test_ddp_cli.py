@@ -76,6 +76,19 @@ def test_am(tmp):
     if not (os.access(SW, os.X_OK) and os.access(AM, os.X_OK)):
         print("note: inca-switch / inca-am not built: --am part skipped")
         return False
+    if not shutil.which("openssl"):
+        print("note: openssl missing (the AM serves TLS only): --am part skipped")
+        return False
+    # the AM's CA and certificate for 127.0.0.1; the ranks trust the CA through --am-ca
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(os.path.join(tmp, "ext.cnf"), "w") as f:
+        f.write("subjectAltName = IP:127.0.0.1\n")
+    for argv in (["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+                                          "-subj", "/CN=ddp test CA"],
+                 ["req"] + ec + ["-keyout", "am.key", "-out", "am.csr", "-subj", "/CN=127.0.0.1"],
+                 ["x509", "-req", "-in", "am.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                  "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "am.crt"]):
+        subprocess.run(["openssl"] + argv, cwd=tmp, check=True, capture_output=True)
     sock, sw_ready = os.path.join(tmp, "sw.sock"), os.path.join(tmp, "sw.ready")
     am_ready, am_addr = os.path.join(tmp, "am.ready"), "127.0.0.1:%d" % free_port(
         socket.SOCK_STREAM)
@@ -99,14 +112,17 @@ def test_am(tmp):
             check(False, "inca-switch with NETCONF started (%s)" % err.strip())
             return True
         am = subprocess.Popen([AM, "-c", os.path.join(tmp, "am.conf"), "--ready-file",
-                               am_ready], stderr=subprocess.DEVNULL)
+                               am_ready, "--tls-cert", os.path.join(tmp, "am.crt"),
+                               "--tls-key", os.path.join(tmp, "am.key")],
+                              stderr=subprocess.DEVNULL)
         procs.append(am)
         if not wait_file(am_ready, am, "am"):
             check(False, "inca-am started")
             return True
         js = os.path.join(tmp, "am.json")
-        p = run(["--backend", "inca", "--am", am_addr, "--job-id", "ddpjob",
-                 "--job-credential", "c0ffee", "--nprocs", "3", "--algo", "inc",
+        p = run(["--backend", "inca", "--am", am_addr, "--am-ca", os.path.join(tmp, "ca.pem"),
+                 "--job-id", "ddpjob", "--job-credential", "c0ffee", "--nprocs", "3",
+                 "--algo", "inc",
                  "--json", js] + SMALL)
         check(p.returncode == 0, "--backend inca --am, 3 ranks on one host: exit 0 (%d)"
               % p.returncode)

@@ -340,6 +340,12 @@ class Fabric:
         self.am_addr = "%s:%d" % (am_sw["svc"], AM_PORT)
         self.am_conf = os.path.join(self.workdir, "am.conf")
         self.am_journal = os.path.join(self.workdir, "am.journal")
+        # gRPC over TLS (a CA of this fabric, a certificate for the AM's address) and an admin
+        # token for the operator's `inca status`; the ranks get the CA through their plan.
+        self.am_ca = os.path.join(self.workdir, "am-ca.pem")
+        self.am_cert = os.path.join(self.workdir, "am.crt")
+        self.am_key = os.path.join(self.workdir, "am.key")
+        self.am_admin = secrets.token_hex(16)
         # jobs: job k holds hosts k, k + jobs, k + 2 jobs, ... (every job spans the leaves)
         self.jobs = []
         for k in range(s.jobs):
@@ -397,7 +403,10 @@ class Fabric:
                  "poll_ms = %d" % s.poll_ms,
                  "grace_ms = 10000",
                  "slots = %d" % s.slots,
-                 "slots_min = %d" % min(16, s.slots)]
+                 "slots_min = %d" % min(16, s.slots),
+                 "tls_cert = %s" % self.am_cert,
+                 "tls_key = %s" % self.am_key,
+                 "admin_token = %s" % self.am_admin]
         for sw in self.switches:
             lines.append("switch %s unix:%s role=%s" % (
                 sw["name"], self.netconf_sock(sw), "spine" if sw in self.spines else "leaf"))
@@ -456,8 +465,8 @@ class Fabric:
                "bootstrap %s" % hosts[0]["ip"],
                "tree %d key 0x%x slots %d bsl %d" % (s.tree_id, s.key, s.slots, s.bsl)]
         if s.mode == "am":
-            out.append("am %s job %s credential %s%s" % (
-                self.am_addr, job["id"], job["cred"],
+            out.append("am %s job %s credential %s ca %s%s" % (
+                self.am_addr, job["id"], job["cred"], self.am_ca,
                 " cli %s" % self.cli_bin if self.cli_bin else ""))
             for r, h in enumerate(hosts):
                 out.append("rank %d netns %s ip %s host %s" % (r, h["ns"], h["ip"], h["name"]))
@@ -634,6 +643,7 @@ class Fabric:
                        "pids": {n: p.pid for n, p in self.procs.items()},
                        "mode": s.mode, "am_addr": self.am_addr, "am_ns": self.am_ns,
                        "cli": self.cli_bin, "host_ns": self.hosts[0]["ns"],
+                       "am_ca": self.am_ca, "am_admin": self.am_admin,
                        "plans": self.plan_paths()}, f, indent=1)
         return self.plan_path
 
@@ -643,6 +653,7 @@ class Fabric:
         stop_am or kill_am) replays the journal and adopts the running groups."""
         if not self.am_bin:
             raise FabricError("no inca-am binary given")
+        self.make_am_certs()
         with open(self.am_conf, "w") as f:
             f.write(self.am_config())
         ready = os.path.join(self.workdir, "am.ready")
@@ -659,6 +670,30 @@ class Fabric:
             if self.am_proc.poll() is not None or time.time() > deadline:
                 raise FabricError("inca-am did not start:\n%s" % self.switch_log("am"))
             time.sleep(0.01)
+
+    def make_am_certs(self):
+        """A CA and a certificate for the AM's service address (IP SAN), made once by openssl."""
+        if os.path.exists(self.am_cert):
+            return
+        ip = self.am_addr.rsplit(":", 1)[0]
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        ext = os.path.join(self.workdir, "am-ext.cnf")
+        with open(ext, "w") as f:
+            f.write("subjectAltName = IP:%s\n" % ip)
+        ca_key = os.path.join(self.workdir, "am-ca.key")
+        csr = os.path.join(self.workdir, "am.csr")
+        try:
+            for argv in (["req", "-x509"] + ec + ["-keyout", ca_key, "-out", self.am_ca,
+                                                 "-days", "7", "-subj", "/CN=INCA fabric CA"],
+                         ["req"] + ec + ["-keyout", self.am_key, "-out", csr,
+                                         "-subj", "/CN=%s" % ip],
+                         ["x509", "-req", "-in", csr, "-CA", self.am_ca, "-CAkey", ca_key,
+                          "-CAcreateserial", "-days", "7", "-extfile", ext,
+                          "-out", self.am_cert]):
+                sh(["openssl"] + argv)
+        except (OSError, FabricError) as e:
+            raise FabricError("openssl could not make the AM's certificate (the AM serves TLS "
+                              "only): %s" % e)
 
     def stop_am(self, sig=signal.SIGTERM, timeout_s=10.0):
         """Stop inca-am (SIGTERM leaves every tree on the switches; SIGKILL is a crash).
@@ -680,7 +715,8 @@ class Fabric:
         if not self.cli_bin:
             raise FabricError("no inca CLI binary given")
         return sh(["ip", "netns", "exec", ns or self.hosts[0]["ns"], self.cli_bin, "--am",
-                   self.am_addr] + list(args), check=False)
+                   self.am_addr, "--ca", self.am_ca, "--admin-token", self.am_admin] +
+                  list(args), check=False)
 
     def switch_stats_now(self, timeout_s=3.0):
         """Fresh statistics of every running switch (SIGUSR1, then a stats file written after
@@ -1109,7 +1145,8 @@ def main(argv=None):
                 st = json.load(f)
             if st.get("mode") != "am":
                 raise FabricError("this fabric has no AM (standalone switches)")
-            r = sh(["ip", "netns", "exec", st["host_ns"], st["cli"], "--am", st["am_addr"]] +
+            r = sh(["ip", "netns", "exec", st["host_ns"], st["cli"], "--am", st["am_addr"],
+                    "--ca", st["am_ca"], "--admin-token", st["am_admin"]] +
                    (demo_args or ["status"]), check=False)
             sys.stdout.write(r.stdout)
             sys.stderr.write(r.stderr)

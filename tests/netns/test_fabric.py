@@ -292,6 +292,8 @@ def after_jobs(fab):
           "the AM shows no group left")
     check(used and len(used) == 3, "every switch reports 0 used slots and trees to the AM "
           "(%s)" % used)
+    check("(TLS)" in fab.switch_log("am"), "the AM served gRPC over TLS (the ranks trusted "
+          "the fabric's CA)")
 
 
 AM_TYPES = "fp32:sum@4-4M/4,int32:sum@4-1M/16,fp16:sum@4-64K/16,int64:bxor@4-64K/16"

@@ -1,0 +1,167 @@
+/* sim/sim_module.h: the interface between the simulator core and its model modules (CCM, OSF,
+ * INA, failures...). A module fills one `struct sim_module_ops` with its configuration keys and
+ * the hooks it needs; the core calls the hooks of the enabled modules and knows nothing else
+ * about them. The registry (SIM_MODULE_LIST) is the one line a new module adds here. */
+#ifndef INCA_SIM_MODULE_H
+#define INCA_SIM_MODULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+/* Every module, in registration order: the order of their configuration sections in dumps
+ * (params.ini, summary.json, --params) and the order in which the core calls their hooks.
+ * X(name) refers to `const struct sim_module_ops sim_<name>_ops` and defines SIM_MOD_<name>,
+ * the module's slot in struct sim's mod[] (its state). */
+#define SIM_MODULE_LIST(X) X(ccm) X(osf) X(fail) X(ina)
+
+#define SIM_MODULE_ENUM(name) SIM_MOD_##name,
+enum sim_module_id { SIM_MODULE_LIST(SIM_MODULE_ENUM) SIM_MOD_COUNT };
+#undef SIM_MODULE_ENUM
+
+/* ---- configuration keys ------------------------------------------------------------------- */
+/* One row of the parameter table (sim_config.c holds the core's rows, each module its own):
+ * defaults, INI parsing, overrides, dumps and --params all come from these rows. */
+enum sim_param_type { SIM_P_U64, SIM_P_U32, SIM_P_DBL, SIM_P_BOOL, SIM_P_ENUM, SIM_P_STR };
+struct sim_param {
+	const char *section, *key;
+	enum sim_param_type type;
+	size_t off;                 /* offsetof(struct sim_config, field) */
+	const char *def;
+	const char *const *names;   /* SIM_P_ENUM: value names, NULL-terminated */
+	const char *help;
+};
+#define SIM_PARAM_FIELD(f) offsetof(struct sim_config, f)
+
+/* ---- hooks ------------------------------------------------------------------------------- */
+struct sim;
+struct sim_switch;
+struct sim_host;
+struct sim_port;
+struct sim_pkt;
+struct sim_flow;
+struct sim_rgroup;
+
+/* Why a packet was dropped by the fabric (pkt_drop). */
+enum sim_drop_why {
+	SIM_DROP_PORT_DOWN,   /* dequeued at a port whose link is down */
+	SIM_DROP_ROUTED_DOWN, /* routed onto a port whose link is down (before it was queued) */
+	SIM_DROP_LINK_LOST,   /* lost on the link (link_lost said so) */
+};
+
+/* Every hook may be NULL. Unless said otherwise a hook of a module is called only while that
+ * module is enabled, after its create and before its destroy. Hooks marked "per packet" are on
+ * the hot path: the core tests one pointer (resolved once at sim_create) when no enabled module
+ * provides them. */
+struct sim_module_ops {
+	const char *name;
+	/* Configuration keys: rows of the module's own sections (quiet: left out of dumps while
+	 * at their default, so runs without the module write exactly what they did before). */
+	const struct sim_param *params;
+	size_t nparams;
+	/* Whether the configuration asks for the module. Called on every sim_create. */
+	bool (*enabled)(const struct sim_config *c);
+	/* Packet types [pkt_lo, pkt_hi] (enum sim_pkt_type, pkt_lo > SIM_PKT_CNP) belong to the
+	 * module: switch_rx / host_rx get them. pkt_lo = 0: none. */
+	uint8_t pkt_lo, pkt_hi;
+
+	/* Life cycle. create: topology and workload are built, flows' start events not yet
+	 * scheduled (a module that adds or reuses flows does it here). start: after the flows'
+	 * start events (a module schedules its own timers here, behind them). Either stores the
+	 * module's state in s->mod[SIM_MOD_<name>]; returns 0 or -errno (reason in s->err), and
+	 * destroy is then still called. destroy: whenever s->mod[] of the module is set. */
+	int (*create)(struct sim *s);
+	int (*start)(struct sim *s);
+	void (*destroy)(struct sim *s);
+
+	/* Packets of the module's own types arriving at a switch / a host; the hook takes p. */
+	void (*switch_rx)(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
+	void (*host_rx)(struct sim *s, struct sim_host *h, struct sim_pkt *p);
+	/* Per packet: every packet arriving at a host, before the transport and before host_rx.
+	 * Returns true when it took p. */
+	bool (*host_rx_any)(struct sim *s, struct sim_host *h, struct sim_pkt *p);
+	/* Per packet: the NIC scheduler of host h (replaces the transport's round robin; the
+	 * first enabled module that has it wins). Same contract as sim_host_next. */
+	struct sim_pkt *(*host_next)(struct sim *s, struct sim_host *h, sim_time_ps *wake);
+	/* Per packet: a data packet the transport just built (p->flow = f), before it is sent. */
+	void (*data_tx)(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
+	/* Per packet: egress port choice for a data packet at a switch with candidates cand[0 ..
+	 * g->n) (the first enabled module that has it wins). Returns an index into sw's ports. */
+	uint16_t (*route)(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+			  const struct sim_rgroup *g, const uint16_t *cand);
+	/* Per packet: may this data packet be ECN-marked (every enabled module must agree)? */
+	bool (*ecn_ok)(struct sim *s, const struct sim_pkt *p);
+	/* Per packet: a data packet leaves the data queue of switch egress port `port`. */
+	void (*data_dequeue)(struct sim *s, struct sim_port *port, struct sim_pkt *p);
+	/* Per packet: p arrived over the link it was on; true = it is lost there (the core then
+	 * reports a SIM_DROP_LINK_LOST drop and frees it). */
+	bool (*link_lost)(struct sim *s, struct sim_pkt *p);
+	/* A packet is dropped at port `at` for the reason `why` (the core frees it afterwards). */
+	void (*pkt_drop)(struct sim *s, struct sim_pkt *p, const struct sim_port *at,
+			 enum sim_drop_why why);
+	/* Transport events: a CNP cut flow f's rate; f's receiver has every byte; f is done
+	 * (sender and receiver; nothing in the core touches f after this hook). */
+	void (*rate_cut)(struct sim *s, struct sim_flow *f);
+	void (*flow_recv_done)(struct sim *s, struct sim_flow *f);
+	void (*flow_done)(struct sim *s, struct sim_flow *f);
+	/* Checked after every event: may the run end? When some enabled module has it, the run
+	 * ends once every such module says so (instead of "every flow done"), so it must count
+	 * the flows it does not own. */
+	bool (*run_done)(const struct sim *s);
+
+	/* A module changed the fabric (sim_module_link_change): the link of `port` went down or
+	 * came back. Returns true if the module reroutes around it by itself. */
+	bool (*link_change)(struct sim *s, struct sim_port *port, bool down);
+	/* Loss probability of the link `port` transmits on (sim_module_port_loss). */
+	double (*port_loss)(const struct sim *s, const struct sim_port *port);
+
+	/* Results: adjust the core's figures (sim_get_stats), write the module's files into dir
+	 * (sim_write_outputs; returns 0 or -errno). */
+	void (*adjust_stats)(const struct sim *s, struct sim_stats *st);
+	int (*write_outputs)(struct sim *s, const char *dir);
+};
+
+#define SIM_MODULE_EXTERN(name) extern const struct sim_module_ops sim_##name##_ops;
+SIM_MODULE_LIST(SIM_MODULE_EXTERN)
+#undef SIM_MODULE_EXTERN
+
+/* Every registered module, in registration order (sim_module.c). */
+extern const struct sim_module_ops *const sim_modules[SIM_MOD_COUNT];
+
+/* The hot hooks of the enabled modules, resolved once at sim_create: NULL when no enabled
+ * module has the hook, the module's own function when one has it, a function of sim_module.c
+ * that calls them all in registration order when several have it. */
+struct sim_hooks {
+	bool (*host_rx_any)(struct sim *s, struct sim_host *h, struct sim_pkt *p);
+	struct sim_pkt *(*host_next)(struct sim *s, struct sim_host *h, sim_time_ps *wake);
+	void (*data_tx)(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
+	uint16_t (*route)(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+			  const struct sim_rgroup *g, const uint16_t *cand);
+	bool (*ecn_ok)(struct sim *s, const struct sim_pkt *p);
+	void (*data_dequeue)(struct sim *s, struct sim_port *port, struct sim_pkt *p);
+	bool (*link_lost)(struct sim *s, struct sim_pkt *p);
+	bool (*run_done)(const struct sim *s);
+};
+
+/* sim_module.c: called by the core. */
+/* Create the enabled modules (phase create or start, see the ops); 0 or -errno. */
+int sim_modules_create(struct sim *s, bool start);
+void sim_modules_destroy(struct sim *s);
+void sim_modules_pkt_drop(struct sim *s, struct sim_pkt *p, const struct sim_port *at,
+			  enum sim_drop_why why);
+void sim_modules_rate_cut(struct sim *s, struct sim_flow *f);
+void sim_modules_flow_recv_done(struct sim *s, struct sim_flow *f);
+void sim_modules_flow_done(struct sim *s, struct sim_flow *f);
+void sim_modules_adjust_stats(const struct sim *s, struct sim_stats *st);
+int sim_modules_write_outputs(struct sim *s, const char *dir);
+
+/* Called by modules, about other modules. */
+/* The link of `port` (both ends) went down / came back; true if an enabled module reroutes
+ * around it by itself. */
+bool sim_module_link_change(struct sim *s, struct sim_port *port, bool down);
+/* Loss probability of the link `port` transmits on, 0 when no enabled module models loss. */
+double sim_module_port_loss(const struct sim *s, const struct sim_port *port);
+
+#endif
