@@ -37,6 +37,8 @@ struct sim_config {
 	uint64_t seed;
 	double stop_us;          /* 0: run until every flow has finished */
 	double progress_s;       /* wall seconds between progress reports (CLI only; 0 = off) */
+	uint64_t watchdog_events; /* stop a run that makes no progress over this many events (0 = off) */
+	double watchdog_idle_us; /* ... or delivers nothing for this long while flows are active */
 	/* [topology] */
 	int topo;                /* enum sim_topo_type */
 	uint32_t k;              /* fat tree radix */
@@ -148,6 +150,9 @@ int sim_flow_add(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
 int sim_run_until(struct sim *s, sim_time_ps until);
 /* Run to the end. Calls progress(s, user) about every cfg.progress_s wall seconds if given. */
 void sim_run(struct sim *s, void (*progress)(struct sim *s, void *user), void *user);
+/* Why the run stopped early, NULL if it did not: the progress watchdog's diagnosis (what was
+ * stuck: time, flow, queue, PFC) or running out of memory. The string lives as long as s. */
+const char *sim_run_error(const struct sim *s);
 
 /* Results. */
 struct sim_stats {

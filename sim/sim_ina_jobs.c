@@ -421,6 +421,15 @@ static void ina_destroy(struct sim *s)
 	s->mod[SIM_MOD_ina] = NULL;
 }
 
+static uint64_t ina_progress(const struct sim *s)
+{
+	const struct sim_ina *a = ina_of(s);
+	uint64_t n = a->ring_completions;
+	for (uint32_t i = 0; i < a->njobs; i++)
+		n += a->jobs[i].results_ok + a->jobs[i].members_done;
+	return n;
+}
+
 static bool ina_run_done(const struct sim *s)
 {
 	const struct sim_ina *a = ina_of(s);
@@ -575,6 +584,7 @@ const struct sim_module_ops sim_ina_ops = {
 	.flow_recv_done = sim_ina_flow_recv_done,
 	.flow_done = sim_ina_flow_done,
 	.run_done = ina_run_done,
+	.progress = ina_progress,
 	.adjust_stats = ina_adjust_stats,
 	.write_outputs = ina_write_outputs,
 };
