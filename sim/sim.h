@@ -111,6 +111,8 @@ struct sim_config {
 	uint32_t ina_switch_slots, ina_job_slots, ina_elems;
 	int ina_dtype;           /* enum sim_ina_dtype */
 	double ina_loss, ina_rto_us, ina_start_us;
+	double ina_switch_ns_per_pkt; /* aggregation engine: service time per input packet */
+	double ina_switch_latency_ns; /* ... and pipeline latency on top of it */
 	double fail_reroute_delay_us; /* slow control plane: recompute routes this long after a change (0 = never) */
 };
 
@@ -287,6 +289,10 @@ struct sim_ina_stats {
 	uint64_t notices;      /* repair notices the engines sent (WIRE_F_NACK) */
 	uint64_t nack_resends; /* contributions members resent on a notice */
 	uint32_t jobs_done;
+	/* switch engines (ina.switch_ns_per_pkt, ina.switch_latency_ns) */
+	uint64_t engine_pkts, engine_drops;   /* inputs served; refused (backlog over buffer_bytes) */
+	uint64_t engine_max_backlog_bytes;    /* largest input backlog of one engine */
+	sim_time_ps engine_busy_max_ps;       /* busiest engine's total service time */
 };
 uint32_t sim_ina_job_count(const struct sim *s);
 /* -ENOENT when INA is off or no such job. */

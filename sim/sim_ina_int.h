@@ -90,6 +90,12 @@ struct sim_ina {
 	uint64_t verdicts[AGG_VERDICT_COUNT];
 	uint64_t lost_pkts, drops_queue, pkts;
 	uint64_t nack_resends;
+	/* switch engines: one server per switch, FIFO, switch_ns_per_pkt per input */
+	sim_time_ps eng_ps, eng_lat_ps;
+	sim_time_ps *eng_free;   /* per switch: when its engine takes the next input */
+	sim_time_ps *eng_busy;   /* per switch: total service time */
+	uint64_t *eng_backlog;   /* per switch: bytes waiting for or in the engine */
+	uint64_t eng_pkts, eng_drops, eng_max_backlog;
 };
 
 static inline struct sim_ina *ina_of(const struct sim *s)
