@@ -286,6 +286,7 @@ int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t
 	}
 	switch (cfg->routing) {
 	case SIM_ROUTE_SPRAY: s->route = &sim_route_spray; break;
+	case SIM_ROUTE_SPRAY_IDEAL: s->route = &sim_route_spray_ideal; break;
 	case SIM_ROUTE_SPRAY_RANDOM: s->route = &sim_route_spray_random; break;
 	case SIM_ROUTE_ADAPTIVE: s->route = &sim_route_adaptive; break;
 	case SIM_ROUTE_FLOWLET: s->route = &sim_route_flowlet; break;

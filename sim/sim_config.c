@@ -18,7 +18,8 @@
  * rows of its own sections, which follow the core's below. */
 
 static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL };
-static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random", NULL };
+static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random",
+					     "spray_ideal", NULL };
 static const char *const transport_names[] = { "gbn", "sr", "ideal", NULL };
 static const char *const cc_names[] = { "none", "dcqcn", NULL };
 static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
@@ -55,7 +56,7 @@ static const struct sim_param core_params[] = {
 	{ "topology", "tier2_latency_ns", SIM_P_DBL, F(tier2_latency_ns), "500", NULL, "tier-2 link delay" },
 	{ "topology", "tier3_latency_ns", SIM_P_DBL, F(tier3_latency_ns), "500", NULL, "tier-3 link delay" },
 
-	{ "switch", "routing", SIM_P_ENUM, F(routing), "ecmp", routing_names, "ecmp | spray (per-flow round robin) | spray_random | adaptive | flowlet" },
+	{ "switch", "routing", SIM_P_ENUM, F(routing), "ecmp", routing_names, "ecmp | spray (per-packet round robin at each switch) | spray_random (random port per packet) | spray_ideal (every flow split exactly evenly at every hop: an idealised bound) | adaptive | flowlet" },
 	{ "switch", "flowlet_gap_us", SIM_P_DBL, F(flowlet_gap_us), "10", NULL, "idle gap that starts a new flowlet" },
 	{ "switch", "buffer_bytes", SIM_P_U64, F(buffer_bytes), "1048576", NULL, "egress queue limit per port (lossy traffic)" },
 	{ "switch", "shared_buffer_bytes", SIM_P_U64, F(shared_buffer_bytes), "0", NULL, "shared buffer per switch (0 = none)" },

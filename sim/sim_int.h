@@ -142,7 +142,7 @@ struct sim_port {
 struct sim_rgroup {          /* hosts [lo, hi) leave through one of ports[off .. off+n) */
 	uint32_t lo, hi, off;
 	uint16_t n;
-	uint16_t rr;             /* unused; drawn at build (keeps the switch RNG streams as they were) */
+	uint16_t rr;             /* spray: next port (round robin), random start drawn at build */
 };
 
 struct sim_flowlet {
@@ -326,7 +326,7 @@ struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst);
 
 /* sim_net.c */
 extern const struct sim_route_ops sim_route_ecmp, sim_route_spray, sim_route_adaptive,
-	sim_route_flowlet, sim_route_spray_random;
+	sim_route_flowlet, sim_route_spray_random, sim_route_spray_ideal;
 #define SIM_SPRAY_TABLE 8192
 void sim_port_init(struct sim_port *p);
 void sim_port_kick(struct sim *s, struct sim_port *p);
