@@ -270,13 +270,14 @@ int sim_fail_get_stats(const struct sim *s, struct sim_fail_stats *st);
 /* INA (sim_ina.c): in-network aggregation. off: module absent; inc: AllReduce jobs on trees of
  * switches running lib/agg (jobs that get no slots run ring); ring: every job runs ring
  * AllReduce over the ordinary transport (the baseline). */
-enum sim_ina_mode { SIM_INA_OFF, SIM_INA_INC, SIM_INA_RING };
+enum sim_ina_mode { SIM_INA_OFF, SIM_INA_INC, SIM_INA_RING, SIM_INA_HRING, SIM_INA_DBTREE };
 enum sim_ina_placement { SIM_INA_CONTIGUOUS, SIM_INA_STRIDED };
 enum sim_ina_dtype { SIM_INA_INT32, SIM_INA_FP32 };
 struct sim_ina_job_result {
 	uint32_t job, hosts, first_host;
 	uint64_t size_bytes;
-	bool inc, done;          /* aggregated in the network (else ring); finished */
+	bool inc, done;          /* aggregated in the network (else a host algorithm); finished */
+	int algo;                /* enum sim_ina_mode: INC, RING, HRING or DBTREE */
 	uint32_t levels, tree_switches;
 	sim_time_ps start_ps, finish_ps; /* finish: last member has the whole result */
 	sim_time_ps bound_ps;    /* inc: S/B + round-trip latency of the tree */

@@ -295,7 +295,7 @@ static struct ina_job *ring_job_of(struct sim *s, const struct sim_flow *f, uint
 		return NULL;
 	for (uint32_t x = 0; x < a->njobs; x++) {
 		struct ina_job *j = &a->jobs[x];
-		if (!j->inc && f->idx >= j->flow0 && f->idx < j->flow0 + 2 * j->n) {
+		if (!j->inc && f->idx >= j->flow0 && f->idx < j->flow0 + j->nobj) {
 			*obj = f->idx - j->flow0;
 			return j;
 		}
@@ -316,6 +316,14 @@ void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f)
 	struct ina_job *j = ring_job_of(s, f, &o);
 	if (!j)
 		return;
+	if (j->dep_left) { /* a schedule: release the transfers that waited for this one */
+		for (uint32_t k = j->succ_off[o]; k < j->succ_off[o + 1]; k++)
+			if (--j->dep_left[j->succ[k]] == 0)
+				sim_schedule(s, &s->flows[j->flow0 + j->succ[k]].start_ev, s->now);
+		if (++j->recv_count == j->nobj)
+			job_finish(s, j);
+		return;
+	}
 	uint32_t i = o / 2, nx = (i + 1) % j->n;
 	j->recvd[nx]++;
 	if (j->recvd[nx] == j->steps && ++j->ranks_done == j->n)
@@ -330,7 +338,8 @@ void sim_ina_flow_done(struct sim *s, struct sim_flow *f)
 	if (!j)
 		return;
 	ina_of(s)->ring_completions++;
-	ring_try_start(s, j, o / 2);
+	if (!j->dep_left)
+		ring_try_start(s, j, o / 2);
 }
 
 /* ---- job start --------------------------------------------------------------------------- */
@@ -338,6 +347,12 @@ void sim_ina_job_start(struct sim *s, struct sim_event *ev)
 {
 	struct ina_job *j = SIM_CONTAINER_OF(ev, struct ina_job, start_ev);
 	j->start_ps = s->now;
+	if (j->dep_left) {
+		for (uint32_t t = 0; t < j->nobj; t++)
+			if (!j->dep_left[t])
+				sim_schedule(s, &s->flows[j->flow0 + t].start_ev, s->now);
+		return;
+	}
 	if (!j->inc) {
 		for (uint32_t i = 0; i < j->n; i++)
 			ring_try_start(s, j, i);

@@ -54,8 +54,13 @@ struct ina_job {
 	sim_time_ps start_ps, finish_ps, bound_ps;
 	struct sim_event start_ev;
 	uint64_t results_ok, results_bad, dups, retx, timeouts;
-	/* ring */
-	uint32_t flow0, steps;   /* objects flow0 + 2*rank + (step & 1) */
+	/* host algorithms: ring (reused flow objects) or a schedule of one-shot transfers */
+	int algo;                /* enum sim_ina_mode: RING, HRING, DBTREE (INC: inc = true) */
+	uint32_t nobj;           /* flows flow0 .. flow0 + nobj - 1 belong to the job */
+	uint32_t *dep_left;      /* schedule: per transfer, transfers it still waits for */
+	uint32_t *succ_off, *succ; /* schedule: transfers waiting for transfer t (CSR) */
+	uint32_t recv_count;
+	uint32_t flow0, steps;   /* ring: objects flow0 + 2*rank + (step & 1) */
 	uint32_t *next_step, *recvd, *obj_step; /* per rank; obj_step per object */
 	uint32_t ranks_done;
 };
@@ -129,5 +134,7 @@ void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f);
 void sim_ina_flow_done(struct sim *s, struct sim_flow *f);
 void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
 void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
+/* sim_ina_jobs.c */
+const char *sim_ina_algo_name(int algo);
 
 #endif

@@ -2,6 +2,7 @@
  * AllReduce through lib/agg engines (single and multi level), exact results checked by every
  * member, completion within 10% of the S/B + latency bound, ring baseline ratio close to
  * 2(n-1)/n when bandwidth-bound, concurrent jobs under slot limits, loss, determinism. */
+#include <errno.h>
 #include <string.h>
 
 #include "agg/agg.h"
@@ -202,8 +203,40 @@ static void test_engine(void)
 	       (unsigned long long)a.st.engine_drops, t_us(&a.r[0]));
 }
 
+/* Host baselines: hierarchical ring and double binary tree finish, above S/B, and on a wide
+ * job the hierarchical ring beats the flat ring (its steps are per edge switch, not per rank). */
+static void test_baselines(void)
+{
+	const char *kv[][12] = {
+		{ BASE, "ina.mode=ring", "ina.job_hosts=256", "ina.size_bytes=1048576", NULL },
+		{ BASE, "ina.mode=hring", "ina.job_hosts=256", "ina.size_bytes=1048576", NULL },
+		{ BASE, "ina.mode=dbtree", "ina.job_hosts=256", "ina.size_bytes=1048576", NULL },
+	};
+	double t[3];
+	for (int i = 0; i < 3; i++) {
+		struct run a;
+		run(kv[i], &a);
+		CHECK(a.r[0].done && !a.r[0].inc);
+		CHECK_EQ_U(a.r[0].algo, (unsigned)(SIM_INA_RING + i));
+		t[i] = t_us(&a.r[0]);
+		CHECK(t[i] > 1048576 * 8 / 100e3); /* S/B at 100 Gbit/s, in us */
+	}
+	printf("256 ranks, 1 MiB: ring %.1f us, hring %.1f us, dbtree %.1f us\n", t[0], t[1], t[2]);
+	CHECK(t[1] < t[0]);
+	/* 10 ranks over 8-host ToRs, strided: groups of 4, 4 and 2, refused with the reason */
+	struct sim_config c;
+	const char *bad[] = { BASE, "ina.mode=hring", "ina.jobs=2", "ina.job_hosts=10",
+			      "ina.placement=strided", NULL };
+	test_config(&c, bad);
+	struct sim *s = NULL;
+	char err[512];
+	CHECK(sim_create(&c, &s, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "hring") != NULL);
+}
+
 int main(void)
 {
+	test_baselines();
 	test_engine();
 	test_1024_multilevel();
 	test_vs_ring("8", "4194304", 1);
