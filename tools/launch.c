@@ -21,8 +21,12 @@
 #include <unistd.h>
 
 #include "util/cli.h"
+#include "util/log.h"
 #include "util/util.h"
 #include "wire/auth.h"
+
+/* The launcher's own messages ("launch: ..."), always on. */
+static const struct util_log lg = { .prog = "launch", .level = UTIL_LOG_DEBUG };
 
 static void set_block(struct launch_addrs *a, unsigned index, unsigned block)
 {
@@ -243,7 +247,8 @@ int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a
 	if (c->switch_path)
 		snprintf(sw->path, sizeof(sw->path), "%s", c->switch_path);
 	else if (launch_find_switch(sw->path, sizeof(sw->path)) != 0) {
-		fprintf(stderr, "launch: inca-switch not found (build it, or set $INCA_SWITCH)\n");
+		util_log(&lg, UTIL_LOG_ERROR,
+			 "inca-switch not found (build it, or set $INCA_SWITCH)");
 		return -ENOENT;
 	}
 	const char *tmp = getenv("TMPDIR");
@@ -312,8 +317,8 @@ int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a
 			return 0;
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
-			fprintf(stderr, "launch: inca-switch exited with status %d before ready\n",
-				exit_code(st));
+			util_log(&lg, UTIL_LOG_ERROR,
+				 "inca-switch exited with status %d before ready", exit_code(st));
 			dump_file(sw->conf_path, "switch config");
 			dump_file(sw->log_path, "switch log");
 			sw->pid = -1;
@@ -322,7 +327,7 @@ int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a
 		}
 		sleep_ms(5);
 	}
-	fprintf(stderr, "launch: inca-switch not ready after 10 s\n");
+	util_log(&lg, UTIL_LOG_ERROR, "inca-switch not ready after 10 s");
 	dump_file(sw->log_path, "switch log");
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
@@ -353,7 +358,7 @@ int launch_switch_stop(struct launch_switch *sw, struct json **stats)
 		sleep_ms(5);
 	}
 	if (code < 0) {
-		fprintf(stderr, "launch: inca-switch ignored SIGTERM for 10 s, killing it\n");
+		util_log(&lg, UTIL_LOG_ERROR, "inca-switch ignored SIGTERM for 10 s, killing it");
 		kill(sw->pid, SIGKILL);
 		waitpid(sw->pid, &st, 0);
 		code = exit_code(st);
@@ -367,11 +372,11 @@ int launch_switch_stop(struct launch_switch *sw, struct json **stats)
 			size_t off = 0;
 			*stats = json_parse(txt, &off);
 			if (!*stats)
-				fprintf(stderr, "launch: %s: JSON error at byte %zu\n", sw->stats_path,
-					off);
+				util_log(&lg, UTIL_LOG_ERROR, "%s: JSON error at byte %zu",
+					 sw->stats_path, off);
 			free(txt);
 		} else {
-			fprintf(stderr, "launch: no stats file %s\n", sw->stats_path);
+			util_log(&lg, UTIL_LOG_ERROR, "no stats file %s", sw->stats_path);
 		}
 	}
 	rm_tree(sw->dir);
@@ -576,8 +581,8 @@ int launch_run_ranks(const struct launch_cfg *c, const struct launch_addrs *a, l
 			for (int r = 0; r < n; r++) {
 				if (done[r])
 					continue;
-				fprintf(stderr, "launch: rank %d still running after the time bound; "
-						"killing it\n", r);
+				util_log(&lg, UTIL_LOG_ERROR,
+					 "rank %d still running after the time bound; killing it", r);
 				kill(pids[r], SIGKILL);
 				waitpid(pids[r], NULL, 0);
 				done[r] = true;
@@ -605,7 +610,8 @@ int launch_job(const struct launch_cfg *c, launch_rank_fn fn, void *arg, struct 
 		*stats = NULL;
 	int rc = launch_addrs_pick(&a, c->addr_index, c->nranks);
 	if (rc) {
-		fprintf(stderr, "launch: no free loopback block for index %u\n", c->addr_index);
+		util_log(&lg, UTIL_LOG_ERROR, "no free loopback block for index %u",
+			 c->addr_index);
 		return rc;
 	}
 	struct launch_switch sw;
@@ -623,11 +629,11 @@ int launch_job(const struct launch_cfg *c, launch_rank_fn fn, void *arg, struct 
 	}
 	for (int r = 0; r < c->nranks; r++)
 		if (status[r] != 0)
-			fprintf(stderr, "launch: rank %d exited with status %d\n", r, status[r]);
+			util_log(&lg, UTIL_LOG_ERROR, "rank %d exited with status %d", r, status[r]);
 	if (!c->no_switch) {
 		int sc = launch_switch_stop(&sw, stats);
 		if (sc != 0) {
-			fprintf(stderr, "launch: inca-switch exit status %d\n", sc);
+			util_log(&lg, UTIL_LOG_ERROR, "inca-switch exit status %d", sc);
 			bad++;
 		}
 	}

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/log.h"
+
 #ifndef SO_ATTACH_REUSEPORT_CBPF
 #define SO_ATTACH_REUSEPORT_CBPF 51
 #endif
@@ -1243,19 +1245,4 @@ bool sw_worker_inject_drop(struct sw_worker *w)
 
 int sw_verbosity;
 
-void sw_log(int level, const char *fmt, ...)
-{
-	char msg[1024];
-	struct timespec ts;
-	va_list ap;
-
-	if (level > sw_verbosity)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	/* One write per line so lines from several threads do not interleave. */
-	fprintf(stderr, "%lld.%06ld inca-switch: %s%s\n", (long long)ts.tv_sec,
-		ts.tv_nsec / 1000, level == 0 ? "error: " : "", msg);
-}
+UTIL_LOG_DEFINE(sw_log, sw_verbosity, "inca-switch", UTIL_LOG_TIME | UTIL_LOG_ERRTAG)
