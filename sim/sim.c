@@ -11,14 +11,6 @@
 
 #define PKT_CHUNK 4096
 
-uint64_t sim_mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* One stream per component: the seed mixed with (domain, id), so adding a switch or a flow
  * never shifts the random numbers another component sees. */
 void sim_rng_init(const struct sim *s, struct util_rng *r, uint32_t domain, uint32_t id)

@@ -45,8 +45,8 @@ static void check_exact(const struct sim_ina_job_result *r)
 {
 	CHECK(r->done);
 	uint64_t chunks = (r->size_bytes + 4095) / 4096;
-	CHECK_EQ_U(r->results_bad, 0);
-	CHECK_EQ_U(r->results_ok, chunks * r->hosts);
+	CHECK_EQ(r->results_bad, 0);
+	CHECK_EQ(r->results_ok, chunks * r->hosts);
 }
 
 /* An ideal engine (no service time or latency) unless a test says otherwise: these check the
@@ -59,16 +59,16 @@ static void test_1024_multilevel(void)
 	struct run a;
 	const char *kv[] = { BASE, "ina.mode=inc", "ina.jobs=1", "ina.size_bytes=262144", NULL };
 	run(kv, &a);
-	CHECK_EQ_U(a.njobs, 1);
+	CHECK_EQ(a.njobs, 1);
 	const struct sim_ina_job_result *r = &a.r[0];
 	CHECK(r->inc);
-	CHECK_EQ_U(r->hosts, 1024);
-	CHECK_EQ_U(r->levels, 3);          /* ToR -> agg -> core */
-	CHECK_EQ_U(r->tree_switches, 128 + 16 + 1);
+	CHECK_EQ(r->hosts, 1024);
+	CHECK_EQ(r->levels, 3);          /* ToR -> agg -> core */
+	CHECK_EQ(r->tree_switches, 128 + 16 + 1);
 	check_exact(r);
 	for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
-		CHECK_EQ_U(a.st.verdicts[v], 0); /* no engine drop without loss */
-	CHECK_EQ_U(a.st.verdicts[AGG_ABSORBED] + a.st.verdicts[AGG_COMPLETED],
+		CHECK_EQ(a.st.verdicts[v], 0); /* no engine drop without loss */
+	CHECK_EQ(a.st.verdicts[AGG_ABSORBED] + a.st.verdicts[AGG_COMPLETED],
 		   (1024 + 128 + 16) * 64); /* every contribution and aggregate, once */
 	printf("1024 hosts, 256 KiB: %.2f us, bound %.2f us\n", t_us(r), sim_time_to_us(r->bound_ps));
 	CHECK(r->finish_ps - r->start_ps >= r->bound_ps); /* it is a lower bound */
@@ -89,7 +89,7 @@ static void test_vs_ring(const char *hosts, const char *size, uint32_t want_leve
 	run(kring, &b);
 	const struct sim_ina_job_result *ri = &a.r[0], *rr = &b.r[0];
 	CHECK(ri->inc && !rr->inc && rr->done);
-	CHECK_EQ_U(ri->levels, want_levels);
+	CHECK_EQ(ri->levels, want_levels);
 	check_exact(ri);
 	double n = ri->hosts, ratio = t_us(rr) / t_us(ri), want = 2 * (n - 1) / n;
 	printf("%u hosts, %s B: INC %.1f us (bound %.1f), ring %.1f us, ratio %.3f (2(n-1)/n = %.3f)\n",
@@ -105,11 +105,11 @@ static void test_slots(void)
 			     "ina.switch_slots=128", "ina.job_slots=64", "ina.size_bytes=131072", NULL };
 	struct run a;
 	run(kv, &a);
-	CHECK_EQ_U(a.njobs, 4);
-	CHECK_EQ_U(a.st.jobs_done, 4);
+	CHECK_EQ(a.njobs, 4);
+	CHECK_EQ(a.st.jobs_done, 4);
 	for (uint32_t j = 0; j < 4; j++) {
 		CHECK(a.r[j].done);
-		CHECK_EQ_U(a.r[j].inc, j < 2);
+		CHECK_EQ(a.r[j].inc, j < 2);
 		if (a.r[j].inc)
 			check_exact(&a.r[j]);
 	}
@@ -133,12 +133,12 @@ static void test_loss_and_determinism(void)
 	for (uint32_t j = 0; j < 2; j++) {
 		check_exact(&a.r[j]);
 		CHECK(a.r[j].retx_pkts > 0);
-		CHECK_EQ_U(a.r[j].finish_ps, b.r[j].finish_ps);
-		CHECK_EQ_U(a.r[j].retx_pkts, b.r[j].retx_pkts);
+		CHECK_EQ(a.r[j].finish_ps, b.r[j].finish_ps);
+		CHECK_EQ(a.r[j].retx_pkts, b.r[j].retx_pkts);
 	}
 	CHECK(a.st.lost_pkts > 0);
-	CHECK_EQ_U(a.st.lost_pkts, b.st.lost_pkts);
-	CHECK_EQ_U(a.events, b.events);
+	CHECK_EQ(a.st.lost_pkts, b.st.lost_pkts);
+	CHECK_EQ(a.events, b.events);
 	CHECK(a.st.verdicts[AGG_DUP_RESENT] + a.st.verdicts[AGG_DUP_UP_RESENT] +
 	      a.st.verdicts[AGG_DUP_IGNORED] > 0); /* the engines' dedup at work */
 	/* Repair notices: switches noticed missing contributions, members resent on them, and a
@@ -148,8 +148,8 @@ static void test_loss_and_determinism(void)
 	CHECK(a.st.verdicts[AGG_NACK_DOWN] > 0);
 	CHECK(a.st.notices <= a.st.verdicts[AGG_ABSORBED] + a.st.verdicts[AGG_COMPLETED] +
 				  a.st.verdicts[AGG_RESULT_DOWN]);
-	CHECK_EQ_U(a.st.notices, b.st.notices);
-	CHECK_EQ_U(a.st.nack_resends, b.st.nack_resends);
+	CHECK_EQ(a.st.notices, b.st.notices);
+	CHECK_EQ(a.st.nack_resends, b.st.nack_resends);
 	const char *kv2[] = { BASE, "ina.mode=inc", "ina.jobs=2", "ina.job_hosts=128", "ina.loss=0.01",
 			      "ina.size_bytes=262144", "ina.dtype=fp32", "sim.seed=7", NULL };
 	run(kv2, &c);
@@ -172,13 +172,13 @@ static void test_engine(void)
 	run(kbound, &a);
 	const struct sim_ina_job_result *r = &a.r[0];
 	check_exact(r);
-	CHECK_EQ_U(r->levels, 1);
+	CHECK_EQ(r->levels, 1);
 	double inputs = 8.0 * 256; /* 8 contributions per chunk, 256 chunks */
 	/* (with the default ina.rto_us the members' timers fire while the engine lags, and their
 	 * resends are inputs too) */
-	CHECK_EQ_U(a.st.engine_pkts, (uint64_t)inputs);
-	CHECK_EQ_U(a.st.engine_drops, 0);
-	CHECK_EQ_U(a.st.engine_busy_max_ps, a.st.engine_pkts * 1000000ull);
+	CHECK_EQ(a.st.engine_pkts, (uint64_t)inputs);
+	CHECK_EQ(a.st.engine_drops, 0);
+	CHECK_EQ(a.st.engine_busy_max_ps, a.st.engine_pkts * 1000000ull);
 	CHECK_NEAR(t_us(r), sim_time_to_us(a.st.engine_busy_max_ps), 0.05); /* engine-bound */
 	CHECK(t_us(r) > 10 * sim_time_to_us(r->bound_ps));
 	printf("engine 1000 ns/pkt: %.1f us for %llu inputs (%.0f contributions), bound %.1f us\n",
@@ -217,7 +217,7 @@ static void test_baselines(void)
 		struct run a;
 		run(kv[i], &a);
 		CHECK(a.r[0].done && !a.r[0].inc);
-		CHECK_EQ_U(a.r[0].algo, (unsigned)(SIM_INA_RING + i));
+		CHECK_EQ(a.r[0].algo, (unsigned)(SIM_INA_RING + i));
 		t[i] = t_us(&a.r[0]);
 		CHECK(t[i] > 1048576 * 8 / 100e3); /* S/B at 100 Gbit/s, in us */
 	}

@@ -309,7 +309,11 @@ void sim_schedule(struct sim *s, struct sim_event *ev, sim_time_ps t);
 void sim_schedule_fixed(struct sim *s, struct sim_event *ev, sim_time_ps t);
 void sim_cancel(struct sim *s, struct sim_event *ev);
 void sim_rng_init(const struct sim *s, struct util_rng *r, uint32_t domain, uint32_t id);
-uint64_t sim_mix64(uint64_t x);
+/* The simulator's stateless 64-bit hash (splitmix64, lib/util). */
+static inline uint64_t sim_mix64(uint64_t x)
+{
+	return util_hash64(x);
+}
 struct sim_flow *sim_flow_new(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
 			      sim_time_ps start_ps, uint32_t user_id);
 

@@ -20,7 +20,7 @@ static double max_slowdown(const char *routing, int seed)
 	sim_run(s, NULL, NULL);
 	struct sim_stats st;
 	sim_get_stats(s, &st);
-	CHECK_EQ_U(st.flows_done, 1024);
+	CHECK_EQ(st.flows_done, 1024);
 	double mx = 0;
 	for (uint32_t i = 0; i < sim_flow_count(s); i++) {
 		struct sim_flow_result r;
