@@ -378,9 +378,14 @@ static int run_rank(int rank, const struct rank_plan *p)
 		 * to turn INC back on, leaving that rank on the old tree. */
 		if (p->kill_at && it == p->kill_at + 1 && wait_generation(c, rank, 2) < 0)
 			return 23;
-		if (p->restart_flag && it == p->iters / 2)
-			for (int w = 0; w < 400 && access(p->restart_flag, F_OK) != 0; w++)
+		if (p->restart_flag && it == p->iters / 2) {
+			for (int w = 0; w < 2400 && access(p->restart_flag, F_OK) != 0; w++)
 				usleep(25000);
+			if (access(p->restart_flag, F_OK) != 0) {
+				fprintf(stderr, "rank %d: the AM was not restarted\n", rank);
+				return 24;
+			}
+		}
 		for (int i = 0; i < n; i++)
 			buf[i] = (rank + 1) * (i + it);
 		rc = inca_allreduce(c, buf, buf, (size_t)n, INCA_INT32, INCA_SUM);
@@ -531,9 +536,22 @@ static void start_switch(int i, const char *conf_text)
 
 static char restart_flag[300];
 
+/* Restart the AM while the ranks run on their tree: once every rank has its tree (it wrote
+ * its key file after inca_comm_create), whatever the machine's speed. */
+#define INC_RANKS 3
+
 static void restart_am_during(void)
 {
-	usleep(300000);
+	for (int r = 0; r < INC_RANKS; r++) {
+		char path[300];
+		int w = 0;
+		snprintf(path, sizeof path, "%s/keys.%d.a", tmpdir, r);
+		for (; w < 2400 && access(path, F_OK) != 0; w++)
+			usleep(25000);
+		if (w == 2400)
+			die("rank %d did not get its tree within a minute", r);
+	}
+	usleep(100000);
 	stop_am(); /* the data plane keeps running */
 	usleep(300000);
 	start_am();
@@ -542,7 +560,7 @@ static void restart_am_during(void)
 
 static void case_inc(void)
 {
-	struct rank_plan p = { .size = 3, .cred = "good", .expect_state = 1, .iters = 60,
+	struct rank_plan p = { .size = INC_RANKS, .cred = "good", .expect_state = 1, .iters = 60,
 			       .sleep_us = 20000, .restart_flag = restart_flag, .det = true,
 			       .write_keys = true };
 	char *ka, *kb, *jr, *kline = NULL, want[160];
