@@ -1,6 +1,7 @@
 /* inca-am internals shared by main.c (config, main loop), server.c (gRPC core API: calls,
- * sessions), switches.c (switch workers, snapshots), groups.c (groups, lifecycle), journal.c
- * and query.c. Threads: every function here runs on the main loop thread, which owns all group
+ * sessions), switches.c (switch workers, snapshots), groups.c (groups, lifecycle), join.c
+ * (Join, credentials, quotas), checks.c (heartbeats, tree checks), journal.c (writing) and
+ * journal_replay.c (replay, recovery), and query.c. Threads: every function here runs on the main loop thread, which owns all group
  * and switch state. switches.c runs one worker thread per switch (its NETCONF connection) and
  * server.c one thread that waits on the gRPC completion queue; both only hand results to the
  * main loop through short-locked queues and wake it with am->wake_fd. Daemon-private. */
@@ -172,29 +173,66 @@ void am_build_views(struct am *am, struct am_sw_view *v);
 /* ---------------------------------------------------------------- groups.c */
 int am_init(struct am *am);        /* start the switch workers, replay the journal, reconcile */
 void am_fini(struct am *am);
-void am_tick(struct am *am);       /* switch answers, heartbeats, switch polling, rebuilds */
-/* A group waits for its switches (a push or a re-check under way). */
-bool am_switch_work_pending(const struct am *am);
 /* An answer to a request tagged with a group (see am_sw_poll). */
 void am_group_sw_done(struct am *am, const struct am_sw_answer *a);
 
-/* Shared by groups.c, journal.c and query.c. */
+/* Shared by groups.c, join.c, checks.c, journal*.c and query.c. */
 const char *am_state_name(enum am_gstate s);
 void am_group_set_state(struct am_group *g, enum am_gstate s, const char *reason);
 void am_group_free(struct am_group *g);
 
+/* The lifecycle steps join.c and checks.c drive. */
+uint64_t am_rnd64(void); /* getrandom: member tokens, tree keys */
+/* Send the event `kind` (with the member's tree when there is one) to every member in. */
+void am_notify_all(struct am *am, struct am_group *g, int kind);
+/* Plan a tree for g and push it; READY or FALLBACK (notified) once the switches answered. */
+void am_establish(struct am *am, struct am_group *g, bool rebuild);
+/* Take g's tree down. terminal: the group is over; else rebuild when the fabric allows. */
+void am_dismantle(struct am *am, struct am_group *g, const char *reason, bool terminal);
+/* Delete g's tree from its switches; recheck: re-read them, then rebuild (true: g->op waits
+ * for those polls, false: nothing to wait for). */
+bool am_release_tree(struct am *am, struct am_group *g, bool recheck);
+/* Unlink, journal and free g (its sessions are finished). g is gone on return. */
+void am_group_remove(struct am *am, struct am_group *g);
+
+/* ---------------------------------------------------------------- checks.c */
+void am_tick(struct am *am);       /* switch answers, heartbeats, switch polling, rebuilds */
+/* A group waits for its switches (a push or a re-check under way). */
+bool am_switch_work_pending(const struct am *am);
+
+/* ---------------------------------------------------------------- join.c */
+/* Constant time in the length of a (the supplied secret). */
+bool am_secret_eq(const char *a, const char *b);
+/* Forget first joiners' credentials of jobs without a group for first_joiner_ttl_s. */
+void am_learned_expire(struct am *am, uint64_t now);
+
 /* ---------------------------------------------------------------- journal.c */
+/* The journal format (docs/am.md "Restart and the journal"): a header line, then one record
+ * a line, each ending with the CRC-32 of the record. */
+#define JOURNAL_MAGIC "inca-am-journal"
+#define JOURNAL_VERSION 2
+/* A G record naming every switch and its parent, every name fully escaped, fits. */
+#define JOURNAL_LINE_MAX (AM_MAX_SWITCHES * (6 * AM_STR + 2) + 1024)
+
+/* Append a record and fsync (no-op while am->journal is not open). */
+void am_journal_group(struct am *am, const struct am_group *g);
+void am_journal_del(struct am *am, uint64_t id);
+void am_journal_job(struct am *am, const char *job, const char *cred); /* first joiner's */
+void am_journal_job_forget(struct am *am, const char *job);              /* ... expired */
+/* Rewrite the journal with the live state only (temp file, fsync, rename) and open it for
+ * appending (am->journal). 0 or -errno. */
+int am_journal_compact(struct am *am);
+
+/* ---------------------------------------------------------------- journal_replay.c */
 /* Replay the journal into am->groups (reconciled with the switches' running trees), then
  * compact it and keep it open for appending. A damaged journal: -EBADMSG, logged with file,
  * line and record, the file untouched; with am->recover its valid records are kept, trees in
  * this AM's tree-id range that no recovered group owns are removed from the switches, and the
  * file is kept as JOURNAL.damaged-TIME. */
 int am_journal_open(struct am *am);
-void am_journal_group(struct am *am, const struct am_group *g);
-void am_journal_del(struct am *am, uint64_t id);
-void am_journal_job(struct am *am, const char *job, const char *cred); /* first joiner's */
-void am_journal_job_forget(struct am *am, const char *job);              /* ... expired */
 
+/* ---------------------------------------------------------------- RPC handlers */
+/* join.c: am_join, am_auth_check; groups.c: the others. */
 /* RPC handlers: return a gRPC status; *msg gets a short explanation on failure. */
 grpc_status_code am_join(struct am *am, const Inca__Am__V1__JoinRequest *rq,
 			 Inca__Am__V1__JoinReply *rp, char *msg, size_t cap);

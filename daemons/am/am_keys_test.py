@@ -268,7 +268,11 @@ try:
     if os.path.exists(am_ready):
         os.unlink(am_ready)
     am = start_am()
-    # the channel's connection died with the old AM: wait for the reconnect, not UNAVAILABLE
+    # A channel per AM process: the old one may still hold the dead connection, and its first
+    # call would fail on it (broken pipe) instead of reconnecting.
+    ch.close()
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    stub = pbg.AmStub(ch)
     check(stub.GetStats(pb.Empty(), timeout=5, wait_for_ready=True,
                         metadata=ADMIN).recovered_groups == 1,
           "group recovered")

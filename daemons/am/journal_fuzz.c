@@ -1,4 +1,4 @@
-/* libFuzzer harness for inca-am's journal replay (journal.c, reached through am_init): the
+/* libFuzzer harness for inca-am's journal replay (journal_replay.c, through am_init): the
  * input is the journal a restarted AM finds (also a truncated or corrupted one: a crash
  * mid-write, a full disk, a flipped bit). No switches are configured, so every recovered group
  * is reconciled against an empty fabric. Either the AM accepts the journal, or it refuses
@@ -6,10 +6,10 @@
  * replayed with --recover, which must succeed and keep the damaged file aside byte for byte.
  * Whatever was accepted, every group must be consistent (0 < size <= 4096, joined <= size,
  * members indexed by rank), and the compacted journal the AM wrote must be mode 0600 and
- * replay (without --recover) to the same groups. Links the real groups.c, switches.c (no
- * switch: no worker thread), journal.c, query.c, plan.c and cfg.c with the NETCONF stub; the
- * gRPC session calls and the logger are stubbed (no client connects during a replay). Build:
- * tests/fuzz/run_fuzz.sh (tests/fuzz/meson.build). */
+ * replay (without --recover) to the same groups. Links the real groups.c, join.c, checks.c,
+ * switches.c (no switch: no worker thread), journal.c, journal_replay.c, query.c, plan.c and
+ * cfg.c with the NETCONF stub; the gRPC session calls and the logger are stubbed (no client
+ * connects during a replay). Build: tests/fuzz/run_fuzz.sh (tests/fuzz/meson.build). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* inca-am: command line, configuration file, signals and the main loop (gRPC events, then the
- * periodic work of groups.c). Usage and the config format: docs/am.md. */
+ * periodic work of checks.c). Usage and the config format: docs/am.md. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
