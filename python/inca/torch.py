@@ -376,20 +376,28 @@ class ProcessGroupInca(ProcessGroup):
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         out, t = _need_cpu(output, "output"), _need_cpu(input, "input")
-        if out.dtype != t.dtype or out.numel() != t.numel():
-            raise ValueError("all_to_all_single: input and output must match in dtype and size")
-        for splits, x in ((input_split_sizes, t), (output_split_sizes, out)):
+        if out.dtype != t.dtype:
+            raise ValueError("all_to_all_single: input and output must have the same dtype")
+        blocks = []
+        for name, splits, x in (("input", input_split_sizes, t), ("output", output_split_sizes,
+                                                                  out)):
             rows = x.shape[0] if x.dim() else 1
-            if splits and any(s * self._size != rows for s in splits) or \
-                    (not splits and rows % self._size):
-                raise NotImplementedError("all_to_all_single: the inca backend needs equal "
-                                          "splits (dim 0 divisible by the world size)")
+            row_bytes = x.numel() * x.element_size() // rows if rows else 0
+            if not splits:
+                if rows % self._size:
+                    raise ValueError(f"all_to_all_single: {name} dim 0 ({rows}) is not "
+                                     "divisible by the world size; give split sizes")
+                splits = [rows // self._size] * self._size
+            if len(splits) != self._size or sum(splits) != rows or min(splits) < 0:
+                raise ValueError(f"all_to_all_single: {name}_split_sizes must be {self._size} "
+                                 f"sizes adding up to dim 0 ({rows})")
+            blocks.append([sz * row_bytes for sz in splits])
         src = _bytes(t.contiguous())
         work = out if out.is_contiguous() else out.contiguous()
         dst, comm = _bytes(work), self.comm
 
         def run():
-            comm.alltoall(src, dst)
+            _alltoall_blocks(comm, self._size, src, blocks[0], dst, blocks[1])
             if work is not out:
                 out.copy_(work)
         return self._submit(run, [output])
@@ -399,16 +407,20 @@ class ProcessGroupInca(ProcessGroup):
             raise ValueError(f"all_to_all: needs {self._size} input and output tensors")
         outs = [_need_cpu(x, "output") for x in output_tensors]
         ins = [_need_cpu(x, "input") for x in input_tensors]
-        self._same(ins[0], ins + outs, "all_to_all")
-        n = _bytes(ins[0].contiguous()).numel()
+        if any(x.dtype != ins[0].dtype for x in ins + outs):
+            raise ValueError("all_to_all: every tensor must have the same dtype")
         src = torch.cat([_bytes(x.contiguous()) for x in ins])
-        dst = torch.empty_like(src)
+        send = [x.numel() * x.element_size() for x in ins]
+        recv = [x.numel() * x.element_size() for x in outs]
+        dst = torch.empty(sum(recv), dtype=torch.uint8)
         comm = self.comm
 
         def run():
-            comm.alltoall(src, dst)
-            for i, o in enumerate(outs):
-                _copy_bytes(o, dst[i * n:(i + 1) * n])
+            _alltoall_blocks(comm, self._size, src, send, dst, recv)
+            off = 0
+            for o, n in zip(outs, recv):
+                _copy_bytes(o, dst[off:off + n])
+                off += n
         return self._submit(run, output_tensors)
 
     def gather(self, output_lists, input_tensors, opts=None):
@@ -467,6 +479,30 @@ class ProcessGroupInca(ProcessGroup):
                 raise ValueError(f"{what}: every tensor must have the dtype and size of the "
                                  f"input ({t.dtype}, {t.numel()} elements)")
 
+
+
+def _alltoall_blocks(comm, size, src, send, dst, recv):
+    """All-to-all of byte blocks of any sizes: src holds the blocks for ranks 0..size-1
+    back to back (send[j] bytes for rank j), dst receives recv[i] bytes from rank i back to
+    back. Equal blocks go straight through libinca's AllToAll; otherwise every block is padded
+    to the largest one of the whole call (agreed by a MAX AllReduce) and cut back after."""
+    biggest = torch.tensor([max(send + recv)], dtype=torch.int64)
+    comm.allreduce(biggest, "max")
+    b = int(biggest.item())
+    if all(n == b for n in send + recv):
+        comm.alltoall(src, dst)
+        return
+    pad_src = torch.zeros(size * b, dtype=torch.uint8)
+    off = 0
+    for j, n in enumerate(send):
+        pad_src[j * b:j * b + n] = src[off:off + n]
+        off += n
+    pad_dst = torch.empty(size * b, dtype=torch.uint8)
+    comm.alltoall(pad_src, pad_dst)
+    off = 0
+    for i, n in enumerate(recv):
+        dst[off:off + n] = pad_dst[i * b:i * b + n]
+        off += n
 
 def _copy_bytes(dst, flat_bytes):
     """Copy a flat uint8 tensor into dst (any dtype and layout, same byte size)."""

@@ -197,12 +197,26 @@ def run_collectives(rank, ck):
     objs = [{"from": me, "x": [1, 2, 3]}, None]
     dist.broadcast_object_list(objs, src=2)
     ck.true(objs[0] == {"from": 2, "x": [1, 2, 3]}, f"broadcast_object_list: {objs[0]}")
+    # all_to_all with unequal blocks: rank i sends f(i, j) elements to rank j (some none)
+    def f(i, j):
+        return (i + 2 * j) % 3
+    ins = [f(me, j) for j in range(N)]
+    outs_s = [f(i, me) for i in range(N)]
+    src = torch.cat([torch.arange(f(me, j), dtype=torch.int32) + 1000 * me + 100 * j
+                     for j in range(N)])
+    want = torch.cat([torch.arange(f(i, me), dtype=torch.int32) + 1000 * i + 100 * me
+                      for i in range(N)])
+    out = torch.empty(sum(outs_s), dtype=torch.int32)
+    dist.all_to_all_single(out, src, outs_s, ins)
+    ck.eq(out, want, "all_to_all_single with unequal splits")
+    outs = [torch.empty(f(i, me), dtype=torch.int32) for i in range(N)]
+    dist.all_to_all(outs, list(src.split(ins)))
+    ck.eq(torch.cat(outs), want, "all_to_all with unequal sizes")
     # refused before any communication (same decision on every rank, so no rank hangs)
     for what, fn in [
         ("BAND of floats", lambda: dist.all_reduce(torch.ones(3), op=R.BAND)),
-        ("unequal splits", lambda: dist.all_to_all_single(
-            torch.empty(N + 1), torch.ones(N + 1), [2] + [1] * (N - 2) + [1],
-            [2] + [1] * (N - 2) + [1])),
+        ("split sizes that do not add up to dim 0", lambda: dist.all_to_all_single(
+            torch.empty(N), torch.ones(N), [2] * N, [2] * N)),
         ("PRODUCT of complex", lambda: dist.all_reduce(torch.ones(2, dtype=torch.cfloat),
                                                        op=R.PRODUCT)),
     ]:
