@@ -104,6 +104,9 @@ struct inca_request {
 
 /* ---- names ------------------------------------------------------------------------------ */
 
+_Static_assert(INCA_COLL_COUNT <= INCA_COLL_MAX && INCA_ALGO_COUNT <= INCA_ALGO_MAX,
+	       "struct inca_coll_counts is sized by INCA_COLL_MAX / INCA_ALGO_MAX (ABI)");
+
 const struct client_coll_info client_coll_info[INCA_COLL_COUNT] = {
 	[INCA_COLL_ALLREDUCE] = { "allreduce", .reduces = true, .offload = true },
 	[INCA_COLL_REDUCE] = { "reduce", .reduces = true, .rooted = true, .offload = true },
@@ -360,12 +363,13 @@ enum inca_algo inca_coll_choose(const struct inca_comm *c, enum inca_coll coll, 
 	return client_host_choose(c, coll, bytes);
 }
 
-int inca_comm_get_coll_counts(const struct inca_comm *c, struct inca_coll_counts *out)
+int inca_comm_get_coll_counts(const struct inca_comm *c, struct inca_coll_counts *out,
+			      size_t out_size)
 {
-	if (!c || !out || !c->coll)
+	if (!c || !c->coll)
 		return -EINVAL;
-	*out = c->coll->counts;
-	return 0;
+	return client_out_copy(out, out_size, &c->coll->counts, sizeof c->coll->counts,
+			       CLIENT_END_OF(struct inca_coll_counts, failovers));
 }
 
 /* One small agreement over the ring with a fixed sequence number (see SEQ_*). */
