@@ -233,7 +233,8 @@ void inca_peer_listener_close(struct inca_peer_listener *l);
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or
  * timeout_ms passes. Returns 0 and an owned communicator in *out, or -errno:
- * -EINVAL bad options, -ETIMEDOUT peers missing, -EADDRINUSE, ... */
+ * -EINVAL bad options (also struct_size 0 or below INCA_COMM_OPTS_SIZE_MIN), -E2BIG options
+ * of a newer header that this library cannot honour, -ETIMEDOUT peers missing, -EADDRINUSE, ... */
 int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out);
 /* Close sockets and free everything. NULL is accepted. */
 void inca_comm_destroy(struct inca_comm *comm);
