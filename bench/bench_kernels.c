@@ -8,10 +8,8 @@
 
 #include "util/cli.h"
 #include "agg/agg.h"
+#include "agg/reduce_int.h"
 #include "util/util.h"
-
-/* Internal hook of lib/agg/reduce.c (not in agg.h): -1 auto, 0 baseline, 1 AVX2+F16C. */
-int agg__reduce_set_isa(int isa);
 
 #define SMALL_BYTES (4u << 10)
 #define LARGE_BYTES (64u << 20)

@@ -58,11 +58,21 @@ CONF
 	>"$tmp/switch.log" 2>&1 &
 pids+=($!)
 wait_ready "$tmp/sw.ready" $! switch
-"$am_bin" -c "$tmp/am.conf" -j "$tmp/am.journal" -l "$ip:50051" --ready-file "$tmp/am.ready" \
-	>"$tmp/am.log" 2>&1 &
+# gRPC over TLS (the AM's default): a CA of this run and a certificate for the AM's address;
+# the ranks trust it through INCA_AM_CA.
+(
+	cd "$tmp" && ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes" &&
+	echo "subjectAltName = IP:$ip" >ext.cnf &&
+	openssl req -x509 $ec -keyout ca.key -out ca.pem -days 2 -subj "/CN=collnet test CA" &&
+	openssl req $ec -keyout am.key -out am.csr -subj "/CN=$ip" &&
+	openssl x509 -req -in am.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+		-extfile ext.cnf -out am.crt
+) >/dev/null 2>&1 || { echo "SKIP: openssl could not make the AM's certificate"; exit 77; }
+"$am_bin" -c "$tmp/am.conf" -j "$tmp/am.journal" -l "$ip:50051" --tls-cert "$tmp/am.crt" \
+	--tls-key "$tmp/am.key" --ready-file "$tmp/am.ready" >"$tmp/am.log" 2>&1 &
 pids+=($!)
 wait_ready "$tmp/am.ready" $! am
-INCA_AM_ADDR=$ip:50051 INCA_JOB_ID=$job INCA_JOB_CREDENTIAL=$cred \
+INCA_AM_ADDR=$ip:50051 INCA_AM_CA=$tmp/ca.pem INCA_JOB_ID=$job INCA_JOB_CREDENTIAL=$cred \
 	timeout 200 "$harness" --plugin "$plugin" --am "$@"
 rc=$?
 [ $rc = 0 ] || { echo "--- switch log"; tail -20 "$tmp/switch.log"; echo "--- am log"; tail -20 "$tmp/am.log"; }

@@ -25,7 +25,9 @@ static void usage(FILE *f)
 		"      --dump-config            print the effective parameters and exit\n"
 		"      --params                 list every parameter with its default and meaning\n"
 		"  -h, --help\n"
-		"  -V, --version\n");
+		"  -V, --version\n"
+		"exit status: 0 every flow finished, 1 error, 2 bad usage or scenario, 3 some flows\n"
+		"did not finish (stop time), 4 stopped by the progress watchdog (diagnosis on stderr)\n");
 }
 
 struct prog {
@@ -139,6 +141,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-sim: writing %s: %s\n", cfg.out_dir, strerror(-rc));
 	struct sim_stats st;
 	sim_get_stats(s, &st);
+	const char *why = sim_run_error(s);
+	if (why) /* printed even with -q: the run is not what was asked for */
+		fprintf(stderr, "inca-sim: run stopped: %s\n", why);
 	if (!quiet) {
 		struct rusage ru;
 		getrusage(RUSAGE_SELF, &ru);
@@ -154,6 +159,7 @@ int main(int argc, char **argv)
 			(unsigned long long)st.events, run_s > 0 ? (double)st.events / run_s / 1e6 : 0,
 			(double)ru.ru_maxrss / 1024.0);
 	}
+	int status = rc ? 1 : why ? 4 : (st.flows_done == st.flows ? 0 : 3);
 	sim_destroy(s);
-	return rc ? 1 : (st.flows_done == st.flows ? 0 : 3);
+	return status;
 }

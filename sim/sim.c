@@ -2,6 +2,7 @@
  * control-event free lists, per-component RNG streams, flow allocation and result accessors.
  * Topology, switches, hosts, workloads and outputs live in their own sim_*.c files. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +10,6 @@
 #include "sim_int.h"
 
 #define PKT_CHUNK 4096
-
-uint64_t sim_mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 /* One stream per component: the seed mixed with (domain, id), so adding a switch or a flow
  * never shifts the random numbers another component sees. */
@@ -150,10 +143,33 @@ int sim_flow_add(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
 	return f ? (int)f->idx : -EINVAL;
 }
 
+/* Buffers that cannot hold one data packet: every packet is dropped (or never admitted) and
+ * the senders retransmit forever. Returns NULL or the reason in buf. */
+static const char *buffer_check(const struct sim_config *c, char *buf, size_t len)
+{
+	uint64_t pkt = (uint64_t)c->mtu_bytes + c->header_bytes;
+	const char *what = NULL;
+	uint64_t have = 0;
+	if (!c->pfc && c->buffer_bytes < pkt)
+		what = "switch.buffer_bytes", have = c->buffer_bytes;
+	else if (c->shared_buffer_bytes && c->shared_buffer_bytes < pkt)
+		what = "switch.shared_buffer_bytes", have = c->shared_buffer_bytes;
+	else if (c->pfc && c->pfc_headroom_bytes && c->pfc_xoff_bytes + c->pfc_headroom_bytes < pkt)
+		what = "switch.pfc_xoff_bytes + switch.pfc_headroom_bytes",
+		have = c->pfc_xoff_bytes + c->pfc_headroom_bytes;
+	if (!what)
+		return NULL;
+	snprintf(buf, len, "%s = %llu is below one data packet (host.mtu_bytes + host.header_bytes = "
+		 "%llu bytes): every packet would be dropped and retransmitted forever", what,
+		 (unsigned long long)have, (unsigned long long)pkt);
+	return buf;
+}
+
 /* Ranges that keep the integer arithmetic of the model exact and free of overflow (a
  * packet's serialisation in ps is bytes * 8e12 / rate in 64 bits; times stay below 2^63 ps)
- * and values that would make the model meaningless. Returns NULL or the reason. */
-static const char *config_check(const struct sim_config *c)
+ * and values that would make the model meaningless. Returns NULL or the reason (in buf when
+ * it quotes values). */
+static const char *config_check(const struct sim_config *c, char *buf, size_t len)
 {
 	const double max_us = 1e11; /* about 28 simulated hours */
 	if (c->mtu_bytes < 64 || c->mtu_bytes > 1000000)
@@ -167,6 +183,8 @@ static const char *config_check(const struct sim_config *c)
 		return "link latencies must be <= 1e9 ns";
 	if (c->rto_us <= 0 || c->rto_us > max_us)
 		return "host.rto_us must be > 0 and <= 1e11";
+	if (c->watchdog_idle_us > max_us)
+		return "sim.watchdog_idle_us must be <= 1e11";
 	if (c->stop_us > max_us || c->start_us > max_us || c->flowlet_gap_us > max_us ||
 	    c->timeseries_us > max_us)
 		return "times must be <= 1e11 us";
@@ -183,8 +201,51 @@ static const char *config_check(const struct sim_config *c)
 		return "dcqcn rates must be <= 1e9 Mbit/s";
 	if (c->pfc && c->pfc_xon_bytes > c->pfc_xoff_bytes)
 		return "switch.pfc_xon_bytes must be <= pfc_xoff_bytes";
-	return NULL;
+	if (c->ecn && c->ecn_kmin_bytes > c->ecn_kmax_bytes) {
+		snprintf(buf, len, "switch.ecn_kmin_bytes = %llu must be <= switch.ecn_kmax_bytes = %llu "
+			 "(marking starts at Kmin and is certain from Kmax)",
+			 (unsigned long long)c->ecn_kmin_bytes, (unsigned long long)c->ecn_kmax_bytes);
+		return buf;
+	}
+	return buffer_check(c, buf, len);
 }
+
+/* topology.k = 0 sizes a fat tree from the connection matrix's "Nodes". Like htsim, only the
+ * host count of a full tree is accepted (k pods of k/2 ToRs with hosts_per_tor hosts each):
+ * rounding up would run a different experiment on hosts the matrix never names. Returns 0
+ * and sets c->k, or -EINVAL with the valid counts around `need` in err. */
+static int fattree_k_for(struct sim_config *c, uint64_t need, const char *file, char *err, size_t len)
+{
+	uint64_t hp0 = c->hosts_per_tor, below = 0, above = 0;
+	uint32_t kb = 0, ka = 0;
+	for (uint32_t k = 2; k <= 256; k += 2) {
+		uint64_t hosts = (uint64_t)k * (k / 2) * (hp0 ? hp0 : k / 2);
+		if (hosts == need) {
+			c->k = k;
+			return 0;
+		}
+		if (hosts < need)
+			below = hosts, kb = k;
+		else if (!above)
+			above = hosts, ka = k;
+	}
+	const char *hp = hp0 ? "k * k/2 * hosts_per_tor" : "k^3/4";
+	unsigned long long n = (unsigned long long)need;
+	if (below && above)
+		snprintf(err, len, "%.150s: Nodes %llu is not the host count of a full fat tree (%s; "
+			 "topology.k = 0 sizes the tree from Nodes): the nearest are %llu (k=%u) and "
+			 "%llu (k=%u)", file, n, hp, (unsigned long long)below, kb,
+			 (unsigned long long)above, ka);
+	else if (below)
+		snprintf(err, len, "%.150s: Nodes %llu is more than the largest fat tree (%s: %llu hosts, "
+			 "k=%u)", file, n, hp, (unsigned long long)below, kb);
+	else
+		snprintf(err, len, "%.150s: Nodes %llu is not the host count of a full fat tree (%s): the "
+			 "smallest is %llu (k=%u)", file, n, hp, (unsigned long long)above, ka);
+	return -EINVAL;
+}
+
+static void watchdog_arm(struct sim *s, uint64_t progress);
 
 int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t errlen)
 {
@@ -193,7 +254,8 @@ int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
-	const char *bad = config_check(&s->cfg);
+	char why[256];
+	const char *bad = config_check(&s->cfg, why, sizeof(why));
 	if (bad) {
 		if (err)
 			snprintf(err, errlen, "%s", bad);
@@ -205,19 +267,18 @@ int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t
 	s->flowlet_gap_ps = sim_time_from_us_f(cfg->flowlet_gap_us);
 	sim_rng_init(s, &s->wl_rng, 1, 0);
 	if (s->cfg.topo == SIM_TOPO_FATTREE && s->cfg.k == 0) {
-		/* k = 0: the smallest fat tree that holds the connection matrix's nodes. */
-		uint32_t need = s->cfg.workload == SIM_WL_CMATRIX ? sim_cmatrix_nodes(s->cfg.cmatrix) : 16;
-		uint32_t hp0 = s->cfg.hosts_per_tor;
-		s->cfg.k = 2;
-		while (s->cfg.k < 256) {
-			uint32_t half = s->cfg.k / 2, hp = hp0 ? hp0 : half;
-			if ((uint64_t)s->cfg.k * half * hp >= need)
-				break;
-			s->cfg.k += 2;
+		/* k = 0: the fat tree whose host count is the connection matrix's Nodes (k = 4
+		 * without a matrix, k = 2 for a matrix without a Nodes line). */
+		uint64_t need = s->cfg.workload == SIM_WL_CMATRIX ? sim_cmatrix_nodes(s->cfg.cmatrix) : 0;
+		s->cfg.k = s->cfg.workload == SIM_WL_CMATRIX ? 2 : 4;
+		if (need && fattree_k_for(&s->cfg, need, s->cfg.cmatrix, s->err, sizeof(s->err))) {
+			rc = -EINVAL;
+			goto fail;
 		}
 	}
 	switch (cfg->routing) {
 	case SIM_ROUTE_SPRAY: s->route = &sim_route_spray; break;
+	case SIM_ROUTE_SPRAY_IDEAL: s->route = &sim_route_spray_ideal; break;
 	case SIM_ROUTE_SPRAY_RANDOM: s->route = &sim_route_spray_random; break;
 	case SIM_ROUTE_ADAPTIVE: s->route = &sim_route_adaptive; break;
 	case SIM_ROUTE_FLOWLET: s->route = &sim_route_flowlet; break;
@@ -253,6 +314,16 @@ int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t
 		s->ts_interval_ps = sim_time_from_us_f(cfg->timeseries_us);
 		sim_ev_init(&s->ts_ev, sim_ts_sample);
 		sim_schedule(s, &s->ts_ev, s->ts_interval_ps);
+	}
+	/* Progress watchdog (above); off with sim.watchdog_events = 0. */
+	s->wd_next = s->wd_time = UINT64_MAX;
+	if (cfg->watchdog_events) {
+		double idle_us = cfg->watchdog_idle_us > 10 * cfg->rto_us ? cfg->watchdog_idle_us
+									    : 10 * cfg->rto_us;
+		s->wd_next = cfg->watchdog_events + 4ull * s->nflows;
+		s->wd_idle_ps = cfg->watchdog_idle_us > 0 ? sim_time_from_us_f(idle_us) : 0;
+		s->wd_now = SIM_TIME_NEVER;
+		watchdog_arm(s, 0);
 	}
 	*out = s;
 	return 0;
@@ -297,6 +368,134 @@ static bool all_done(const struct sim *s)
 	return s->nflows > 0 && s->flows_done == s->nflows;
 }
 
+/* ---- progress watchdog ------------------------------------------------------------------
+ * A run must end. Inputs are checked in sim_create, but a model can still go round in circles:
+ * packets dropped forever at the same queue, a PFC cycle, an event that reschedules itself at
+ * the same instant. The watchdog looks at a progress count (data packets received for the
+ * first time, flows finished, and what the modules report) every wd_every events and whenever
+ * simulated time passes wd_time, and stops the run (sim_run_error) when
+ *  - simulated time did not move over wd_every events (events per simulated ns exploded), or
+ *  - flows are active and nothing was delivered over wd_every events, or for wd_idle_ps of
+ *    simulated time.
+ * The test sits on the event loop's path but costs two compares per event. */
+static void port_name(const struct sim *s, const struct sim_port *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s->%s", p->node->name, p->peer ? p->peer->node->name : "?");
+	(void)s;
+}
+
+/* Appends what looks stuck: the active flow that got least, the port that dropped most, the
+ * largest queue and PFC pauses in force. */
+static void stall_diagnose(struct sim *s, size_t at)
+{
+	char *b = s->stall;
+	size_t len = sizeof(s->stall);
+#define ADD(...) do { if (at < len) at += (size_t)snprintf(b + at, len - at, __VA_ARGS__); } while (0)
+	const struct sim_flow *worst = NULL;
+	uint32_t active = 0;
+	for (uint32_t i = 0; i < s->nflows; i++) {
+		const struct sim_flow *f = &s->flows[i];
+		if (f->state != SIM_FLOW_ACTIVE)
+			continue;
+		active++;
+		if (!worst || (double)f->bytes_rx / (double)f->size_bytes <
+			      (double)worst->bytes_rx / (double)worst->size_bytes)
+			worst = f;
+	}
+	if (worst)
+		ADD("; %u flows active, least advanced: flow %u h%u->h%u, %llu of %llu bytes received, "
+		    "%llu retransmissions, %llu timeouts", active, worst->user_id, worst->src, worst->dst,
+		    (unsigned long long)worst->bytes_rx, (unsigned long long)worst->size_bytes,
+		    (unsigned long long)worst->retx_pkts, (unsigned long long)worst->timeouts);
+	const struct sim_port *drop = NULL, *queue = NULL, *paused = NULL;
+	uint32_t npaused = 0;
+	for (uint32_t i = 0; i < s->nports; i++) {
+		const struct sim_port *p = s->ports[i];
+		if (p->drops && (!drop || p->drops > drop->drops))
+			drop = p;
+		if (p->q_bytes && (!queue || p->q_bytes > queue->q_bytes))
+			queue = p;
+		if (p->paused) {
+			npaused++;
+			if (!paused)
+				paused = p;
+		}
+	}
+	char name[80];
+	if (drop) {
+		port_name(s, drop, name, sizeof(name));
+		ADD("; most drops at port %s (%llu)", name, (unsigned long long)drop->drops);
+	}
+	if (queue) {
+		port_name(s, queue, name, sizeof(name));
+		ADD("; largest queue at port %s (%llu bytes, %u packets)", name,
+		    (unsigned long long)queue->q_bytes, queue->q.n);
+	}
+	if (paused) {
+		port_name(s, paused, name, sizeof(name));
+		ADD("; %u ports paused by PFC (first: %s)", npaused, name);
+	}
+	ADD("; a data packet is %u bytes on the wire", s->cfg.mtu_bytes + s->cfg.header_bytes);
+#undef ADD
+}
+
+static void stall(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void stall(struct sim *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(s->stall, sizeof(s->stall), fmt, ap);
+	va_end(ap);
+	if (n > 0 && (size_t)n < sizeof(s->stall))
+		stall_diagnose(s, (size_t)n);
+	s->stalled = true;
+	s->finished = true;
+}
+
+
+static void watchdog_arm(struct sim *s, uint64_t progress)
+{
+	s->wd_progress = progress;
+	s->wd_progress_ps = s->now;
+	s->wd_time = s->wd_idle_ps ? s->now + s->wd_idle_ps : SIM_TIME_NEVER;
+}
+
+static void watchdog(struct sim *s)
+{
+	uint64_t progress = s->rx_new_pkts + s->flows_done + sim_modules_progress(s);
+	bool busy = !all_done(s) && (s->flows_started > s->flows_done || s->hk.run_done);
+	if (s->events >= s->wd_next) {
+		uint64_t every = s->cfg.watchdog_events + 4ull * s->nflows;
+		if (s->now == s->wd_now) {
+			stall(s, "watchdog: simulated time stuck at %.6f us for %llu events",
+			      sim_time_to_us(s->now), (unsigned long long)every);
+			return;
+		}
+		if (busy && progress == s->wd_progress) {
+			stall(s, "watchdog: no data delivered in %llu events (simulated %.3f to %.3f us)",
+			      (unsigned long long)every, sim_time_to_us(s->wd_progress_ps),
+			      sim_time_to_us(s->now));
+			return;
+		}
+		s->wd_now = s->now;
+		s->wd_next = s->events + every;
+	} else if (busy && progress == s->wd_progress) { /* simulated time passed wd_time */
+		stall(s, "watchdog: nothing delivered for %.3f us of simulated time (%.3f to %.3f us)",
+		      sim_time_to_us(s->now - s->wd_progress_ps), sim_time_to_us(s->wd_progress_ps),
+		      sim_time_to_us(s->now));
+		return;
+	}
+	if (progress != s->wd_progress || !busy || s->now >= s->wd_time)
+		watchdog_arm(s, progress);
+}
+
+const char *sim_run_error(const struct sim *s)
+{
+	if (s->stalled)
+		return s->stall;
+	return s->err[0] ? s->err : NULL;
+}
+
 int sim_run_until(struct sim *s, sim_time_ps until)
 {
 	struct sim_heap *h = &s->heap;
@@ -324,6 +523,8 @@ int sim_run_until(struct sim *s, sim_time_ps until)
 		s->now = ev->t;
 		s->events++;
 		ev->fn(s, ev);
+		if (s->events >= s->wd_next || s->now >= s->wd_time)
+			watchdog(s);
 	}
 	return s->finished ? 1 : 0;
 }

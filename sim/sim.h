@@ -14,7 +14,7 @@
 
 enum sim_topo_type { SIM_TOPO_FATTREE, SIM_TOPO_LEAFSPINE, SIM_TOPO_LYU4 };
 enum sim_routing { SIM_ROUTE_ECMP, SIM_ROUTE_SPRAY, SIM_ROUTE_ADAPTIVE, SIM_ROUTE_FLOWLET,
-		   SIM_ROUTE_SPRAY_RANDOM };
+		   SIM_ROUTE_SPRAY_RANDOM, SIM_ROUTE_SPRAY_IDEAL };
 enum sim_transport { SIM_TRANSPORT_GBN, SIM_TRANSPORT_SR, SIM_TRANSPORT_IDEAL };
 enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN };
 enum sim_workload_type {
@@ -37,6 +37,8 @@ struct sim_config {
 	uint64_t seed;
 	double stop_us;          /* 0: run until every flow has finished */
 	double progress_s;       /* wall seconds between progress reports (CLI only; 0 = off) */
+	uint64_t watchdog_events; /* stop a run that makes no progress over this many events (0 = off) */
+	double watchdog_idle_us; /* ... or delivers nothing for this long while flows are active */
 	/* [topology] */
 	int topo;                /* enum sim_topo_type */
 	uint32_t k;              /* fat tree radix */
@@ -109,6 +111,8 @@ struct sim_config {
 	uint32_t ina_switch_slots, ina_job_slots, ina_elems;
 	int ina_dtype;           /* enum sim_ina_dtype */
 	double ina_loss, ina_rto_us, ina_start_us;
+	double ina_switch_ns_per_pkt; /* aggregation engine: service time per input packet */
+	double ina_switch_latency_ns; /* ... and pipeline latency on top of it */
 	double fail_reroute_delay_us; /* slow control plane: recompute routes this long after a change (0 = never) */
 };
 
@@ -148,6 +152,9 @@ int sim_flow_add(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
 int sim_run_until(struct sim *s, sim_time_ps until);
 /* Run to the end. Calls progress(s, user) about every cfg.progress_s wall seconds if given. */
 void sim_run(struct sim *s, void (*progress)(struct sim *s, void *user), void *user);
+/* Why the run stopped early, NULL if it did not: the progress watchdog's diagnosis (what was
+ * stuck: time, flow, queue, PFC) or running out of memory. The string lives as long as s. */
+const char *sim_run_error(const struct sim *s);
 
 /* Results. */
 struct sim_stats {
@@ -263,13 +270,14 @@ int sim_fail_get_stats(const struct sim *s, struct sim_fail_stats *st);
 /* INA (sim_ina.c): in-network aggregation. off: module absent; inc: AllReduce jobs on trees of
  * switches running lib/agg (jobs that get no slots run ring); ring: every job runs ring
  * AllReduce over the ordinary transport (the baseline). */
-enum sim_ina_mode { SIM_INA_OFF, SIM_INA_INC, SIM_INA_RING };
+enum sim_ina_mode { SIM_INA_OFF, SIM_INA_INC, SIM_INA_RING, SIM_INA_HRING, SIM_INA_DBTREE };
 enum sim_ina_placement { SIM_INA_CONTIGUOUS, SIM_INA_STRIDED };
 enum sim_ina_dtype { SIM_INA_INT32, SIM_INA_FP32 };
 struct sim_ina_job_result {
 	uint32_t job, hosts, first_host;
 	uint64_t size_bytes;
-	bool inc, done;          /* aggregated in the network (else ring); finished */
+	bool inc, done;          /* aggregated in the network (else a host algorithm); finished */
+	int algo;                /* enum sim_ina_mode: INC, RING, HRING or DBTREE */
 	uint32_t levels, tree_switches;
 	sim_time_ps start_ps, finish_ps; /* finish: last member has the whole result */
 	sim_time_ps bound_ps;    /* inc: S/B + round-trip latency of the tree */
@@ -282,6 +290,10 @@ struct sim_ina_stats {
 	uint64_t notices;      /* repair notices the engines sent (WIRE_F_NACK) */
 	uint64_t nack_resends; /* contributions members resent on a notice */
 	uint32_t jobs_done;
+	/* switch engines (ina.switch_ns_per_pkt, ina.switch_latency_ns) */
+	uint64_t engine_pkts, engine_drops;   /* inputs served; refused (backlog over buffer_bytes) */
+	uint64_t engine_max_backlog_bytes;    /* largest input backlog of one engine */
+	sim_time_ps engine_busy_max_ps;       /* busiest engine's total service time */
 };
 uint32_t sim_ina_job_count(const struct sim *s);
 /* -ENOENT when INA is off or no such job. */

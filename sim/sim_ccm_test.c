@@ -29,7 +29,7 @@ static struct sim *run(const char *scen, const char *mode, int seed)
 	sim_run(s, NULL, NULL);
 	struct sim_stats st;
 	sim_get_stats(s, &st);
-	CHECK_EQ_U(st.flows_done, st.flows);
+	CHECK_EQ(st.flows_done, st.flows);
 	return s;
 }
 
@@ -108,13 +108,13 @@ static void incast(void)
 		struct sim *u = run("ccm_incast.ini", "ar", seed);
 		struct sim_ccm_stats sc, su;
 		CHECK(sim_ccm_get_stats(c, &sc) == 0 && sim_ccm_get_stats(u, &su) == 0);
-		CHECK_EQ_U(sc.incast_flows, 8);            /* every sender got a type 1 */
-		CHECK_EQ_U(sc.notify_recv[1], sc.notify_sent[1]);
-		CHECK_EQ_U(ar_on_tagged_packets(c), 0);
+		CHECK_EQ(sc.incast_flows, 8);            /* every sender got a type 1 */
+		CHECK_EQ(sc.notify_recv[1], sc.notify_sent[1]);
+		CHECK_EQ(ar_on_tagged_packets(c), 0);
 		for (uint32_t f = 0; f < 8; f++)
 			CHECK(sim_ccm_flow_incast(c, f) && sim_ccm_flow_incast(u, f));
-		CHECK_EQ_U(sc.ar_incast_flows, 0); /* not one path switch of an incast flow */
-		CHECK_EQ_U(ar_after_classification(c), 0);
+		CHECK_EQ(sc.ar_incast_flows, 0); /* not one path switch of an incast flow */
+		CHECK_EQ(ar_after_classification(c), 0);
 		CHECK(su.ar_incast_flows > 0); /* the metric does see them */
 		ac += sc.ar_incast_flows;
 		au += su.ar_incast_flows;
@@ -141,8 +141,8 @@ static void mixed(void)
 		CHECK(sim_ccm_get_stats(c, &sc) == 0 && sim_ccm_get_stats(u, &su) == 0);
 		for (uint32_t f = 6; f < 10; f++)
 			CHECK(sim_ccm_flow_incast(c, f));
-		CHECK_EQ_U(sc.ar_incast_flows, 0);
-		CHECK_EQ_U(ar_after_classification(c), 0);
+		CHECK_EQ(sc.ar_incast_flows, 0);
+		CHECK_EQ(ar_after_classification(c), 0);
 		CHECK(sc.ar_local + sc.ar_upstream > 0); /* AR still works for the other flows */
 		au += su.ar_incast_flows;
 		tc += completion_us(c);
@@ -207,7 +207,7 @@ static void example7(void)
 			break;
 		case 1:
 			if (e->kind == SIM_CCM_EV_AR_UPSTREAM) {
-				CHECK_EQ_U(e->node, ar_point);
+				CHECK_EQ(e->node, ar_point);
 				step++;
 			}
 			break;
@@ -223,7 +223,7 @@ static void example7(void)
 		case 5: step += e->kind == SIM_CCM_EV_RATE_CUT; break;
 		}
 	}
-	CHECK_EQ_U(step, 6);
+	CHECK_EQ(step, 6);
 	sim_destroy(s);
 }
 
@@ -231,7 +231,7 @@ static void determinism(void)
 {
 	struct sim *a = run("ccm_mixed.ini", "coordinated", 3), *b = run("ccm_mixed.ini", "coordinated", 3);
 	struct sim *o = run("ccm_mixed.ini", "coordinated", 4);
-	CHECK_EQ_U(sim_ccm_event_count(a), sim_ccm_event_count(b));
+	CHECK_EQ(sim_ccm_event_count(a), sim_ccm_event_count(b));
 	CHECK(sim_ccm_event_count(a) > 0);
 	for (size_t i = 0; i < sim_ccm_event_count(a); i++) {
 		const struct sim_ccm_event *x = sim_ccm_event_get(a, i), *y = sim_ccm_event_get(b, i);
@@ -244,7 +244,7 @@ static void determinism(void)
 		sim_flow_result(a, i, &x);
 		sim_flow_result(b, i, &y);
 		sim_flow_result(o, i, &z);
-		CHECK_EQ_U(x.finish_ps, y.finish_ps);
+		CHECK_EQ(x.finish_ps, y.finish_ps);
 		differs = differs || x.finish_ps != z.finish_ps;
 	}
 	CHECK(differs); /* the seed matters */

@@ -38,7 +38,7 @@ static void run(struct sim *s)
 			sim_schedule(s, &f->start_ev, f->start_ps);
 	}
 	sim_run(s, NULL, NULL);
-	CHECK_EQ_U(s->flows_done, s->nflows);
+	CHECK_EQ(s->flows_done, s->nflows);
 }
 
 int main(void)
@@ -64,27 +64,27 @@ int main(void)
 	if (rc)
 		fprintf(stderr, "%s\n", s->err);
 	CHECK(rc == 0);
-	CHECK_EQ_U(s->nflows, 6);
-	CHECK_EQ_U(by_id(s, 1)->start_ps, 2500000);
-	CHECK_EQ_U(by_id(s, 2)->trig_start, 1);
+	CHECK_EQ(s->nflows, 6);
+	CHECK_EQ(by_id(s, 1)->start_ps, 2500000);
+	CHECK_EQ(by_id(s, 2)->trig_start, 1);
 	run(s);
 	const struct sim_flow *f1 = by_id(s, 1), *f2 = by_id(s, 2), *f3 = by_id(s, 3), *f4 = by_id(s, 4),
 		*f5 = by_id(s, 5), *f6 = by_id(s, 6);
-	CHECK_EQ_U(f2->start_ps, f1->sender_done_ps); /* oneshot: both start together */
-	CHECK_EQ_U(f3->start_ps, f1->sender_done_ps);
+	CHECK_EQ(f2->start_ps, f1->sender_done_ps); /* oneshot: both start together */
+	CHECK_EQ(f3->start_ps, f1->sender_done_ps);
 	/* multishot: the first completion starts 4, the second starts 5 */
 	sim_time_ps first = f2->finish_ps < f3->finish_ps ? f2->finish_ps : f3->finish_ps;
 	sim_time_ps second = f2->finish_ps < f3->finish_ps ? f3->finish_ps : f2->finish_ps;
-	CHECK_EQ_U(f4->start_ps, first);
-	CHECK_EQ_U(f5->start_ps, second);
+	CHECK_EQ(f4->start_ps, first);
+	CHECK_EQ(f5->start_ps, second);
 	/* barrier: 6 starts when both 4 and 5 are received */
-	CHECK_EQ_U(f6->start_ps, f4->finish_ps > f5->finish_ps ? f4->finish_ps : f5->finish_ps);
+	CHECK_EQ(f6->start_ps, f4->finish_ps > f5->finish_ps ? f4->finish_ps : f5->finish_ps);
 	sim_destroy(s);
 
 	/* no header counts, flows without ids */
 	s = sim_with("Nodes 16\n0->1 start 0 size 5000\n1->0 start 0 size 5000\n", &rc);
 	CHECK(rc == 0);
-	CHECK_EQ_U(s->nflows, 2);
+	CHECK_EQ(s->nflows, 2);
 	run(s);
 	sim_destroy(s);
 
@@ -99,9 +99,9 @@ int main(void)
 	if (rc)
 		fprintf(stderr, "%s\n", s->err);
 	CHECK(rc == 0);
-	CHECK_EQ_U(by_id(s, 7)->start_ps, 1500000); /* 1.5 us */
+	CHECK_EQ(by_id(s, 7)->start_ps, 1500000); /* 1.5 us */
 	run(s);
-	CHECK_EQ_U(by_id(s, 8)->start_ps, by_id(s, 7)->sender_done_ps);
+	CHECK_EQ(by_id(s, 8)->start_ps, by_id(s, 7)->sender_done_ps);
 	sim_destroy(s);
 
 	/* older htsim: start in microseconds, selected by workload.cm_start_unit = us */
@@ -115,7 +115,7 @@ int main(void)
 		FILE *f = fmemopen((void *)t, strlen(t), "r");
 		CHECK(sim_cmatrix_parse(s, f, "test.cm") == 0);
 		fclose(f);
-		CHECK_EQ_U(by_id(s, 1)->start_ps, 2500000);
+		CHECK_EQ(by_id(s, 1)->start_ps, 2500000);
 		sim_destroy(s);
 	}
 
@@ -135,8 +135,8 @@ int main(void)
 			sim_schedule(s, &s->flows[i].start_ev, 0);
 		}
 		sim_run(s, NULL, NULL);
-		CHECK_EQ_U(s->flows_done, 0);
-		CHECK_EQ_U(s->now, sim_time_from_us(50));
+		CHECK_EQ(s->flows_done, 0);
+		CHECK_EQ(s->now, sim_time_from_us(50));
 		/* two senders share the receiver's 100G link for 50 us (at most 625 kB on the wire) */
 		uint64_t rx = s->flows[0].bytes_rx + s->flows[1].bytes_rx;
 		CHECK(rx > 500000 && rx < 630000);
@@ -156,7 +156,7 @@ int main(void)
 	if (rc)
 		fprintf(stderr, "%s\n", s->err);
 	CHECK(rc == 0);
-	CHECK_EQ_U(s->cm_failures, 1);
+	CHECK_EQ(s->cm_failures, 1);
 	{
 		struct sim_switch *agg0 = &s->sws[8]; /* 8 ToRs, then the aggregation switches */
 		struct sim_node *core1 = &s->sws[8 + 8 + 1].n;
@@ -166,8 +166,8 @@ int main(void)
 				dead = &agg0->n.ports[p];
 		CHECK(dead && dead->down && dead->peer->down);
 		run(s);
-		CHECK_EQ_U(dead->tx_pkts, 0);
-		CHECK_EQ_U(dead->peer->tx_pkts, 0);
+		CHECK_EQ(dead->tx_pkts, 0);
+		CHECK_EQ(dead->peer->tx_pkts, 0);
 	}
 	sim_destroy(s);
 

@@ -18,7 +18,8 @@
  * rows of its own sections, which follow the core's below. */
 
 static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL };
-static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random", NULL };
+static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random",
+					     "spray_ideal", NULL };
 static const char *const transport_names[] = { "gbn", "sr", "ideal", NULL };
 static const char *const cc_names[] = { "none", "dcqcn", NULL };
 static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
@@ -31,6 +32,8 @@ static const struct sim_param core_params[] = {
 	{ "sim", "seed", SIM_P_U64, F(seed), "1", NULL, "random seed; every component derives its own stream" },
 	{ "sim", "stop_us", SIM_P_DBL, F(stop_us), "0", NULL, "stop at this simulated time (0 = when all flows finish)" },
 	{ "sim", "progress_s", SIM_P_DBL, F(progress_s), "2", NULL, "wall seconds between progress lines on stderr (0 = off)" },
+	{ "sim", "watchdog_events", SIM_P_U64, F(watchdog_events), "16000000", NULL, "stop (exit 4, with a diagnosis) when simulated time stands still or flows are active and nothing is delivered over this many events (+4 per flow; 0 = off)" },
+	{ "sim", "watchdog_idle_us", SIM_P_DBL, F(watchdog_idle_us), "1000000", NULL, "... or nothing is delivered for this long while flows are active (at least 10 * host.rto_us; 0 = off)" },
 
 	{ "topology", "type", SIM_P_ENUM, F(topo), "fattree", topo_names, "fattree | leafspine | lyu4" },
 	{ "topology", "k", SIM_P_U32, F(k), "0", NULL, "fat tree radix (k pods, k^3/4 hosts; 0 = smallest that fits the connection matrix, else 4)" },
@@ -53,7 +56,7 @@ static const struct sim_param core_params[] = {
 	{ "topology", "tier2_latency_ns", SIM_P_DBL, F(tier2_latency_ns), "500", NULL, "tier-2 link delay" },
 	{ "topology", "tier3_latency_ns", SIM_P_DBL, F(tier3_latency_ns), "500", NULL, "tier-3 link delay" },
 
-	{ "switch", "routing", SIM_P_ENUM, F(routing), "ecmp", routing_names, "ecmp | spray (per-flow round robin) | spray_random | adaptive | flowlet" },
+	{ "switch", "routing", SIM_P_ENUM, F(routing), "ecmp", routing_names, "ecmp | spray (per-packet round robin at each switch) | spray_random (random port per packet) | spray_ideal (every flow split exactly evenly at every hop: an idealised bound) | adaptive | flowlet" },
 	{ "switch", "flowlet_gap_us", SIM_P_DBL, F(flowlet_gap_us), "10", NULL, "idle gap that starts a new flowlet" },
 	{ "switch", "buffer_bytes", SIM_P_U64, F(buffer_bytes), "1048576", NULL, "egress queue limit per port (lossy traffic)" },
 	{ "switch", "shared_buffer_bytes", SIM_P_U64, F(shared_buffer_bytes), "0", NULL, "shared buffer per switch (0 = none)" },
@@ -260,7 +263,41 @@ struct load_ctx {
 	size_t errlen;
 	int rc;
 	const char *path;
+	const char *text;        /* sim_config_load_string: the text (else read from path) */
 };
+
+/* Line `lineno` (1-based) of the scenario, without its line end, into buf ("" if absent). */
+static void scenario_line(const struct load_ctx *lc, int lineno, char *buf, size_t len)
+{
+	FILE *f = lc->text ? fmemopen((void *)lc->text, strlen(lc->text), "r") : fopen(lc->path, "r");
+	buf[0] = 0;
+	if (!f)
+		return;
+	for (int i = 1; fgets(buf, (int)len, f); ) {
+		size_t n = strlen(buf);
+		bool whole = n && buf[n - 1] == '\n';
+		if (i == lineno) {
+			buf[strcspn(buf, "\r\n")] = 0;
+			break;
+		}
+		if (whole)
+			i++;
+		buf[0] = 0;
+	}
+	fclose(f);
+}
+
+/* Why inih refused a line: it reports only the line number. */
+static void syntax_reason(const struct load_ctx *lc, int lineno)
+{
+	char line[256];
+	scenario_line(lc, lineno, line, sizeof(line));
+	const char *p = line + strspn(line, " \t");
+	const char *why = "expected 'key = value', '[section]' or a ';' comment";
+	if (*p == '[' && !strchr(p, ']'))
+		why = "section header without its closing ']'";
+	snprintf(lc->err, lc->errlen, "%s:%d: syntax error: %s: %.80s", lc->path, lineno, why, p);
+}
 
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
@@ -286,13 +323,22 @@ static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const c
 			snprintf(lc->err, lc->errlen, "%s: cannot open", path);
 		return r == -1 ? -ENOENT : -ENOMEM;
 	}
+	if (r > 0) {
+		/* r is the first bad line, refused by inih or by ini_cb. inih goes on after a
+		 * syntax error (an unclosed '[section' leaves the keys below in the previous
+		 * section), so a key error may follow a syntax error: report the first. */
+		char line[256];
+		scenario_line(lc, r, line, sizeof(line));
+		const char *p = line + strspn(line, " \t");
+		bool keyline = *p != '[' && strpbrk(p, "=:");
+		if (!lc->rc || !keyline) {
+			if (lc->err)
+				syntax_reason(lc, r);
+			return -EINVAL;
+		}
+	}
 	if (lc->rc)
 		return lc->rc;
-	if (r > 0) {
-		if (lc->err)
-			snprintf(lc->err, lc->errlen, "%s:%d: syntax error", path, r);
-		return -EINVAL;
-	}
 	/* The result is made absolute so that params.ini, written elsewhere, names the same
 	 * file when it is loaded again. */
 	if (strcmp(before, c->cmatrix) && c->cmatrix[0] && c->cmatrix[0] != '/') {
@@ -321,7 +367,7 @@ static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const c
 
 int sim_config_load(struct sim_config *c, const char *path, char *err, size_t errlen)
 {
-	struct load_ctx lc = { c, err, errlen, 0, path };
+	struct load_ctx lc = { c, err, errlen, 0, path, NULL };
 	char before[SIM_PATH_MAX];
 	strcpy(before, c->cmatrix);
 	return load_finish(c, &lc, ini_parse(path, ini_cb, &lc), before);
@@ -330,7 +376,7 @@ int sim_config_load(struct sim_config *c, const char *path, char *err, size_t er
 int sim_config_load_string(struct sim_config *c, const char *text, const char *name, char *err,
 			   size_t errlen)
 {
-	struct load_ctx lc = { c, err, errlen, 0, name };
+	struct load_ctx lc = { c, err, errlen, 0, name, text };
 	char before[SIM_PATH_MAX];
 	strcpy(before, c->cmatrix);
 	return load_finish(c, &lc, ini_parse_string(text, ini_cb, &lc), before);
@@ -349,10 +395,17 @@ static void print_value(const struct sim_config *c, const struct sim_param *p, F
 	}
 }
 
+/* Core rows that are quiet like module rows: knobs that do not change results (the watchdog only
+ * stops runs that would never end), so dumps of every other run stay as they were. */
+static bool core_quiet(const struct sim_param *p)
+{
+	return p->off == F(watchdog_events) || p->off == F(watchdog_idle_us);
+}
+
 /* A quiet (module) parameter still at its default is not dumped: see struct sim_param. */
 static bool dump_skip(const struct sim_config *c, const struct sim_param *p)
 {
-	if (p >= core_params && p < core_params + NCORE)
+	if (p >= core_params && p < core_params + NCORE && !core_quiet(p))
 		return false;
 	struct sim_config d;
 	memset(&d, 0, sizeof(d));

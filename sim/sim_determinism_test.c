@@ -69,19 +69,19 @@ static void interleaved(void)
 		if (!da) da = sim_run_until(a, t);
 		if (!db) db = sim_run_until(b, t);
 	}
-	CHECK_EQ_U(sim_flow_count(a), sim_flow_count(solo));
+	CHECK_EQ(sim_flow_count(a), sim_flow_count(solo));
 	for (uint32_t i = 0; i < sim_flow_count(a); i++) {
 		struct sim_flow_result x, y;
 		sim_flow_result(solo, i, &x);
 		sim_flow_result(a, i, &y);
 		CHECK(x.done && y.done);
-		CHECK_EQ_U(x.finish_ps, y.finish_ps);
-		CHECK_EQ_U(x.dst, y.dst);
+		CHECK_EQ(x.finish_ps, y.finish_ps);
+		CHECK_EQ(x.dst, y.dst);
 	}
 	struct sim_stats sa, ss;
 	sim_get_stats(a, &sa);
 	sim_get_stats(solo, &ss);
-	CHECK_EQ_U(sa.events, ss.events);
+	CHECK_EQ(sa.events, ss.events);
 	sim_destroy(solo);
 	sim_destroy(a);
 	sim_destroy(b);

@@ -36,7 +36,7 @@ int main(void)
 			live[i] = false;
 			cancelled++;
 		}
-	CHECK_EQ_U(h.n, N - cancelled);
+	CHECK_EQ(h.n, N - cancelled);
 	sim_time_ps last_t = 0;
 	int64_t last_i = -1;
 	uint32_t popped = 0;
@@ -52,7 +52,7 @@ int main(void)
 		last_i = i;
 		popped++;
 	}
-	CHECK_EQ_U(popped, N - cancelled);
+	CHECK_EQ(popped, N - cancelled);
 	for (uint32_t i = 0; i < N; i++)
 		CHECK(!live[i]);
 	sim_heap_free(&h);
@@ -74,13 +74,13 @@ int main(void)
 	CHECK(sim_heap_pop(&h) == NULL);
 	sim_heap_free(&h);
 
-	CHECK_EQ_U(sim_time_from_us(3), 3000000);
-	CHECK_EQ_U(sim_time_from_ns(5), 5000);
-	CHECK_EQ_U(sim_time_from_us_f(1.5), 1500000);
-	CHECK_EQ_U(sim_time_serialize(4160, 100000000000ull), 332800); /* 80 ps/byte */
-	CHECK_EQ_U(sim_time_serialize(1, 400000000000ull), 20);
-	CHECK_EQ_U(sim_time_serialize(3, 3000000000ull), 8000); /* rounds up: 8000 exactly */
-	CHECK_EQ_U(sim_time_serialize(1, 3000000000ull), 2667);
+	CHECK_EQ(sim_time_from_us(3), 3000000);
+	CHECK_EQ(sim_time_from_ns(5), 5000);
+	CHECK_EQ(sim_time_from_us_f(1.5), 1500000);
+	CHECK_EQ(sim_time_serialize(4160, 100000000000ull), 332800); /* 80 ps/byte */
+	CHECK_EQ(sim_time_serialize(1, 400000000000ull), 20);
+	CHECK_EQ(sim_time_serialize(3, 3000000000ull), 8000); /* rounds up: 8000 exactly */
+	CHECK_EQ(sim_time_serialize(1, 3000000000ull), 2667);
 	puts("sim_event_test: ok");
 	return 0;
 }

@@ -145,6 +145,7 @@ void sim_flow_start(struct sim *s, struct sim_flow *f)
 	struct sim_host *h = &s->hosts[f->src];
 	f->state = SIM_FLOW_ACTIVE;
 	f->start_ps = s->now;
+	s->flows_started++;
 	if (c->transport == SIM_TRANSPORT_SR) {
 		size_t nb = (f->npkts + 7) / 8;
 		f->acked = calloc(nb, 1);
@@ -346,6 +347,7 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 	case SIM_TRANSPORT_IDEAL:
 		f->rcv_count++;
 		f->bytes_rx += payload;
+		s->rx_new_pkts++;
 		if (f->rcv_count >= f->npkts)
 			receiver_done(s, f);
 		return;
@@ -356,6 +358,7 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 				bit_set(f->rcvd, psn);
 				f->rcv_count++;
 				f->bytes_rx += payload;
+				s->rx_new_pkts++;
 				while (f->rcv_nxt < f->npkts && bit_get(f->rcvd, f->rcv_nxt))
 					f->rcv_nxt++;
 			}
@@ -379,6 +382,7 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 			f->rcv_nxt++;
 			f->rcv_count++;
 			f->bytes_rx += payload;
+			s->rx_new_pkts++;
 			f->nack_psn = 0;
 			bool done = f->rcv_nxt >= f->npkts;
 			if (++f->unacked >= c->ack_every || done) {

@@ -295,7 +295,7 @@ static struct ina_job *ring_job_of(struct sim *s, const struct sim_flow *f, uint
 		return NULL;
 	for (uint32_t x = 0; x < a->njobs; x++) {
 		struct ina_job *j = &a->jobs[x];
-		if (!j->inc && f->idx >= j->flow0 && f->idx < j->flow0 + 2 * j->n) {
+		if (!j->inc && f->idx >= j->flow0 && f->idx < j->flow0 + j->nobj) {
 			*obj = f->idx - j->flow0;
 			return j;
 		}
@@ -316,6 +316,14 @@ void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f)
 	struct ina_job *j = ring_job_of(s, f, &o);
 	if (!j)
 		return;
+	if (j->dep_left) { /* a schedule: release the transfers that waited for this one */
+		for (uint32_t k = j->succ_off[o]; k < j->succ_off[o + 1]; k++)
+			if (--j->dep_left[j->succ[k]] == 0)
+				sim_schedule(s, &s->flows[j->flow0 + j->succ[k]].start_ev, s->now);
+		if (++j->recv_count == j->nobj)
+			job_finish(s, j);
+		return;
+	}
 	uint32_t i = o / 2, nx = (i + 1) % j->n;
 	j->recvd[nx]++;
 	if (j->recvd[nx] == j->steps && ++j->ranks_done == j->n)
@@ -330,7 +338,8 @@ void sim_ina_flow_done(struct sim *s, struct sim_flow *f)
 	if (!j)
 		return;
 	ina_of(s)->ring_completions++;
-	ring_try_start(s, j, o / 2);
+	if (!j->dep_left)
+		ring_try_start(s, j, o / 2);
 }
 
 /* ---- job start --------------------------------------------------------------------------- */
@@ -338,6 +347,12 @@ void sim_ina_job_start(struct sim *s, struct sim_event *ev)
 {
 	struct ina_job *j = SIM_CONTAINER_OF(ev, struct ina_job, start_ev);
 	j->start_ps = s->now;
+	if (j->dep_left) {
+		for (uint32_t t = 0; t < j->nobj; t++)
+			if (!j->dep_left[t])
+				sim_schedule(s, &s->flows[j->flow0 + t].start_ev, s->now);
+		return;
+	}
 	if (!j->inc) {
 		for (uint32_t i = 0; i < j->n; i++)
 			ring_try_start(s, j, i);
@@ -436,17 +451,13 @@ static struct ina_tn *tn_at(struct sim_ina *a, uint32_t sw, uint32_t job)
 	return NULL;
 }
 
-void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+/* The engine of switch sw takes input p (its tree node tn): lib/agg decides, and what it sends
+ * goes out at once. */
+static void engine_input(struct sim *s, struct sim_switch *sw, struct ina_tn *tn, struct sim_pkt *p)
 {
 	struct sim_ina *a = ina_of(s);
 	uint32_t b = p->psn;
 	struct ina_buf *ib = buf_at(a, b);
-	struct ina_tn *tn = lost(s) ? NULL : tn_at(a, sw->n.id - s->nhosts, ib->job);
-	if (!tn) {
-		buf_free(a, b);
-		sim_pkt_free(s, p);
-		return;
-	}
 	struct ina_job *j = &a->jobs[ib->job];
 	uint32_t W = s->cfg.ina_job_slots;
 	struct wire_pkt wp;
@@ -508,4 +519,49 @@ void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		a->pkts++;
 		switch_send(s, sw, out, q);
 	}
+}
+
+static void engine_done_ev(struct sim *s, struct sim_event *ev)
+{
+	struct sim_pkt *p = SIM_CONTAINER_OF(ev, struct sim_pkt, ev);
+	struct sim_switch *sw = sim_node_sw(p->rx_port->node);
+	struct sim_ina *a = ina_of(s);
+	uint32_t x = sw->n.id - s->nhosts;
+	a->eng_backlog[x] -= p->size_bytes;
+	engine_input(s, sw, tn_at(a, x, buf_at(a, p->psn)->job), p);
+}
+
+/* An INA packet reaches a switch. Its engine is one FIFO server: an input waits for the inputs
+ * ahead of it, takes switch_ns_per_pkt, and its outputs leave switch_latency_ns later. The
+ * backlog shares the lossy admission limit of a port (switch.buffer_bytes): an engine slower
+ * than its links drops instead of queueing without bound, as a switch's ingress would. */
+void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
+{
+	struct sim_ina *a = ina_of(s);
+	uint32_t b = p->psn, x = sw->n.id - s->nhosts;
+	struct ina_tn *tn = lost(s) ? NULL : tn_at(a, x, buf_at(a, b)->job);
+	if (tn && a->eng_backlog && a->eng_backlog[x] + p->size_bytes > s->cfg.buffer_bytes) {
+		sw->drops_queue++;
+		a->drops_queue++;
+		a->eng_drops++;
+		tn = NULL;
+	}
+	if (!tn) {
+		buf_free(a, b);
+		sim_pkt_free(s, p);
+		return;
+	}
+	if (!a->eng_backlog) { /* an ideal engine: no service time, no latency */
+		engine_input(s, sw, tn, p);
+		return;
+	}
+	sim_time_ps start = a->eng_free[x] > s->now ? a->eng_free[x] : s->now;
+	a->eng_free[x] = start + a->eng_ps;
+	a->eng_busy[x] += a->eng_ps;
+	a->eng_pkts++;
+	a->eng_backlog[x] += p->size_bytes;
+	if (a->eng_backlog[x] > a->eng_max_backlog)
+		a->eng_max_backlog = a->eng_backlog[x];
+	sim_ev_init(&p->ev, engine_done_ev);
+	sim_schedule_fixed(s, &p->ev, a->eng_free[x] + a->eng_lat_ps);
 }

@@ -54,8 +54,13 @@ struct ina_job {
 	sim_time_ps start_ps, finish_ps, bound_ps;
 	struct sim_event start_ev;
 	uint64_t results_ok, results_bad, dups, retx, timeouts;
-	/* ring */
-	uint32_t flow0, steps;   /* objects flow0 + 2*rank + (step & 1) */
+	/* host algorithms: ring (reused flow objects) or a schedule of one-shot transfers */
+	int algo;                /* enum sim_ina_mode: RING, HRING, DBTREE (INC: inc = true) */
+	uint32_t nobj;           /* flows flow0 .. flow0 + nobj - 1 belong to the job */
+	uint32_t *dep_left;      /* schedule: per transfer, transfers it still waits for */
+	uint32_t *succ_off, *succ; /* schedule: transfers waiting for transfer t (CSR) */
+	uint32_t recv_count;
+	uint32_t flow0, steps;   /* ring: objects flow0 + 2*rank + (step & 1) */
 	uint32_t *next_step, *recvd, *obj_step; /* per rank; obj_step per object */
 	uint32_t ranks_done;
 };
@@ -90,6 +95,12 @@ struct sim_ina {
 	uint64_t verdicts[AGG_VERDICT_COUNT];
 	uint64_t lost_pkts, drops_queue, pkts;
 	uint64_t nack_resends;
+	/* switch engines: one server per switch, FIFO, switch_ns_per_pkt per input */
+	sim_time_ps eng_ps, eng_lat_ps;
+	sim_time_ps *eng_free;   /* per switch: when its engine takes the next input */
+	sim_time_ps *eng_busy;   /* per switch: total service time */
+	uint64_t *eng_backlog;   /* per switch: bytes waiting for or in the engine */
+	uint64_t eng_pkts, eng_drops, eng_max_backlog;
 };
 
 static inline struct sim_ina *ina_of(const struct sim *s)
@@ -123,5 +134,7 @@ void sim_ina_flow_recv_done(struct sim *s, struct sim_flow *f);
 void sim_ina_flow_done(struct sim *s, struct sim_flow *f);
 void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
 void sim_ina_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
+/* sim_ina_jobs.c */
+const char *sim_ina_algo_name(int algo);
 
 #endif

@@ -279,11 +279,217 @@ static int job_setup_inc(struct sim *s, struct ina_job *j)
 	return 0;
 }
 
+/* ---- host algorithms as schedules of transfers -------------------------------------------
+ * A schedule is a list of one-shot transfers (a flow each, rank to rank) and "t waits for u"
+ * edges: a transfer starts once every transfer it waits for has been received. The job is done
+ * when every transfer has been received. Built once at set-up; the flows are never reused. */
+struct sched {
+	struct sim *s;
+	struct ina_job *j;
+	uint32_t *last_rx;       /* per rank: the last transfer it received so far (INA_NONE) */
+	uint32_t (*edge)[2];     /* (before, after) */
+	uint32_t nedge, capedge;
+	int rc;
+};
+
+static uint32_t sched_add(struct sched *sc, uint32_t from, uint32_t to, uint64_t bytes)
+{
+	struct ina_job *j = sc->j;
+	if (sc->rc)
+		return INA_NONE;
+	struct sim_flow *f = sim_flow_new(sc->s, j->hosts[from], j->hosts[to], bytes ? bytes : 1, 0, 0);
+	if (!f) {
+		sc->rc = -ENOMEM;
+		return INA_NONE;
+	}
+	f->trig_start = INA_RING_TRIG;
+	return j->nobj++;
+}
+
+static void sched_wait(struct sched *sc, uint32_t before, uint32_t after)
+{
+	if (sc->rc || before == INA_NONE || after == INA_NONE)
+		return;
+	if (sc->nedge == sc->capedge) {
+		uint32_t cap = sc->capedge ? sc->capedge * 2 : 1024;
+		uint32_t (*v)[2] = realloc(sc->edge, sizeof(*v) * cap);
+		if (!v) {
+			sc->rc = -ENOMEM;
+			return;
+		}
+		sc->edge = v;
+		sc->capedge = cap;
+	}
+	sc->edge[sc->nedge][0] = before;
+	sc->edge[sc->nedge][1] = after;
+	sc->nedge++;
+}
+
+/* Ring phase over ranks m[0 .. k): `steps` steps of `bytes`; m[i] sends to m[i+1] once it has
+ * received the previous step (or, in the first step, whatever it received last before). */
+static void sched_ring(struct sched *sc, const uint32_t *m, uint32_t k, uint32_t steps, uint64_t bytes)
+{
+	uint32_t *t = malloc(sizeof(uint32_t) * (k ? k : 1));
+	if (!t) {
+		sc->rc = -ENOMEM;
+		return;
+	}
+	for (uint32_t st = 0; st < steps && k > 1; st++) {
+		for (uint32_t i = 0; i < k; i++) {
+			t[i] = sched_add(sc, m[i], m[(i + 1) % k], bytes);
+			sched_wait(sc, sc->last_rx[m[i]], t[i]);
+		}
+		for (uint32_t i = 0; i < k; i++)
+			sc->last_rx[m[(i + 1) % k]] = t[i];
+	}
+	free(t);
+}
+
+/* Hierarchical ring: ranks under one edge switch form a group of g; a reduce-scatter ring in
+ * each group (g - 1 steps of S/g), an AllReduce ring across the G groups among the ranks of
+ * equal position (2(G - 1) steps of S/(g G)), an all-gather ring in each group (g - 1 steps of
+ * S/g). Host links carry 2(g-1)/g S + 2(G-1)/(gG) S per rank, and only S/g of it per rank
+ * crosses the tiers above the edge. */
+static int sched_hring(struct sim *s, struct ina_job *j, struct sched *sc)
+{
+	uint32_t n = j->n, g = 0;
+	const struct sim_node *e0 = s->hosts[j->hosts[0]].port.peer->node;
+	while (g < n && s->hosts[j->hosts[g]].port.peer->node == e0)
+		g++;
+	for (uint32_t r = 0; r < n; r++)
+		if (n % g || s->hosts[j->hosts[r]].port.peer->node !=
+				     s->hosts[j->hosts[r - r % g]].port.peer->node) {
+			sim_set_err(s, "ina.mode = hring: every edge switch must hold the same number of "
+				    "consecutive ranks of a job (use placement = contiguous)");
+			return -EINVAL;
+		}
+	uint32_t G = n / g;
+	uint32_t *m = malloc(sizeof(uint32_t) * (g > G ? g : G));
+	if (!m)
+		return -ENOMEM;
+	uint64_t part = (j->size_bytes + g - 1) / g, sub = (part + G - 1) / G;
+	for (uint32_t x = 0; x < G; x++) {
+		for (uint32_t i = 0; i < g; i++)
+			m[i] = x * g + i;
+		sched_ring(sc, m, g, g - 1, part);
+	}
+	for (uint32_t i = 0; i < g; i++) {
+		for (uint32_t x = 0; x < G; x++)
+			m[x] = x * g + i;
+		sched_ring(sc, m, G, 2 * (G - 1), sub);
+	}
+	for (uint32_t x = 0; x < G; x++) {
+		for (uint32_t i = 0; i < g; i++)
+			m[i] = x * g + i;
+		sched_ring(sc, m, g, g - 1, part);
+	}
+	free(m);
+	return 0;
+}
+
+/* Double binary tree (as NCCL): two binary trees, each reducing and broadcasting half of the
+ * buffer, pipelined in pieces of at most 256 KiB. Tree A is the heap over ranks 0..n-1 (the
+ * parent of position i is (i-1)/2), tree B the same over the ranks in reverse order, so a leaf
+ * of one is an inner node of the other. A node sends piece p up once it has received p from
+ * each child; a piece goes down once the node has it complete; each hop sends its pieces in
+ * order (piece p waits for the receipt of p - 1 on the same hop). */
+#define DBT_PIECE_BYTES 262144u
+static int sched_dbtree(struct ina_job *j, struct sched *sc)
+{
+	uint32_t n = j->n;
+	uint64_t half = (j->size_bytes + 1) / 2;
+	uint32_t P = (uint32_t)((half + DBT_PIECE_BYTES - 1) / DBT_PIECE_BYTES);
+	uint64_t piece = (half + P - 1) / P;
+	uint32_t *up = malloc(sizeof(uint32_t) * n), *down = malloc(sizeof(uint32_t) * n);
+	uint32_t *pup = malloc(sizeof(uint32_t) * n), *pdown = malloc(sizeof(uint32_t) * n);
+	if (!up || !down || !pup || !pdown) {
+		free(up), free(down), free(pup), free(pdown);
+		return -ENOMEM;
+	}
+	for (int tree = 0; tree < 2; tree++) {
+#define RANK(pos) (tree ? n - 1 - (pos) : (pos))
+		for (uint32_t i = 0; i < n; i++)
+			pup[i] = pdown[i] = INA_NONE;
+		for (uint32_t p = 0; p < P; p++) {
+			/* up[i]: position i to its parent (children first: positions in reverse) */
+			for (uint32_t i = n; i-- > 1;) {
+				up[i] = sched_add(sc, RANK(i), RANK((i - 1) / 2), piece);
+				for (uint32_t c = 2 * i + 1; c <= 2 * i + 2 && c < n; c++)
+					sched_wait(sc, up[c], up[i]);
+				sched_wait(sc, pup[i], up[i]);
+				pup[i] = up[i];
+			}
+			/* down[i]: parent of position i to i, once the parent has the piece */
+			for (uint32_t i = 1; i < n; i++) {
+				uint32_t par = (i - 1) / 2;
+				down[i] = sched_add(sc, RANK(par), RANK(i), piece);
+				if (par == 0) {
+					for (uint32_t c = 1; c <= 2 && c < n; c++)
+						sched_wait(sc, up[c], down[i]);
+				} else {
+					sched_wait(sc, down[par], down[i]);
+				}
+				sched_wait(sc, pdown[i], down[i]);
+				pdown[i] = down[i];
+			}
+		}
+#undef RANK
+	}
+	free(up), free(down), free(pup), free(pdown);
+	return sc->rc;
+}
+
+static int job_setup_sched(struct sim *s, struct ina_job *j, int algo)
+{
+	struct sched sc = { .s = s, .j = j };
+	j->algo = algo;
+	j->flow0 = s->nflows;
+	j->nobj = 0;
+	sc.last_rx = malloc(sizeof(uint32_t) * j->n);
+	if (!sc.last_rx)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < j->n; r++)
+		sc.last_rx[r] = INA_NONE;
+	int rc = algo == SIM_INA_HRING ? sched_hring(s, j, &sc) : sched_dbtree(j, &sc);
+	if (!rc)
+		rc = sc.rc;
+	if (!rc) {
+		j->dep_left = calloc(j->nobj ? j->nobj : 1, sizeof(uint32_t));
+		j->succ_off = calloc((size_t)j->nobj + 1, sizeof(uint32_t));
+		j->succ = malloc(sizeof(uint32_t) * (sc.nedge ? sc.nedge : 1));
+		if (!j->dep_left || !j->succ_off || !j->succ)
+			rc = -ENOMEM;
+	}
+	if (!rc) {
+		for (uint32_t e = 0; e < sc.nedge; e++) {
+			j->succ_off[sc.edge[e][0] + 1]++;
+			j->dep_left[sc.edge[e][1]]++;
+		}
+		for (uint32_t t = 0; t < j->nobj; t++)
+			j->succ_off[t + 1] += j->succ_off[t];
+		uint32_t *fill = calloc(j->nobj ? j->nobj : 1, sizeof(uint32_t));
+		if (!fill) {
+			rc = -ENOMEM;
+		} else {
+			for (uint32_t e = 0; e < sc.nedge; e++) {
+				uint32_t b = sc.edge[e][0];
+				j->succ[j->succ_off[b] + fill[b]++] = sc.edge[e][1];
+			}
+			free(fill);
+		}
+	}
+	free(sc.last_rx);
+	free(sc.edge);
+	return rc;
+}
+
 static int job_setup_ring(struct sim *s, struct ina_job *j)
 {
 	uint64_t chunk = (j->size_bytes + j->n - 1) / j->n;
 	j->steps = 2 * (j->n - 1);
 	j->flow0 = s->nflows;
+	j->algo = SIM_INA_RING;
+	j->nobj = 2 * j->n;
 	j->next_step = calloc(j->n, sizeof(uint32_t));
 	j->recvd = calloc(j->n, sizeof(uint32_t));
 	j->obj_step = malloc(2 * sizeof(uint32_t) * j->n);
@@ -319,8 +525,10 @@ static int ina_create(struct sim *s)
 		return -E2BIG;
 	}
 	if (c->ina_job_slots < 1 || c->ina_job_slots > 4096 || c->ina_elems < 1 || c->ina_elems > 1024 ||
-	    c->ina_loss >= 1 || c->ina_rto_us <= 0 || c->ina_rto_us > 1e9 || c->ina_start_us > 1e11) {
-		sim_set_err(s, "ina: need 1 <= job_slots <= 4096, 1 <= elems <= 1024, loss < 1, 0 < rto_us <= 1e9");
+	    c->ina_loss >= 1 || c->ina_rto_us <= 0 || c->ina_rto_us > 1e9 || c->ina_start_us > 1e11 ||
+	    c->ina_switch_ns_per_pkt > 1e9 || c->ina_switch_latency_ns > 1e9) {
+		sim_set_err(s, "ina: need 1 <= job_slots <= 4096, 1 <= elems <= 1024, loss < 1, 0 < rto_us <= 1e9, "
+			    "switch_ns_per_pkt and switch_latency_ns <= 1e9");
 		return -EINVAL;
 	}
 	struct sim_ina *a = calloc(1, sizeof(*a));
@@ -349,6 +557,15 @@ static int ina_create(struct sim *s)
 	}
 	for (uint32_t i = 0; i < s->nsw; i++)
 		a->sw_head[i] = map[i] = INA_NONE;
+	a->eng_ps = sim_time_from_us_f(c->ina_switch_ns_per_pkt / 1000);
+	a->eng_lat_ps = sim_time_from_us_f(c->ina_switch_latency_ns / 1000);
+	if (a->eng_ps || a->eng_lat_ps) {
+		a->eng_free = calloc(s->nsw, sizeof(sim_time_ps));
+		a->eng_busy = calloc(s->nsw, sizeof(sim_time_ps));
+		a->eng_backlog = calloc(s->nsw, sizeof(uint64_t));
+		if (!a->eng_free || !a->eng_busy || !a->eng_backlog)
+			return -ENOMEM;
+	}
 	a->ring_lo = s->nflows;
 	int rc = 0;
 	for (uint32_t x = 0; x < J && !rc; x++) {
@@ -376,7 +593,12 @@ static int ina_create(struct sim *s)
 				fits &= a->sw_used[a->tn[j->tns[i]].sw] + c->ina_job_slots <= c->ina_switch_slots;
 			j->inc = fits;
 		}
-		rc = j->inc ? job_setup_inc(s, j) : job_setup_ring(s, j);
+		if (j->inc)
+			rc = job_setup_inc(s, j);
+		else if (c->ina_mode == SIM_INA_HRING || c->ina_mode == SIM_INA_DBTREE)
+			rc = job_setup_sched(s, j, c->ina_mode);
+		else
+			rc = job_setup_ring(s, j);
 		sim_schedule(s, &j->start_ev, sim_time_from_us_f(c->ina_start_us));
 	}
 	a->ring_hi = s->nflows;
@@ -399,6 +621,9 @@ static void ina_destroy(struct sim *s)
 		free(j->next_step);
 		free(j->recvd);
 		free(j->obj_step);
+		free(j->dep_left);
+		free(j->succ_off);
+		free(j->succ);
 	}
 	for (uint32_t t = 0; t < a->ntn; t++) {
 		agg_tree_destroy(a->tn[t].tree);
@@ -417,8 +642,20 @@ static void ina_destroy(struct sim *s)
 	free(a->member_of_host);
 	free(a->pool);
 	free(a->sends);
+	free(a->eng_free);
+	free(a->eng_busy);
+	free(a->eng_backlog);
 	free(a);
 	s->mod[SIM_MOD_ina] = NULL;
+}
+
+static uint64_t ina_progress(const struct sim *s)
+{
+	const struct sim_ina *a = ina_of(s);
+	uint64_t n = a->ring_completions;
+	for (uint32_t i = 0; i < a->njobs; i++)
+		n += a->jobs[i].results_ok + a->jobs[i].members_done;
+	return n;
 }
 
 static bool ina_run_done(const struct sim *s)
@@ -435,7 +672,7 @@ static void ina_adjust_stats(const struct sim *s, struct sim_stats *st)
 	uint32_t done = 0;
 	for (uint32_t x = 0; x < a->njobs; x++) /* a finished job's flows count as done */
 		if (!a->jobs[x].inc)
-			for (uint32_t o = 0; o < 2 * a->jobs[x].n; o++)
+			for (uint32_t o = 0; o < a->jobs[x].nobj; o++)
 				done += a->jobs[x].finished || s->flows[a->jobs[x].flow0 + o].state == SIM_FLOW_DONE;
 	st->flows_done = (uint32_t)(s->flows_done - a->ring_completions) + done;
 }
@@ -457,6 +694,7 @@ int sim_ina_job_result(const struct sim *s, uint32_t x, struct sim_ina_job_resul
 	r->first_host = j->hosts[0];
 	r->size_bytes = j->size_bytes;
 	r->inc = j->inc;
+	r->algo = j->inc ? SIM_INA_INC : j->algo;
 	r->done = j->finished;
 	r->levels = j->inc ? j->levels : 0;
 	r->tree_switches = j->inc ? j->ntn : 0;
@@ -498,6 +736,12 @@ int sim_ina_get_stats(const struct sim *s, struct sim_ina_stats *st)
 	st->notices = ina_notices(a);
 	st->nack_resends = a->nack_resends;
 	st->jobs_done = a->jobs_done;
+	st->engine_pkts = a->eng_pkts;
+	st->engine_drops = a->eng_drops;
+	st->engine_max_backlog_bytes = a->eng_max_backlog;
+	for (uint32_t i = 0; a->eng_busy && i < s->nsw; i++)
+		if (a->eng_busy[i] > st->engine_busy_max_ps)
+			st->engine_busy_max_ps = a->eng_busy[i];
 	return 0;
 }
 
@@ -515,7 +759,7 @@ static int ina_write_outputs(struct sim *s, const char *dir)
 		sim_ina_job_result(s, x, &r);
 		double t = sim_time_to_us(r.finish_ps - r.start_ps), b = sim_time_to_us(r.bound_ps);
 		fprintf(f, "%u,%s,%u,%u,%llu,%u,%u,%.3f,%.3f,%.3f,%.3f,%.4f,%llu,%llu,%llu,%llu,%llu,%d\n",
-			r.job, r.inc ? "inc" : "ring", r.hosts, r.first_host, (unsigned long long)r.size_bytes,
+			r.job, sim_ina_algo_name(r.algo), r.hosts, r.first_host, (unsigned long long)r.size_bytes,
 			r.levels, r.tree_switches, sim_time_to_us(r.start_ps), sim_time_to_us(r.finish_ps),
 			r.done ? t : 0.0, r.inc ? b : 0.0, r.inc && r.done && b > 0 ? t / b : 0.0,
 			(unsigned long long)r.results_ok, (unsigned long long)r.results_bad,
@@ -538,11 +782,21 @@ static int ina_write_outputs(struct sim *s, const char *dir)
 	return fclose(f) ? -errno : 0;
 }
 
-static const char *const ina_mode_names[] = { "off", "inc", "ring", NULL };
+/* inca-switch's cost per 4 KiB contribution on this machine class: `bench-switch --bytes 4068
+ * --trials 3` (4 members, 1 worker thread, ICRC checked, GSO/GRO) measured a median of 386 k
+ * input packets per daemon CPU-second (366-476 k): 1e9 / 386250 = 2589 ns per packet. */
+#define INA_ENGINE_NS_DEFAULT "2589"
+
+static const char *const ina_mode_names[] = { "off", "inc", "ring", "hring", "dbtree", NULL };
+
+const char *sim_ina_algo_name(int algo)
+{
+	return algo >= 0 && algo <= SIM_INA_DBTREE ? ina_mode_names[algo] : "?";
+}
 static const char *const ina_place_names[] = { "contiguous", "strided", NULL };
 static const char *const ina_dtype_names[] = { "int32", "fp32", NULL };
 static const struct sim_param ina_params[] = {
-	{ "ina", "mode", SIM_P_ENUM, SIM_PARAM_FIELD(ina_mode), "off", ina_mode_names, "off | inc (AllReduce jobs aggregated by lib/agg in switches; jobs without slots run ring) | ring (all jobs ring AllReduce: the baseline)" },
+	{ "ina", "mode", SIM_P_ENUM, SIM_PARAM_FIELD(ina_mode), "off", ina_mode_names, "off | inc (AllReduce jobs aggregated by lib/agg in switches; jobs without slots run ring) | ring (all jobs ring AllReduce: the baseline) | hring (hierarchical ring: rings within and across edge switches) | dbtree (double binary tree, pipelined)" },
 	{ "ina", "jobs", SIM_P_U32, SIM_PARAM_FIELD(ina_jobs), "1", NULL, "concurrent AllReduce jobs (admitted in id order)" },
 	{ "ina", "job_hosts", SIM_P_U32, SIM_PARAM_FIELD(ina_job_hosts), "0", NULL, "ranks per job (0 = hosts / jobs), at most 4096" },
 	{ "ina", "size_bytes", SIM_P_U64, SIM_PARAM_FIELD(ina_size_bytes), "1048576", NULL, "AllReduce buffer per rank (chunks of host.mtu_bytes)" },
@@ -554,6 +808,8 @@ static const struct sim_param ina_params[] = {
 	{ "ina", "loss", SIM_P_DBL, SIM_PARAM_FIELD(ina_loss), "0", NULL, "probability that an INA packet is lost on each link" },
 	{ "ina", "rto_us", SIM_P_DBL, SIM_PARAM_FIELD(ina_rto_us), "100", NULL, "member retransmission timeout per chunk, from its estimated departure (doubles per retry, at most 8x)" },
 	{ "ina", "start_us", SIM_P_DBL, SIM_PARAM_FIELD(ina_start_us), "0", NULL, "start time of every job" },
+	{ "ina", "switch_ns_per_pkt", SIM_P_DBL, SIM_PARAM_FIELD(ina_switch_ns_per_pkt), INA_ENGINE_NS_DEFAULT, NULL, "aggregation engine service time per input packet, one FIFO engine per switch (default: inca-switch measured by bench-switch at 4 KiB, docs/sim.md)" },
+	{ "ina", "switch_latency_ns", SIM_P_DBL, SIM_PARAM_FIELD(ina_switch_latency_ns), "1000", NULL, "engine pipeline latency added to each input's service" },
 };
 
 static bool ina_enabled(const struct sim_config *c)
@@ -575,6 +831,7 @@ const struct sim_module_ops sim_ina_ops = {
 	.flow_recv_done = sim_ina_flow_recv_done,
 	.flow_done = sim_ina_flow_done,
 	.run_done = ina_run_done,
+	.progress = ina_progress,
 	.adjust_stats = ina_adjust_stats,
 	.write_outputs = ina_write_outputs,
 };

@@ -142,7 +142,7 @@ struct sim_port {
 struct sim_rgroup {          /* hosts [lo, hi) leave through one of ports[off .. off+n) */
 	uint32_t lo, hi, off;
 	uint16_t n;
-	uint16_t rr;             /* unused; drawn at build (keeps the switch RNG streams as they were) */
+	uint16_t rr;             /* spray: next port (round robin), random start drawn at build */
 };
 
 struct sim_flowlet {
@@ -277,6 +277,14 @@ struct sim {
 
 	/* counters not kept per port/flow */
 	uint64_t data_pkts, retx_pkts, timeouts, nacks, acks, cnps, ecn_marks, pfc_pauses;
+	uint64_t rx_new_pkts;    /* data packets received for the first time (progress) */
+	uint32_t flows_started;
+
+	/* progress watchdog (sim.c): checked when events reach wd_next or time reaches wd_time */
+	uint64_t wd_next, wd_every, wd_progress;
+	sim_time_ps wd_time, wd_idle_ps, wd_now, wd_progress_ps;
+	bool stalled;            /* the watchdog stopped the run; the diagnosis is in stall */
+	char stall[768];
 
 	/* model modules (sim_module.h): with none enabled the core runs alone */
 	void *mod[SIM_MOD_COUNT]; /* each module's state, NULL while it is off */
@@ -289,7 +297,7 @@ struct sim {
 	FILE *ts;
 	struct sim_event ts_ev;
 	sim_time_ps ts_interval_ps;
-	char err[256];
+	char err[512];
 };
 
 /* sim.c */
@@ -301,7 +309,11 @@ void sim_schedule(struct sim *s, struct sim_event *ev, sim_time_ps t);
 void sim_schedule_fixed(struct sim *s, struct sim_event *ev, sim_time_ps t);
 void sim_cancel(struct sim *s, struct sim_event *ev);
 void sim_rng_init(const struct sim *s, struct util_rng *r, uint32_t domain, uint32_t id);
-uint64_t sim_mix64(uint64_t x);
+/* The simulator's stateless 64-bit hash (splitmix64, lib/util). */
+static inline uint64_t sim_mix64(uint64_t x)
+{
+	return util_hash64(x);
+}
 struct sim_flow *sim_flow_new(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
 			      sim_time_ps start_ps, uint32_t user_id);
 
@@ -318,7 +330,7 @@ struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst);
 
 /* sim_net.c */
 extern const struct sim_route_ops sim_route_ecmp, sim_route_spray, sim_route_adaptive,
-	sim_route_flowlet, sim_route_spray_random;
+	sim_route_flowlet, sim_route_spray_random, sim_route_spray_ideal;
 #define SIM_SPRAY_TABLE 8192
 void sim_port_init(struct sim_port *p);
 void sim_port_kick(struct sim *s, struct sim_port *p);
@@ -343,7 +355,7 @@ int sim_workload_build(struct sim *s);
 /* htsim connection matrix: parse file into flows and triggers of s. */
 int sim_cmatrix_load(struct sim *s, const char *path);
 int sim_cmatrix_parse(struct sim *s, FILE *f, const char *name);
-uint32_t sim_cmatrix_nodes(const char *path);
+uint64_t sim_cmatrix_nodes(const char *path);
 void sim_trigger_activate(struct sim *s, uint32_t trig_id);
 struct sim_trigger *sim_trigger_get(struct sim *s, uint32_t id, bool create);
 

@@ -152,6 +152,15 @@ void sim_modules_flow_done(struct sim *s, struct sim_flow *f)
 			m->flow_done(s, f);
 }
 
+uint64_t sim_modules_progress(const struct sim *s)
+{
+	uint64_t n = 0;
+	EACH_ON(s, m)
+		if (m->progress)
+			n += m->progress(s);
+	return n;
+}
+
 void sim_modules_adjust_stats(const struct sim *s, struct sim_stats *st)
 {
 	EACH_ON(s, m)

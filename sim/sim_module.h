@@ -117,6 +117,10 @@ struct sim_module_ops {
 	/* Loss probability of the link `port` transmits on (sim_module_port_loss). */
 	double (*port_loss)(const struct sim *s, const struct sim_port *port);
 
+	/* A count that grows whenever the module's own traffic gets somewhere (results
+	 * delivered...): the progress watchdog (sim.c) adds it to the transport's. */
+	uint64_t (*progress)(const struct sim *s);
+
 	/* Results: adjust the core's figures (sim_get_stats), write the module's files into dir
 	 * (sim_write_outputs; returns 0 or -errno). */
 	void (*adjust_stats)(const struct sim *s, struct sim_stats *st);
@@ -155,6 +159,7 @@ void sim_modules_rate_cut(struct sim *s, struct sim_flow *f);
 void sim_modules_flow_recv_done(struct sim *s, struct sim_flow *f);
 void sim_modules_flow_done(struct sim *s, struct sim_flow *f);
 void sim_modules_adjust_stats(const struct sim *s, struct sim_stats *st);
+uint64_t sim_modules_progress(const struct sim *s);
 int sim_modules_write_outputs(struct sim *s, const char *dir);
 
 /* Called by modules, about other modules. */

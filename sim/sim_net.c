@@ -324,8 +324,21 @@ static uint16_t ecmp_select(struct sim *s, struct sim_switch *sw, const struct s
 	return (uint16_t)(flow_hash(sw, p) % n);
 }
 
-/* Per-packet spraying ("spray"). Each flow deals its packets over the n equal-cost ports of a
- * switch in rounds: within a round every port gets exactly one packet, always in the same
+/* Per-packet round robin ("spray"), what spraying switches do: each route group of a switch
+ * (the hosts reached through one set of equal-cost ports) deals its next packet, whatever its
+ * flow, to the next port. Flows interleave at every switch, so one flow's packets are split
+ * evenly only on average and the queues its packets meet vary from window to window: the
+ * queueing a real sprayed fabric shows, which the idealised splitter below removes. */
+static uint16_t spray_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+			     struct sim_rgroup *g, const uint16_t *cand, unsigned n)
+{
+	uint16_t i = (uint16_t)(g->rr % n);
+	g->rr = (uint16_t)(i + 1u == n ? 0u : i + 1u);
+	return i;
+}
+
+/* Idealised spraying ("spray_ideal"): a bound, not a switch. Each flow deals its packets over
+ * the n equal-cost ports of a switch in rounds: within a round every port gets exactly one packet, always in the same
  * rotation, starting at an offset drawn from a hash of the flow and the switch's salt. No
  * per-flow state: the packet carries a counter (its emission number at the sender). A switch
  * with n choices uses counter mod n to pick the port and passes counter / n on, so the packets
@@ -337,7 +350,7 @@ static uint16_t ecmp_select(struct sim *s, struct sim_switch *sw, const struct s
  * within 4.5% of ideal for every flow; a random port per packet ("spray_random") is ~20% off,
  * a per-flow table with a fresh random offset per round ~6% (its queues are random walks
  * within each round, and flows colliding in the table share a round). */
-static uint16_t spray_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
+static uint16_t spray_ideal_select(struct sim *s, struct sim_switch *sw, const struct sim_pkt *p,
 			     struct sim_rgroup *g, const uint16_t *cand, unsigned n)
 {
 	struct sim_pkt *q = (struct sim_pkt *)p; /* the counter is consumed hop by hop */
@@ -416,6 +429,7 @@ static uint16_t flowlet_select(struct sim *s, struct sim_switch *sw, const struc
 
 const struct sim_route_ops sim_route_ecmp = { "ecmp", ecmp_select };
 const struct sim_route_ops sim_route_spray = { "spray", spray_select };
+const struct sim_route_ops sim_route_spray_ideal = { "spray_ideal", spray_ideal_select };
 const struct sim_route_ops sim_route_adaptive = { "adaptive", adaptive_select };
 const struct sim_route_ops sim_route_flowlet = { "flowlet", flowlet_select };
 const struct sim_route_ops sim_route_spray_random = { "spray_random", spray_random_select };

@@ -77,16 +77,16 @@ static void check_credit(const char *name, const struct run *r, uint64_t window,
 	       (unsigned long long)r->os.max_queue_bytes, (unsigned long long)window,
 	       (unsigned long long)r->os.max_reserved_bytes, (unsigned long long)r->os.reorder_pkts,
 	       (unsigned long long)r->os.credit_rejs, (unsigned long long)r->os.credit_reqs, r->max_fct_us);
-	CHECK_EQ_U(r->st.flows_done, r->st.flows);
-	CHECK_EQ_U(r->st.drops_total, 0);
-	CHECK_EQ_U(r->st.retx_pkts, 0);
+	CHECK_EQ(r->st.flows_done, r->st.flows);
+	CHECK_EQ(r->st.drops_total, 0);
+	CHECK_EQ(r->st.retx_pkts, 0);
 	CHECK(r->os.max_queue_bytes <= window);
 	CHECK(r->os.max_reserved_bytes <= window);
 	CHECK(r->os.max_reserved_bytes > 0);
-	CHECK_EQ_U(r->os.inorder_violations, 0);
-	CHECK_EQ_U(r->os.orig_pkts_delivered, npkts);
+	CHECK_EQ(r->os.inorder_violations, 0);
+	CHECK_EQ(r->os.orig_pkts_delivered, npkts);
 	CHECK(r->os.credit_acks > 0);
-	CHECK_EQ_U(r->os.reserved_now_bytes, 0); /* every reservation was returned */
+	CHECK_EQ(r->os.reserved_now_bytes, 0); /* every reservation was returned */
 }
 
 int main(void)
@@ -108,7 +108,7 @@ int main(void)
 	printf("incast spray (no credits): drops %llu, max queue %llu\n",
 	       (unsigned long long)a.st.drops_total, (unsigned long long)a.os.max_queue_bytes);
 	CHECK(a.st.drops_total > 0);
-	CHECK_EQ_U(a.os.inorder_violations, 0);
+	CHECK_EQ(a.os.inorder_violations, 0);
 	free(a.fct);
 
 	/* Permutation on a 4x4 leaf-spine: spraying reorders, the egress restores order. */
@@ -143,15 +143,15 @@ int main(void)
 		       "lost at the dead link %llu\n", modes[m], fail, notify - fail, last - fail,
 		       (unsigned long long)a.os.late_stale_sends, a.max_fct_us, a.max_fct_us / b.max_fct_us,
 		       (unsigned long long)a.fs.drops_down);
-		CHECK_EQ_U(a.st.flows_done, a.st.flows);
+		CHECK_EQ(a.st.flows_done, a.st.flows);
 		CHECK(fail > 99.9 && fail < 100.1);
 		CHECK(notify > fail);
 		CHECK(notify - fail <= 15);      /* detect 1 us + report flooding / TM round trip */
 		CHECK(last <= notify);           /* flows moved within the notification latency */
-		CHECK_EQ_U(a.os.late_stale_sends, 0);
+		CHECK_EQ(a.os.late_stale_sends, 0);
 		CHECK(a.max_fct_us <= 1.15 * b.max_fct_us);
-		CHECK_EQ_U(a.os.reserved_now_bytes, 0); /* no credit leaked by the failure */
-		CHECK_EQ_U(a.os.inorder_violations, 0);
+		CHECK_EQ(a.os.reserved_now_bytes, 0); /* no credit leaked by the failure */
+		CHECK_EQ(a.os.inorder_violations, 0);
 		CHECK(a.os.max_queue_bytes <= 262144);
 		free(a.fct);
 	}
@@ -180,7 +180,7 @@ int main(void)
 		}
 		printf("spray + slow reconvergence (1 ms): max FCT %.1f us, lost %llu, reroute at %.1f us\n",
 		       mx, (unsigned long long)fs.drops_down, sim_time_to_us(fs.last_reroute_ps));
-		CHECK_EQ_U(fs.reroutes, 1);
+		CHECK_EQ(fs.reroutes, 1);
 		CHECK(mx > 1.5 * b.max_fct_us);
 		sim_destroy(s);
 	}
@@ -200,16 +200,16 @@ int main(void)
 	       (unsigned long long)a.os.frag_pkts, (unsigned long long)a.os.reorder_pkts, a.max_fct_us);
 	check_credit("cells fragmentation", &a, 262144, a.npkts);
 	CHECK(a.bytes_once);
-	CHECK_EQ_U(a.os.cells_sent, a.cut_cells);
-	CHECK_EQ_U(a.os.frag_pkts, a.frag_expect);
-	CHECK_EQ_U(a.os.frag_pkts, a.npkts); /* 9064 > 1024: every packet, the short last ones too */
-	CHECK_EQ_U(a.os.agg_cells, 0);
-	CHECK_EQ_U(a.os.orig_pkts_sent, a.npkts);
-	CHECK_EQ_U(a.os.cell_payload_bytes, a.stream_bytes);
-	CHECK_EQ_U(a.os.cell_wire_bytes, a.stream_bytes + 32 * a.os.cells_sent);
+	CHECK_EQ(a.os.cells_sent, a.cut_cells);
+	CHECK_EQ(a.os.frag_pkts, a.frag_expect);
+	CHECK_EQ(a.os.frag_pkts, a.npkts); /* 9064 > 1024: every packet, the short last ones too */
+	CHECK_EQ(a.os.agg_cells, 0);
+	CHECK_EQ(a.os.orig_pkts_sent, a.npkts);
+	CHECK_EQ(a.os.cell_payload_bytes, a.stream_bytes);
+	CHECK_EQ(a.os.cell_wire_bytes, a.stream_bytes + 32 * a.os.cells_sent);
 	CHECK(a.os.reorder_pkts > 0);
-	CHECK_EQ_U(a.os.cell_skips, 0);
-	CHECK_EQ_U(a.os.orig_discarded, 0);
+	CHECK_EQ(a.os.cell_skips, 0);
+	CHECK_EQ(a.os.orig_discarded, 0);
 	free(a.fct);
 
 	/* The same with aggregation: cells are filled across packet boundaries, so fewer cells
@@ -228,8 +228,8 @@ int main(void)
 	CHECK(b.os.cells_sent >= b.min_cells);
 	CHECK(b.os.cells_sent < b.cut_cells);
 	CHECK(b.os.agg_cells > 0);
-	CHECK_EQ_U(b.os.cell_payload_bytes, b.stream_bytes);
-	CHECK_EQ_U(b.os.cell_wire_bytes, (1024 + 32) * b.os.cells_sent); /* padded */
+	CHECK_EQ(b.os.cell_payload_bytes, b.stream_bytes);
+	CHECK_EQ(b.os.cell_wire_bytes, (1024 + 32) * b.os.cells_sent); /* padded */
 	free(b.fct);
 
 	/* Aggregation of small packets (200 B payload, 264 B on the wire) into 4096-byte cells:
@@ -242,14 +242,14 @@ int main(void)
 	       "%.2f packets per cell, reordered %llu\n", (unsigned long long)a.npkts,
 	       (unsigned long long)a.os.cells_sent, (unsigned long long)a.min_cells,
 	       (double)a.npkts / (double)a.os.cells_sent, (unsigned long long)a.os.reorder_pkts);
-	CHECK_EQ_U(a.st.flows_done, a.st.flows);
+	CHECK_EQ(a.st.flows_done, a.st.flows);
 	CHECK(a.bytes_once);
-	CHECK_EQ_U(a.os.cells_sent, a.min_cells);
-	CHECK_EQ_U(a.os.agg_cells, a.os.cells_sent);
+	CHECK_EQ(a.os.cells_sent, a.min_cells);
+	CHECK_EQ(a.os.agg_cells, a.os.cells_sent);
 	CHECK(a.os.reorder_pkts > 0);
-	CHECK_EQ_U(a.os.orig_pkts_delivered, a.npkts);
-	CHECK_EQ_U(a.os.inorder_violations, 0);
-	CHECK_EQ_U(a.st.retx_pkts, 0);
+	CHECK_EQ(a.os.orig_pkts_delivered, a.npkts);
+	CHECK_EQ(a.os.inorder_violations, 0);
+	CHECK_EQ(a.st.retx_pkts, 0);
 	free(a.fct);
 
 	/* Aggregation with credits under incast (15 -> 1, lossy): no drop, queues within the
@@ -278,12 +278,12 @@ int main(void)
 	printf("cells, failure: %llu cells lost and skipped, %llu packets discarded incomplete, "
 	       "retransmitted %llu, max FCT %.1f us\n", (unsigned long long)a.os.cell_skips,
 	       (unsigned long long)a.os.orig_discarded, (unsigned long long)a.st.retx_pkts, a.max_fct_us);
-	CHECK_EQ_U(a.st.flows_done, a.st.flows);
+	CHECK_EQ(a.st.flows_done, a.st.flows);
 	CHECK(a.bytes_once);
 	CHECK(a.os.cell_skips > 0);
-	CHECK_EQ_U(a.os.inorder_violations, 0);
-	CHECK_EQ_U(a.os.orig_pkts_delivered, a.npkts);
-	CHECK_EQ_U(a.os.reserved_now_bytes, 0);
+	CHECK_EQ(a.os.inorder_violations, 0);
+	CHECK_EQ(a.os.orig_pkts_delivered, a.npkts);
+	CHECK_EQ(a.os.reserved_now_bytes, 0);
 	{ /* recovery is not much slower than with one packet per unit: lost cells are found
 	   * together (every hole older than the check), not one check period each */
 		const char *kv[16];
@@ -308,9 +308,9 @@ int main(void)
 	run(det, &b);
 	CHECK(a.fct_len == b.fct_len && !memcmp(a.fct, b.fct, a.fct_len));
 	CHECK(!memcmp(&a.os, &b.os, sizeof(a.os)));
-	CHECK_EQ_U(a.os.reserved_now_bytes, 0);
-	CHECK_EQ_U(a.st.flows_done, a.st.flows);
-	CHECK_EQ_U(a.st.events, b.st.events);
+	CHECK_EQ(a.os.reserved_now_bytes, 0);
+	CHECK_EQ(a.st.flows_done, a.st.flows);
+	CHECK_EQ(a.st.events, b.st.events);
 	free(a.fct);
 	free(b.fct);
 	/* ... with cells (fragmentation and aggregation) and losses too. */
@@ -323,8 +323,8 @@ int main(void)
 	run(cdet, &b);
 	CHECK(a.fct_len == b.fct_len && !memcmp(a.fct, b.fct, a.fct_len));
 	CHECK(!memcmp(&a.os, &b.os, sizeof(a.os)));
-	CHECK_EQ_U(a.st.events, b.st.events);
-	CHECK_EQ_U(a.st.flows_done, a.st.flows);
+	CHECK_EQ(a.st.events, b.st.events);
+	CHECK_EQ(a.st.flows_done, a.st.flows);
 	CHECK(a.bytes_once);
 	CHECK(a.os.agg_cells > 0 && a.os.frag_pkts > 0);
 	free(a.fct);

@@ -51,8 +51,11 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 #define SWNAME(j, ...) snprintf((*names)[j], 32, __VA_ARGS__)
 	if (c->topo == SIM_TOPO_FATTREE) {
 		uint32_t k = c->k, half = k / 2;
-		if (k < 2 || k % 2 || k > 256)
+		if (k < 2 || k % 2 || k > 256) {
+			snprintf(s->err, sizeof(s->err), "topology.k = %u: a fat tree needs an even k "
+				 "between 2 and 256 (k pods of k/2 ToRs and k/2 aggregation switches)", k);
 			return -EINVAL;
+		}
 		uint32_t hp = c->hosts_per_tor ? c->hosts_per_tor : ratio_hosts(c->tier1_gbps, half, c->host_gbps);
 		uint32_t ntor = k * half, nagg = k * half, ncore = half * half;
 		if (too_big((uint64_t)ntor * hp, (uint64_t)ntor + nagg + ncore, (uint64_t)ntor * hp + 2ull * k * half * half, hp + half))
@@ -79,8 +82,10 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 		s->oversub = (double)hp * c->host_gbps / (half * c->tier1_gbps);
 	} else if (c->topo == SIM_TOPO_LEAFSPINE) {
 		uint32_t T = c->tors, Sp = c->spines, P = c->parallel_links ? c->parallel_links : 1;
-		if (!T || !Sp)
+		if (!T || !Sp) {
+			sim_set_err(s, "topology.tors and topology.spines must be at least 1");
 			return -EINVAL;
+		}
 		if (too_big(0, (uint64_t)T + Sp, (uint64_t)T * Sp * P, (uint64_t)Sp * P))
 			return -E2BIG;
 		uint32_t hp = c->hosts_per_tor ? c->hosts_per_tor : ratio_hosts(c->tier1_gbps, Sp * P, c->host_gbps);
@@ -111,8 +116,11 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 		 * H-1-1 -> H-n-1 example). */
 		uint32_t n = c->racks, b = c->l1_per_rack, cc = c->l2_per_rack;
 		uint32_t m = c->switching_racks, d = c->l3_per_srack, e = c->l4_per_srack;
-		if (!n || !b || !cc || !m || !d || !e)
+		if (!n || !b || !cc || !m || !d || !e) {
+			sim_set_err(s, "lyu4: topology.racks, l1_per_rack, l2_per_rack, switching_racks, "
+				    "l3_per_srack and l4_per_srack must all be at least 1");
 			return -EINVAL;
+		}
 		if (too_big(0, (uint64_t)n * (b + cc) + (uint64_t)m * (d + e), (uint64_t)n * b * cc +
 			    (uint64_t)n * cc * m + (uint64_t)m * d * e, (uint64_t)b + cc + m + d + e + n))
 			return -E2BIG;
@@ -355,8 +363,10 @@ int sim_topo_build(struct sim *s)
 		}
 	rc = gen_topology(s, &l, &H, &S, &tier, &names);
 	if (rc) {
-		sim_set_err(s, rc == -E2BIG ? "topology too large (over 16 M hosts, 64 M links or 65535 ports per switch)"
-			    : "bad topology parameters");
+		if (rc == -E2BIG)
+			sim_set_err(s, "topology too large (over 16 M hosts, 64 M links or 65535 ports per switch)");
+		else if (!s->err[0])
+			sim_set_err(s, rc == -ENOMEM ? "out of memory building the topology" : "bad topology parameters");
 		goto out;
 	}
 	s->nhosts = H;

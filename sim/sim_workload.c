@@ -165,7 +165,15 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 			uint64_t v;
 			if (nt < 2 || parse_u64(tok[1], &v))
 				CM_ERR("%s:%u: bad header line", name, lineno);
-			if (tok[0][0] == 'N') nodes = v;
+			if (tok[0][0] == 'N') {
+				/* htsim builds its topology from Nodes; here the topology is configured,
+				 * so the two must agree (topology.k = 0 sizes a fat tree from Nodes). */
+				if (v != s->nhosts)
+					CM_ERR("%s:%u: Nodes %llu does not match the topology (%u hosts); with "
+					       "topology.type = fattree, topology.k = 0 sizes the tree from Nodes",
+					       name, lineno, (unsigned long long)v, s->nhosts);
+				nodes = v;
+			}
 			else if (tok[0][0] == 'C') { nconns = v; hdr_conns = true; }
 			else if (tok[0][0] == 'T') { ntrigs = v; hdr_trigs = true; }
 			else { nfail = v; hdr_fail = true; }
@@ -335,6 +343,8 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 			CM_ERR("%s:%u: unknown line starting '%s'", name, lineno, tok[0]);
 		}
 	}
+	if (conns_seen == 0)
+		CM_ERR("%s: no connections (an empty run would prove nothing)", name);
 	if (hdr_conns && conns_seen != nconns)
 		CM_ERR("%s: header says %llu connections, file has %u", name, (unsigned long long)nconns, conns_seen);
 	if (hdr_trigs && trigs_seen != ntrigs)
@@ -388,18 +398,23 @@ int sim_cmatrix_load(struct sim *s, const char *path)
 	return rc;
 }
 
-/* "Nodes N" of a connection matrix (0 if absent/unreadable): used to size a fat tree. */
-uint32_t sim_cmatrix_nodes(const char *path)
+/* "Nodes N" of a connection matrix (0 if absent/unreadable, UINT64_MAX if out of range): used
+ * to size a fat tree. */
+uint64_t sim_cmatrix_nodes(const char *path)
 {
 	FILE *f = fopen(path, "r");
 	char buf[256];
-	uint32_t n = 0;
+	uint64_t n = 0;
 	if (!f)
 		return 0;
 	while (fgets(buf, sizeof(buf), f)) {
-		unsigned v;
-		if (sscanf(buf, " Nodes %u", &v) == 1) {
-			n = v;
+		char *p = buf, *end;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!strncmp(p, "Nodes", 5) && (p[5] == ' ' || p[5] == '\t')) {
+			errno = 0;
+			unsigned long long v = strtoull(p + 5, &end, 10);
+			n = errno || end == p + 5 ? UINT64_MAX : v;
 			break;
 		}
 		if (strstr(buf, "->"))
@@ -416,9 +431,25 @@ int sim_workload_build(struct sim *s)
 	uint32_t n = c->wl_hosts && c->wl_hosts <= s->nhosts ? c->wl_hosts : s->nhosts;
 	sim_time_ps t0 = sim_time_from_us_f(c->start_us);
 	uint64_t S = c->size_bytes;
+	static const char *const wl_name[] = { "permutation", "incast", "alltoall", "allreduce" };
 	if (c->wl_hosts > s->nhosts) {
-		sim_set_err(s, "workload.hosts exceeds the hosts of the topology");
+		snprintf(s->err, sizeof(s->err), "workload.hosts = %u exceeds the %u hosts of the topology",
+			 c->wl_hosts, s->nhosts);
 		return -EINVAL;
+	}
+	if (c->workload <= SIM_WL_ALLREDUCE) {
+		/* Generated flows: the same checks as sim_flow_new, with a reason. */
+		uint64_t flow = c->workload == SIM_WL_ALLREDUCE ? (S + n - 1) / (n ? n : 1) : S;
+		if (S == 0 || flow > SIM_FLOW_MAX_BYTES || (flow - 1) / c->mtu_bytes >= (1u << 31)) {
+			snprintf(s->err, sizeof(s->err), "workload.size_bytes = %llu: flows must have 1 byte "
+				 "to 1 TB and at most 2^31 packets", (unsigned long long)S);
+			return -EINVAL;
+		}
+		if (n < 2) {
+			snprintf(s->err, sizeof(s->err), "workload.hosts = %u: %s needs at least 2 hosts",
+				 n, wl_name[c->workload]);
+			return -EINVAL;
+		}
 	}
 	switch (c->workload) {
 	case SIM_WL_NONE:

@@ -10,21 +10,13 @@
 
 #include "agg/agg.h"
 #include "agg/agg_ref.h"
-
-#define GOLDEN 0x9E3779B97F4A7C15ull
-
-static inline uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
+#include "util/util.h"
 
 /* Per call: one full mix of (seed, iter); per element one more; per rank a cheap remix, so
  * computing all n ranks' values for verification costs little more than one hash. */
 static inline uint64_t elem_hash(uint64_t base, size_t i)
 {
-	return mix64(base + (uint64_t)i * GOLDEN);
+	return util_mix64(base + (uint64_t)i * UTIL_GOLDEN64);
 }
 
 static inline uint64_t rank_bits(uint64_t h, int rank)
@@ -38,7 +30,7 @@ static inline uint64_t rank_bits(uint64_t h, int rank)
 
 static uint64_t spec_base(const struct check_spec *s)
 {
-	return mix64(s->seed * 0x2545F4914F6CDD1Dull + s->iter * 0x9E6C63D0676A9A99ull +
+	return util_mix64(s->seed * 0x2545F4914F6CDD1Dull + s->iter * 0x9E6C63D0676A9A99ull +
 		     (uint64_t)s->dt * 131 + (uint64_t)s->op * 17 + (uint64_t)s->mode);
 }
 
@@ -365,7 +357,7 @@ void check_format(enum inca_dtype dt, const void *buf, size_t index, char *out, 
 
 static uint64_t block_base(uint64_t seed, uint64_t iter, int src, int dst)
 {
-	return mix64(seed * 0x2545F4914F6CDD1Dull + iter * 0x9E6C63D0676A9A99ull +
+	return util_mix64(seed * 0x2545F4914F6CDD1Dull + iter * 0x9E6C63D0676A9A99ull +
 		     (uint64_t)(src + 1) * 0xD1B54A32D192ED03ull +
 		     (uint64_t)(dst + 2) * 0xAEF17502108EF2D9ull);
 }

@@ -4,6 +4,7 @@
  * switch's counters; optionally JSON lines and a PNG plot. Exit 0 only if all is right. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,10 +79,6 @@ enum {
 	OPT_FABRIC, OPT_RTO, OPT_HOLD,
 };
 
-#ifndef INCA_SOURCE_DIR
-#define INCA_SOURCE_DIR "."
-#endif
-
 int demo_plot(const char *json_path, const char *png_path)
 {
 	return demo_plot_with("plot_bench.py", json_path, png_path);
@@ -90,13 +87,12 @@ int demo_plot(const char *json_path, const char *png_path)
 int demo_plot_with(const char *script_name, const char *json_path, const char *png_path)
 {
 	const char *py = "/usr/bin/python3";
-	char script[512];
-	snprintf(script, sizeof(script), "%s/tools/%s", INCA_SOURCE_DIR, script_name);
+	char script[PATH_MAX];
 	if (!json_path) {
 		fprintf(stderr, "--plot needs --json\n");
 		return -EINVAL;
 	}
-	if (access(py, X_OK) || access(script, R_OK)) {
+	if (access(py, X_OK) || launch_find_file(LAUNCH_DATA, script_name, script, sizeof(script))) {
 		printf("# plot: skipped (%s or %s missing)\n", py, script);
 		return 0;
 	}

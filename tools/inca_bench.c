@@ -25,10 +25,6 @@
 #include "util/cli.h"
 #include "util/util.h"
 
-#ifndef INCA_SOURCE_DIR
-#define INCA_SOURCE_DIR "."
-#endif
-
 #define ALGO_OMPI 100 /* pseudo algorithm: the Open MPI row */
 #define MAX_COLS 16
 #define MAX_OMPI_ROWS 4096
@@ -512,7 +508,8 @@ static int find_in_path(const char *name, char *out, size_t cap)
 	return -ENOENT;
 }
 
-/* ompi-coll-bench: $INCA_OMPI_BENCH, else next to this executable's build tree. */
+/* ompi-coll-bench: $INCA_OMPI_BENCH, else next to this executable's build tree, else where
+ * INCA installs its helper programs, else $PATH. */
 static int find_ompi_bench(char *out, size_t cap)
 {
 	const char *env = getenv("INCA_OMPI_BENCH");
@@ -536,6 +533,8 @@ static int find_ompi_bench(char *out, size_t cap)
 			}
 		}
 	}
+	if (launch_find_file(LAUNCH_LIBEXEC, "ompi-coll-bench", out, cap) == 0)
+		return 0;
 	return find_in_path("ompi-coll-bench", out, cap);
 }
 
@@ -624,8 +623,7 @@ static int run_ompi(const struct ompi_cfg *oc, const struct bench_opts *o, int n
 	if (oc->fabric_plan) {
 		/* tools/ompi-fabric-run: mpirun with MPI rank r in the namespace of plan rank r,
 		 * Open MPI over TCP across the fabric's links (bench/README.md "Fabric mode"). */
-		snprintf(runner, sizeof(runner), "%s/tools/ompi-fabric-run", INCA_SOURCE_DIR);
-		if (!is_exec(runner)) {
+		if (launch_find_file(LAUNCH_LIBEXEC, "ompi-fabric-run", runner, sizeof(runner))) {
 			printf("# ompi   : skipped (%s missing)\n", runner);
 			rmdir(dir);
 			return -ENOENT;
@@ -764,13 +762,14 @@ static void usage(FILE *f)
 		"      --budget S         wall-time bound of one row's timed part (default 0.5 s)\n"
 		"      --root R           root of reduce, bcast, gather, scatter (default 0)\n"
 		"      --json FILE        one JSON line per row (INCA and Open MPI rows)\n"
-		"      --plot PNG         algbw vs size per collective (tools/plot_coll.py;\n"
+		"      --plot PNG         algbw vs size per collective (plot_coll.py;\n"
 		"                         /usr/bin/python3 + matplotlib; skipped if missing)\n"
 		"      --mpirun PATH      Open MPI launcher (default mpirun.openmpi)\n"
-		"      --ompi-bench PATH  the MPI program (default: $INCA_OMPI_BENCH, build tree)\n"
+		"      --ompi-bench PATH  the MPI program (default: $INCA_OMPI_BENCH, else the build\n"
+		"                         tree's or the installed ompi-coll-bench)\n"
 		"      --fabric PLAN      ranks in the network namespaces of a fabric plan\n"
 		"                         (tools/fabric_bench.sh); Open MPI through\n"
-		"                         tools/ompi-fabric-run, rank r where INCA's rank r is\n"
+		"                         ompi-fabric-run, rank r where INCA's rank r is\n"
 		"      --link-rate BPS    host link rate (from the fabric harness; shown only)\n"
 		"      --switch PATH      inca-switch binary; --addr-index K loopback block (default 43)\n"
 		"      --rto-us N         clients' minimum retransmission timeout\n"

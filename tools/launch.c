@@ -1,5 +1,6 @@
 /* tools/launch: loopback job launcher — address plan, inca-switch child process with config,
- * ready file and stats JSON, forked rank processes with a time bound. See launch.h. */
+ * ready file and stats JSON, forked rank processes with a time bound — and where the tools
+ * find inca-switch and their installed scripts and helpers. See launch.h. */
 #include "launch.h"
 
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "install_dirs.h"
 #include "util/cli.h"
 #include "util/util.h"
 #include "wire/auth.h"
@@ -159,6 +161,53 @@ int launch_find_switch(char *out, size_t cap)
 	}
 	snprintf(out, cap, "inca-switch");
 	return -ENOENT;
+}
+
+/* The running executable's directory, or -ENOENT. */
+static int exe_dir(char *out, size_t cap)
+{
+	ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+	if (n <= 0)
+		return -ENOENT;
+	out[n] = '\0';
+	char *slash = strrchr(out, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	return 0;
+}
+
+static bool is_file(const char *p, enum launch_file_kind kind)
+{
+	return kind == LAUNCH_LIBEXEC ? is_exec(p) : access(p, R_OK) == 0;
+}
+
+int launch_find_file(enum launch_file_kind kind, const char *name, char *out, size_t cap)
+{
+	const char *env = getenv("INCA_DATA_DIR");
+	if (env && *env) {
+		snprintf(out, cap, "%s/%s", env, name);
+		return is_file(out, kind) ? 0 : -ENOENT;
+	}
+	/* An installed program looks first beside itself (relocatable), then in the configured
+	 * directory. A program in the build tree (<build>/tools, <build>/bench) finds the copies
+	 * meson made in <build>/tools. The installed relative path is empty when bindir or the
+	 * data directory is outside the prefix. */
+	const char *rel = kind == LAUNCH_LIBEXEC ? INCA_BIN_TO_LIBEXECDIR : INCA_BIN_TO_DATADIR;
+	const char *abs = kind == LAUNCH_LIBEXEC ? INCA_LIBEXECDIR : INCA_DATADIR;
+	char dir[PATH_MAX];
+	if (exe_dir(dir, sizeof(dir)) == 0) {
+		const char *sub[] = { rel, ".", "../tools" };
+		for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+			if (!*sub[i])
+				continue;
+			int k = snprintf(out, cap, "%s/%s/%s", dir, sub[i], name);
+			if (k > 0 && (size_t)k < cap && is_file(out, kind))
+				return 0;
+		}
+	}
+	snprintf(out, cap, "%s/%s", abs, name);
+	return is_file(out, kind) ? 0 : -ENOENT;
 }
 
 static int write_config(const struct launch_cfg *c, const struct launch_addrs *a,

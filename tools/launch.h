@@ -94,6 +94,21 @@ void launch_cfg_defaults(struct launch_cfg *c);
  * result is written to out. Returns 0 or -ENOENT. */
 int launch_find_switch(char *out, size_t cap);
 
+/* Files INCA installs for its programs: scripts the tools run (plot_bench.py, plot_coll.py,
+ * sim_plot.py; installed in <datadir>/inca) and helper programs (ompi-fabric-run,
+ * ompi-netns-agent, ompi-coll-bench; installed in <libexecdir>/inca). */
+enum launch_file_kind {
+	LAUNCH_DATA,
+	LAUNCH_LIBEXEC,
+};
+
+/* Path of the installed file NAME of KIND, written to out: $INCA_DATA_DIR/NAME if that variable
+ * is set (either kind); else, relative to the running executable, the build tree (meson
+ * copies the scripts into <build>/tools) or the install layout (<bindir>/../share/inca for a
+ * default layout, so a DESTDIR or relocated install finds its own copy); else the directory
+ * configured at build time. Returns 0 or -ENOENT (out then holds the last candidate). */
+int launch_find_file(enum launch_file_kind kind, const char *name, char *out, size_t cap);
+
 /* A running inca-switch child. */
 struct launch_switch {
 	pid_t pid;

@@ -26,7 +26,7 @@ run() {
 
 ECMP=(osf.mode=off switch.routing=ecmp host.cc=dcqcn)
 ECMP_PFC=(osf.mode=off switch.routing=ecmp host.cc=dcqcn host.transport=sr switch.pfc=true)
-SPRAY_PFC=(osf.mode=off switch.routing=spray host.cc=dcqcn host.transport=sr switch.pfc=true)
+SPRAY_PFC=(osf.mode=off switch.routing=spray_ideal host.cc=dcqcn host.transport=sr switch.pfc=true)
 
 for sc in incast permutation; do
 	run "${sc}_osf_credit" "osf_$sc.ini"

@@ -12,22 +12,12 @@
 #include "am.h"
 #include "metrics.h"
 #include "util/cli.h"
+#include "util/log.h"
 #include "util/util.h"
 
 int am_verbosity;
 
-void am_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (level > am_verbosity)
-		return;
-	fprintf(stderr, "inca-am: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-}
+UTIL_LOG_DEFINE(am_log, am_verbosity, "inca-am", 0)
 
 static void usage(FILE *f)
 {

@@ -2,31 +2,13 @@
  * flags-only --tree form, the dump round trip, and one reject case per error class (each must
  * name the right line). */
 #include "config.h"
+#include "util/test_check.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                        \
-		}                                                                          \
-	} while (0)
-#define CHECK_EQ(a, b)                                                                     \
-	do {                                                                               \
-		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
-		if (a_ != b_) {                                                            \
-			fprintf(stderr, "%s:%d: %s == %s failed: %llu != %llu\n", __FILE__,   \
-				__LINE__, #a, #b, a_, b_);                                 \
-			failures++;                                                        \
-		}                                                                          \
-	} while (0)
 
 static const char example[] =
 	"# comment\n"
@@ -493,11 +475,9 @@ static void test_rejects(void)
 		char err[SW_CONF_ERR_MAX];
 		int rc = parse(&c, rejects[i].text, err);
 
-		if (rc >= 0 || !strstr(err, rejects[i].want)) {
-			fprintf(stderr, "reject case %zu: rc %d, message '%s', wanted '%s'\n", i, rc,
-				err, rejects[i].want);
-			failures++;
-		}
+		CHECK_MSG(rc < 0 && strstr(err, rejects[i].want),
+			  "reject case %zu: rc %d, message '%s', wanted '%s'", i, rc, err,
+			  rejects[i].want);
 		sw_config_free(&c);
 	}
 }
@@ -543,10 +523,6 @@ int main(void)
 	test_control_plane();
 	test_rejects();
 	test_file();
-	if (failures) {
-		fprintf(stderr, "%d failure(s)\n", failures);
-		return 1;
-	}
 	printf("config_test: all passed\n");
 	return 0;
 }

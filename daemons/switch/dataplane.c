@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/log.h"
 static const char *const sw_drop_names[SW_DROP_COUNT] = {
 	[SW_DROP_UNKNOWN_TREE] = "unknown_tree",
 	[SW_DROP_BAD_QPN] = "bad_qpn",
@@ -640,20 +641,4 @@ bool sw_worker_inject_drop(struct sw_worker *w)
 
 int sw_verbosity;
 
-void sw_log(int level, const char *fmt, ...)
-{
-	char msg[1024];
-	struct timespec ts;
-	va_list ap;
-
-	if (level > sw_verbosity)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	/* One write per line so lines from several threads do not interleave. */
-	fprintf(stderr, "%lld.%06ld inca-switch: %s%s\n", (long long)ts.tv_sec,
-		ts.tv_nsec / 1000, level == 0 ? "error: " : "", msg);
-}
-
+UTIL_LOG_DEFINE(sw_log, sw_verbosity, "inca-switch", UTIL_LOG_TIME | UTIL_LOG_ERRTAG)

@@ -31,26 +31,7 @@
 #include "ctl.h"
 #include "util/util.h"
 #include "inca/inca.h"
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			cleanup();                                                         \
-			exit(1);                                                           \
-		}                                                                          \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                                       \
-	do {                                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);                          \
-		if (a_ != b_) {                                                              \
-			fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n",      \
-				__FILE__, __LINE__, #a, a_, #b, b_);                         \
-			cleanup();                                                           \
-			exit(1);                                                             \
-		}                                                                            \
-	} while (0)
+#include "util/test_check.h"
 
 static char g_dir[256], g_sock[300], g_ready[300];
 static pid_t g_pid;
@@ -994,6 +975,7 @@ int main(int argc, char **argv)
 {
 	int rc;
 
+	test_on_failure(cleanup);
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s INCA-SWITCH ctl|fuzz|stall\n", argv[0]);
 		return 2;

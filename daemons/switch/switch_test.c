@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agg/agg.h"
+#include "util/test_check.h"
 #include "util/util.h"
 #include "wire/auth.h"
 #include "wire/wire.h"
@@ -62,18 +63,6 @@ static void on_alarm(int sig)
 	kill_children();
 	_exit(3);
 }
-
-#define CHECK(cond)                                                                         \
-	do {                                                                                \
-		if (!(cond))                                                                \
-			die("%s:%d: %s", __FILE__, __LINE__, #cond);                        \
-	} while (0)
-#define CHECK_EQ(a, b)                                                                      \
-	do {                                                                                \
-		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);  \
-		if (a_ != b_)                                                               \
-			die("%s:%d: %s == %s: %llu != %llu", __FILE__, __LINE__, #a, #b, a_, b_); \
-	} while (0)
 
 /* ---------------------------------------------------------------- process control */
 
@@ -1113,6 +1102,7 @@ int main(int argc, char **argv)
 {
 	const char *which;
 
+	test_on_failure(kill_children);
 	if (argc < 3) {
 		fprintf(stderr, "usage: %s PATH-TO-inca-switch CASE\n", argv[0]);
 		return 2;

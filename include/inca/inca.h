@@ -53,7 +53,9 @@ enum inca_op {
 
 /* Algorithm selection for collectives that have both an INC and a host path. */
 enum inca_algo {
-	INCA_ALGO_AUTO = 0, /* INC when the communicator has a switch, else ring */
+	INCA_ALGO_AUTO = 0, /* the library picks per collective and size (inca_coll_choose):
+			     * INC against the best host algorithm, measured (the tuner); an
+			     * INC call that fails midway finishes on the host path */
 	INCA_ALGO_INC = 1,  /* in-network aggregation through the switch */
 	INCA_ALGO_RING = 2, /* host-based ring over TCP between the ranks */
 	/* further host algorithms (each collective accepts the ones that
@@ -251,7 +253,8 @@ int inca_allreduce(struct inca_comm *comm, const void *sendbuf, void *recvbuf, s
 int inca_allreduce_algo(struct inca_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
 			enum inca_dtype dt, enum inca_op op, enum inca_algo algo);
 
-/* Host-path barrier over the ring. */
+/* Barrier (INCA_ALGO_AUTO: through the switch when the tree is usable, else a host
+ * algorithm). */
 int inca_barrier(struct inca_comm *comm);
 
 struct inca_comm_stats {

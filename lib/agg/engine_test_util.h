@@ -1,5 +1,5 @@
 /* lib/agg/engine_test_util.h: helpers shared by the engine's unit and simulation tests only:
- * typed checks that print both values, an RNG, wire-order bit-string helpers written
+ * the typed check of a verdict, an RNG, wire-order bit-string helpers written
  * independently of the engine's own, and a packet builder. Not part of any library. */
 #ifndef INCA_ENGINE_TEST_UTIL_H
 #define INCA_ENGINE_TEST_UTIL_H
@@ -10,42 +10,21 @@
 #include <string.h>
 
 #include "agg/agg.h"
-
-#define CHECK(c)                                                                          \
-	do {                                                                              \
-		if (!(c)) {                                                               \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-			exit(1);                                                          \
-		}                                                                         \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                                    \
-	do {                                                                              \
-		long long va_ = (long long)(a), vb_ = (long long)(b);                     \
-		if (va_ != vb_) {                                                         \
-			fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %s (%lld vs %lld)\n",  \
-				__FILE__, __LINE__, #a, #b, va_, vb_);                    \
-			exit(1);                                                          \
-		}                                                                         \
-	} while (0)
+#include "util/test_check.h"
+#include "util/util.h"
 
 #define CHECK_VERDICT(got, want)                                                          \
 	do {                                                                              \
 		enum agg_verdict g_ = (got), w_ = (want);                                 \
-		if (g_ != w_) {                                                           \
-			fprintf(stderr, "%s:%d: verdict %s, expected %s\n", __FILE__,     \
-				__LINE__, agg_verdict_name(g_), agg_verdict_name(w_));    \
-			exit(1);                                                          \
-		}                                                                         \
+		if (g_ != w_)                                                             \
+			test_fail(__FILE__, __LINE__, "verdict %s, expected %s",          \
+				  agg_verdict_name(g_), agg_verdict_name(w_));            \
 	} while (0)
 
-/* splitmix64: stateless hash and a tiny generator, so tests need nothing but libc. */
+/* splitmix64 (lib/util): a stateless hash and a tiny generator. */
 static inline uint64_t tu_mix(uint64_t x)
 {
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
+	return util_hash64(x);
 }
 
 struct tu_rng {
@@ -54,8 +33,7 @@ struct tu_rng {
 
 static inline uint64_t tu_next(struct tu_rng *r)
 {
-	r->s += 0x9E3779B97F4A7C15ull;
-	return tu_mix(r->s);
+	return util_splitmix64(&r->s);
 }
 
 static inline uint64_t tu_below(struct tu_rng *r, uint64_t n)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agg/agg.h"
+#include "agg/reduce_int.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -15,11 +16,6 @@
 #else
 #define AGG_X86 0
 #endif
-
-/* Internal hook for tests and benchmarks (deliberately not in agg.h): force a kernel set.
- * isa: -1 = pick by CPUID (the default), 0 = baseline, 1 = AVX2+F16C, 2 = AVX-512.
- * Returns the set now active, or -ENOTSUP if this CPU cannot run the requested one. */
-int agg__reduce_set_isa(int isa);
 
 /* ------------------------------------------------------------------ scalar conversions */
 /* Integer-only, so they are exact whatever the caller's MXCSR (FTZ/DAZ) says. NaNs keep their

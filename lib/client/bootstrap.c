@@ -560,10 +560,7 @@ uint32_t client_round_base(const uint8_t *nonce8)
 
 	for (int i = 0; i < 8; i++)
 		x = x << 8 | nonce8[i];
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return (uint32_t)((x ^ (x >> 31)) >> 32);
+	return (uint32_t)(util_hash64(x) >> 32);
 }
 
 int client_bootstrap(struct inca_comm *c)

@@ -1,4 +1,4 @@
-/* Helpers for the lib/client unit tests: typed CHECK macros that print both values, and a
+/* Helpers for the lib/client unit tests (checks: util/test_check.h): a
  * runner that forks one process per rank around a loopback bootstrap port (retrying other
  * ports when the chosen one is busy). Header-only; test code only. */
 #ifndef INCA_CLIENT_TEST_UTIL_H
@@ -14,24 +14,7 @@
 #include <unistd.h>
 
 #include "inca/inca.h"
-
-#define CHECK(cond)                                                                   \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                      \
-		}                                                                     \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                                  \
-	do {                                                                            \
-		long long a_ = (long long)(a), b_ = (long long)(b);                     \
-		if (a_ != b_) {                                                         \
-			fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n", \
-				__FILE__, __LINE__, #a, a_, #b, b_);                    \
-			exit(1);                                                        \
-		}                                                                       \
-	} while (0)
+#include "util/test_check.h"
 
 #define TEST_EXIT_ADDRINUSE 99
 

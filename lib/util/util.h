@@ -9,6 +9,30 @@
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t util_now_ns(void);
 
+/* splitmix64 (Steele, Lea and Flood): a counter advanced by the golden ratio and a bijective
+ * finalizer. The only copy of its constants; it seeds util_rng and serves as a stateless hash. */
+#define UTIL_GOLDEN64 0x9e3779b97f4a7c15ull
+
+/* The finalizer alone: a bijective 64-bit mix. */
+static inline uint64_t util_mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* One step of the generator: advances *state and returns the next output. */
+static inline uint64_t util_splitmix64(uint64_t *state)
+{
+	return util_mix64(*state += UTIL_GOLDEN64);
+}
+
+/* The generator's output for state x, without keeping state: a 64-bit hash of x. */
+static inline uint64_t util_hash64(uint64_t x)
+{
+	return util_mix64(x + UTIL_GOLDEN64);
+}
+
 /* xoshiro256** generator: deterministic for a seed, cheap, not cryptographic. */
 struct util_rng {
 	uint64_t s[4];

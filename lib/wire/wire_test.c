@@ -2,6 +2,7 @@
  * packet per reject reason, encoder argument checks, size helpers, and an ICRC known answer
  * computed independently with scapy.contrib.roce. */
 #include "wire/wire.h"
+#include "util/test_check.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,35 +10,13 @@
 #include <string.h>
 #include <zlib.h>
 
-static int failures;
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                        \
-		}                                                                          \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                                       \
-	do {                                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);                          \
-		if (a_ != b_) {                                                              \
-			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, \
-				__LINE__, #a, #b, a_, b_);                                   \
-			failures++;                                                          \
-		}                                                                            \
-	} while (0)
-
 /* Reject reason with readable output. */
 #define CHECK_ERR(got, want)                                                                  \
 	do {                                                                                  \
 		enum wire_err g_ = (got), w_ = (want);                                        \
-		if (g_ != w_) {                                                               \
-			fprintf(stderr, "%s:%d: %s: got %s, want %s\n", __FILE__, __LINE__,   \
-				#got, wire_err_name(g_), wire_err_name(w_));                  \
-			failures++;                                                           \
-		}                                                                             \
+		if (g_ != w_)                                                                 \
+			test_fail(__FILE__, __LINE__, "%s: got %s, want %s", #got,             \
+				  wire_err_name(g_), wire_err_name(w_));                       \
 	} while (0)
 
 static const size_t esize[WIRE_DTYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8 };
@@ -687,10 +666,6 @@ int main(void)
 	test_encode_errors();
 	test_nack();
 	test_icrc();
-	if (failures) {
-		fprintf(stderr, "wire_test: %d failure(s)\n", failures);
-		return 1;
-	}
 	printf("wire_test: ok\n");
 	return 0;
 }
