@@ -24,6 +24,7 @@ int main(int argc, char **argv)
 	snprintf(data_addr, sizeof data_addr, "127.0.0.%d:4791", 10 + rank);
 
 	struct inca_comm_opts o = {
+		.struct_size = sizeof(struct inca_comm_opts), /* or inca_comm_opts_init(&o) */
 		.rank = rank,
 		.size = size,
 		.bootstrap_addr = "127.0.0.1:29500",
@@ -57,7 +58,7 @@ int main(int argc, char **argv)
 	       rc ? inca_strerror(rc) : "ok", wrong);
 
 	struct inca_comm_stats st;
-	inca_comm_get_stats(comm, &st);
+	inca_comm_get_stats(comm, &st, sizeof st);
 	printf("rank %d: %llu packets sent, %llu retransmitted\n", rank,
 	       (unsigned long long)st.tx_pkts, (unsigned long long)st.retransmits);
 	free(buf);

@@ -295,7 +295,7 @@ static void impi_unpack(MPI_Comm comm, const void *in, size_t bytes, void *buf, 
 static void impi_harvest(struct impi_ent *e)
 {
 	struct inca_coll_counts cc;
-	if (!e->ic || inca_comm_get_coll_counts(e->ic, &cc) < 0)
+	if (!e->ic || inca_comm_get_coll_counts(e->ic, &cc, sizeof cc) < 0)
 		return;
 	for (int c = 0; c < INCA_COLL_COUNT; c++)
 		g.inc[c] += cc.calls[c][INCA_ALGO_INC];
@@ -365,7 +365,7 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 	PMPI_Allgather(handle, INCA_PEER_HANDLE_BYTES, MPI_BYTE, peers, INCA_PEER_HANDLE_BYTES,
 		       MPI_BYTE, comm);
 
-	memset(&o, 0, sizeof o);
+	inca_comm_opts_init(&o);
 	o.rank = rank;
 	o.size = size;
 	o.peer_table = peers;
@@ -409,10 +409,10 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 	}
 	if (g.verbose && rank == 0) {
 		struct inca_am_info ai;
-		if (inca_comm_am_info(ic, &ai) == 0 && ai.inc_enabled)
+		if (inca_comm_am_info(ic, &ai, sizeof ai) == 0 && ai.inc_enabled)
 			impi_say("communicator %s (size %d): AM group %" PRIu64 ", INC on tree %u",
 				 group, size, ai.group_id, (unsigned)ai.tree_id);
-		else if (inca_comm_am_info(ic, &ai) == 0)
+		else if (inca_comm_am_info(ic, &ai, sizeof ai) == 0)
 			impi_say("communicator %s (size %d): AM group %" PRIu64 ", host only: %s",
 				 group, size, ai.group_id, ai.reason);
 		else

@@ -184,7 +184,7 @@ nccl_abi_result nplug_coll_connect(void *handles[], int nranks, int rank, void *
 		       INCA_PEER_HANDLE_BYTES);
 	}
 
-	memset(&o, 0, sizeof o);
+	inca_comm_opts_init(&o);
 	o.rank = rank;
 	o.size = nranks;
 	o.peer_table = table;
@@ -350,5 +350,5 @@ int inca_nccl_coll_stats(void *coll_comm, struct inca_comm_stats *out)
 	struct coll_comm *cc = coll_comm;
 	if (!cc || !out)
 		return -EINVAL;
-	return inca_comm_get_stats(cc->comm, out);
+	return inca_comm_get_stats(cc->comm, out, sizeof *out);
 }

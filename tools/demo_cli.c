@@ -248,7 +248,7 @@ static int am_epilogue(struct inca_comm *comm, void *argp)
 	if (inca_comm_rank(comm) == 0) {
 		struct inca_am_info info;
 		memset(&info, 0, sizeof(info));
-		int rc = inca_comm_am_info(comm, &info);
+		int rc = inca_comm_am_info(comm, &info, sizeof info);
 		static const char *const states[] = { "waiting", "tree ready", "host fallback",
 						      "dismantled" };
 		printf("#\n# AM group %llu: %s, tree %u, generation %u, %llu session reconnects%s%s\n",

@@ -175,7 +175,7 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 		if (d == CC_STOP)
 			break;
 		if (d == CC_TIMED && phase == CC_WARM)
-			inca_comm_get_coll_counts(comm, &before);
+			inca_comm_get_coll_counts(comm, &before, sizeof before);
 		phase = d;
 		uint64_t t0 = util_now_ns();
 		int rc = inca_coll(comm, &args);
@@ -212,7 +212,7 @@ static int run_row(struct inca_comm *comm, struct bench_job *j, struct cc_call *
 			timed++;
 		}
 	}
-	inca_comm_get_coll_counts(comm, &after);
+	inca_comm_get_coll_counts(comm, &after, sizeof after);
 	res->served = most_served(&before, &after, c->coll);
 	res->chosen = inca_coll_choose(comm, c->coll, arg_bytes);
 	sh->wrong[rank] = wrong;

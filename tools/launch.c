@@ -473,7 +473,7 @@ void launch_comm_opts(const struct launch_cfg *c, const struct launch_addrs *a, 
 		snprintf(ip, sizeof(ip), "%s", pr->ip);
 	else
 		launch_rank_ip(a, rank, ip);
-	memset(o, 0, sizeof(*o));
+	inca_comm_opts_init(o);
 	o->rank = rank;
 	o->size = c->nranks;
 	if (c->plan)

@@ -406,7 +406,7 @@ int sweep_rank_main(struct inca_comm *comm, void *arg)
 	}
 	free(sbuf);
 	free(rbuf);
-	if (inca_comm_get_stats(comm, &j->sh->cstats[rank]) == 0 &&
+	if (inca_comm_get_stats(comm, &j->sh->cstats[rank], sizeof j->sh->cstats[rank]) == 0 &&
 	    inca_comm_get_io_stats(comm, &j->sh->iostats[rank], sizeof j->sh->iostats[rank]) == 0)
 		j->sh->cstats_valid[rank] = 1;
 	if (rc)

@@ -311,7 +311,7 @@ static int run_rank(int rank, const struct rank_plan *p)
 	int32_t buf[3000];
 	int rc;
 
-	memset(&o, 0, sizeof o);
+	inca_comm_opts_init(&o);
 	snprintf(host_ip, sizeof host_ip, "127.0.0.%d", 21 + rank);
 	snprintf(data, sizeof data, "127.0.0.%d:0", 21 + rank);
 	snprintf(boot, sizeof boot, "127.0.0.21:%d", 20000 + (getppid() % 20000));
@@ -351,7 +351,7 @@ static int run_rank(int rank, const struct rank_plan *p)
 		fprintf(stderr, "rank %d: create: %s\n", rank, inca_strerror(rc));
 		return 11;
 	}
-	if (inca_comm_am_info(c, &info) < 0 || info.state != p->expect_state ||
+	if (inca_comm_am_info(c, &info, sizeof info) < 0 || info.state != p->expect_state ||
 	    (p->expect_reason && !strstr(info.reason, p->expect_reason))) {
 		fprintf(stderr, "rank %d: AM state %d (%s), expected %d\n", rank, info.state,
 			info.reason, p->expect_state);
@@ -424,10 +424,10 @@ static int run_rank(int rank, const struct rank_plan *p)
 		if (p->sleep_us)
 			usleep((useconds_t)p->sleep_us);
 	}
-	inca_comm_get_stats(c, &st);
+	inca_comm_get_stats(c, &st, sizeof st);
 	if (p->kill_at) {
 		/* The tree was rebuilt (generation 2) and INC came back on it after the failover. */
-		inca_comm_am_info(c, &info);
+		inca_comm_am_info(c, &info, sizeof info);
 		fprintf(stderr, "rank %d: generation %u, %llu of %d calls on INC, %llu timeouts, "
 			"inc %s (state %d: %s)\n", rank, info.generation,
 			(unsigned long long)st.inc_calls, p->iters, (unsigned long long)st.timeouts,

@@ -287,7 +287,7 @@ static void *rank_main(void *p)
 {
 	struct rank_arg *a = p;
 	char boot[32], data[32], host[32];
-	struct inca_comm_opts o = { 0 };
+	struct inca_comm_opts o = INCA_COMM_OPTS_INIT;
 	struct inca_comm *c = NULL;
 	size_t count = 5000;
 	float *buf = malloc(count * sizeof *buf);

@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 #define INCA_VERSION_MAJOR 0
-#define INCA_VERSION_MINOR 1
+#define INCA_VERSION_MINOR 2
 
 /* Element types. The numeric values are carried on the wire (docs/protocol.md): never renumber.
  * lib/wire/dtype.h is their one definition (names, sizes); libinca checks these values against
@@ -66,7 +66,7 @@ enum inca_algo {
 	INCA_ALGO_BRUCK = 6,       /* Bruck (AllGather, AllToAll for small blocks) */
 	INCA_ALGO_PAIRWISE = 7,    /* pairwise exchange (AllToAll, ReduceScatter) */
 	INCA_ALGO_LINEAR = 8,      /* direct root <-> every rank (Gather, Scatter) */
-	INCA_ALGO_COUNT
+	INCA_ALGO_COUNT /* algorithms this header knows (< INCA_ALGO_MAX); grows with new ones */
 };
 
 /* Size of one element in bytes, 0 for an invalid type. */
@@ -87,9 +87,30 @@ typedef void (*inca_log_fn)(void *ctx, int level, const char *msg);
 
 struct inca_comm;
 
-/* Options for inca_comm_create. Zero-initialise, then set what you need.
+/* ---- ABI rule for the structs of this header ------------------------------------------
+ * Structs change only by appending fields at their end: a field is never reordered, resized,
+ * retyped or removed, and an appended field starts at or beyond the previous sizeof (not in
+ * its tail padding). Every struct the library reads or fills says how big the caller's copy
+ * is, so a program built against an older header keeps working with a newer library:
+ *   - input: struct inca_comm_opts carries its size in its first member, struct_size, which
+ *     inca_comm_opts_init (or INCA_COMM_OPTS_INIT) sets from the caller's header. The library
+ *     reads only the first struct_size bytes; fields beyond take their defaults (0).
+ *   - output: every getter takes out_size = sizeof *out; the library writes only the first
+ *     out_size bytes (a larger, newer struct keeps its extra fields as they were).
+ * A size of 0, or one below the struct's first published fields, fails with -EINVAL (see each
+ * struct); an options struct larger than the library knows fails with -E2BIG unless the
+ * unknown tail is all zero. Arrays indexed by enum inca_coll / enum inca_algo are sized by
+ * INCA_COLL_MAX / INCA_ALGO_MAX, which never change, so a new collective or algorithm does
+ * not move a field. struct inca_coll_args (per call, no size) is frozen: a new parameter
+ * there needs a new struct and entry point. */
+
+/* Options for inca_comm_create. Initialise with inca_comm_opts_init (or INCA_COMM_OPTS_INIT),
+ * then set what you need; 0 means the default for every field.
  * Addresses are "ipv4:port" strings; they are copied, the caller keeps ownership. */
 struct inca_comm_opts {
+	/* sizeof(struct inca_comm_opts) as the caller was compiled: set by the init function.
+	 * Must cover at least rank .. log_level (INCA_COMM_OPTS_SIZE_MIN), else -EINVAL. */
+	uint32_t struct_size;
 	int rank; /* 0..size-1 */
 	int size; /* number of ranks, >= 1 */
 
@@ -174,13 +195,29 @@ struct inca_comm_opts {
 	 * rank's peer handle, in rank order (size * INCA_PEER_HANDLE_BYTES bytes), exchanged by
 	 * the caller, and this rank's listener; bootstrap_addr must then be NULL. */
 	const uint8_t *peer_table;
-	struct inca_peer_listener *peer_listener; /* always consumed by inca_comm_create */
+	struct inca_peer_listener *peer_listener; /* always consumed by inca_comm_create (if
+						   * struct_size reaches it) */
 
 	/* ---- AM transport (docs/am.md "gRPC over TLS"): appended field. gRPC to the AM uses TLS
 	 * unless am_insecure = 1 (or the environment variable INCA_AM_INSECURE=1): plaintext, for
 	 * an AM run with 'tls = off'; job credentials and group keys then cross in clear. */
 	int am_insecure;
 };
+/* Smallest accepted struct_size: the fields every communicator needs (rank .. log_level). */
+#define INCA_COMM_OPTS_SIZE_MIN \
+	(offsetof(struct inca_comm_opts, log_level) + sizeof(int))
+/* Zero every option and record this header's struct size. Inline on purpose: the size must be
+ * the caller's sizeof, not the library's. */
+static inline void inca_comm_opts_init(struct inca_comm_opts *o)
+{
+	unsigned char *p = (unsigned char *)o;
+
+	for (size_t i = 0; i < sizeof *o; i++) /* padding too: the library checks tails */
+		p[i] = 0;
+	o->struct_size = (uint32_t)sizeof *o;
+}
+/* The same as an initializer: struct inca_comm_opts o = INCA_COMM_OPTS_INIT; */
+#define INCA_COMM_OPTS_INIT { .struct_size = (uint32_t)sizeof(struct inca_comm_opts) }
 #define INCA_AUTH_KEY_BYTES 32
 
 /* External bootstrap, for frameworks that already exchange data among their ranks (MPI,
@@ -198,7 +235,8 @@ void inca_peer_listener_close(struct inca_peer_listener *l);
 
 /* Create a communicator. Blocks until every rank has joined the host path (bootstrap) or
  * timeout_ms passes. Returns 0 and an owned communicator in *out, or -errno:
- * -EINVAL bad options, -ETIMEDOUT peers missing, -EADDRINUSE, ... */
+ * -EINVAL bad options (also struct_size 0 or below INCA_COMM_OPTS_SIZE_MIN), -E2BIG options
+ * of a newer header that this library cannot honour, -ETIMEDOUT peers missing, -EADDRINUSE, ... */
 int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out);
 /* Close sockets and free everything. NULL is accepted. */
 void inca_comm_destroy(struct inca_comm *comm);
@@ -230,8 +268,10 @@ struct inca_comm_stats {
 	uint64_t inc_calls, ring_calls; /* collectives by path */
 	uint64_t rx_nacks;              /* switch repair notices received (docs/protocol.md) */
 };
-/* Copy the counters. Cheap. */
-int inca_comm_get_stats(const struct inca_comm *comm, struct inca_comm_stats *out);
+/* Copy the counters: the first out_size bytes (sizeof *out; at least up to rx_nacks). Cheap.
+ * 0 or -EINVAL. */
+int inca_comm_get_stats(const struct inca_comm *comm, struct inca_comm_stats *out,
+			size_t out_size);
 
 /* How the INC data path talks to the kernel. UDP GSO: one send carries up to 15 packets that
  * the kernel cuts into datagrams; UDP GRO: one receive returns several datagrams of a flow.
@@ -248,8 +288,8 @@ struct inca_io_stats {
 	uint64_t rx_bufs;     /* buffers they returned */
 	uint64_t rx_gro_bufs; /* buffers holding more than one packet */
 };
-/* Copy the I/O counters: at most out_size bytes (sizeof *out; a smaller, older struct gets its
- * prefix). 0 or -EINVAL. */
+/* Copy the I/O counters: the first out_size bytes (sizeof *out; at least up to rx_gro_bufs).
+ * 0 or -EINVAL. */
 int inca_comm_get_io_stats(const struct inca_comm *comm, struct inca_io_stats *out,
 			   size_t out_size);
 
@@ -270,7 +310,8 @@ struct inca_auth_stats {
 	uint32_t epoch;           /* this communicator's job epoch (0 before bootstrap) */
 	int opted_out;            /* 1: authentication off by no_auth / INCA_AUTH=off */
 };
-/* Copy the authentication counters: at most out_size bytes. 0 or -EINVAL. */
+/* Copy the authentication counters: the first out_size bytes (sizeof *out; at least up to
+ * rx_bad_mac). 0 or -EINVAL. */
 int inca_comm_get_auth_stats(const struct inca_comm *comm, struct inca_auth_stats *out,
 			     size_t out_size);
 
@@ -286,9 +327,10 @@ struct inca_am_info {
 	uint64_t reconnects; /* Session stream reconnections (e.g. AM restarts) */
 	char reason[128];    /* why INC is off, when it is */
 };
-/* Copy the AM state. -ENOTSUP without an AM (or without gRPC support), -EINVAL bad args.
+/* Copy the AM state: the first out_size bytes (sizeof *out; at least up to reason).
+ * -ENOTSUP without an AM (or without gRPC support), -EINVAL bad args.
  * Cheap (one mutex); call from the communicator's thread. */
-int inca_comm_am_info(const struct inca_comm *comm, struct inca_am_info *out);
+int inca_comm_am_info(const struct inca_comm *comm, struct inca_am_info *out, size_t out_size);
 
 /* ---- Collectives (docs/collectives.md) --------------------------------------------------
  * The nine collectives of draft-liu-nfsv4-rocev2 §1. Every rank of the communicator calls the
@@ -310,8 +352,11 @@ enum inca_coll {
 	INCA_COLL_GATHER = 6,
 	INCA_COLL_SCATTER = 7,
 	INCA_COLL_BARRIER = 8,
-	INCA_COLL_COUNT
+	INCA_COLL_COUNT /* collectives this header knows; grows with new ones */
 };
+/* Fixed bounds of arrays indexed by collective / algorithm in public structs: never change. */
+#define INCA_COLL_MAX 32
+#define INCA_ALGO_MAX 32
 
 /* One collective call, fully described (what inca-bench and the MPI interposer use).
  * count: AllReduce/Reduce/Bcast: elements in the buffer; AllGather/Gather: elements each rank
@@ -358,12 +403,16 @@ int inca_coll_algo_valid(const struct inca_comm *comm, enum inca_coll coll, enum
 enum inca_algo inca_coll_choose(const struct inca_comm *comm, enum inca_coll coll,
 				size_t bytes);
 /* Calls served per collective and path since creation (for the MPI interposer's counters and
- * inca-bench's "choice" column). */
+ * inca-bench's "choice" column). Entries for collectives / algorithms the library does not
+ * have are 0. */
 struct inca_coll_counts {
-	uint64_t calls[INCA_COLL_COUNT][INCA_ALGO_COUNT];
+	uint64_t calls[INCA_COLL_MAX][INCA_ALGO_MAX];
 	uint64_t failovers; /* INC calls completed on the host path after an INC failure */
 };
-int inca_comm_get_coll_counts(const struct inca_comm *comm, struct inca_coll_counts *out);
+/* Copy the counts: the first out_size bytes (sizeof *out; at least up to failovers). Cheap.
+ * 0 or -EINVAL. */
+int inca_comm_get_coll_counts(const struct inca_comm *comm, struct inca_coll_counts *out,
+			      size_t out_size);
 /* The AUTO tuner on (default, unless INCA_TUNE=off) or off for this communicator. Off: every
  * INCA_ALGO_AUTO call of an offloadable collective runs on INC whenever the tree is usable,
  * and still fails over to the host path if INC dies mid-call (an explicit INCA_ALGO_INC call

@@ -33,9 +33,15 @@ int client_am_tree_current(struct inca_comm *c)
 {
 	return 1;
 }
-int inca_comm_am_info(const struct inca_comm *c, struct inca_am_info *out)
+int inca_comm_am_info(const struct inca_comm *c, struct inca_am_info *out, size_t out_size)
 {
-	return -ENOTSUP;
+	struct inca_am_info s = { 0 };
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = client_out_copy(out, out_size, &s, sizeof s, CLIENT_END_OF(struct inca_am_info, reason));
+	return rc < 0 ? rc : -ENOTSUP;
 }
 int client_am_report_failure(struct inca_comm *c, const char *reason)
 {
@@ -727,26 +733,30 @@ int client_am_tree_current(struct inca_comm *c)
 	return cur;
 }
 
-int inca_comm_am_info(const struct inca_comm *c, struct inca_am_info *out)
+int inca_comm_am_info(const struct inca_comm *c, struct inca_am_info *out, size_t out_size)
 {
+	struct inca_am_info s;
 	struct client_am *a;
 
-	if (!c || !out)
+	if (!c)
 		return -EINVAL;
 	a = c->am;
-	memset(out, 0, sizeof *out);
-	if (!a)
-		return -ENOTSUP;
-	pthread_mutex_lock(&a->mu);
-	out->group_id = a->group_id;
-	out->inc_enabled = a->state == AMC_READY && c->inc != NULL;
-	out->state = (int)a->state;
-	out->tree_id = a->tree.tree_id;
-	out->generation = a->tree.generation;
-	out->reconnects = a->reconnects;
-	snprintf(out->reason, sizeof out->reason, "%s", a->reason);
-	pthread_mutex_unlock(&a->mu);
-	return 0;
+	memset(&s, 0, sizeof s);
+	if (a) {
+		pthread_mutex_lock(&a->mu);
+		s.group_id = a->group_id;
+		s.inc_enabled = a->state == AMC_READY && c->inc != NULL;
+		s.state = (int)a->state;
+		s.tree_id = a->tree.tree_id;
+		s.generation = a->tree.generation;
+		s.reconnects = a->reconnects;
+		snprintf(s.reason, sizeof s.reason, "%s", a->reason);
+		pthread_mutex_unlock(&a->mu);
+	}
+	if (client_out_copy(out, out_size, &s, sizeof s,
+			    CLIENT_END_OF(struct inca_am_info, reason)) < 0)
+		return -EINVAL;
+	return a ? 0 : -ENOTSUP;
 }
 
 #endif

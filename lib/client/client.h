@@ -121,6 +121,13 @@ struct inca_comm {
 void client_log(const struct client_cfg *cfg, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg);
+/* Bytes from the start of struct `type` to the end of its field `f`. */
+#define CLIENT_END_OF(type, f) (offsetof(type, f) + sizeof(((type *)0)->f))
+/* An output struct to the caller (inca.h "ABI rule"): the first out_size bytes of src (the
+ * caller's struct may be older, i.e. smaller, or newer). -EINVAL for NULL or an out_size
+ * below min_size (the struct's first published fields). */
+int client_out_copy(void *out, size_t out_size, const void *src, size_t src_size,
+		    size_t min_size);
 
 /* bootstrap.c: TCP helpers with absolute deadlines (util_now_ns clock). */
 int client_bootstrap(struct inca_comm *c);

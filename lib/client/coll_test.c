@@ -50,7 +50,7 @@ static int rank_nonblocking(struct inca_comm *c, int rank, int n, void *arg)
 	CHECK_EQ(inca_wait(&r), 0);
 
 	struct inca_coll_counts cc;
-	CHECK_EQ(inca_comm_get_coll_counts(c, &cc), 0);
+	CHECK_EQ(inca_comm_get_coll_counts(c, &cc, sizeof cc), 0);
 	uint64_t all = 0;
 	for (int a = 0; a < INCA_ALGO_COUNT; a++)
 		all += cc.calls[INCA_COLL_ALLREDUCE][a];
@@ -128,7 +128,7 @@ static int rank_args(struct inca_comm *c, int rank, int n, void *arg)
 
 int main(void)
 {
-	struct inca_comm_opts o = { .timeout_ms = 20000 };
+	struct inca_comm_opts o = { .struct_size = sizeof o, .timeout_ms = 20000 };
 
 	CHECK(strcmp(inca_coll_name(INCA_COLL_REDUCE_SCATTER), "reducescatter") == 0);
 	CHECK(strcmp(inca_coll_name((enum inca_coll)99), "?") == 0);

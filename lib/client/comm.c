@@ -229,14 +229,50 @@ static int am_agree(struct inca_comm *c)
 	return 0;
 }
 
-int inca_comm_create(const struct inca_comm_opts *opts, struct inca_comm **out)
+/* The caller's options as this library's struct: the first struct_size bytes, the rest 0
+ * (every field's default). A caller built against a newer header may pass a larger struct if
+ * the fields this library does not know are all 0. peer_listener is consumed as soon as it
+ * can be read (struct_size covers it), also on failure. */
+static int opts_import(const struct inca_comm_opts *in, struct inca_comm_opts *o)
 {
+	const size_t lib_size = sizeof *o;
+	size_t n = in->struct_size;
+
+	memset(o, 0, sizeof *o);
+	if (n < INCA_COMM_OPTS_SIZE_MIN)
+		return -EINVAL;
+	memcpy(o, in, n < lib_size ? n : lib_size);
+	o->struct_size = (uint32_t)lib_size;
+	for (size_t i = lib_size; i < n; i++) {
+		if (((const unsigned char *)in)[i]) {
+			inca_peer_listener_close(o->peer_listener);
+			return -E2BIG;
+		}
+	}
+	return 0;
+}
+
+int client_out_copy(void *out, size_t out_size, const void *src, size_t src_size,
+		    size_t min_size)
+{
+	if (!out || out_size < min_size || out_size == 0)
+		return -EINVAL;
+	memcpy(out, src, out_size < src_size ? out_size : src_size);
+	return 0;
+}
+
+int inca_comm_create(const struct inca_comm_opts *user_opts, struct inca_comm **out)
+{
+	struct inca_comm_opts opts_v, *opts = &opts_v;
 	struct inca_comm *c;
 	int rc;
 
-	if (!opts || !out)
+	if (!user_opts || !out)
 		return -EINVAL;
 	*out = NULL;
+	rc = opts_import(user_opts, opts);
+	if (rc < 0)
+		return rc;
 	c = calloc(1, sizeof *c);
 	if (!c) {
 		inca_peer_listener_close(opts->peer_listener);
@@ -336,12 +372,12 @@ int inca_comm_size(const struct inca_comm *c)
 	return c ? c->cfg.size : -EINVAL;
 }
 
-int inca_comm_get_stats(const struct inca_comm *c, struct inca_comm_stats *out)
+int inca_comm_get_stats(const struct inca_comm *c, struct inca_comm_stats *out, size_t out_size)
 {
-	if (!c || !out)
+	if (!c)
 		return -EINVAL;
-	*out = c->stats;
-	return 0;
+	return client_out_copy(out, out_size, &c->stats, sizeof c->stats,
+			       CLIENT_END_OF(struct inca_comm_stats, rx_nacks));
 }
 
 int inca_comm_get_auth_stats(const struct inca_comm *c, struct inca_auth_stats *out,
@@ -349,20 +385,20 @@ int inca_comm_get_auth_stats(const struct inca_comm *c, struct inca_auth_stats *
 {
 	struct inca_auth_stats s;
 
-	if (!c || !out)
+	if (!c)
 		return -EINVAL;
 	client_inc_auth_stats(c, &s);
-	memcpy(out, &s, out_size < sizeof s ? out_size : sizeof s);
-	return 0;
+	return client_out_copy(out, out_size, &s, sizeof s,
+			       CLIENT_END_OF(struct inca_auth_stats, rx_bad_mac));
 }
 
 int inca_comm_get_io_stats(const struct inca_comm *c, struct inca_io_stats *out, size_t out_size)
 {
 	struct inca_io_stats s;
 
-	if (!c || !out)
+	if (!c)
 		return -EINVAL;
 	client_inc_io_stats(c, &s);
-	memcpy(out, &s, out_size < sizeof s ? out_size : sizeof s);
-	return 0;
+	return client_out_copy(out, out_size, &s, sizeof s,
+			       CLIENT_END_OF(struct inca_io_stats, rx_gro_bufs));
 }

@@ -1,7 +1,7 @@
 /* Unit tests for the libinca communicator: option validation and defaults, argument checks
  * of the collectives, size-1 communicators (copy semantics), strerror, two communicators in
  * one process, data-plane socket binding, the external bootstrap (peer handles exchanged by
- * the caller: threads of this process). Public API only. */
+ * the caller: threads of this process), the struct sizes of the ABI rule. Public API only. */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -34,7 +34,7 @@ static struct inca_comm_opts base(void)
 {
 	struct inca_comm_opts o;
 
-	memset(&o, 0, sizeof o);
+	inca_comm_opts_init(&o);
 	o.size = 1;
 	return o;
 }
@@ -103,6 +103,122 @@ static void test_validation(void)
 	CHECK_EQ(try_create(&o), 0);
 }
 
+/* An options struct exactly n bytes long on the heap (as an older binary's smaller struct
+ * would be): under AddressSanitizer any read beyond n is caught. */
+static int create_sized(const struct inca_comm_opts *full, size_t n)
+{
+	unsigned char *buf = malloc(n);
+	int rc;
+
+	CHECK(buf != NULL);
+	memcpy(buf, full, n < sizeof *full ? n : sizeof *full);
+	if (n > sizeof *full)
+		memset(buf + sizeof *full, 0, n - sizeof *full);
+	((struct inca_comm_opts *)(void *)buf)->struct_size = (uint32_t)n;
+	rc = try_create((const struct inca_comm_opts *)(void *)buf);
+	free(buf);
+	return rc;
+}
+
+/* The whole struct in memory, fields past n set, but struct_size = n: they must be ignored. */
+static int create_claiming(struct inca_comm_opts o, size_t n)
+{
+	o.struct_size = (uint32_t)n;
+	return try_create(&o);
+}
+
+/* The ABI rule of inca.h: the library reads only struct_size bytes of the options and writes
+ * only out_size bytes of every output struct. */
+static void test_struct_sizes(void)
+{
+	struct inca_comm_opts o = base();
+	struct inca_comm_opts lit = INCA_COMM_OPTS_INIT;
+	struct inca_comm *c;
+	const size_t before_am = offsetof(struct inca_comm_opts, am_addr);
+	const size_t before_no_auth = offsetof(struct inca_comm_opts, no_auth);
+
+	CHECK_EQ(lit.struct_size, sizeof lit);
+	CHECK_EQ(o.struct_size, sizeof o);
+	o.struct_size = 0; /* zero-initialised without the init function */
+	CHECK_EQ(try_create(&o), -EINVAL);
+	CHECK(strstr(inca_strerror(-EINVAL), "struct size") != NULL);
+	o = base();
+	CHECK_EQ(create_sized(&o, INCA_COMM_OPTS_SIZE_MIN - 1), -EINVAL);
+	CHECK_EQ(create_sized(&o, INCA_COMM_OPTS_SIZE_MIN), 0);
+
+	/* An older caller whose struct ends before am_addr: the AM fields take their defaults
+	 * (no AM). Read, this am_addr without a job_id would fail the create. */
+	o.am_addr = "127.0.0.1:1";
+	CHECK_EQ(create_claiming(o, sizeof o), -EINVAL);
+	CHECK_EQ(create_claiming(o, before_am), 0);
+	CHECK_EQ(create_sized(&o, before_am), 0);
+	o = base();
+
+	/* A field beyond struct_size is not read even when the caller set it: no_auth. */
+	o.switch_addr = "127.0.0.1:4791";
+	o.data_addr = "127.0.0.1:0";
+	o.no_auth = 1;
+	CHECK_EQ(create_claiming(o, before_no_auth), -ENOKEY);
+	CHECK_EQ(create_claiming(o, before_no_auth + sizeof o.no_auth), 0);
+	o = base();
+
+	/* A newer caller's larger struct: fine while the fields this library lacks are 0. */
+	CHECK_EQ(create_sized(&o, sizeof o + 16), 0);
+	{
+		unsigned char big[sizeof o + 16];
+
+		memset(big, 0, sizeof big);
+		memcpy(big, &o, sizeof o);
+		((struct inca_comm_opts *)(void *)big)->struct_size = sizeof big;
+		big[sizeof o + 3] = 1;
+		CHECK_EQ(try_create((const struct inca_comm_opts *)(void *)big), -E2BIG);
+		CHECK(strstr(inca_strerror(-E2BIG), "newer") != NULL);
+	}
+
+	/* Output structs: out_size 0 or below the first fields is refused; an older (smaller)
+	 * struct gets its prefix, bytes past out_size stay untouched. */
+	o = base();
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	{
+		int32_t x = 5;
+		struct inca_comm_stats st;
+		struct inca_auth_stats as;
+		struct inca_io_stats io[2];
+		struct inca_coll_counts cc;
+		struct inca_am_info ai;
+		const size_t auth_old = offsetof(struct inca_auth_stats, rx_replay);
+
+		CHECK_EQ(inca_allreduce_algo(c, &x, &x, 1, INCA_INT32, INCA_SUM, INCA_ALGO_RING), 0);
+		CHECK_EQ(inca_comm_get_stats(c, &st, 0), -EINVAL);
+		CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st - 8), -EINVAL);
+		CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
+		CHECK_EQ(st.ring_calls, 1);
+
+		memset(&as, 0xab, sizeof as);
+		CHECK_EQ(inca_comm_get_auth_stats(c, &as, 0), -EINVAL);
+		CHECK_EQ(inca_comm_get_auth_stats(c, &as, auth_old - 1), -EINVAL);
+		CHECK_EQ(inca_comm_get_auth_stats(c, &as, auth_old), 0);
+		CHECK_EQ(as.enabled, 0);
+		CHECK_EQ(as.rx_replay, 0xababababababababull); /* past out_size */
+		CHECK_EQ(as.opted_out, (int)0xabababab);
+
+		memset(io, 0xcd, sizeof io);
+		CHECK_EQ(inca_comm_get_io_stats(c, &io[0], 0), -EINVAL);
+		CHECK_EQ(inca_comm_get_io_stats(c, &io[0], sizeof io), 0); /* a newer, larger one */
+		CHECK_EQ(io[0].tx_syscalls, 0);
+		CHECK_EQ(io[1].gso, (int)0xcdcdcdcd);
+
+		CHECK_EQ(inca_comm_get_coll_counts(c, &cc, 0), -EINVAL);
+		CHECK_EQ(inca_comm_get_coll_counts(c, &cc, sizeof cc), 0);
+		CHECK_EQ(cc.calls[INCA_COLL_ALLREDUCE][INCA_ALGO_RING], 1);
+		CHECK_EQ(cc.calls[INCA_COLL_COUNT][0], 0); /* no such collective yet */
+
+		CHECK_EQ(inca_comm_am_info(c, &ai, 0), -EINVAL);
+		CHECK_EQ(inca_comm_am_info(c, &ai, sizeof ai), -ENOTSUP);
+	}
+	inca_comm_destroy(c);
+}
+
 static void test_size1(void)
 {
 	struct inca_comm_opts o = base();
@@ -138,8 +254,8 @@ static void test_size1(void)
 	CHECK_EQ(inca_allreduce(a, in, in + 1, 4, INCA_INT32, INCA_SUM), -EINVAL); /* overlap */
 	CHECK_EQ(inca_allreduce(a, in, out, SIZE_MAX / 2, INCA_INT32, INCA_SUM), -EINVAL);
 
-	CHECK_EQ(inca_comm_get_stats(a, NULL), -EINVAL);
-	CHECK_EQ(inca_comm_get_stats(a, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(a, NULL, sizeof(struct inca_comm_stats)), -EINVAL);
+	CHECK_EQ(inca_comm_get_stats(a, &st, sizeof st), 0);
 	CHECK_EQ(st.ring_calls, 2);
 	CHECK_EQ(st.inc_calls, 0);
 	CHECK_EQ(st.tx_pkts, 0);
@@ -346,6 +462,7 @@ static void test_peer_bootstrap(void)
 int main(void)
 {
 	test_validation();
+	test_struct_sizes();
 	test_size1();
 	test_data_socket();
 	test_strerror();

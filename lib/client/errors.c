@@ -15,7 +15,12 @@ const char *inca_strerror(int err)
 	case 0:
 		return "success";
 	case EINVAL:
-		return "invalid argument or option";
+		return "invalid argument or option (or a struct size that is 0 or too small: "
+		       "initialise inca_comm_opts with inca_comm_opts_init, pass sizeof *out "
+		       "to the getters)";
+	case E2BIG:
+		return "options struct from a newer libinca header sets fields this library "
+		       "does not know";
 	case ENOTSUP:
 		return "not supported (no switch configured, or type/op pair not reducible)";
 	case ETIMEDOUT:

@@ -322,7 +322,7 @@ struct thr {
 static void *thr_main(void *p)
 {
 	struct thr *t = p;
-	struct inca_comm_opts o = { .rank = t->rank, .size = t->n, .bootstrap_addr = t->addr,
+	struct inca_comm_opts o = { .struct_size = sizeof o, .rank = t->rank, .size = t->n, .bootstrap_addr = t->addr,
 				    .timeout_ms = t->timeout_ms };
 	struct inca_comm *c;
 

@@ -471,7 +471,7 @@ static void fsw_stop(struct fsw *s)
 
 static void opts_for(struct inca_comm_opts *o, const struct fsw *s, char *swaddr, size_t cap)
 {
-	memset(o, 0, sizeof *o);
+	inca_comm_opts_init(o);
 	snprintf(swaddr, cap, "127.0.0.1:%u", (unsigned)ntohs(s->addr.sin_port));
 	o->size = 1;
 	o->switch_addr = swaddr;
@@ -552,7 +552,7 @@ static void test_echo_clean(void)
 		free(x);
 		free(y);
 	}
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK_EQ(st.rx_bad, 0);
 	/* Strangers: a datagram from another IP, and garbage from the switch's IP. Both are
 	 * read during the next call and counted, never taken as results. */
@@ -569,7 +569,7 @@ static void test_echo_clean(void)
 	}
 	CHECK_EQ(inca_allreduce(c, &v, &r, 1, INCA_INT32, INCA_SUM), 0); /* AUTO -> INC */
 	CHECK_EQ(r, 5);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK_EQ(st.rx_bad, 2);
 	CHECK_EQ(st.inc_calls, 27);
 	CHECK_EQ(st.ring_calls, 0);
@@ -601,7 +601,7 @@ static void test_echo_auth(void)
 	o.rto_us = 200000;
 	CHECK_EQ(inca_comm_create(&o, &c), 0);
 	echo_roundtrips(c, 20011);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK_EQ(inca_comm_get_auth_stats(c, &as, sizeof as), 0);
 	CHECK(as.enabled == 1 && as.key_id == 1 && as.epoch != 0 && !as.opted_out);
 	CHECK(as.rx_verified > 0 && as.tx_signed > 0);
@@ -636,7 +636,7 @@ static void test_echo_faults(void)
 	o.seed = 42;
 	CHECK_EQ(inca_comm_create(&o, &c), 0);
 	echo_roundtrips(c, 50001);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK(st.retransmits > 0); /* by the RTO or, mostly, by loss detection */
 	CHECK(st.injected_drops > 0);
 	CHECK(st.rx_dup_results > 0);
@@ -676,7 +676,7 @@ static void test_echo_nack(void)
 	 * read (the next call drains it). */
 	usleep(20000);
 	CHECK_EQ(inca_allreduce_algo(c, in, out, 1, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK(s.repaired0);
 	CHECK_EQ(st.timeouts, 0);
 	CHECK_EQ(st.retransmits, 1);
@@ -714,7 +714,7 @@ static void test_echo_dead(void)
 	uint64_t t_call = util_now_ns();
 	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), -ETIMEDOUT);
 	CHECK(util_now_ns() - t_call >= 300ull * 1000 * 1000);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK(st.timeouts > 4);
 	CHECK_EQ(st.retransmits, st.timeouts - 1);
 	uint64_t dead_tx = st.tx_pkts;
@@ -723,7 +723,7 @@ static void test_echo_dead(void)
 	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), -ENOTSUP);
 	CHECK_EQ(inca_allreduce(c, buf, out, 100, INCA_INT64, INCA_SUM), 0);
 	CHECK(memcmp(buf, out, sizeof buf) == 0);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK_EQ(st.tx_pkts, dead_tx);
 	CHECK_EQ(st.ring_calls, 1);
 	inca_comm_destroy(c);
@@ -741,10 +741,10 @@ static void test_echo_dead(void)
 	CHECK_EQ(inca_comm_create(&o, &c), 0);
 	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
 	fsw_stop(&s);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	uint64_t t0 = st.timeouts;
 	CHECK_EQ(inca_allreduce_algo(c, buf, out, 100, INCA_INT64, INCA_SUM, INCA_ALGO_INC), -ETIMEDOUT);
-	CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 	CHECK_EQ(st.timeouts - t0, 4);
 	inca_comm_destroy(c);
 }
@@ -779,7 +779,7 @@ static void test_echo_paced(void)
 		memset(y, 0, count * 4);
 		CHECK_EQ(inca_allreduce_algo(c, x, y, count, INCA_INT32, INCA_SUM, INCA_ALGO_INC), 0);
 		CHECK(memcmp(x, y, count * 4) == 0);
-		CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+		CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 		inca_comm_destroy(c);
 		fsw_stop(&s);
 		CHECK_EQ(s.bad, 0);
@@ -864,7 +864,7 @@ static void test_offloads(void)
 		echo_chunks(c, 200, 1);  /* many sends, every slot reused, one element at the end */
 		echo_chunks(c, 0, 5);    /* one short chunk alone */
 		echo_roundtrips(c, 30011);
-		CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+		CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 		CHECK_EQ(inca_comm_get_io_stats(c, &io, sizeof io), 0);
 		CHECK_EQ(st.rx_bad, 0);
 		CHECK_EQ(io.gso, cl_gso); /* this kernel has both (udpio_test) */
@@ -914,7 +914,7 @@ static void test_offloads(void)
 		CHECK_EQ(inca_comm_create(&o, &c), 0);
 		echo_chunks(c, 300, 7);
 		echo_roundtrips(c, 20011);
-		CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+		CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 		CHECK_EQ(inca_comm_get_io_stats(c, &io, sizeof io), 0);
 		CHECK(st.injected_drops > 0 && st.retransmits > 0);
 		CHECK_EQ(st.rx_bad, 0);
@@ -955,7 +955,7 @@ static void test_offloads(void)
 			CHECK_EQ(setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one), 0);
 			echo_chunks(c, 40, 9);
 			echo_roundtrips(c, 20011);
-			CHECK_EQ(inca_comm_get_stats(c, &st), 0);
+			CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
 			CHECK_EQ(inca_comm_get_io_stats(c, &io, sizeof io), 0);
 			CHECK_EQ(io.gso, 0);
 			CHECK_EQ(io.gso_failed, 1);
@@ -973,7 +973,7 @@ static void test_offloads(void)
 	unsetenv("INCA_UDP_GRO");
 	/* Bad values are refused, not guessed. */
 	{
-		struct inca_comm_opts o = { .size = 1, .switch_addr = "127.0.0.1:9",
+		struct inca_comm_opts o = { .struct_size = sizeof o, .size = 1, .switch_addr = "127.0.0.1:9",
 					    .data_addr = "127.0.0.10:0", .no_auth = 1 };
 		struct inca_comm *c = NULL;
 		setenv("INCA_UDP_GSO", "yes", 1);
@@ -1086,7 +1086,7 @@ static void *member_main(void *arg)
 	struct member *m = arg;
 	char data[32];
 	struct inca_comm_opts o = {
-		.rank = m->rank, .size = m->n, .bootstrap_addr = m->boot, .switch_addr = m->sw,
+		.struct_size = sizeof o, .rank = m->rank, .size = m->n, .bootstrap_addr = m->boot, .switch_addr = m->sw,
 		.data_addr = data, .tree_id = m->s->cfg.tree_id, .key = m->s->cfg.key,
 		.switch_qpn = m->s->cfg.switch_qpn, .nslots = m->s->cfg.nslots, .timeout_ms = 10000,
 		.rto_us = 3000, .rto_max_us = 30000, .retx_limit = 200, .drop_rate = m->drop,
@@ -1105,7 +1105,7 @@ static void *member_main(void *arg)
 	if (m->rc < 0)
 		return NULL;
 	m->rc = m->late_ms ? late_work(c, m->rank, m->n, m->late_ms) : member_work(c, m->rank, m->n);
-	inca_comm_get_stats(c, &m->st);
+	inca_comm_get_stats(c, &m->st, sizeof m->st);
 	inca_comm_destroy(c);
 	return NULL;
 }

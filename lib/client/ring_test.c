@@ -147,7 +147,7 @@ static int rank_matrix(struct inca_comm *c, int rank, int n, void *arg)
 	CHECK_EQ(inca_allreduce(c, &v, &s, 1, INCA_INT32, INCA_SUM), 0);
 	CHECK_EQ(s, n * (n + 1) / 2);
 	struct inca_comm_stats stt;
-	CHECK_EQ(inca_comm_get_stats(c, &stt), 0);
+	CHECK_EQ(inca_comm_get_stats(c, &stt, sizeof stt), 0);
 	CHECK(stt.ring_calls > 50 && stt.inc_calls == 0);
 	return 0;
 }
@@ -219,7 +219,7 @@ struct thr {
 static void *thr_main(void *p)
 {
 	struct thr *t = p;
-	struct inca_comm_opts o = { .rank = t->rank, .size = t->n, .bootstrap_addr = t->addr, .timeout_ms = 10000 };
+	struct inca_comm_opts o = { .struct_size = sizeof o, .rank = t->rank, .size = t->n, .bootstrap_addr = t->addr, .timeout_ms = 10000 };
 	struct inca_comm *c;
 	int64_t buf[3001];
 
@@ -330,7 +330,7 @@ static void slow_log(void *ctx, int level, const char *msg)
 static void *slow_rank0_main(void *p)
 {
 	struct slow_rank0 *t = p;
-	struct inca_comm_opts o = { .rank = 0, .size = 2, .bootstrap_addr = t->addr, .timeout_ms = 15000,
+	struct inca_comm_opts o = { .struct_size = sizeof o, .rank = 0, .size = 2, .bootstrap_addr = t->addr, .timeout_ms = 15000,
 				    .log_fn = slow_log, .log_level = 3 };
 	struct inca_comm *c = NULL;
 
@@ -423,7 +423,7 @@ int main(void)
 	struct inca_comm_opts o;
 	atomic_int *shared;
 
-	memset(&o, 0, sizeof o);
+	inca_comm_opts_init(&o);
 	o.timeout_ms = 20000;
 	for (int n = 2; n <= 4; n++)
 		CHECK_EQ(test_run_ranks(n, PORT_BASE, &o, rank_matrix, NULL), 0);

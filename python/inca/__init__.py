@@ -225,6 +225,7 @@ class Comm:
         self._pq = None
         self._pthread = None
         o = _lib.CommOpts()
+        o.struct_size = ctypes.sizeof(o)  # inca_comm_opts_init
         self._keep = []  # encoded strings and the log trampoline must outlive the call
 
         def s(v):
@@ -262,7 +263,7 @@ class Comm:
             o.peer_listener = listener._take()  # inca_comm_create consumes it in every case
         names = {f[0]: f[1] for f in _lib.CommOpts._fields_}
         for k, v in opts.items():
-            if k not in names or k in ("log_fn", "log_ctx"):
+            if k not in names or k in ("log_fn", "log_ctx", "struct_size"):
                 raise TypeError(f"unknown option {k!r}")
             if v is None:
                 continue
@@ -492,7 +493,8 @@ class Comm:
     def stats(self):
         """The communicator's counters (struct inca_comm_stats) as a dict."""
         st = _lib.CommStats()
-        _check(self._lib.inca_comm_get_stats(self._h(), ctypes.byref(st)), "inca_comm_get_stats")
+        _check(self._lib.inca_comm_get_stats(self._h(), ctypes.byref(st), ctypes.sizeof(st)),
+               "inca_comm_get_stats")
         return {name: getattr(st, name) for name, _ in _lib.CommStats._fields_}
 
     def auth_stats(self):
@@ -528,7 +530,7 @@ class Comm:
         if not self._lib.has("inca_comm_get_coll_counts"):
             raise NotImplementedError("this libinca has no inca_comm_get_coll_counts")
         cc = _lib.CollCounts()
-        _check(self._lib.inca_comm_get_coll_counts(self._h(), ctypes.byref(cc)),
+        _check(self._lib.inca_comm_get_coll_counts(self._h(), ctypes.byref(cc), ctypes.sizeof(cc)),
                "inca_comm_get_coll_counts")
         out = {"failovers": cc.failovers}
         for cname, ci in COLLS.items():
@@ -540,7 +542,7 @@ class Comm:
     def am_info(self):
         """The AM group state (dict) or None when the communicator has no AM."""
         info = _lib.AmInfo()
-        rc = self._lib.inca_comm_am_info(self._h(), ctypes.byref(info))
+        rc = self._lib.inca_comm_am_info(self._h(), ctypes.byref(info), ctypes.sizeof(info))
         if rc == -_errno.ENOTSUP:
             return None
         _check(rc, "inca_comm_am_info")

@@ -25,6 +25,9 @@ COLLS = {
 }
 INCA_COLL_COUNT = 9
 INCA_ALGO_COUNT = 9
+# fixed array bounds of struct inca_coll_counts (never change, unlike the counts above)
+INCA_COLL_MAX = 32
+INCA_ALGO_MAX = 32
 
 # void (*inca_log_fn)(void *ctx, int level, const char *msg)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
@@ -34,8 +37,10 @@ PEER_HANDLE_BYTES = 32  # INCA_PEER_HANDLE_BYTES
 
 
 class CommOpts(ctypes.Structure):
-    """struct inca_comm_opts."""
+    """struct inca_comm_opts. struct_size must be set to ctypes.sizeof(CommOpts) (what
+    inca_comm_opts_init does in C); fields are only ever appended (inca.h "ABI rule")."""
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("rank", ctypes.c_int),
         ("size", ctypes.c_int),
         ("bootstrap_addr", ctypes.c_char_p),
@@ -59,7 +64,7 @@ class CommOpts(ctypes.Structure):
         ("log_fn", LOG_FN),
         ("log_ctx", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
-        # issue 3: Aggregation Manager
+        # Aggregation Manager
         ("am_addr", ctypes.c_char_p),
         ("job_id", ctypes.c_char_p),
         ("job_credential", ctypes.c_char_p),
@@ -123,7 +128,7 @@ class AmInfo(ctypes.Structure):
 class CollCounts(ctypes.Structure):
     """struct inca_coll_counts."""
     _fields_ = [
-        ("calls", (ctypes.c_uint64 * INCA_ALGO_COUNT) * INCA_COLL_COUNT),
+        ("calls", (ctypes.c_uint64 * INCA_ALGO_MAX) * INCA_COLL_MAX),
         ("failovers", ctypes.c_uint64),
     ]
 
@@ -199,15 +204,15 @@ def _declare(lib):
         "inca_allreduce_algo": (c_int, [comm_p, c_void_p, c_void_p, c_size_t, c_int, c_int,
                                         c_int]),
         "inca_barrier": (c_int, [comm_p]),
-        "inca_comm_get_stats": (c_int, [comm_p, ctypes.POINTER(CommStats)]),
-        "inca_comm_am_info": (c_int, [comm_p, ctypes.POINTER(AmInfo)]),
+        "inca_comm_get_stats": (c_int, [comm_p, ctypes.POINTER(CommStats), c_size_t]),
+        "inca_comm_am_info": (c_int, [comm_p, ctypes.POINTER(AmInfo), c_size_t]),
         "inca_comm_get_io_stats": (c_int, [comm_p, ctypes.POINTER(IoStats), c_size_t]),
         "inca_comm_get_auth_stats": (c_int, [comm_p, ctypes.POINTER(AuthStats), c_size_t]),
         # may be missing from an older library: declared only when present
         "inca_coll": (c_int, [comm_p, ctypes.POINTER(CollArgs)]),
         "inca_bcast": (c_int, [comm_p, c_void_p, c_size_t, c_int, c_int]),
         "inca_allgather": (c_int, [comm_p, c_void_p, c_void_p, c_size_t, c_int]),
-        "inca_comm_get_coll_counts": (c_int, [comm_p, ctypes.POINTER(CollCounts)]),
+        "inca_comm_get_coll_counts": (c_int, [comm_p, ctypes.POINTER(CollCounts), c_size_t]),
         "inca_comm_set_tuning": (c_int, [comm_p, c_int]),
         "inca_coll_name": (c_char_p, [c_int]),
         "inca_algo_name": (c_char_p, [c_int]),

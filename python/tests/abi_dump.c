@@ -24,7 +24,7 @@ int main(void)
 
 	printf("{");
 	BEGIN(inca_comm_opts);
-	F(inca_comm_opts, rank); F(inca_comm_opts, size); F(inca_comm_opts, bootstrap_addr);
+	F(inca_comm_opts, struct_size); F(inca_comm_opts, rank); F(inca_comm_opts, size); F(inca_comm_opts, bootstrap_addr);
 	F(inca_comm_opts, host_ip); F(inca_comm_opts, switch_addr); F(inca_comm_opts, data_addr);
 	F(inca_comm_opts, tree_id); F(inca_comm_opts, key); F(inca_comm_opts, switch_qpn);
 	F(inca_comm_opts, qpn); F(inca_comm_opts, bfr_id); F(inca_comm_opts, bsl_bits);
@@ -79,6 +79,8 @@ int main(void)
 	       "\"INCA_ALGO_COUNT\": %d, \"INCA_DTYPE_COUNT\": %d, \"INCA_OP_COUNT\": %d}",
 	       INCA_BF16, INCA_FP64, INCA_BXOR, INCA_ALGO_LINEAR, INCA_COLL_BARRIER,
 	       INCA_COLL_COUNT, INCA_ALGO_COUNT, INCA_DTYPE_COUNT, INCA_OP_COUNT);
+	printf(", \"INCA_COLL_MAX\": %d, \"INCA_ALGO_MAX\": %d", INCA_COLL_MAX, INCA_ALGO_MAX);
+	printf(", \"INCA_COMM_OPTS_SIZE_MIN\": %zu", (size_t)INCA_COMM_OPTS_SIZE_MIN);
 	printf(", \"INCA_PEER_HANDLE_BYTES\": %d}\n", INCA_PEER_HANDLE_BYTES);
 	return 0;
 }

@@ -90,6 +90,11 @@ def test_abi():
           "coll enum")
     check(e["INCA_DTYPE_COUNT"] == len(_lib.DTYPES), "dtype count")
     check(c["INCA_PEER_HANDLE_BYTES"] == _lib.PEER_HANDLE_BYTES, "peer handle size")
+    check(c["INCA_COLL_MAX"] == _lib.INCA_COLL_MAX and c["INCA_ALGO_MAX"] == _lib.INCA_ALGO_MAX,
+          "coll_counts array bounds")
+    check(_lib.CommOpts._fields_[0][0] == "struct_size", "struct_size is the first option")
+    check(_lib.CommOpts.log_level.offset + _lib.CommOpts.log_level.size ==
+          c["INCA_COMM_OPTS_SIZE_MIN"], "INCA_COMM_OPTS_SIZE_MIN")
 
 
 def test_names():
@@ -100,6 +105,17 @@ def test_names():
     for name, v in _lib.OPS.items():
         check(lib.inca_op_parse(name.encode()) == v, f"inca_op_parse({name})")
     check("timed out" in inca.strerror(-errno.ETIMEDOUT).lower(), "strerror(-ETIMEDOUT)")
+    # struct_size: 0 is refused, the fields through log_level (an older caller) are enough
+    o, h = _lib.CommOpts(), ctypes.c_void_p()
+    o.size = 1
+    check(lib.inca_comm_create(ctypes.byref(o), ctypes.byref(h)) == -errno.EINVAL,
+          "inca_comm_create with struct_size 0")
+    check("struct size" in inca.strerror(-errno.EINVAL), "strerror(-EINVAL) names the size")
+    o.struct_size = _lib.CommOpts.log_level.offset + _lib.CommOpts.log_level.size
+    o.am_addr = b"127.0.0.1:1"  # beyond struct_size: must not be read (would fail: no job_id)
+    check(lib.inca_comm_create(ctypes.byref(o), ctypes.byref(h)) == 0 and h.value,
+          "inca_comm_create with the smallest struct_size")
+    lib.inca_comm_destroy(h)
 
 
 NP_TYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",

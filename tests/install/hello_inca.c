@@ -6,8 +6,11 @@
 
 int main(void)
 {
-	struct inca_comm_opts o = { .rank = 0, .size = 1 };
+	struct inca_comm_opts o;
 	struct inca_comm *c;
+
+	inca_comm_opts_init(&o);
+	o.size = 1;
 	int rc = inca_comm_create(&o, &c);
 	if (rc < 0) {
 		fprintf(stderr, "inca_comm_create: %s\n", inca_strerror(rc));

@@ -162,7 +162,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 			bad++;
 	}
 	struct inca_coll_counts cc;
-	inca_comm_get_coll_counts(comm, &cc);
+	inca_comm_get_coll_counts(comm, &cc, sizeof cc);
 	for (int c = 0; c < INCA_COLL_COUNT; c++)
 		for (int a = 0; a < INCA_ALGO_COUNT; a++)
 			if (a != INCA_ALGO_INC && cc.calls[c][a])

@@ -39,7 +39,7 @@ static void *killer(void *arg)
 	uint64_t end = util_now_ns() + 60000000000ull;
 	do {
 		usleep(1000);
-		inca_comm_get_stats(k->comm, &st);
+		inca_comm_get_stats(k->comm, &st, sizeof st);
 	} while (st.tx_pkts < k->tx0 + k->j->kill_pkts && util_now_ns() < end && !k->call_done);
 	kill(k->j->switch_pid, SIGKILL);
 	return NULL;
@@ -63,7 +63,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 		bad++;
 	struct killer_arg ka = { .j = j, .comm = comm };
 	struct inca_comm_stats st0;
-	inca_comm_get_stats(comm, &st0);
+	inca_comm_get_stats(comm, &st0, sizeof st0);
 	ka.tx0 = st0.tx_pkts;
 	if (rank == 0 && pthread_create(&th, NULL, killer, &ka) != 0)
 		return 5;
@@ -77,14 +77,14 @@ static int rank_main(struct inca_comm *comm, void *arg)
 		pthread_join(th, NULL);
 	}
 	struct inca_comm_stats cs;
-	inca_comm_get_stats(comm, &cs);
+	inca_comm_get_stats(comm, &cs, sizeof cs);
 	fprintf(stderr, "[rank %d] after the big call: tx %llu rx %llu pkts, rx_bad %llu, dup results %llu, "
 		"retransmits %llu, timeouts %llu\n", rank, (unsigned long long)cs.tx_pkts,
 		(unsigned long long)cs.rx_pkts, (unsigned long long)cs.rx_bad,
 		(unsigned long long)cs.rx_dup_results, (unsigned long long)cs.retransmits,
 		(unsigned long long)cs.timeouts);
 	struct inca_coll_counts before, after;
-	inca_comm_get_coll_counts(comm, &before);
+	inca_comm_get_coll_counts(comm, &before, sizeof before);
 	/* Later calls: AllReduce (small and 1 MiB), Bcast, AllGather, Barrier, all AUTO. */
 	for (int k = 0; k < 3; k++) {
 		s.iter = 2 + (uint64_t)k;
@@ -109,7 +109,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 			bad++;
 	if (inca_barrier(comm) != 0)
 		bad++;
-	inca_comm_get_coll_counts(comm, &after);
+	inca_comm_get_coll_counts(comm, &after, sizeof after);
 	j->failovers[rank] = after.failovers;
 	j->inc_after[rank] = 0;
 	for (int c = 0; c < INCA_COLL_COUNT; c++)

@@ -99,7 +99,7 @@ int itest_call(struct inca_comm *comm, struct itest_shared *sh, const struct lau
 
 void itest_save_stats(struct inca_comm *comm, struct itest_shared *sh)
 {
-	inca_comm_get_stats(comm, &sh->cstats[inca_comm_rank(comm)]);
+	inca_comm_get_stats(comm, &sh->cstats[inca_comm_rank(comm)], sizeof sh->cstats[0]);
 }
 
 void itest_sum(const struct itest_shared *sh, int nranks, struct inca_comm_stats *cs,

@@ -57,7 +57,7 @@ static void *killer(void *arg)
 				break;
 			continue;
 		}
-		inca_comm_get_stats(k->comm, &st);
+		inca_comm_get_stats(k->comm, &st, sizeof st);
 		if (st.tx_pkts >= k->tx0 + want || util_now_ns() - k->t0 > 20000000000ull)
 			break;
 	}
@@ -106,7 +106,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 		struct killer_arg ka = { .j = j, .comm = comm };
 		struct inca_comm_stats st;
 		pthread_t th;
-		inca_comm_get_stats(comm, &st);
+		inca_comm_get_stats(comm, &st, sizeof st);
 		ka.tx0 = st.tx_pkts;
 		ka.t0 = util_now_ns();
 		j->in_call[rank] = 1;
@@ -132,7 +132,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 	j->rc2[rank] = inca_allreduce_algo(comm, small, small_out, 1000, INCA_FP32, INCA_SUM,
 					   j->scen == BETWEEN ? INCA_ALGO_RING : INCA_ALGO_AUTO);
 	j->t2[rank] = util_now_ns();
-	inca_comm_get_coll_counts(comm, &cc);
+	inca_comm_get_coll_counts(comm, &cc, sizeof cc);
 	j->failovers[rank] = cc.failovers;
 	return 0;
 }

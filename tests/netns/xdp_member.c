@@ -47,6 +47,7 @@ int main(int argc, char **argv)
 	if (colon)
 		*colon = 0;
 	struct inca_comm_opts o = {
+		.struct_size = sizeof(struct inca_comm_opts),
 		.rank = rank,
 		.size = size,
 		.bootstrap_addr = argv[3],
@@ -116,7 +117,7 @@ int main(int argc, char **argv)
 	}
 	double secs = now_s() - t0;
 	struct inca_comm_stats st;
-	inca_comm_get_stats(comm, &st);
+	inca_comm_get_stats(comm, &st, sizeof st);
 	if (!bench)
 		printf("rank %d: %s iters %ld elems %zu wrong %ld seconds %.3f retransmits %llu\n", rank,
 	       rc ? inca_strerror(rc) : "ok", iters, count, wrong, secs,
