@@ -285,7 +285,7 @@ static int wait_generation(struct inca_comm *c, int rank, uint32_t gen)
 
 	memset(&info, 0, sizeof info);
 	for (int w = 0; w < 2400; w++) {
-		if (inca_comm_am_info(c, &info) == 0 && info.state == 1 && info.generation >= gen)
+		if (inca_comm_am_info(c, &info, sizeof info) == 0 && info.state == 1 && info.generation >= gen)
 			return 0;
 		usleep(25000);
 	}

@@ -19,8 +19,9 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 
+	/* The collective is checked against the chunk below: a notice about an earlier call's
+	 * chunk is stale, not bad. */
 	if (pkt->bth.dest_qp != cfg->qpn || !wire_pkey_match(pkt->bth.pkey, WIRE_PKEY_DEFAULT) ||
-	    pkt->inca.coll != j->a->coll ||
 	    pkt->inca.tree_id != cfg->tree_id || pkt->reth.rkey != cfg->key ||
 	    pkt->inca.bsl_code != cfg->bsl_code || pkt->inca.si != cfg->si ||
 	    !wire_bier_test(pkt->inca.bits, ic->bits_len, ic->own_bp) || pkt->inca.slot >= cfg->nslots) {
@@ -31,7 +32,7 @@ static int inc_rx_nack(struct inca_comm *c, const struct inc_job *j, const struc
 	ic->silent_rtos = 0;
 	struct inc_chunk *ch = &ic->chunks[pkt->inca.slot];
 	if (!ch->active || ch->nacked || pkt->inca.round != inc_round(c, ch->g) ||
-	    pkt->imm != (uint32_t)ch->g || (ch->retx && now_ns - ch->xmit_ns < reo_wnd_ns(ic)))
+	    pkt->imm != (uint32_t)ch->g || pkt->inca.coll != j->a->coll || (ch->retx && now_ns - ch->xmit_ns < reo_wnd_ns(ic)))
 		return 0;
 	ch->nacked = true;
 	ic->nacked++;
@@ -149,8 +150,7 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		return inc_rx_nack(c, j, &pkt, now_ns);
 	/* Our QP's P_Key is the default partition's: a result must match it (IBTA rule). */
 	if (pkt.bth.dest_qp != cfg->qpn || !wire_pkey_match(pkt.bth.pkey, WIRE_PKEY_DEFAULT) ||
-	    !(pkt.inca.flags & WIRE_F_RESULT) ||
-	    pkt.inca.coll != j->a->coll || pkt.inca.tree_id != cfg->tree_id ||
+	    !(pkt.inca.flags & WIRE_F_RESULT) || pkt.inca.tree_id != cfg->tree_id ||
 	    pkt.reth.rkey != cfg->key || pkt.inca.bsl_code != cfg->bsl_code || pkt.inca.si != cfg->si ||
 	    !wire_bier_test(pkt.inca.bits, ic->bits_len, ic->own_bp) || pkt.inca.slot >= cfg->nslots)
 		goto bad;
@@ -159,7 +159,8 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	if (!ch->active || pkt.inca.round != inc_round(c, ch->g) ||
 	    pkt.imm != (uint32_t)ch->g) {
 		/* Self-consistent slot/round/imm of a chunk no longer in flight: a duplicate
-		 * result (switch re-send, or the answer to one of our retransmissions). */
+		 * result (switch re-send, or the answer to one of our retransmissions), also
+		 * of an earlier call of another collective. */
 		if ((uint32_t)((uint64_t)(pkt.inca.round - c->round_base) * cfg->nslots +
 			       pkt.inca.slot) == pkt.imm) {
 			c->stats.rx_dup_results++;
@@ -170,7 +171,8 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	}
 	/* A chunk whose data we need must bring exactly it; otherwise a header-only result is
 	 * the acknowledgement (a copy with data is accepted and ignored). */
-	if (pkt.reth.va != ch->off_bytes || pkt.inca.owner != ch->owner ||
+	if (pkt.inca.coll != j->a->coll || pkt.reth.va != ch->off_bytes ||
+	    pkt.inca.owner != ch->owner ||
 	    pkt.inca.dtype != (uint8_t)j->dt || pkt.inca.op != (uint8_t)j->op ||
 	    (ch->recv_data && (pkt.inca.count != ch->count || pkt.data_len != ch->len_bytes)) ||
 	    (!ch->recv_data && pkt.inca.count != 0 && pkt.inca.count != ch->count))
