@@ -737,9 +737,11 @@ static bool serve_events(struct am *am, const void *stop_tag, bool *gone)
 	for (;;) {
 		pthread_mutex_lock(&q->mu);
 		n = q->n < 64 ? q->n : 64;
-		memcpy(buf, q->v, n * sizeof *buf);
-		memmove(q->v, q->v + n, (q->n - n) * sizeof *buf);
-		q->n -= n;
+		if (n) {
+			memcpy(buf, q->v, n * sizeof *buf);
+			memmove(q->v, q->v + n, (q->n - n) * sizeof *buf);
+			q->n -= n;
+		}
 		if (gone)
 			*gone = q->shutdown && q->n == 0 && n == 0;
 		pthread_mutex_unlock(&q->mu);
