@@ -1,4 +1,4 @@
-/* sim/sim_sanity_test.c: the simulator against first principles (issue 5 acceptance):
+/* sim/sim_sanity_test.c: the simulator against first principles:
  * a lone flow's FCT, spraying vs ECMP on a permutation, incast N->1, two DCQCN flows sharing a
  * bottleneck, and PFC making a lossy incast lossless. */
 #include <math.h>

@@ -56,7 +56,7 @@ uint16_t check_double_to_bf16(double d);
 double check_fp16_to_double(uint16_t h);
 double check_bf16_to_double(uint16_t h);
 
-/* ---- Data-movement collectives (issue 4, inca-bench): appended --------------------------
+/* ---- Data-movement collectives (inca-bench) --------------------------------------------
  * Broadcast, AllGather, AllToAll, Gather and Scatter only move data: every block is named by
  * (source rank, destination rank or -1 for "every rank") and its bytes derive from
  * (seed, iter, src, dst, byte index), so any receiver knows what each block must hold. */

@@ -173,7 +173,7 @@ const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap);
 int launch_parse_bytes(const char *s, uint64_t *out);
 
 
-/* ---- Fabric plans (issue 3, netns harness) ---------------------------------------------
+/* ---- Fabric plans (netns harness) -------------------------------------------------------
  * tests/netns/fabric.py builds hosts and switches as network namespaces, starts the switch
  * daemons in them and writes a plan file; the launcher then forks each rank as usual and
  * moves it into its host namespace with setns() before it creates its communicator, so the

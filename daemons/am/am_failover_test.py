@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ReportFailure (issue 4) against the real inca-am and four inca-switch processes (two spines,
+"""ReportFailure against the real inca-am and four inca-switch processes (two spines,
 two leaves, NETCONF over UNIX sockets), with python3-grpcio members holding Session streams.
 Polling is slowed to a minute so that only the reports can make the AM act. Checks: a report
 with a bad member token (or an unknown rank) is refused, logged and counted; after the root
