@@ -113,9 +113,11 @@ static void raw_send(struct flooder *f, const struct wire_pkt *p, uint32_t src, 
 /* A captured packet as a template: fresh counter, random tag, garbage data. */
 static bool forge_from(struct flooder *f, int idx, struct wire_pkt *p)
 {
+	if (idx < 0)
+		return false; /* nothing captured yet */
 	const struct cap *c = &f->ring[idx];
 
-	if (idx < 0 || wire_decode_udp(c->udp, c->len, p, NULL) != WIRE_OK ||
+	if (wire_decode_udp(c->udp, c->len, p, NULL) != WIRE_OK ||
 	    !(p->inca.flags & WIRE_F_AUTH))
 		return false;
 	p->auth.ctr = util_rng_next(&f->rng) >> 2;
