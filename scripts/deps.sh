@@ -22,6 +22,8 @@ PKGS=(
   libssl-dev                                         # data-plane MAC (AES-GMAC, HKDF from libcrypto)
   python3-cryptography                               # check_pcap.py verifies MAC tags independently
   python3-prometheus-client                          # metrics tests: a Prometheus parser we did not write
+  python3-protobuf                                   # am_secure test: descriptor_pb2 checks the reflection service
+  groff-base                                         # install test: man pages render without warnings
 )
 
 missing=()
