@@ -11,12 +11,13 @@ Usage: am_failover_test.py INCA-AM INCA-SWITCH PATH-TO-inca_am.proto"""
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from amtest import free_port  # noqa: E402
 
 try:
     import grpc
@@ -50,14 +51,6 @@ def check(cond, what):
     else:
         print("ok:", what)
     return cond
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_file(path, proc, what):

@@ -6,12 +6,13 @@ an unknown method gets UNIMPLEMENTED at once, Leave ends the group.
 Usage: am_grpc_test.py PATH-TO-inca-am PATH-TO-inca_am.proto"""
 import os
 import queue
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from amtest import free_port  # noqa: E402
 
 try:
     import grpc
@@ -44,14 +45,6 @@ def check(cond, what):
         print("FAIL:", what)
     else:
         print("ok:", what)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 port = free_port()

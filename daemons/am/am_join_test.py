@@ -10,11 +10,12 @@ RESOURCE_EXHAUSTED naming the quota; with a switch, caps.max_mtu sets the tree's
 slots_wanted = 65535 gets the AM's per-tree `slots`, not the whole switch.
 Usage: am_join_test.py INCA-AM INCA-SWITCH|none PATH-TO-inca_am.proto"""
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from amtest import free_port  # noqa: E402
 
 try:
     import grpc
@@ -36,7 +37,6 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
-
 # the admin credential (queries need one; docs/am.md "Who sees what")
 ADMIN_TOKEN = "test-admin"
 ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
@@ -50,14 +50,6 @@ def check(cond, what):
     else:
         print("ok:", what)
     return cond
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_file(path, proc, timeout=10):

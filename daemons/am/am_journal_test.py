@@ -13,12 +13,13 @@ Usage: am_journal_test.py INCA-AM INCA-SWITCH|none PATH-TO-inca_am.proto"""
 import glob
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import zlib
+
+from amtest import free_port  # noqa: E402
 
 try:
     import grpc
@@ -40,7 +41,6 @@ import inca_am_pb2_grpc as pbg  # noqa: E402
 failures = 0
 
 
-
 # the admin credential (queries need one; docs/am.md "Who sees what")
 ADMIN_TOKEN = "test-admin"
 ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
@@ -54,14 +54,6 @@ def check(cond, what):
     else:
         print("ok:", what)
     return cond
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_file(path, proc, what, timeout=10):

@@ -21,6 +21,8 @@ import tempfile
 import threading
 import time
 
+from amtest import free_port  # noqa: E402
+
 try:
     import grpc
     from grpc_tools import protoc
@@ -53,14 +55,6 @@ def check(cond, what):
     else:
         print("ok:", what)
     return cond
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_file(path, proc, what):

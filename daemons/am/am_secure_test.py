@@ -19,11 +19,12 @@ The health and reflection messages are written here from the public gRPC definit
 Usage: am_secure_test.py PATH-TO-inca-am PATH-TO-inca_am.proto"""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from amtest import free_port  # noqa: E402
 
 try:
     import grpc
@@ -117,14 +118,6 @@ openssl("x509", "-req", "-in", "am.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-
 with open(os.path.join(tmp, "ca.pem"), "rb") as f:
     CA = f.read()
 TLS = ["--tls-cert", os.path.join(tmp, "am.crt"), "--tls-key", os.path.join(tmp, "am.key")]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Am:

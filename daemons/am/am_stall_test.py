@@ -14,12 +14,13 @@ Usage: am_stall_test.py INCA-AM INCA-SWITCH PATH-TO-inca_am.proto"""
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from amtest import free_port  # noqa: E402
 
 try:
     import grpc
@@ -44,7 +45,6 @@ HB_TIMEOUT = HB_MS * HB_MISSES / 1000.0
 RPC_BOUND = 1.0  # seconds; an AM waiting on the stopped switch takes its NETCONF timeout
 
 
-
 # the admin credential (queries need one; docs/am.md "Who sees what")
 ADMIN_TOKEN = "test-admin"
 ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
@@ -57,14 +57,6 @@ def check(cond, what):
     else:
         print("ok:", what)
     return cond
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_file(path, proc, what):

@@ -8,11 +8,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from amtest import free_port  # noqa: E402
 
 AM, CLI, PROTO = sys.argv[1], sys.argv[2], sys.argv[3]
 failures = 0
@@ -27,12 +28,6 @@ def check(cond, what):
 
 def run(argv, timeout=20):
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 tmp = tempfile.mkdtemp(prefix="inca-cli-test-")
