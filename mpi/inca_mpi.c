@@ -20,6 +20,8 @@
 
 #include <inca/inca.h>
 
+#include "impi.h"
+
 /* Largest message (bytes per call, the same on every rank) served through INCA: MPI_Pack
  * takes int sizes, and the decision must not depend on anything local. */
 #define IMPI_MAX_BYTES ((size_t)INT_MAX / 2)
@@ -46,8 +48,7 @@ static struct {
 	unsigned tree_id, tree_key;
 	int data_port_base;
 	uint32_t timeout_ms;
-	int float_inca; /* INCA_MPI_FLOAT=inca: floating-point SUM/PROD through INCA too */
-	uint32_t minmax_pmpi; /* bit i: MIN/MAX on impi_int_types[i] stay with PMPI (probe) */
+	struct impi_policy pol; /* which (type, op) pairs go to INCA */
 	pthread_mutex_t mu;
 	struct impi_ent *list;
 	/* counters: calls served by INCA per collective (split into INC / host with the
@@ -61,7 +62,7 @@ static struct {
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
-__attribute__((format(printf, 1, 2))) static void impi_say(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) void impi_say(const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -72,9 +73,7 @@ __attribute__((format(printf, 1, 2))) static void impi_say(const char *fmt, ...)
 	fprintf(stderr, "%s\n", buf);
 }
 
-/* An INCA failure that other ranks may not have seen: falling back would risk a hang or a
- * wrong result, so stop the job with a clear message. */
-__attribute__((noreturn)) static void impi_fatal(MPI_Comm comm, const char *what, int rc)
+__attribute__((noreturn)) void impi_fatal(MPI_Comm comm, const char *what, int rc)
 {
 	impi_say("FATAL: %s failed inside INCA: %s (%d). Other ranks may not have seen the "
 		 "error, so the call cannot fall back to MPI safely; aborting. Rerun with "
@@ -93,201 +92,6 @@ static int env_flag(const char *name)
 {
 	const char *v = env_str(name);
 	return v && strcmp(v, "0") != 0 && strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
-}
-
-/* ---- type and op mapping ----------------------------------------------------------------- */
-
-/* INCA element type for a predefined MPI type used in a reduction, or -1. */
-static int impi_dtype(MPI_Datatype t)
-{
-	if (t == MPI_INT || t == MPI_INT32_T)
-		return INCA_INT32;
-	if (t == MPI_UNSIGNED || t == MPI_UINT32_T)
-		return INCA_UINT32;
-	if (t == MPI_FLOAT)
-		return INCA_FP32;
-	if (t == MPI_DOUBLE)
-		return INCA_FP64;
-	if (t == MPI_LONG)
-		return sizeof(long) == 8 ? INCA_INT64 : INCA_INT32;
-	if (t == MPI_UNSIGNED_LONG)
-		return sizeof(long) == 8 ? INCA_UINT64 : INCA_UINT32;
-	if (t == MPI_LONG_LONG_INT || t == MPI_LONG_LONG || t == MPI_INT64_T)
-		return INCA_INT64;
-	if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_UINT64_T)
-		return INCA_UINT64;
-	if (t == MPI_SHORT || t == MPI_INT16_T)
-		return INCA_INT16;
-	if (t == MPI_UNSIGNED_SHORT || t == MPI_UINT16_T)
-		return INCA_UINT16;
-	if (t == MPI_SIGNED_CHAR || t == MPI_INT8_T)
-		return INCA_INT8;
-	if (t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T || t == MPI_BYTE)
-		return INCA_UINT8;
-	return -1;
-}
-
-static int impi_op(MPI_Op op)
-{
-	if (op == MPI_SUM)
-		return INCA_SUM;
-	if (op == MPI_PROD)
-		return INCA_PROD;
-	if (op == MPI_MIN)
-		return INCA_MIN;
-	if (op == MPI_MAX)
-		return INCA_MAX;
-	if (op == MPI_BAND)
-		return INCA_BAND;
-	if (op == MPI_BOR)
-		return INCA_BOR;
-	if (op == MPI_BXOR)
-		return INCA_BXOR;
-	return -1;
-}
-
-/* Integer types whose MIN / MAX the MPI library is probed for at MPI_Init (impi_probe_minmax).
- * Seen here: MPICH 4.0.2 compares every unsigned type as signed, Open MPI 4.1.4 does so for
- * MPI_UNSIGNED_LONG. INCA computes the arithmetic answer; the interposer's promise is the MPI
- * library's own result, so a (type, MIN/MAX) pair the library gets wrong stays with PMPI. */
-static MPI_Datatype impi_int_types(int i)
-{
-	const MPI_Datatype t[] = { MPI_INT, MPI_UNSIGNED, MPI_LONG, MPI_UNSIGNED_LONG,
-				   MPI_LONG_LONG_INT, MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG,
-				   MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,
-				   MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T,
-				   MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T };
-	return i >= 0 && i < (int)(sizeof t / sizeof t[0]) ? t[i] : MPI_DATATYPE_NULL;
-}
-
-/* Value v (sign- or zero-extended from sz bytes) of element i of a little-endian buffer. */
-static int64_t impi_elem(const uint8_t *b, int i, int sz, int is_signed)
-{
-	uint64_t u = 0;
-	memcpy(&u, b + (size_t)i * (size_t)sz, (size_t)sz);
-	if (is_signed && sz < 8 && (u >> (8 * sz - 1)) & 1)
-		u |= ~0ull << (8 * sz);
-	return (int64_t)u;
-}
-
-/* MIN and MAX of edge values (all ones, the top bit alone, its neighbour, 1, 0) through
- * PMPI_Reduce_local, which uses the library's reduction kernels. */
-static void impi_probe_minmax(void)
-{
-	for (int i = 0; impi_int_types(i) != MPI_DATATYPE_NULL; i++) {
-		MPI_Datatype t = impi_int_types(i);
-		int d = impi_dtype(t), sz = 0;
-		if (d < 0 || PMPI_Type_size(t, &sz) != MPI_SUCCESS ||
-		    sz < 1 || sz > 8)
-			continue;
-		int sgn = d == INCA_INT8 || d == INCA_INT16 || d == INCA_INT32 || d == INCA_INT64;
-		uint64_t top = 1ull << (8 * sz - 1);
-		const uint64_t a[5] = { ~0ull, top, top - 1, 1, 0 }, b[5] = { 1, top - 1, top, ~0ull, top };
-		uint8_t in[40], io[40];
-		for (int k = 0; k < 5; k++) {
-			memcpy(in + k * sz, &a[k], (size_t)sz);
-			memcpy(io + k * sz, &b[k], (size_t)sz);
-		}
-		for (int mx = 0; mx < 2; mx++) {
-			uint8_t r[40];
-			int ok = 1;
-			memcpy(r, io, sizeof r);
-			if (PMPI_Reduce_local(in, r, 5, t, mx ? MPI_MAX : MPI_MIN) != MPI_SUCCESS)
-				ok = 0;
-			for (int k = 0; ok && k < 5; k++) {
-				int64_t x = impi_elem(in, k, sz, sgn), y = impi_elem(io, k, sz, sgn);
-				int64_t got = impi_elem(r, k, sz, sgn);
-				int xgt = sgn ? x > y : (uint64_t)x > (uint64_t)y;
-				int64_t want = mx ? (xgt ? x : y) : (xgt ? y : x);
-				ok = got == want;
-			}
-			if (!ok)
-				g.minmax_pmpi |= 1u << i;
-		}
-	}
-}
-
-static int impi_minmax_pmpi(MPI_Datatype t)
-{
-	for (int i = 0; impi_int_types(i) != MPI_DATATYPE_NULL; i++)
-		if (impi_int_types(i) == t)
-			return (g.minmax_pmpi >> i) & 1;
-	return 0;
-}
-
-/* A reduction INCA can do. Depends only on (datatype, op) and the communicator's size, which
- * MPI requires to be the same on every rank, so every rank takes the same decision. MPI_BYTE
- * only with bitwise ops (as MPI defines it). Floating-point SUM / PROD over 3 or more ranks
- * round differently in every summation order (the MPI library's algorithm, INCA's switch or
- * host algorithm), so by default they stay with PMPI and give its exact bits; with 2 ranks
- * every order is the same (IEEE addition and multiplication commute exactly). */
-static int impi_reducible(MPI_Comm comm, MPI_Datatype t, MPI_Op op, enum inca_dtype *dt,
-			  enum inca_op *iop)
-{
-	int d = impi_dtype(t), o = impi_op(op), size = 0;
-	if (d < 0 || o < 0 || !inca_op_valid((enum inca_dtype)d, (enum inca_op)o))
-		return 0;
-	if (t == MPI_BYTE && o != INCA_BAND && o != INCA_BOR && o != INCA_BXOR)
-		return 0;
-	if ((o == INCA_MIN || o == INCA_MAX) && impi_minmax_pmpi(t))
-		return 0;
-	if (!g.float_inca && (d == INCA_FP32 || d == INCA_FP64) &&
-	    (o == INCA_SUM || o == INCA_PROD) &&
-	    (PMPI_Comm_size(comm, &size) != MPI_SUCCESS || size > 2))
-		return 0;
-	*dt = (enum inca_dtype)d;
-	*iop = (enum inca_op)o;
-	return 1;
-}
-
-/* Layout of count elements of t: total signature bytes, and whether they sit contiguously
- * starting at buf + *off. Non-contiguous data is packed into a temporary buffer (so the
- * decision to use INCA never depends on the local datatype). */
-struct impi_span {
-	size_t bytes;
-	int contig;
-	MPI_Aint off;
-};
-
-static void impi_layout(MPI_Datatype t, int count, struct impi_span *s)
-{
-	MPI_Count size = 0;
-	MPI_Aint lb, ext, tlb, text;
-
-	PMPI_Type_size_x(t, &size);
-	PMPI_Type_get_extent(t, &lb, &ext);
-	PMPI_Type_get_true_extent(t, &tlb, &text);
-	s->bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
-	/* extent == size too: consecutive elements (and blocks) follow each other */
-	s->contig = (MPI_Aint)size == text && ext == (MPI_Aint)size;
-	s->off = tlb;
-}
-
-static void *impi_malloc(MPI_Comm comm, size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p)
-		impi_fatal(comm, "temporary buffer allocation", -ENOMEM);
-	return p;
-}
-
-/* Pack count x t at buf into out (exactly bytes long). */
-static void impi_pack(MPI_Comm comm, const void *buf, int count, MPI_Datatype t, void *out,
-		      size_t bytes)
-{
-	int pos = 0;
-	if (PMPI_Pack(buf, count, t, out, (int)bytes, &pos, comm) != MPI_SUCCESS ||
-	    (size_t)pos != bytes)
-		impi_fatal(comm, "MPI_Pack (heterogeneous packing is not supported)", -EPROTO);
-}
-
-static void impi_unpack(MPI_Comm comm, const void *in, size_t bytes, void *buf, int count,
-			MPI_Datatype t)
-{
-	int pos = 0;
-	if (PMPI_Unpack(in, (int)bytes, &pos, buf, count, t, comm) != MPI_SUCCESS ||
-	    (size_t)pos != bytes)
-		impi_fatal(comm, "MPI_Unpack", -EPROTO);
 }
 
 /* ---- INCA communicators ------------------------------------------------------------------- */
@@ -373,7 +177,7 @@ static struct inca_comm *impi_create(MPI_Comm comm, int rank, int size, int is_w
 	o.host_ip = g.host_ip;
 	o.timeout_ms = g.timeout_ms;
 	/* floating-point sums through INCA: at least the same bits on every run */
-	o.deterministic = g.float_inca;
+	o.deterministic = g.pol.float_inca;
 	if (g.verbose) {
 		o.log_fn = impi_log;
 		o.log_level = 1;
@@ -553,14 +357,13 @@ static void impi_setup(void)
 				impi_say("INCA_MPI_FLOAT=%s: expected 'exact' or 'inca'; using exact", v);
 		}
 		PMPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-		g.float_inca = all;
+		g.pol.float_inca = all;
 	}
 	{ /* same library everywhere, but agree anyway: a divergent decision would hang */
 		uint32_t mine, any = 0;
-		impi_probe_minmax();
-		mine = g.minmax_pmpi;
+		mine = impi_probe_minmax();
 		PMPI_Allreduce(&mine, &any, 1, MPI_UINT32_T, MPI_BOR, MPI_COMM_WORLD);
-		g.minmax_pmpi = any;
+		g.pol.minmax_pmpi = any;
 		if (g.verbose && g.world_rank == 0 && any)
 			impi_say("the MPI library's MIN/MAX differs from the arithmetic one on %u "
 				 "integer type(s) (mask %#x): those stay with PMPI",
@@ -698,7 +501,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 	enum inca_op iop;
 	struct inca_comm *ic;
 
-	if (count >= 0 && impi_reducible(comm, datatype, op, &dt, &iop) &&
+	if (count >= 0 && impi_reducible(&g.pol, comm, datatype, op, &dt, &iop) &&
 	    (size_t)count * inca_dtype_size(dt) <= IMPI_MAX_BYTES && (ic = impi_get(comm))) {
 		const void *s = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
 		struct inca_coll_args a = impi_args(INCA_COLL_ALLREDUCE, s, recvbuf,
@@ -717,7 +520,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 	enum inca_op iop;
 	struct inca_comm *ic;
 
-	if (count >= 0 && impi_reducible(comm, datatype, op, &dt, &iop) &&
+	if (count >= 0 && impi_reducible(&g.pol, comm, datatype, op, &dt, &iop) &&
 	    (size_t)count * inca_dtype_size(dt) <= IMPI_MAX_BYTES && (ic = impi_get(comm))) {
 		int rank = inca_comm_rank(ic);
 		const void *s = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -739,7 +542,7 @@ static int impi_reduce_scatter(const void *sendbuf, void *recvbuf, int rcount,
 	enum inca_op iop;
 	struct inca_comm *ic;
 
-	if (rcount < 0 || !impi_reducible(comm, datatype, op, &dt, &iop) || !(ic = impi_get(comm)))
+	if (rcount < 0 || !impi_reducible(&g.pol, comm, datatype, op, &dt, &iop) || !(ic = impi_get(comm)))
 		return 0;
 	size_t n = (size_t)inca_comm_size(ic), b = (size_t)rcount * inca_dtype_size(dt);
 	if (b * n > IMPI_MAX_BYTES)
