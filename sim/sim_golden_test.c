@@ -1,6 +1,8 @@
 /* sim/sim_golden_test.c: golden-output regression test (htsim's habit): run the small
- * scenario testdata/golden.ini and compare fct.csv and summary.json byte for byte with the
- * stored copies. Set SIM_GOLDEN_UPDATE=1 to rewrite them after an intended model change. */
+ * scenarios testdata/golden.ini (incast, ECMP, go-back-N) and testdata/golden_cc.ini (long
+ * flows into one bottleneck under DCQCN) and compare fct.csv and summary.json byte for byte
+ * with the stored copies. Set SIM_GOLDEN_UPDATE=1 to rewrite them after an intended model
+ * change. */
 #include <string.h>
 
 #include "sim_test_util.h"
@@ -45,16 +47,11 @@ static int compare(const char *dir, const char *name, const char *got, size_t le
 	return bad;
 }
 
-int main(void)
+/* Runs testdata/NAME.ini and compares with NAME_fct.csv and NAME_summary.json. */
+static int golden(const char *dir, const char *name, bool update)
 {
-	const char *dir = getenv("SIM_TESTDATA");
-	bool update = getenv("SIM_GOLDEN_UPDATE") && !strcmp(getenv("SIM_GOLDEN_UPDATE"), "1");
-	if (!dir) {
-		fprintf(stderr, "SIM_TESTDATA not set\n");
-		return 77;
-	}
-	char ini[1024], err[512];
-	snprintf(ini, sizeof(ini), "%s/golden.ini", dir);
+	char ini[1024], err[512], f1[256], f2[256];
+	snprintf(ini, sizeof(ini), "%s/%s.ini", dir, name);
 	struct sim_config c;
 	test_config(&c, NULL);
 	if (sim_config_load(&c, ini, err, sizeof(err))) {
@@ -65,11 +62,24 @@ int main(void)
 	sim_run(s, NULL, NULL);
 	size_t l1, l2;
 	char *fct = render(s, sim_write_fct_csv, &l1), *sum = render(s, sim_write_summary, &l2);
-	int bad = compare(dir, "golden_fct.csv", fct, l1, update) +
-		  compare(dir, "golden_summary.json", sum, l2, update);
+	snprintf(f1, sizeof(f1), "%s_fct.csv", name);
+	snprintf(f2, sizeof(f2), "%s_summary.json", name);
+	int bad = compare(dir, f1, fct, l1, update) + compare(dir, f2, sum, l2, update);
 	free(fct);
 	free(sum);
 	sim_destroy(s);
+	return bad;
+}
+
+int main(void)
+{
+	const char *dir = getenv("SIM_TESTDATA");
+	bool update = getenv("SIM_GOLDEN_UPDATE") && !strcmp(getenv("SIM_GOLDEN_UPDATE"), "1");
+	if (!dir) {
+		fprintf(stderr, "SIM_TESTDATA not set\n");
+		return 77;
+	}
+	int bad = golden(dir, "golden", update) + golden(dir, "golden_cc", update);
 	if (!bad)
 		puts(update ? "sim_golden_test: updated" : "sim_golden_test: ok");
 	return bad ? 1 : 0;
