@@ -30,14 +30,16 @@ struct sim_pkt *sim_pkt_alloc(struct sim *s)
 			s->chunks = c;
 			s->chunks_cap = cap;
 		}
-		struct sim_pkt *chunk = malloc(sizeof(*chunk) * PKT_CHUNK);
+		size_t stride = sizeof(struct sim_pkt) + s->pkt_ext_bytes;
+		char *chunk = malloc(stride * PKT_CHUNK);
 		if (!chunk)
 			return NULL;
 		s->chunks[s->nchunks++] = chunk;
 		s->pkts_allocated += PKT_CHUNK;
 		for (int i = PKT_CHUNK - 1; i >= 0; i--) {
-			chunk[i].next = s->pkt_free;
-			s->pkt_free = &chunk[i];
+			struct sim_pkt *q = (struct sim_pkt *)(void *)(chunk + (size_t)i * stride);
+			q->next = s->pkt_free;
+			s->pkt_free = q;
 		}
 		p = s->pkt_free;
 	}
@@ -47,6 +49,16 @@ struct sim_pkt *sim_pkt_alloc(struct sim *s)
 	p->flags = 0;
 	p->sack_psn = 0;
 	return p;
+}
+
+int sim_pkt_ext_reserve(struct sim *s, uint32_t bytes, uint32_t *off)
+{
+	if (s->nchunks)
+		return -EBUSY;
+	/* Keep every packet of a chunk aligned like struct sim_pkt (its size is a multiple of 8). */
+	*off = s->pkt_ext_bytes;
+	s->pkt_ext_bytes += (bytes + 7u) & ~7u;
+	return 0;
 }
 
 void sim_pkt_free(struct sim *s, struct sim_pkt *p)

@@ -16,7 +16,9 @@ enum sim_topo_type { SIM_TOPO_FATTREE, SIM_TOPO_LEAFSPINE, SIM_TOPO_LYU4 };
 enum sim_routing { SIM_ROUTE_ECMP, SIM_ROUTE_SPRAY, SIM_ROUTE_ADAPTIVE, SIM_ROUTE_FLOWLET,
 		   SIM_ROUTE_SPRAY_RANDOM, SIM_ROUTE_SPRAY_IDEAL };
 enum sim_transport { SIM_TRANSPORT_GBN, SIM_TRANSPORT_SR, SIM_TRANSPORT_IDEAL };
-enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN };
+/* dcqcn is the rate-based control built into the transport (sim_host.c); dctcp and hpcc are
+ * window-based modules (sim_dctcp.c, sim_hpcc.c). */
+enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN, SIM_CC_DCTCP, SIM_CC_HPCC };
 enum sim_workload_type {
 	SIM_WL_PERMUTATION, SIM_WL_INCAST, SIM_WL_ALLTOALL, SIM_WL_ALLREDUCE, SIM_WL_CMATRIX,
 	SIM_WL_NONE, /* flows are added through sim_flow_add() */
@@ -114,6 +116,17 @@ struct sim_config {
 	double ina_switch_ns_per_pkt; /* aggregation engine: service time per input packet */
 	double ina_switch_latency_ns; /* ... and pipeline latency on top of it */
 	double fail_reroute_delay_us; /* slow control plane: recompute routes this long after a change (0 = never) */
+	/* DCTCP (sim_dctcp.c) [dctcp], with host.cc = dctcp */
+	uint64_t dctcp_k_bytes;          /* switches mark CE when the egress data queue exceeds K */
+	double dctcp_g;                  /* alpha gain */
+	uint64_t dctcp_init_cwnd_bytes;
+	double dctcp_initial_alpha;
+	/* HPCC (sim_hpcc.c) [hpcc], with host.cc = hpcc */
+	double hpcc_eta;                 /* target utilisation */
+	uint32_t hpcc_max_stage;         /* additive steps before a multiplicative update */
+	uint64_t hpcc_wai_bytes;         /* additive increase W_AI */
+	double hpcc_base_rtt_us;         /* T (0 = per flow from the topology) */
+	double hpcc_min_rate_mbps;       /* floor of W/T */
 };
 
 /* Fill every field with its documented default. */

@@ -21,7 +21,7 @@ static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL }
 static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random",
 					     "spray_ideal", NULL };
 static const char *const transport_names[] = { "gbn", "sr", "ideal", NULL };
-static const char *const cc_names[] = { "none", "dcqcn", NULL };
+static const char *const cc_names[] = { "none", "dcqcn", "dctcp", "hpcc", NULL };
 static const char *const wl_names[] = { "permutation", "incast", "alltoall", "allreduce",
 					"cmatrix", "none", NULL };
 static const char *const unit_names[] = { "ps", "us", NULL };
@@ -70,7 +70,7 @@ static const struct sim_param core_params[] = {
 	{ "switch", "pfc_headroom_bytes", SIM_P_U64, F(pfc_headroom_bytes), "0", NULL, "absorbs in-flight data after PAUSE (0 = 2*BDP + 2 MTU)" },
 
 	{ "host", "transport", SIM_P_ENUM, F(transport), "gbn", transport_names, "gbn (go-back-N) | sr (selective repeat) | ideal (no ACKs)" },
-	{ "host", "cc", SIM_P_ENUM, F(cc), "dcqcn", cc_names, "none | dcqcn" },
+	{ "host", "cc", SIM_P_ENUM, F(cc), "dcqcn", cc_names, "none | dcqcn | dctcp (window, ECN step marking at dctcp.k_bytes) | hpcc (window and pacing from INT)" },
 	{ "host", "mtu_bytes", SIM_P_U32, F(mtu_bytes), "4096", NULL, "payload bytes per data packet" },
 	{ "host", "header_bytes", SIM_P_U32, F(header_bytes), "64", NULL, "per-packet overhead on the wire (Eth+IP+UDP+BTH+ICRC+FCS)" },
 	{ "host", "ack_bytes", SIM_P_U32, F(ack_bytes), "64", NULL, "size of ACK / NACK / CNP on the wire" },

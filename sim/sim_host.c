@@ -2,7 +2,8 @@
  * go-back-N, selective repeat, or an "ideal" mode with no ACKs), DCQCN (notification point at
  * the receiver, reaction point at the sender, after Zhu et al., SIGCOMM'15) and the NIC
  * scheduler: when the NIC is free it takes the next eligible flow round-robin, so a host never
- * builds an unbounded local queue. */
+ * builds an unbounded local queue. Window-based congestion controls (DCTCP, HPCC) are modules
+ * that the transport calls through the cc hooks of sim_module.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,11 @@ static double rate_cap(const struct sim *s, const struct sim_flow *f)
 	if (s->cfg.rate_gbps > 0 && s->cfg.rate_gbps * 1e9 < cap)
 		cap = s->cfg.rate_gbps * 1e9;
 	return cap;
+}
+
+double sim_flow_rate_cap(const struct sim *s, const struct sim_flow *f)
+{
+	return rate_cap(s, f);
 }
 
 static void dcqcn_increase(struct sim *s, struct sim_flow *f)
@@ -161,6 +167,8 @@ void sim_flow_start(struct sim *s, struct sim_flow *f)
 	f->alpha = c->dcqcn_initial_alpha;
 	f->alpha_ps = s->now;
 	f->next_tx_ps = s->now;
+	f->cwnd_bytes = 0;
+	sim_modules_flow_start(s, f); /* a window-based cc sets its window and rate */
 	active_add(h, f);
 	sim_port_kick(s, &h->port);
 }
@@ -190,9 +198,15 @@ static bool has_data(const struct sim *s, const struct sim_flow *f)
 	return f->retx_mode || f->snd_nxt < f->npkts;
 }
 
-static bool window_open(const struct sim *s, const struct sim_flow *f)
+uint64_t sim_flow_window_bytes(const struct sim *s, const struct sim_flow *f)
 {
 	uint64_t w = s->cfg.max_inflight_bytes;
+	return f->cwnd_bytes && (!w || f->cwnd_bytes < w) ? f->cwnd_bytes : w;
+}
+
+static bool window_open(const struct sim *s, const struct sim_flow *f)
+{
+	uint64_t w = sim_flow_window_bytes(s, f);
 	return !w || (uint64_t)(f->snd_nxt - f->snd_una) * s->cfg.mtu_bytes < w;
 }
 
@@ -310,6 +324,8 @@ static void send_ctl(struct sim *s, struct sim_flow *f, uint8_t type, uint32_t p
 			if (bit_get(f->rcvd, psn + 1 + i))
 				p->sack_bits |= 1ull << i;
 	p->size_bytes = s->cfg.ack_bytes;
+	if (s->hk.ack_tx && type != SIM_PKT_CNP)
+		s->hk.ack_tx(s, f, p);
 	sim_pktq_push(&h->port.cq, p);
 	sim_port_kick(s, &h->port);
 }
@@ -333,6 +349,8 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 			send_ctl(s, f, SIM_PKT_ACK, f->npkts, psn);
 		return;
 	}
+	if (s->hk.data_rx)
+		s->hk.data_rx(s, f, p);
 	if (p->flags & SIM_PKT_CE) {
 		f->ecn_pkts++;
 		sim_time_ps iv = sim_time_from_us_f(c->dcqcn_cnp_interval_us);
@@ -366,7 +384,7 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 			/* Coalesce ACKs like go-back-N; each ACK carries the cumulative PSN and a
 			 * bitmap of the 64 PSNs after it, so reordering (spraying) costs no extra
 			 * ACKs. A duplicate gets an ACK at once: the sender may be retransmitting. */
-			if (++f->unacked >= c->ack_every || done || dup) {
+			if (++f->unacked >= c->ack_every || done || dup || (p->flags & SIM_PKT_ACKREQ)) {
 				f->unacked = 0;
 				send_ctl(s, f, SIM_PKT_ACK, f->rcv_nxt, psn);
 			}
@@ -385,7 +403,7 @@ static void rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 			s->rx_new_pkts++;
 			f->nack_psn = 0;
 			bool done = f->rcv_nxt >= f->npkts;
-			if (++f->unacked >= c->ack_every || done) {
+			if (++f->unacked >= c->ack_every || done || (p->flags & SIM_PKT_ACKREQ)) {
 				f->unacked = 0;
 				send_ctl(s, f, SIM_PKT_ACK, f->rcv_nxt, psn);
 			}
@@ -452,6 +470,8 @@ static void rx_ack(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 		sender_done(s, f);
 		return;
 	}
+	if (s->hk.ack_rx)
+		s->hk.ack_rx(s, f, p);
 	if (progress)
 		f->rto_deadline = s->now + s->rto_ps;
 	if (has_data(s, f))

@@ -75,6 +75,10 @@ enum sim_pkt_type {
 #define SIM_PKT_LOSSLESS 0x04 /* counted in ingress (PFC) accounting of the switch holding it */
 /* CCM (sim_ccm.c) */
 #define SIM_PKT_CCM_CC 0x08   /* coordination tag: CC indicator (the flow causes incast) */
+/* window-based cc (sim_dctcp.c, sim_hpcc.c) */
+#define SIM_PKT_ACKREQ 0x10   /* data: the receiver ACKs it at once (RoCE's BTH AckReq bit), so
+			       * that a sender whose window closed is not left waiting for an ACK
+			       * the receiver's coalescing (host.ack_every) holds back */
 
 struct sim_port;
 struct sim_pkt {
@@ -97,6 +101,15 @@ struct sim_pkt {
 	uint32_t osf_grant;       /* credit grant index + 1 (0 = none) */
 	uint8_t osf_hop;          /* credit messages: index of the current node's port in the path */
 };
+
+/* Module data carried by packets: s->pkt_ext_bytes bytes right behind every struct sim_pkt
+ * (none unless a module reserved some in its create hook, so packets are no larger in runs
+ * without it). The core neither copies nor clears them: a module initialises its part when it
+ * stamps a packet, and packets copied by value (on the stack) have none. */
+static inline void *sim_pkt_ext(struct sim_pkt *p, uint32_t off)
+{
+	return (char *)(p + 1) + off;
+}
 
 struct sim_pktq {
 	struct sim_pkt *head, *tail;
@@ -187,6 +200,8 @@ struct sim_flow {
 	struct sim_event start_ev, rto_ev, rate_ev;
 	struct sim_flow *prev_active, *next_active;
 	/* sender */
+	uint64_t cwnd_bytes;     /* congestion window (payload bytes in flight) of a window-based
+				  * cc module (0 = none; host.max_inflight_bytes still applies) */
 	uint32_t snd_nxt, snd_una, snd_high, retx_ptr, recover;
 	uint32_t spray_seq;      /* data packets emitted (retransmissions included) */
 	uint32_t ctl_seq;        /* ACK/NACK/CNP sent by the receiver (spraying counter) */
@@ -252,6 +267,7 @@ struct sim {
 	uint32_t nchunks, chunks_cap;
 	uint64_t pkts_allocated;
 	struct sim_ctl_ev *ctl_free, *ctl_all;
+	uint32_t pkt_ext_bytes;  /* module data behind each packet (sim_pkt_ext_reserve) */
 
 	/* topology */
 	struct sim_host *hosts;
@@ -303,6 +319,9 @@ struct sim {
 /* sim.c */
 struct sim_pkt *sim_pkt_alloc(struct sim *s);
 void sim_pkt_free(struct sim *s, struct sim_pkt *p);
+/* A module's create hook reserves `bytes` of data behind every packet; *off is its offset for
+ * sim_pkt_ext. 0, or -EBUSY once packets exist. */
+int sim_pkt_ext_reserve(struct sim *s, uint32_t bytes, uint32_t *off);
 void sim_schedule(struct sim *s, struct sim_event *ev, sim_time_ps t);
 /* Cheaper (the heap never writes into the event), but the event can never be cancelled and
  * sim_ev_pending does not work on it. */
@@ -349,6 +368,11 @@ struct sim_pkt *sim_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wa
 void sim_flow_start_ev(struct sim *s, struct sim_event *ev);
 void sim_flow_start(struct sim *s, struct sim_flow *f);
 void sim_flow_release(struct sim_flow *f);
+/* The cap on f's sending rate in bit/s: its NIC's line rate, or host.rate_gbps if lower. */
+double sim_flow_rate_cap(const struct sim *s, const struct sim_flow *f);
+/* f's sender window in payload bytes: the smaller of f->cwnd_bytes and host.max_inflight_bytes
+ * (0 = none); new data goes out while (snd_nxt - snd_una) * mtu_bytes is below it. */
+uint64_t sim_flow_window_bytes(const struct sim *s, const struct sim_flow *f);
 
 /* sim_workload.c */
 int sim_workload_build(struct sim *s);
@@ -367,6 +391,11 @@ void sim_host_rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
 
 /* sim_output.c */
 void sim_ts_sample(struct sim *s, struct sim_event *ev);
+/* The egress ports f's packets take from its source to its destination on the idle fabric
+ * (first equal-cost choice at each switch; the source NIC first), at most max; returns how
+ * many (0 if the destination is unreachable). */
+unsigned sim_flow_path(const struct sim *s, const struct sim_flow *f, const struct sim_port **path,
+		       unsigned max);
 int sim_mkdir_p(const char *dir);
 sim_time_ps sim_flow_ideal_ps(const struct sim *s, const struct sim_flow *f);
 

@@ -1,7 +1,7 @@
 /* sim/sim_module.c: the module registry and the core's side of the module hooks: which modules a
  * configuration enables, their creation and destruction, the per-packet hooks resolved into
  * struct sim_hooks, and the calls that walk every enabled module. The models themselves live in
- * their own files (sim_ccm.c, sim_osf*.c, sim_fail.c, sim_ina*.c). */
+ * their own files (sim_ccm.c, sim_osf*.c, sim_fail.c, sim_ina*.c, sim_dctcp.c, sim_hpcc.c). */
 #include <errno.h>
 
 #include "sim_int.h"
@@ -53,6 +53,27 @@ static bool all_link_lost(struct sim *s, struct sim_pkt *p)
 	return false;
 }
 
+static void all_data_rx(struct sim *s, struct sim_flow *f, const struct sim_pkt *p)
+{
+	EACH_ON(s, m)
+		if (m->data_rx)
+			m->data_rx(s, f, p);
+}
+
+static void all_ack_tx(struct sim *s, struct sim_flow *f, struct sim_pkt *ack)
+{
+	EACH_ON(s, m)
+		if (m->ack_tx)
+			m->ack_tx(s, f, ack);
+}
+
+static void all_ack_rx(struct sim *s, struct sim_flow *f, const struct sim_pkt *ack)
+{
+	EACH_ON(s, m)
+		if (m->ack_rx)
+			m->ack_rx(s, f, ack);
+}
+
 static bool all_run_done(const struct sim *s)
 {
 	EACH_ON(s, m)
@@ -90,6 +111,10 @@ static void resolve_hooks(struct sim *s)
 	RESOLVE(s, data_dequeue, all_data_dequeue);
 	RESOLVE(s, link_lost, all_link_lost);
 	RESOLVE(s, run_done, all_run_done);
+	RESOLVE(s, data_rx, all_data_rx);
+	RESOLVE(s, ack_tx, all_ack_tx);
+	RESOLVE(s, ack_rx, all_ack_rx);
+	RESOLVE_FIRST(s, ecn_mark);
 	EACH_ON(s, m)
 		for (unsigned t = m->pkt_lo; m->pkt_lo && t <= m->pkt_hi && t < SIM_PKT_NTYPES; t++)
 			s->pkt_owner[t] = m;
@@ -150,6 +175,13 @@ void sim_modules_flow_done(struct sim *s, struct sim_flow *f)
 	EACH_ON(s, m)
 		if (m->flow_done)
 			m->flow_done(s, f);
+}
+
+void sim_modules_flow_start(struct sim *s, struct sim_flow *f)
+{
+	EACH_ON(s, m)
+		if (m->flow_start)
+			m->flow_start(s, f);
 }
 
 uint64_t sim_modules_progress(const struct sim *s)

@@ -15,7 +15,7 @@
  * (params.ini, summary.json, --params) and the order in which the core calls their hooks.
  * X(name) refers to `const struct sim_module_ops sim_<name>_ops` and defines SIM_MOD_<name>,
  * the module's slot in struct sim's mod[] (its state). */
-#define SIM_MODULE_LIST(X) X(ccm) X(osf) X(fail) X(ina)
+#define SIM_MODULE_LIST(X) X(ccm) X(osf) X(fail) X(ina) X(dctcp) X(hpcc)
 
 #define SIM_MODULE_ENUM(name) SIM_MOD_##name,
 enum sim_module_id { SIM_MODULE_LIST(SIM_MODULE_ENUM) SIM_MOD_COUNT };
@@ -106,6 +106,20 @@ struct sim_module_ops {
 	void (*rate_cut)(struct sim *s, struct sim_flow *f);
 	void (*flow_recv_done)(struct sim *s, struct sim_flow *f);
 	void (*flow_done)(struct sim *s, struct sim_flow *f);
+	/* Congestion control in the transport (host.cc = dctcp | hpcc; sim_host.c calls these).
+	 * flow_start: f starts (or restarts) sending; its window f->cwnd_bytes and pacing rate
+	 * f->rc may be set here. Per packet: data_rx: f's receiver got data packet p (before the
+	 * ACK it may trigger); ack_tx: f's receiver built ACK or NACK `ack` (before it is sent);
+	 * ack_rx: f's sender took in ACK or NACK `ack` (snd_una has moved; the NIC is kicked
+	 * after, so a window or rate set here applies at once). */
+	void (*flow_start)(struct sim *s, struct sim_flow *f);
+	void (*data_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *p);
+	void (*ack_tx)(struct sim *s, struct sim_flow *f, struct sim_pkt *ack);
+	void (*ack_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *ack);
+	/* Per packet: whether data packet p, entering the data queue of switch port `out`, is
+	 * CE-marked, in place of the RED marking (the first enabled module that has it decides;
+	 * asked only with switch.ecn, for ECN-capable packets every ecn_ok hook allows). */
+	bool (*ecn_mark)(struct sim *s, const struct sim_port *out, const struct sim_pkt *p);
 	/* Checked after every event: may the run end? When some enabled module has it, the run
 	 * ends once every such module says so (instead of "every flow done"), so it must count
 	 * the flows it does not own. */
@@ -147,6 +161,10 @@ struct sim_hooks {
 	void (*data_dequeue)(struct sim *s, struct sim_port *port, struct sim_pkt *p);
 	bool (*link_lost)(struct sim *s, struct sim_pkt *p);
 	bool (*run_done)(const struct sim *s);
+	void (*data_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *p);
+	void (*ack_tx)(struct sim *s, struct sim_flow *f, struct sim_pkt *ack);
+	void (*ack_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *ack);
+	bool (*ecn_mark)(struct sim *s, const struct sim_port *out, const struct sim_pkt *p);
 };
 
 /* sim_module.c: called by the core. */
@@ -158,6 +176,7 @@ void sim_modules_pkt_drop(struct sim *s, struct sim_pkt *p, const struct sim_por
 void sim_modules_rate_cut(struct sim *s, struct sim_flow *f);
 void sim_modules_flow_recv_done(struct sim *s, struct sim_flow *f);
 void sim_modules_flow_done(struct sim *s, struct sim_flow *f);
+void sim_modules_flow_start(struct sim *s, struct sim_flow *f);
 void sim_modules_adjust_stats(const struct sim *s, struct sim_stats *st);
 uint64_t sim_modules_progress(const struct sim *s);
 int sim_modules_write_outputs(struct sim *s, const char *dir);

@@ -296,7 +296,7 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	}
 	if (c->ecn && (p->flags & SIM_PKT_ECT) && !(p->flags & SIM_PKT_CE) &&
 	    (!s->hk.ecn_ok || s->hk.ecn_ok(s, p)) &&
-	    ecn_mark(s, sw, out->q_bytes)) {
+	    (s->hk.ecn_mark ? s->hk.ecn_mark(s, out, p) : ecn_mark(s, sw, out->q_bytes))) {
 		p->flags |= SIM_PKT_CE;
 		out->ecn_marks++;
 		s->ecn_marks++;

@@ -35,13 +35,12 @@ int sim_mkdir_p(const char *dir)
  * exactly by store-and-forward recursion: packet j leaves hop i when it has fully arrived and
  * hop i has finished packet j-1. (A closed form that forgets that a short last packet
  * catches up with the full one before it is off by (hops-1) full-packet times.) */
-sim_time_ps sim_flow_ideal_ps(const struct sim *s, const struct sim_flow *f)
+unsigned sim_flow_path(const struct sim *s, const struct sim_flow *f, const struct sim_port **path,
+		       unsigned max)
 {
-	const struct sim_config *c = &s->cfg;
-	const struct sim_port *path[64];
 	unsigned hops = 0;
 	const struct sim_port *p = &s->hosts[f->src].port;
-	while (hops < 64) {
+	while (hops < max) {
 		path[hops++] = p;
 		const struct sim_node *n = p->peer->node;
 		if (n->kind == SIM_NODE_HOST)
@@ -52,6 +51,16 @@ sim_time_ps sim_flow_ideal_ps(const struct sim *s, const struct sim_flow *f)
 			return 0;
 		p = &n->ports[sw->gports[g->off]];
 	}
+	return hops;
+}
+
+sim_time_ps sim_flow_ideal_ps(const struct sim *s, const struct sim_flow *f)
+{
+	const struct sim_config *c = &s->cfg;
+	const struct sim_port *path[64];
+	unsigned hops = sim_flow_path(s, f, path, 64);
+	if (!hops)
+		return 0;
 	/* The n = npkts-1 full packets in closed form: for identical jobs, all present at time 0,
 	 * in a tandem of servers with pure delays between them, job n leaves server i at
 	 * sum(ser[0..i]) + sum(lat[0..i-1]) + (n-1) * max(ser[0..i]) (exactly what the
