@@ -71,6 +71,19 @@ expect 1 "switch.ecn_kmin_bytes = 2000000 must be <= switch.ecn_kmax_bytes = 100
 	switch.ecn_kmin_bytes=2000000 switch.ecn_kmax_bytes=1000
 expect 0 "" switch.ecn=false switch.ecn_kmin_bytes=2000000 switch.ecn_kmax_bytes=1000 workload.size_bytes=20000
 
+# Congestion controls: what they need from the rest of the configuration, and their ranges.
+expect 1 "host.cc = dctcp needs switch.ecn = true" host.cc=dctcp switch.ecn=false
+expect 1 "dctcp.k_bytes = 2000000 must be below switch.buffer_bytes = 1048576" host.cc=dctcp dctcp.k_bytes=2000000
+expect 0 "" host.cc=dctcp dctcp.k_bytes=2000000 switch.pfc=true workload.size_bytes=20000
+expect 1 "host.cc = dctcp needs ACKs" host.cc=dctcp host.transport=ideal
+expect 1 "dctcp.init_cwnd_bytes must be between 1 and 2^40" host.cc=dctcp dctcp.init_cwnd_bytes=0
+expect 1 "dctcp.g must be in (0, 1]" host.cc=dctcp dctcp.g=0
+expect 1 "host.cc = hpcc needs ACKs (they carry the INT records back)" host.cc=hpcc host.transport=ideal
+expect 1 "hpcc.eta must be in (0, 1]" host.cc=hpcc hpcc.eta=1.5
+expect 1 "hpcc.min_rate_mbps must be > 0" host.cc=hpcc hpcc.min_rate_mbps=0
+expect 1 "host.cc = hpcc cannot be combined with osf.mode" host.cc=hpcc osf.mode=credit
+expect 2 "host.cc=cubic: bad value" host.cc=cubic
+
 # Scenario files.
 printf '[topology\ntype = fattree\n[switch]\nrouting = ecmp\n' >"$T/unclosed.ini"
 expect 2 "unclosed.ini:1: syntax error: section header without its closing ']': [topology" "$T/unclosed.ini"
