@@ -125,7 +125,7 @@ struct sim_config {
 	double hpcc_eta;                 /* target utilisation */
 	uint32_t hpcc_max_stage;         /* additive steps before a multiplicative update */
 	uint64_t hpcc_wai_bytes;         /* additive increase W_AI */
-	double hpcc_base_rtt_us;         /* T (0 = per flow from the topology) */
+	double hpcc_base_rtt_us;         /* T (0 = the largest idle RTT of the run's flows) */
 	double hpcc_min_rate_mbps;       /* floor of W/T */
 };
 

@@ -32,7 +32,7 @@ struct hpcc_int {
 struct hpcc_flow {
 	/* sender */
 	struct hpcc_int last;    /* INT of the previous ACK */
-	double t_s;              /* base RTT T, seconds */
+	double t_s;              /* base RTT T, seconds (the network's, see base_rtt_s) */
 	double w_init, w_min, w, wc, u; /* windows in bytes on the wire; u = normalised inflight U */
 	uint32_t inc_stage, last_update_seq;
 	bool have_last;
@@ -44,6 +44,7 @@ struct sim_hpcc {
 	struct hpcc_flow *fl;    /* by flow index, grown as flows start */
 	uint32_t nfl;
 	uint32_t int_off;
+	double t_s;              /* T, computed at the first flow start */
 	uint64_t int_records, int_overflow, updates, mult_updates, window_updates;
 };
 
@@ -109,13 +110,11 @@ static void hpcc_destroy(struct sim *s)
 	s->mod[SIM_MOD_hpcc] = NULL;
 }
 
-/* T of flow f: hpcc.base_rtt_us, else the idle round trip along its path of one full data packet
- * out and one ACK back (propagation and serialisation at every hop). */
-static double base_rtt_s(const struct sim *s, const struct sim_flow *f)
+/* Idle round trip of flow f: one full data packet out and one ACK back along its path
+ * (propagation and serialisation at every hop). */
+static sim_time_ps flow_rtt_ps(const struct sim *s, const struct sim_flow *f)
 {
 	const struct sim_config *c = &s->cfg;
-	if (c->hpcc_base_rtt_us > 0)
-		return c->hpcc_base_rtt_us * 1e-6;
 	const struct sim_port *path[64];
 	unsigned n = sim_flow_path(s, f, path, 64);
 	sim_time_ps t = 0;
@@ -123,6 +122,26 @@ static double base_rtt_s(const struct sim *s, const struct sim_flow *f)
 		t += 2 * path[i]->latency_ps +
 		     sim_time_serialize((uint64_t)c->mtu_bytes + c->header_bytes, path[i]->rate_bps) +
 		     sim_time_serialize(c->ack_bytes, path[i]->rate_bps);
+	return t;
+}
+
+/* T: hpcc.base_rtt_us, else the largest idle round trip of the run's flows. One T for every flow,
+ * as in the paper (the network's base RTT): the queue term qlen / (B T) then means the same to
+ * every flow. With each flow's own RTT, flows with short paths read a one-packet queue as a
+ * large fraction of their small BDP, back off further and keep a smaller share for as long as
+ * the additive increase takes to even it out (seen here: a flow within its leaf held a quarter
+ * of the rate of flows across the spines for milliseconds). Flows are all known once the run
+ * has started (sim_flow_add only works before). */
+static double base_rtt_s(const struct sim *s)
+{
+	if (s->cfg.hpcc_base_rtt_us > 0)
+		return s->cfg.hpcc_base_rtt_us * 1e-6;
+	sim_time_ps t = 0;
+	for (uint32_t i = 0; i < s->nflows; i++) {
+		sim_time_ps r = flow_rtt_ps(s, &s->flows[i]);
+		if (r > t)
+			t = r;
+	}
 	return t ? sim_time_to_s(t) : 1e-6;
 }
 
@@ -153,7 +172,9 @@ static void hpcc_flow_start(struct sim *s, struct sim_flow *f)
 	}
 	struct hpcc_flow *hf = &h->fl[f->idx];
 	memset(hf, 0, sizeof(*hf));
-	hf->t_s = base_rtt_s(s, f);
+	if (!h->t_s)
+		h->t_s = base_rtt_s(s);
+	hf->t_s = h->t_s;
 	hf->w_init = sim_flow_rate_cap(s, f) * hf->t_s / 8;
 	hf->w_min = s->cfg.hpcc_min_rate_mbps * 1e6 * hf->t_s / 8;
 	if (hf->w_min > hf->w_init)
@@ -310,7 +331,7 @@ static const struct sim_param hpcc_params[] = {
 	{ "hpcc", "eta", SIM_P_DBL, SIM_PARAM_FIELD(hpcc_eta), "0.95", NULL, "with host.cc = hpcc: target utilisation eta" },
 	{ "hpcc", "max_stage", SIM_P_U32, SIM_PARAM_FIELD(hpcc_max_stage), "5", NULL, "additive-increase steps before a multiplicative update (maxStage)" },
 	{ "hpcc", "wai_bytes", SIM_P_U64, SIM_PARAM_FIELD(hpcc_wai_bytes), "80", NULL, "additive increase W_AI per update (paper: W_init (1 - eta) / N, 80 B at 100G)" },
-	{ "hpcc", "base_rtt_us", SIM_P_DBL, SIM_PARAM_FIELD(hpcc_base_rtt_us), "0", NULL, "base RTT T (0 = per flow: idle round trip of a full packet and its ACK along its path)" },
+	{ "hpcc", "base_rtt_us", SIM_P_DBL, SIM_PARAM_FIELD(hpcc_base_rtt_us), "0", NULL, "base RTT T, one for all flows (0 = the largest idle round trip of a full packet and its ACK over the run's flows)" },
 	{ "hpcc", "min_rate_mbps", SIM_P_DBL, SIM_PARAM_FIELD(hpcc_min_rate_mbps), "100", NULL, "floor of the pacing rate W/T" },
 };
 
