@@ -2,7 +2,7 @@
  * scenario of examples/sim/dctcp.ini and hpcc.ini (8 long flows into one 100G receiver port,
  * lossy switches): DCTCP holds the bottleneck queue around K (for two values of K) at full rate
  * without drops; HPCC keeps it near empty, far below one BDP and below DCQCN's, at >= 90%
- * utilisation; window-based senders never wait for a coalesced ACK (no timeout in a 15-to-1
+ * utilisation, and shares the link evenly with the paper's W_AI rule; window-based senders never wait for a coalesced ACK (no timeout in a 15-to-1
  * incast with windows of a few packets). DCQCN's outputs are checked byte for byte by
  * sim_golden_test (testdata/golden_cc.ini). */
 #include <string.h>
@@ -12,6 +12,7 @@
 
 struct measure {
 	double mean_q_bytes, max_q_bytes, util;
+	double jain;             /* Jain's index of the flows' throughput (1 = equal shares) */
 	uint64_t drops, timeouts, retx;
 	double t0_us, t1_us;
 };
@@ -45,6 +46,10 @@ static struct measure run(const char *scen, const char *const *kv, double warm_u
 	uint64_t n = 0, tx0 = 0;
 	sim_time_ps t = sim_time_from_us_f(warm_us), step = sim_time_from_us(1), t0 = 0;
 	sim_run_until(s, t);
+	uint64_t *ftx = calloc(s->nflows, sizeof(*ftx));
+	CHECK(ftx);
+	for (uint32_t i = 0; i < s->nflows; i++) /* one flow per sender */
+		ftx[i] = s->hosts[s->flows[i].src].port.tx_bytes;
 	tx0 = bott->tx_bytes;
 	t0 = s->now;
 	while (!s->finished && s->flows_done == 0) {
@@ -61,6 +66,14 @@ static struct measure run(const char *scen, const char *const *kv, double warm_u
 	sim_time_ps t1 = s->now;
 	m.util = (double)(bott->tx_bytes - tx0) * 8e12 / ((double)bott->rate_bps * (double)(t1 - t0));
 	m.mean_q_bytes = n ? qsum / (double)n : 0;
+	double sum = 0, sq = 0;
+	for (uint32_t i = 0; i < s->nflows; i++) {
+		double x = (double)(s->hosts[s->flows[i].src].port.tx_bytes - ftx[i]);
+		sum += x;
+		sq += x * x;
+	}
+	m.jain = sq > 0 ? sum * sum / ((double)s->nflows * sq) : 0;
+	free(ftx);
 	m.t0_us = sim_time_to_us(t0);
 	m.t1_us = sim_time_to_us(t1);
 	sim_run(s, NULL, NULL);
@@ -77,10 +90,10 @@ static struct measure run(const char *scen, const char *const *kv, double warm_u
 
 static void show(const char *name, const struct measure *m)
 {
-	printf("%-22s %8.0f to %8.0f us: mean queue %8.0f B (max %8.0f), utilisation %.3f, drops %llu, "
-	       "timeouts %llu, retransmissions %llu\n", name, m->t0_us, m->t1_us, m->mean_q_bytes,
-	       m->max_q_bytes, m->util, (unsigned long long)m->drops, (unsigned long long)m->timeouts,
-	       (unsigned long long)m->retx);
+	printf("%-22s %6.0f to %6.0f us: mean queue %7.0f B (max %7.0f), utilisation %.3f, Jain %.3f, "
+	       "drops %llu, timeouts %llu, retransmissions %llu\n", name, m->t0_us, m->t1_us,
+	       m->mean_q_bytes, m->max_q_bytes, m->util, m->jain, (unsigned long long)m->drops,
+	       (unsigned long long)m->timeouts, (unsigned long long)m->retx);
 }
 
 /* DCTCP: the queue follows K, the link stays full, nothing is dropped. */
@@ -124,6 +137,16 @@ static void test_hpcc_near_zero_queue(void)
 	CHECK(h.util <= 0.97); /* eta = 0.95 is the target, not the line rate */
 	CHECK_EQ(h.drops, 0);
 	CHECK_EQ(h.timeouts, 0);
+	/* With the paper's rule W_AI = W_init (1 - eta) / N (67 KB * 0.05 / 8 flows ~ 400 B) the
+	 * additive increase evens the shares out; the queue stays near empty. */
+	const char *wai[] = { "hpcc.wai_bytes=400", NULL };
+	struct measure f = run("hpcc.ini", wai, 500);
+	show("hpcc, W_AI = 400 B", &f);
+	CHECK(f.jain >= 0.95);
+	CHECK(f.jain > h.jain);
+	CHECK(f.mean_q_bytes < 0.1 * bdp);
+	CHECK(f.util >= 0.9);
+	CHECK_EQ(f.drops, 0);
 }
 
 /* Window-based senders with coalesced ACKs (every 4 packets): windows of 2-3 packets per flow in a
