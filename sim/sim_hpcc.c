@@ -126,12 +126,9 @@ static sim_time_ps flow_rtt_ps(const struct sim *s, const struct sim_flow *f)
 }
 
 /* T: hpcc.base_rtt_us, else the largest idle round trip of the run's flows. One T for every flow,
- * as in the paper (the network's base RTT): the queue term qlen / (B T) then means the same to
- * every flow. With each flow's own RTT, flows with short paths read a one-packet queue as a
- * large fraction of their small BDP, back off further and keep a smaller share for as long as
- * the additive increase takes to even it out (seen here: a flow within its leaf held a quarter
- * of the rate of flows across the spines for milliseconds). Flows are all known once the run
- * has started (sim_flow_add only works before). */
+ * as in the paper (the network's base RTT), so the queue term qlen / (B T) and W_init mean the
+ * same to every flow. Flows are all known once the run has started (sim_flow_add only works
+ * before). */
 static double base_rtt_s(const struct sim *s)
 {
 	if (s->cfg.hpcc_base_rtt_us > 0)
