@@ -90,9 +90,9 @@ static int hpcc_create(struct sim *s)
 		snprintf(e, el, "hpcc.base_rtt_us must be <= 1e6 (0 = from the topology)");
 		return -EINVAL;
 	}
-	if (!(c->hpcc_min_rate_mbps > 0 && c->hpcc_min_rate_mbps <= 1e9)) {
-		snprintf(e, el, "hpcc.min_rate_mbps must be > 0 and <= 1e9 (the pacing rate W/T never "
-			 "falls below it)");
+	if (!(c->hpcc_min_rate_mbps >= 0.001 && c->hpcc_min_rate_mbps <= 1e9)) {
+		snprintf(e, el, "hpcc.min_rate_mbps must be between 0.001 and 1e9 (the pacing rate W/T "
+			 "never falls below it)");
 		return -EINVAL;
 	}
 	struct sim_hpcc *h = calloc(1, sizeof(*h));

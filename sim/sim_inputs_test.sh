@@ -80,7 +80,7 @@ expect 1 "dctcp.init_cwnd_bytes must be between 1 and 2^40" host.cc=dctcp dctcp.
 expect 1 "dctcp.g must be in (0, 1]" host.cc=dctcp dctcp.g=0
 expect 1 "host.cc = hpcc needs ACKs (they carry the INT records back)" host.cc=hpcc host.transport=ideal
 expect 1 "hpcc.eta must be in (0, 1]" host.cc=hpcc hpcc.eta=1.5
-expect 1 "hpcc.min_rate_mbps must be > 0" host.cc=hpcc hpcc.min_rate_mbps=0
+expect 1 "hpcc.min_rate_mbps must be between 0.001 and 1e9" host.cc=hpcc hpcc.min_rate_mbps=0
 expect 1 "host.cc = hpcc cannot be combined with osf.mode" host.cc=hpcc osf.mode=credit
 expect 2 "host.cc=cubic: bad value" host.cc=cubic
 
