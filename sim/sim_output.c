@@ -31,10 +31,7 @@ int sim_mkdir_p(const char *dir)
 	return 0;
 }
 
-/* Ideal FCT: the flow alone on an idle fabric along its first equal-cost path, computed
- * exactly by store-and-forward recursion: packet j leaves hop i when it has fully arrived and
- * hop i has finished packet j-1. (A closed form that forgets that a short last packet
- * catches up with the full one before it is off by (hops-1) full-packet times.) */
+/* The ports from f's source to its destination, first equal-cost choice at every switch. */
 unsigned sim_flow_path(const struct sim *s, const struct sim_flow *f, const struct sim_port **path,
 		       unsigned max)
 {
@@ -54,6 +51,10 @@ unsigned sim_flow_path(const struct sim *s, const struct sim_flow *f, const stru
 	return hops;
 }
 
+/* Ideal FCT: the flow alone on an idle fabric along its first equal-cost path, computed
+ * exactly by store-and-forward recursion: packet j leaves hop i when it has fully arrived and
+ * hop i has finished packet j-1. (A closed form that forgets that a short last packet
+ * catches up with the full one before it is off by (hops-1) full-packet times.) */
 sim_time_ps sim_flow_ideal_ps(const struct sim *s, const struct sim_flow *f)
 {
 	const struct sim_config *c = &s->cfg;
