@@ -127,6 +127,13 @@ struct sim_config {
 	uint64_t hpcc_wai_bytes;         /* additive increase W_AI */
 	double hpcc_base_rtt_us;         /* T (0 = the largest idle RTT of the run's flows) */
 	double hpcc_min_rate_mbps;       /* floor of W/T */
+	/* traffic classes (sim_tc.c, sim_tc.h): [switch] and [workload] keys */
+	uint32_t tc_classes;     /* switch.traffic_classes: data queues per port (1 = module off) */
+	int tc_scheduler;        /* enum sim_tc_sched */
+	char tc_dwrr_weights[SIM_STR_MAX + 1];  /* "w0,w1,..." ("" = all 1) */
+	uint32_t tc_dwrr_quantum_bytes;         /* per unit of weight (0 = one full data packet) */
+	char tc_pfc_classes[SIM_STR_MAX + 1];   /* lossless classes with switch.pfc: "all" or "c,c,..." */
+	char tc_workload_class[SIM_STR_MAX + 1]; /* classes of generated flows, used in turn: "c,c,..." */
 };
 
 /* Fill every field with its documented default. */

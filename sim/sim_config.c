@@ -416,42 +416,62 @@ static bool dump_skip(const struct sim_config *c, const struct sim_param *p)
 	return !memcmp((const char *)c + p->off, (const char *)&d + p->off, n);
 }
 
-/* Index of the next dumped parameter at or after i (NPARAMS if none). */
-static size_t dump_next(const struct sim_config *c, size_t i)
+/* The parameters in the order dumps list them: grouped by section, sections in the order they
+ * first appear in the table (a module may add keys to a core section, such as [switch]), table
+ * order within a section; with `skip`, without those dump_skip leaves out. Returns a malloc'ed
+ * array of *n indices, NULL when out of memory. */
+static size_t *dump_order(const struct sim_config *c, bool skip, size_t *n)
 {
-	while (i < NPARAMS && dump_skip(c, param_at(i)))
-		i++;
-	return i;
+	size_t total = NPARAMS, k = 0;
+	size_t *v = malloc(sizeof(*v) * (total ? total : 1));
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < total; i++) {
+		const char *sec = param_at(i)->section;
+		size_t j = 0;
+		while (j < i && strcmp(param_at(j)->section, sec))
+			j++;
+		if (j < i)
+			continue; /* its section was listed with an earlier row */
+		for (j = i; j < total; j++)
+			if (!strcmp(param_at(j)->section, sec) && !(skip && dump_skip(c, param_at(j))))
+				v[k++] = j;
+	}
+	*n = k;
+	return v;
 }
 
 void sim_config_dump(const struct sim_config *c, FILE *f)
 {
+	size_t n, *v = dump_order(c, true, &n);
+	if (!v) {
+		fprintf(f, "; out of memory\n");
+		return;
+	}
 	const char *sec = "";
-	for (size_t i = 0; i < NPARAMS; i++) {
-		if (dump_skip(c, param_at(i)))
-			continue;
-		if (strcmp(sec, param_at(i)->section)) {
-			sec = param_at(i)->section;
-			fprintf(f, "%s[%s]\n", i ? "\n" : "", sec);
+	for (size_t k = 0; k < n; k++) {
+		const struct sim_param *p = param_at(v[k]);
+		if (strcmp(sec, p->section)) {
+			sec = p->section;
+			fprintf(f, "%s[%s]\n", k ? "\n" : "", sec);
 		}
-		fprintf(f, "%s = ", param_at(i)->key);
-		print_value(c, param_at(i), f);
+		fprintf(f, "%s = ", p->key);
+		print_value(c, p, f);
 		fputc('\n', f);
 	}
+	free(v);
 }
 
 /* JSON object of every parameter, grouped by section (used by the summary). */
 void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *indent);
 void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *indent)
 {
+	size_t n, *v = dump_order(c, true, &n);
 	fprintf(f, "{");
-	const char *prev = "";
-	for (size_t i = dump_next(c, 0); i < NPARAMS; i = dump_next(c, i + 1)) {
-		const struct sim_param *p = param_at(i);
-		size_t nx = dump_next(c, i + 1);
-		bool first = strcmp(prev, p->section) != 0;
-		bool last = nx == NPARAMS || strcmp(param_at(nx)->section, p->section);
-		prev = p->section;
+	for (size_t k = 0; v && k < n; k++) {
+		const struct sim_param *p = param_at(v[k]);
+		bool first = !k || strcmp(param_at(v[k - 1])->section, p->section);
+		bool last = k + 1 == n || strcmp(param_at(v[k + 1])->section, p->section);
 		if (first)
 			fprintf(f, "\n%s  \"%s\": {", indent, p->section);
 		fprintf(f, "%s\n%s    \"%s\": ", first ? "" : ",", indent, p->key);
@@ -463,19 +483,23 @@ void sim_config_dump_json(const struct sim_config *c, FILE *f, const char *inden
 			print_value(c, p, f);
 		}
 		if (last)
-			fprintf(f, "\n%s  }%s", indent, nx == NPARAMS ? "" : ",");
+			fprintf(f, "\n%s  }%s", indent, k + 1 == n ? "" : ",");
 	}
 	fprintf(f, "\n%s}", indent);
+	free(v);
 }
 
 void sim_config_help(FILE *f)
 {
+	size_t n, *v = dump_order(NULL, false, &n);
 	const char *sec = "";
-	for (size_t i = 0; i < NPARAMS; i++) {
-		if (strcmp(sec, param_at(i)->section)) {
-			sec = param_at(i)->section;
+	for (size_t k = 0; v && k < n; k++) {
+		const struct sim_param *p = param_at(v[k]);
+		if (strcmp(sec, p->section)) {
+			sec = p->section;
 			fprintf(f, "[%s]\n", sec);
 		}
-		fprintf(f, "  %-20s = %-12s %s\n", param_at(i)->key, param_at(i)->def, param_at(i)->help);
+		fprintf(f, "  %-20s = %-12s %s\n", p->key, p->def, p->help);
 	}
+	free(v);
 }

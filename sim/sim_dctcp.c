@@ -135,10 +135,12 @@ static void dctcp_data_tx(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 }
 
 /* Switch: one threshold on the instantaneous queue, as DCTCP asks of the switch. */
-static bool dctcp_ecn_mark(struct sim *s, const struct sim_port *out, const struct sim_pkt *p)
+static bool dctcp_ecn_mark(struct sim *s, const struct sim_port *out, const struct sim_pkt *p,
+			   uint64_t qbytes)
 {
+	(void)out;
 	(void)p;
-	if (out->q_bytes <= s->cfg.dctcp_k_bytes)
+	if (qbytes <= s->cfg.dctcp_k_bytes)
 		return false;
 	dctcp_of(s)->marks++;
 	return true;

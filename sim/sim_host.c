@@ -278,19 +278,28 @@ static struct sim_pkt *flow_emit(struct sim *s, struct sim_host *h, struct sim_f
 	return p;
 }
 
+/* May active flow f send a packet now? If only its pacing holds it back, *wake gets the time
+ * it may (when earlier). */
+static inline bool flow_ready(const struct sim *s, const struct sim_flow *f, sim_time_ps *wake)
+{
+	if (!window_open(s, f))
+		return false;
+	if (f->next_tx_ps > s->now) {
+		if (f->next_tx_ps < *wake)
+			*wake = f->next_tx_ps;
+		return false;
+	}
+	return true;
+}
+
 struct sim_pkt *sim_host_next(struct sim *s, struct sim_host *h, sim_time_ps *wake)
 {
 	if (s->hk.host_next) /* a module schedules the NIC */
 		return s->hk.host_next(s, h, wake);
 	struct sim_flow *f = h->active;
 	for (uint32_t i = 0, n = h->nactive; i < n; i++, f = f->next_active) {
-		if (!window_open(s, f))
+		if (!flow_ready(s, f, wake))
 			continue;
-		if (f->next_tx_ps > s->now) {
-			if (f->next_tx_ps < *wake)
-				*wake = f->next_tx_ps;
-			continue;
-		}
 		struct sim_flow *next = f->next_active;
 		struct sim_pkt *p = flow_emit(s, h, f);
 		if (h->active)
@@ -545,4 +554,9 @@ struct sim_pkt *sim_host_emit(struct sim *s, struct sim_host *h, struct sim_flow
 void sim_host_rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p)
 {
 	rx_data(s, f, p);
+}
+
+bool sim_host_flow_ready(const struct sim *s, const struct sim_flow *f, sim_time_ps *wake)
+{
+	return flow_ready(s, f, wake);
 }

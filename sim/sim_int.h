@@ -95,6 +95,7 @@ struct sim_pkt {
 	uint32_t src, dst;       /* host ids */
 	uint16_t entropy;
 	uint8_t type, flags;
+	uint8_t tc;               /* data: traffic class (set by sim_tc.c while it is enabled) */
 	/* CCM (sim_ccm.c) */
 	uint32_t ccm_ar;          /* coordination tag: AR indicator, node id + 1 of the upstream AR point (0 = none) */
 	/* OSF (sim_osf.c): valid only in packets OSF stamped (data under OSF, credit messages) */
@@ -142,7 +143,8 @@ struct sim_port {
 	sim_time_ps latency_ps;
 	sim_time_ps busy_until;
 	struct sim_event tx_ev;  /* port may start its next packet */
-	struct sim_pktq q, cq;   /* data (lossy or lossless class) and control (strict priority) */
+	struct sim_pktq q, cq;   /* data (lossy or lossless class) and control (strict priority);
+				  * with a module's qdisc (sim_tc.c) q is only a count, q.n */
 	struct sim_pkt *wire_head, *wire_tail; /* in flight to the peer; only the head is in the heap */
 	uint64_t q_bytes;        /* data queue bytes */
 	uint64_t in_bytes;       /* bytes received here still buffered in this switch (PFC) */
@@ -195,6 +197,7 @@ struct sim_flow {
 	uint8_t state, in_active;
 	bool recv_done, send_done;
 	bool endless;            /* htsim "size 0": sends until the stop time */
+	uint8_t tc;              /* traffic class (sim_tc.c): htsim prio, workload.traffic_class */
 	uint16_t entropy;
 	sim_time_ps start_ps, finish_ps, sender_done_ps, ideal_ps;
 	struct sim_event start_ev, rto_ev, rate_ev;
@@ -359,6 +362,10 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p);
 /* Enqueue a control packet (ACK/NACK/CNP) or data on a host's NIC control queue. */
 void sim_pktq_push(struct sim_pktq *q, struct sim_pkt *p);
 struct sim_pkt *sim_pktq_pop(struct sim_pktq *q);
+/* ECN on enqueue (switch.ecn, the ECN-capable bit, the modules' ecn_ok, the marking curve on
+ * qbytes, the bytes of the queue p joins); marks p and counts it at out. True if marked. */
+bool sim_switch_ecn(struct sim *s, struct sim_switch *sw, struct sim_port *out, struct sim_pkt *p,
+		    uint64_t qbytes);
 
 /* sim_host.c */
 void sim_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p);
@@ -388,6 +395,9 @@ struct sim_trigger *sim_trigger_get(struct sim *s, uint32_t id, bool create);
  * packet to the transport receiver (does not free p). */
 struct sim_pkt *sim_host_emit(struct sim *s, struct sim_host *h, struct sim_flow *f);
 void sim_host_rx_data(struct sim *s, struct sim_flow *f, struct sim_pkt *p);
+/* The transport's test of the round robin: may active flow f send now (window, pacing)? If
+ * only pacing holds it, *wake gets the time it may, when earlier. */
+bool sim_host_flow_ready(const struct sim *s, const struct sim_flow *f, sim_time_ps *wake);
 
 /* sim_output.c */
 void sim_ts_sample(struct sim *s, struct sim_event *ev);
@@ -398,6 +408,8 @@ unsigned sim_flow_path(const struct sim *s, const struct sim_flow *f, const stru
 		       unsigned max);
 int sim_mkdir_p(const char *dir);
 sim_time_ps sim_flow_ideal_ps(const struct sim *s, const struct sim_flow *f);
+/* A distribution as summary.json writes it: {"n", "mean", "min", "p50" ... "max"} (sorts v). */
+void sim_json_dist(FILE *f, double *v, uint32_t n);
 
 static inline struct sim_switch *sim_node_sw(struct sim_node *n)
 {

@@ -1,7 +1,7 @@
 /* sim/sim_module.c: the module registry and the core's side of the module hooks: which modules a
  * configuration enables, their creation and destruction, the per-packet hooks resolved into
  * struct sim_hooks, and the calls that walk every enabled module. The models themselves live in
- * their own files (sim_ccm.c, sim_osf*.c, sim_fail.c, sim_ina*.c, sim_dctcp.c, sim_hpcc.c). */
+ * their own files (sim_ccm.c, sim_osf*.c, sim_fail.c, sim_ina*.c, sim_dctcp.c, sim_hpcc.c, sim_tc.c). */
 #include <errno.h>
 
 #include "sim_int.h"
@@ -109,6 +109,8 @@ static void resolve_hooks(struct sim *s)
 	RESOLVE_FIRST(s, route);
 	RESOLVE(s, ecn_ok, all_ecn_ok);
 	RESOLVE(s, data_dequeue, all_data_dequeue);
+	RESOLVE_FIRST(s, qdisc_enqueue);
+	RESOLVE_FIRST(s, qdisc_dequeue);
 	RESOLVE(s, link_lost, all_link_lost);
 	RESOLVE(s, run_done, all_run_done);
 	RESOLVE(s, data_rx, all_data_rx);
@@ -208,6 +210,20 @@ int sim_modules_write_outputs(struct sim *s, const char *dir)
 			return rc;
 	}
 	return 0;
+}
+
+void sim_modules_summary_json(const struct sim *s, FILE *f)
+{
+	EACH_ON(s, m)
+		if (m->summary_json)
+			m->summary_json(s, f);
+}
+
+void sim_modules_ts_sample(struct sim *s)
+{
+	EACH_ON(s, m)
+		if (m->ts_sample)
+			m->ts_sample(s);
 }
 
 bool sim_module_link_change(struct sim *s, struct sim_port *port, bool down)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sim.h"
 
@@ -15,7 +16,7 @@
  * (params.ini, summary.json, --params) and the order in which the core calls their hooks.
  * X(name) refers to `const struct sim_module_ops sim_<name>_ops` and defines SIM_MOD_<name>,
  * the module's slot in struct sim's mod[] (its state). */
-#define SIM_MODULE_LIST(X) X(ccm) X(osf) X(fail) X(ina) X(dctcp) X(hpcc)
+#define SIM_MODULE_LIST(X) X(ccm) X(osf) X(fail) X(ina) X(dctcp) X(hpcc) X(tc)
 
 #define SIM_MODULE_ENUM(name) SIM_MOD_##name,
 enum sim_module_id { SIM_MODULE_LIST(SIM_MODULE_ENUM) SIM_MOD_COUNT };
@@ -95,6 +96,16 @@ struct sim_module_ops {
 	bool (*ecn_ok)(struct sim *s, const struct sim_pkt *p);
 	/* Per packet: a data packet leaves the data queue of switch egress port `port`. */
 	void (*data_dequeue)(struct sim *s, struct sim_port *port, struct sim_pkt *p);
+	/* Per packet: the egress data queues of switch ports, in place of the core's one FIFO per
+	 * port (the first enabled module that has them wins; a module fills both). qdisc_enqueue
+	 * takes a data packet routed to `out`: admission (or drop and free), ECN, queueing, kick;
+	 * it keeps out->q_bytes, out->q.n (a count only: the packets are in the module's queues),
+	 * out->q_max_bytes and sw->shared_used as the core does. qdisc_dequeue: the data packet
+	 * `port` sends next, NULL if none may go now; the core then does its share of the dequeue
+	 * (q_bytes, shared buffer, data_dequeue) except out->q.n, which the module keeps. */
+	void (*qdisc_enqueue)(struct sim *s, struct sim_switch *sw, struct sim_port *out,
+			      struct sim_pkt *p);
+	struct sim_pkt *(*qdisc_dequeue)(struct sim *s, struct sim_port *port);
 	/* Per packet: p arrived over the link it was on; true = it is lost there (the core then
 	 * reports a SIM_DROP_LINK_LOST drop and frees it). */
 	bool (*link_lost)(struct sim *s, struct sim_pkt *p);
@@ -118,8 +129,11 @@ struct sim_module_ops {
 	void (*ack_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *ack);
 	/* Per packet: whether data packet p, entering the data queue of switch port `out`, is
 	 * CE-marked, in place of the RED marking (the first enabled module that has it decides;
-	 * asked only with switch.ecn, for ECN-capable packets every ecn_ok hook allows). */
-	bool (*ecn_mark)(struct sim *s, const struct sim_port *out, const struct sim_pkt *p);
+	 * asked only with switch.ecn, for ECN-capable packets every ecn_ok hook allows). qbytes:
+	 * the bytes of the queue p joins, before it (out->q_bytes, or its class's queue with
+	 * traffic classes). */
+	bool (*ecn_mark)(struct sim *s, const struct sim_port *out, const struct sim_pkt *p,
+			 uint64_t qbytes);
 	/* Checked after every event: may the run end? When some enabled module has it, the run
 	 * ends once every such module says so (instead of "every flow done"), so it must count
 	 * the flows it does not own. */
@@ -136,9 +150,13 @@ struct sim_module_ops {
 	uint64_t (*progress)(const struct sim *s);
 
 	/* Results: adjust the core's figures (sim_get_stats), write the module's files into dir
-	 * (sim_write_outputs; returns 0 or -errno). */
+	 * (sim_write_outputs; returns 0 or -errno). summary_json: members of its own that the
+	 * module adds to summary.json's top-level object (each line "  \"key\": value,\n"). */
 	void (*adjust_stats)(const struct sim *s, struct sim_stats *st);
 	int (*write_outputs)(struct sim *s, const char *dir);
+	void (*summary_json)(const struct sim *s, FILE *f);
+	/* Every output.timeseries_us, when the core samples timeseries.csv (sim_output.c). */
+	void (*ts_sample)(struct sim *s);
 };
 
 #define SIM_MODULE_EXTERN(name) extern const struct sim_module_ops sim_##name##_ops;
@@ -159,12 +177,16 @@ struct sim_hooks {
 			  const struct sim_rgroup *g, const uint16_t *cand);
 	bool (*ecn_ok)(struct sim *s, const struct sim_pkt *p);
 	void (*data_dequeue)(struct sim *s, struct sim_port *port, struct sim_pkt *p);
+	void (*qdisc_enqueue)(struct sim *s, struct sim_switch *sw, struct sim_port *out,
+			      struct sim_pkt *p);
+	struct sim_pkt *(*qdisc_dequeue)(struct sim *s, struct sim_port *port);
 	bool (*link_lost)(struct sim *s, struct sim_pkt *p);
 	bool (*run_done)(const struct sim *s);
 	void (*data_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *p);
 	void (*ack_tx)(struct sim *s, struct sim_flow *f, struct sim_pkt *ack);
 	void (*ack_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *ack);
-	bool (*ecn_mark)(struct sim *s, const struct sim_port *out, const struct sim_pkt *p);
+	bool (*ecn_mark)(struct sim *s, const struct sim_port *out, const struct sim_pkt *p,
+			 uint64_t qbytes);
 };
 
 /* sim_module.c: called by the core. */
@@ -180,6 +202,8 @@ void sim_modules_flow_start(struct sim *s, struct sim_flow *f);
 void sim_modules_adjust_stats(const struct sim *s, struct sim_stats *st);
 uint64_t sim_modules_progress(const struct sim *s);
 int sim_modules_write_outputs(struct sim *s, const char *dir);
+void sim_modules_summary_json(const struct sim *s, FILE *f);
+void sim_modules_ts_sample(struct sim *s);
 
 /* Called by modules, about other modules. */
 /* The link of `port` (both ends) went down / came back; true if an enabled module reroutes

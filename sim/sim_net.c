@@ -1,5 +1,5 @@
 /* sim/sim_net.c: links and switches. Output-queued ports (a strict-priority control queue for
- * ACK/NACK/CNP over one data queue), serialization and propagation, per-port and shared buffer
+ * ACK/NACK/CNP over one data queue, or over a module's queues: qdisc hooks), serialization and propagation, per-port and shared buffer
  * admission, ECN marking, PFC pause/resume on ingress occupancy, and the routing ops tables
  * (ECMP, spray, adaptive, flowlet). Hosts' transport logic is in sim_host.c.
  * Cost model: an uncongested hop costs one event (the arrival); a busy port adds one event per
@@ -106,7 +106,11 @@ static struct sim_pkt *switch_dequeue(struct sim *s, struct sim_port *p)
 	struct sim_pkt *pkt = sim_pktq_pop(&p->cq);
 	if (pkt)
 		return pkt;
-	if (p->paused || !(pkt = sim_pktq_pop(&p->q)))
+	if (s->hk.qdisc_dequeue) /* a module's egress queues (traffic classes) */
+		pkt = s->hk.qdisc_dequeue(s, p);
+	else if (!p->paused)
+		pkt = sim_pktq_pop(&p->q);
+	if (!pkt)
 		return NULL;
 	p->q_bytes -= pkt->size_bytes;
 	struct sim_switch *sw = sim_node_sw(p->node);
@@ -233,6 +237,26 @@ static inline bool ecn_mark(struct sim *s, struct sim_switch *sw, uint64_t qbyte
 	return util_rng_double(&sw->rng) < p;
 }
 
+/* ECN on enqueue of data packet p at egress port out, whose queue holds qbytes before it. */
+static inline bool ecn_on_enqueue(struct sim *s, struct sim_switch *sw, struct sim_port *out,
+				  struct sim_pkt *p, uint64_t qbytes)
+{
+	if (!s->cfg.ecn || !(p->flags & SIM_PKT_ECT) || (p->flags & SIM_PKT_CE) ||
+	    (s->hk.ecn_ok && !s->hk.ecn_ok(s, p)) ||
+	    !(s->hk.ecn_mark ? s->hk.ecn_mark(s, out, p, qbytes) : ecn_mark(s, sw, qbytes)))
+		return false;
+	p->flags |= SIM_PKT_CE;
+	out->ecn_marks++;
+	s->ecn_marks++;
+	return true;
+}
+
+bool sim_switch_ecn(struct sim *s, struct sim_switch *sw, struct sim_port *out, struct sim_pkt *p,
+		    uint64_t qbytes)
+{
+	return ecn_on_enqueue(s, sw, out, p, qbytes);
+}
+
 void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 {
 	const struct sim_config *c = &s->cfg;
@@ -262,6 +286,10 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	if (p->type != SIM_PKT_DATA) {
 		sim_pktq_push(&out->cq, p);
 		sim_port_kick(s, out);
+		return;
+	}
+	if (s->hk.qdisc_enqueue) { /* a module's egress queues (traffic classes) */
+		s->hk.qdisc_enqueue(s, sw, out, p);
 		return;
 	}
 	struct sim_port *in = p->rx_port;
@@ -294,13 +322,7 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	} else {
 		p->flags &= (uint8_t)~SIM_PKT_LOSSLESS;
 	}
-	if (c->ecn && (p->flags & SIM_PKT_ECT) && !(p->flags & SIM_PKT_CE) &&
-	    (!s->hk.ecn_ok || s->hk.ecn_ok(s, p)) &&
-	    (s->hk.ecn_mark ? s->hk.ecn_mark(s, out, p) : ecn_mark(s, sw, out->q_bytes))) {
-		p->flags |= SIM_PKT_CE;
-		out->ecn_marks++;
-		s->ecn_marks++;
-	}
+	ecn_on_enqueue(s, sw, out, p, out->q_bytes);
 	sw->shared_used += sz;
 	out->q_bytes += sz;
 	if (out->q_bytes > out->q_max_bytes)

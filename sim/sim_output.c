@@ -103,6 +103,7 @@ void sim_ts_sample(struct sim *s, struct sim_event *ev)
 			p->node->name, p->peer->node->name, p->link_tier, util,
 			(unsigned long long)p->q_bytes, p->paused ? 1 : 0);
 	}
+	sim_modules_ts_sample(s);
 	/* Keep sampling only while something else is going on. */
 	if (s->heap.n > 0 && !(s->nflows && s->flows_done == s->nflows))
 		sim_schedule(s, ev, s->now + s->ts_interval_ps);
@@ -149,16 +150,23 @@ static double pct(const double *v, uint32_t n, double p)
 	return v[i < n ? i : n - 1];
 }
 
-static void write_dist(FILE *f, const char *name, double *v, uint32_t n, bool comma)
+void sim_json_dist(FILE *f, double *v, uint32_t n)
 {
 	double sum = 0;
 	qsort(v, n, sizeof(*v), cmp_dbl);
 	for (uint32_t i = 0; i < n; i++)
 		sum += v[i];
-	fprintf(f, "  \"%s\": {\"n\": %u, \"mean\": %.6f, \"min\": %.6f, \"p50\": %.6f, \"p90\": %.6f, "
-		   "\"p99\": %.6f, \"p999\": %.6f, \"max\": %.6f}%s\n", name, n, n ? sum / n : 0,
+	fprintf(f, "{\"n\": %u, \"mean\": %.6f, \"min\": %.6f, \"p50\": %.6f, \"p90\": %.6f, "
+		   "\"p99\": %.6f, \"p999\": %.6f, \"max\": %.6f}", n, n ? sum / n : 0,
 		n ? v[0] : 0, pct(v, n, 0.5), pct(v, n, 0.9), pct(v, n, 0.99), pct(v, n, 0.999),
-		n ? v[n - 1] : 0, comma ? "," : "");
+		n ? v[n - 1] : 0);
+}
+
+static void write_dist(FILE *f, const char *name, double *v, uint32_t n, bool comma)
+{
+	fprintf(f, "  \"%s\": ", name);
+	sim_json_dist(f, v, n);
+	fprintf(f, "%s\n", comma ? "," : "");
 }
 
 void sim_write_summary(const struct sim *s, FILE *f)
@@ -202,6 +210,7 @@ void sim_write_summary(const struct sim *s, FILE *f)
 		   "\"pfc_headroom_overflow\": %llu},\n", (unsigned long long)st.drops_total,
 		(unsigned long long)st.drops_queue, (unsigned long long)st.drops_shared,
 		(unsigned long long)st.drops_headroom);
+	sim_modules_summary_json(s, f);
 	fprintf(f, "  \"parameters\": ");
 	sim_config_dump_json(&s->cfg, f, "  ");
 	fprintf(f, "\n}\n");

@@ -181,7 +181,7 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 		}
 		char *arrow = strstr(tok[0], "->");
 		if (arrow) {
-			uint32_t src, dst, id = 0, trig = 0, sdt = 0, rdt = 0;
+			uint32_t src, dst, id = 0, trig = 0, sdt = 0, rdt = 0, prio = 0;
 			uint64_t size = 0;
 			double start_us = -1;
 			bool endless = false, have_size = false;
@@ -223,7 +223,16 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 				} else if (!strcmp(k, "recv_done_trigger")) {
 					if (parse_u32(v, &rdt) || !rdt)
 						CM_ERR("%s:%u: bad recv_done_trigger", name, lineno);
-				} else if (!strcmp(k, "prio") || !strcmp(k, "msg")) {
+				} else if (!strcmp(k, "prio")) {
+					/* The flow's traffic class (sim_tc.c); with one class it is
+					 * read and ignored, as before classes existed. */
+					uint32_t ncls = s->cfg.tc_classes;
+					if (parse_u32(v, &prio))
+						CM_ERR("%s:%u: bad prio", name, lineno);
+					if (ncls > 1 && prio >= ncls)
+						CM_ERR("%s:%u: prio %u is not a traffic class: switch.traffic_classes = "
+						       "%u (classes 0 to %u)", name, lineno, prio, ncls, ncls - 1);
+				} else if (!strcmp(k, "msg")) {
 					if (parse_u32(v, &ignored))
 						CM_ERR("%s:%u: bad %s", name, lineno, k);
 				} else {
@@ -259,6 +268,8 @@ int sim_cmatrix_parse(struct sim *s, FILE *fp, const char *name)
 				goto out;
 			}
 			f->endless = endless;
+			if (s->cfg.tc_classes > 1)
+				f->tc = (uint8_t)prio; /* < tc_classes; sim_tc.c refuses more than 8 */
 			f->trig_start = trig;
 			f->trig_send_done = sdt;
 			f->trig_recv_done = rdt;
