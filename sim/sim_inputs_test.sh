@@ -84,6 +84,19 @@ expect 1 "hpcc.min_rate_mbps must be between 0.001 and 1e9" host.cc=hpcc hpcc.mi
 expect 1 "host.cc = hpcc cannot be combined with osf.mode" host.cc=hpcc osf.mode=credit
 expect 2 "host.cc=cubic: bad value" host.cc=cubic
 
+# Traffic classes (sim_tc.c).
+expect 1 "switch.traffic_classes = 0: must be 1 to 8" switch.traffic_classes=0
+expect 1 "switch.traffic_classes = 9: must be 1 to 8" switch.traffic_classes=9
+expect 1 "switch.dwrr_weights = '3,0': weight 0 of class 1 must be 1 to 1000" \
+	switch.traffic_classes=2 switch.scheduler=dwrr switch.dwrr_weights=3,0
+expect 1 "switch.scheduler, dwrr_weights, dwrr_quantum_bytes, pfc_classes and workload.traffic_class need switch.traffic_classes >= 2" \
+	switch.scheduler=dwrr
+cm prio.cm 'Nodes 16\nConnections 2\n0->1 id 1 start 0 size 1000 prio 1\n2->1 id 2 start 0 size 1000 prio 2\n'
+expect 1 "prio.cm:4: prio 2 is not a traffic class: switch.traffic_classes = 2 (classes 0 to 1)" \
+	--cm "$T/prio.cm" switch.traffic_classes=2
+expect 0 "" --cm "$T/prio.cm" switch.traffic_classes=3
+expect 0 "" --cm "$T/prio.cm"          # one class: prio is read and ignored
+
 # Scenario files.
 printf '[topology\ntype = fattree\n[switch]\nrouting = ecmp\n' >"$T/unclosed.ini"
 expect 2 "unclosed.ini:1: syntax error: section header without its closing ']': [topology" "$T/unclosed.ini"
