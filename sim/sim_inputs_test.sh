@@ -89,8 +89,7 @@ expect 1 "switch.traffic_classes = 0: must be 1 to 8" switch.traffic_classes=0
 expect 1 "switch.traffic_classes = 9: must be 1 to 8" switch.traffic_classes=9
 expect 1 "switch.dwrr_weights = '3,0': weight 0 of class 1 must be 1 to 1000" \
 	switch.traffic_classes=2 switch.scheduler=dwrr switch.dwrr_weights=3,0
-expect 1 "switch.scheduler, dwrr_weights, dwrr_quantum_bytes, pfc_classes and workload.traffic_class need switch.traffic_classes >= 2" \
-	switch.scheduler=dwrr
+expect 0 "" switch.scheduler=dwrr workload.size_bytes=20000     # one class: class keys unused
 cm prio.cm 'Nodes 16\nConnections 2\n0->1 id 1 start 0 size 1000 prio 1\n2->1 id 2 start 0 size 1000 prio 2\n'
 expect 1 "prio.cm:4: prio 2 is not a traffic class: switch.traffic_classes = 2 (classes 0 to 1)" \
 	--cm "$T/prio.cm" switch.traffic_classes=2

@@ -308,11 +308,11 @@ static const struct sim_param tc_params[] = {
 	{ "workload", "traffic_class", SIM_P_STR, SIM_PARAM_FIELD(tc_workload_class), "0", NULL, "classes of generated flows, 'c' or 'c,c,...' given to the flows in turn" },
 };
 
+/* One class is the simulator without classes: the module is off and its other keys unused
+ * (so a scenario with classes compares with switch.traffic_classes=1 alone). */
 static bool tc_enabled(const struct sim_config *c)
 {
-	return c->tc_classes != 1 || c->tc_scheduler != SIM_TC_SP || c->tc_dwrr_weights[0] ||
-	       c->tc_dwrr_quantum_bytes || strcmp(c->tc_pfc_classes, "all") ||
-	       strcmp(c->tc_workload_class, "0");
+	return c->tc_classes != 1;
 }
 
 static int refuse(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -353,7 +353,8 @@ static int parse_list(const char *text, uint32_t *v, int max, uint32_t lim)
 }
 
 /* Checks the keys against each other and against the rest of the configuration, sets the
- * classes of generated flows. Error messages name the key and the reason. */
+ * classes of generated flows. Error messages name the key and the reason. The DWRR keys are
+ * checked under strict priority too (which does not use them): a typo is caught either way. */
 static int tc_configure(struct sim *s, struct sim_tc *t)
 {
 	const struct sim_config *c = &s->cfg;
@@ -362,9 +363,6 @@ static int tc_configure(struct sim *s, struct sim_tc *t)
 	if (n < 1 || n > SIM_TC_MAX)
 		return refuse(s, "switch.traffic_classes = %u: must be 1 to %d (a data queue per 802.1Q "
 			      "priority at most)", c->tc_classes, SIM_TC_MAX);
-	if (n == 1)
-		return refuse(s, "switch.scheduler, dwrr_weights, dwrr_quantum_bytes, pfc_classes and "
-			      "workload.traffic_class need switch.traffic_classes >= 2 (it is 1: one class)");
 	if (c->ccm_mode != SIM_CCM_OFF || c->osf_mode != SIM_OSF_OFF || c->ina_mode != SIM_INA_OFF)
 		return refuse(s, "switch.traffic_classes = %u is not modelled with %s", n,
 			      c->ccm_mode != SIM_CCM_OFF ? "ccm.mode (its paused-port test knows one class)"
@@ -372,9 +370,6 @@ static int tc_configure(struct sim *s, struct sim_tc *t)
 			      : "ina.mode (INA queues its packets in the core's single data queue)");
 	t->n = n;
 	t->sched = c->tc_scheduler;
-	if (t->sched == SIM_TC_SP && (c->tc_dwrr_weights[0] || c->tc_dwrr_quantum_bytes))
-		return refuse(s, "switch.dwrr_weights and switch.dwrr_quantum_bytes apply to "
-			      "switch.scheduler = dwrr (it is sp)");
 	for (unsigned i = 0; i < n; i++)
 		v[i] = 1;
 	if (c->tc_dwrr_weights[0]) {

@@ -304,10 +304,8 @@ static void test_refusals(void)
 	const char *const wx[] = { SMALL, "switch.traffic_classes=2", "switch.scheduler=dwrr",
 		"switch.dwrr_weights=3;1", NULL };
 	refused(wx, "switch.dwrr_weights = '3;1': expected one weight per class");
-	const char *const wsp[] = { SMALL, "switch.traffic_classes=2", "switch.dwrr_weights=3,1", NULL };
-	refused(wsp, "apply to switch.scheduler = dwrr");
-	const char *const one[] = { SMALL, "switch.scheduler=dwrr", NULL };
-	refused(one, "need switch.traffic_classes >= 2");
+	const char *const wsp[] = { SMALL, "switch.traffic_classes=2", "switch.dwrr_weights=0,1", NULL };
+	refused(wsp, "weight 0 of class 0"); /* checked under strict priority too */
 	const char *const pn[] = { SMALL, "switch.traffic_classes=2", "switch.pfc_classes=1", NULL };
 	refused(pn, "switch.pfc_classes = '1' needs switch.pfc = true");
 	const char *const pc[] = { SMALL, "switch.traffic_classes=2", "switch.pfc=true",
@@ -333,7 +331,10 @@ static void test_refusals(void)
 	struct sim_tc_port_class pcl;
 	CHECK_EQ(sim_tc_port_class(s, 0, 2, &pcl), -EINVAL);
 	sim_destroy(s);
-	const char *const off[] = { SMALL, NULL };
+	/* One class: the module is off, its other keys unused (scenarios compare with
+	 * switch.traffic_classes=1 alone). */
+	const char *const off[] = { SMALL, "switch.scheduler=dwrr", "switch.dwrr_weights=3,0",
+		"switch.pfc_classes=1", NULL };
 	s = make_ok(off);
 	struct sim_tc_stats st;
 	CHECK_EQ(sim_tc_get_stats(s, &st), -ENOENT);

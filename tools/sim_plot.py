@@ -4,8 +4,9 @@
 usage: /usr/bin/python3 tools/sim_plot.py OUTDIR [--top N]
 
 Reads OUTDIR/fct.csv (FCT CDF, slowdown CDF, FCT vs size) and, if present,
-OUTDIR/timeseries.csv (utilisation and queue occupancy of the N busiest ports),
-writes OUTDIR/fct_cdf.png, slowdown_cdf.png and util.png / queues.png.
+OUTDIR/timeseries.csv (utilisation and queue occupancy of the N busiest ports) and
+OUTDIR/timeseries_tc.csv (traffic classes: queue of the N largest port queues per class),
+writes OUTDIR/fct_cdf.png, slowdown_cdf.png, util.png / queues.png and tc_queues.png.
 Needs Debian's python3-matplotlib (use /usr/bin/python3).
 """
 import csv
@@ -77,6 +78,28 @@ def main(argv):
             fig.savefig(os.path.join(out, name), dpi=120)
             plt.close(fig)
             written.append(name)
+    tsc = os.path.join(out, "timeseries_tc.csv")
+    if os.path.exists(tsc):
+        series = {}
+        with open(tsc) as f:
+            for row in csv.DictReader(f):
+                key = "%s->%s class %s" % (row["node"], row["peer"], row["class"])
+                t, q = series.setdefault(key, ([], []))
+                t.append(float(row["time_us"]))
+                q.append(int(row["queue_bytes"]))
+        largest = sorted(series.items(), key=lambda kv: -max(kv[1][1]))[:top]
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for key, (t, q) in largest:
+            ax.plot(t, q, label=key, linewidth=1)
+        ax.set_xlabel("time (us)")
+        ax.set_ylabel("class queue (bytes)")
+        ax.grid(True, alpha=0.3)
+        if largest:
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "tc_queues.png"), dpi=120)
+        plt.close(fig)
+        written.append("tc_queues.png")
     print("sim_plot: wrote " + ", ".join(os.path.join(out, w) for w in written))
     return 0
 
