@@ -231,10 +231,12 @@ static struct sim_pkt *tc_dequeue(struct sim *s, struct sim_port *port)
 		tp->nonempty &= (uint8_t)~(1u << k);
 	port->q.n--;
 	q->deficit -= sz;
-	q->tx_bytes += sz;
-	q->tx_pkts++;
-	t->st[k].switch_tx_pkts++;
-	t->st[k].switch_tx_bytes += sz;
+	if (!port->down) { /* else the core drops it (failed link) */
+		q->tx_bytes += sz;
+		q->tx_pkts++;
+		t->st[k].switch_tx_pkts++;
+		t->st[k].switch_tx_bytes += sz;
+	}
 	if (t->lossless >> k & 1) {
 		struct sim_port *in = p->rx_port;
 		struct tc_pc *iq = pc_of(t, in, (unsigned)k);
