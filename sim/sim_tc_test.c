@@ -1,6 +1,6 @@
 /* sim/sim_tc_test.c: traffic classes (sim_tc.c). Strict priority lets a high-priority flow cross
- * a bottleneck near its ideal FCT while the bulk flow waits, and ECN marks each class on its own
- * queue; DWRR weights 3:1 share a saturated link 3:1 (with packet-sized and smaller quanta); PFC
+ * a bottleneck near its ideal FCT while the bulk flow waits, and ECN (RED or DCTCP's) marks each
+ * class on its own queue; DWRR weights 3:1 share a saturated link 3:1 (with packet-sized and smaller quanta); PFC
  * per class pauses the lossless class under incast while the lossy one drops, is never paused
  * and keeps sending while the other is paused; htsim's prio sets the class; an unused second
  * class changes nothing; bad values are refused with the parameter named. */
@@ -52,10 +52,10 @@ static double fct_us(struct sim *s, uint32_t i)
 
 /* Bulk h0 -> h2 (2 MB at 0, class 0) and a short h1 -> h2 (300 KB at 20 us, class `hi_class`):
  * they share leaf0's uplink, the spine's downlink and h2's link. */
-static struct sim *sp_run(const char *classes, unsigned hi_class)
+static struct sim *sp_run(const char *classes, unsigned hi_class, const char *cc)
 {
 	const char *const kv[] = { SMALL, classes, "switch.ecn_kmin_bytes=100000",
-		"switch.ecn_kmax_bytes=100000", NULL };
+		"switch.ecn_kmax_bytes=100000", cc, "dctcp.k_bytes=60000", NULL };
 	struct sim *s = make_ok(kv);
 	CHECK(sim_flow_add(s, 0, 2, 2000000, 0) == 0);
 	CHECK(sim_flow_add(s, 1, 2, 300000, sim_time_from_us(20)) == 1);
@@ -66,8 +66,8 @@ static struct sim *sp_run(const char *classes, unsigned hi_class)
 
 static void test_strict_priority(void)
 {
-	struct sim *one = sp_run("switch.traffic_classes=1", 0);
-	struct sim *s = sp_run("switch.traffic_classes=2", 1);
+	struct sim *one = sp_run("switch.traffic_classes=1", 0, "host.cc=none");
+	struct sim *s = sp_run("switch.traffic_classes=2", 1, "host.cc=none");
 	CHECK_EQ(sim_tc_flow_class(s, 1), 1);
 	struct sim_flow_result bulk = result(s, 0), hi = result(s, 1);
 	double hi_fct = fct_us(s, 1), hi_ideal = sim_time_to_us(hi.ideal_ps);
@@ -93,6 +93,14 @@ static void test_strict_priority(void)
 	CHECK(st.c[1].max_queue_bytes <= 2 * 4160);
 	CHECK(st.c[0].max_queue_bytes > 200000);
 	sim_destroy(one);
+	sim_destroy(s);
+	/* DCTCP's marking (its ecn_mark hook) also looks at the class's own queue. */
+	s = sp_run("switch.traffic_classes=2", 1, "host.cc=dctcp");
+	CHECK(sim_tc_get_stats(s, &st) == 0);
+	printf("dctcp, strict priority: high %.2f us, marks %llu (bulk) and %llu (high)\n", fct_us(s, 1),
+	       (unsigned long long)st.c[0].ecn_marks, (unsigned long long)st.c[1].ecn_marks);
+	CHECK(st.c[0].ecn_marks > 0);
+	CHECK_EQ(st.c[1].ecn_marks, 0);
 	sim_destroy(s);
 }
 
