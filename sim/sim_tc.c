@@ -272,14 +272,16 @@ static struct sim_pkt *tc_host_next(struct sim *s, struct sim_host *h, sim_time_
 		int k = sched_pick(t, tp, pc, ready, nonempty);
 		if (k < 0)
 			return NULL;
-		struct sim_flow *last = cursor[k] ? &s->flows[cursor[k] - 1] : NULL;
+		struct sim_flow *last = cursor[k] ? &s->flows[cursor[k] - 1] : NULL, *g = NULL;
 		sim_time_ps later = SIM_TIME_NEVER;
 		f = last && last->in_active ? last->next_active : h->active;
-		for (uint32_t i = 0; i < h->nactive; i++, f = f->next_active)
+		for (uint32_t i = 0; i < h->nactive && !g; i++, f = f->next_active)
 			if (f->tc == k && sim_host_flow_ready(s, f, &later))
-				break;
-		cursor[k] = f->idx + 1;
-		struct sim_pkt *p = sim_host_emit(s, h, f);
+				g = f;
+		if (!g)
+			return NULL; /* not reached: the first pass saw a ready flow of class k */
+		cursor[k] = g->idx + 1;
+		struct sim_pkt *p = sim_host_emit(s, h, g);
 		if (!p)
 			continue; /* it had nothing after all (and left the active list): again */
 		pc[k].deficit -= p->size_bytes;
