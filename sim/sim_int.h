@@ -344,6 +344,9 @@ void sim_topo_free(struct sim *s);
 int sim_topo_fail_agg_link(struct sim *s, uint32_t agg, uint32_t link);
 /* Recompute routes (after links went down) and every flow's ideal FCT. */
 int sim_topo_reroute(struct sim *s);
+/* The node called name[0..len) as in the outputs (h3, leaf0, L2-1-1...), NULL if none.
+ * A linear scan: for configuration time, not per packet. */
+struct sim_node *sim_topo_node_by_name(struct sim *s, const char *name, size_t len);
 /* Route group of switch sw toward host dst (NULL: unreachable). */
 struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst);
 
