@@ -39,6 +39,7 @@ struct tf_parser {
 	uint32_t *ht;            /* names: open addressing, reference + 1 (0 = empty) */
 	uint32_t htcap, htn;
 	struct sim_topo_links l; /* a, b: references until the end of the parse */
+	struct sim_topo_limits lim;
 };
 
 static int tf_err(struct tf_parser *p, uint32_t line, const char *fmt, ...)
@@ -167,9 +168,9 @@ static int tf_node_decl(struct tf_parser *p, char **tok, int nt, bool is_sw)
 				      tok[i] + 5, TF_TIER_MAX);
 		tier = (uint8_t)t;
 	}
-	if (is_sw ? p->ns >= SIM_TOPO_MAX_SWITCHES : p->nh >= SIM_TOPO_MAX_HOSTS)
+	if (is_sw ? p->ns >= p->lim.switches : p->nh >= p->lim.hosts)
 		return tf_err(p, p->line, "too many %s (at most %u)", is_sw ? "switches" : "hosts",
-			      is_sw ? SIM_TOPO_MAX_SWITCHES : SIM_TOPO_MAX_HOSTS);
+			      is_sw ? p->lim.switches : p->lim.hosts);
 	if (tf_grow_names(p))
 		return -ENOMEM;
 	uint32_t *slot = tf_slot(p, tok[1]);
@@ -233,9 +234,9 @@ static int tf_link(struct tf_parser *p, char **tok, int nt)
 		} else if (kl == 5 && !strncmp(tok[i], "count", 5)) {
 			if (count)
 				return tf_err(p, p->line, "count given twice");
-			if (!tf_u32(v, 1, SIM_TOPO_MAX_PORTS, &count))
+			if (!tf_u32(v, 1, p->lim.ports, &count))
 				return tf_err(p, p->line, "bad count '%.40s': an integer from 1 to %u", v,
-					      SIM_TOPO_MAX_PORTS);
+					      p->lim.ports);
 		} else {
 			return tf_err(p, p->line, "unknown option '%.40s' (expected gbps=, latency_ns= or "
 				      "count=)", tok[i]);
@@ -246,9 +247,9 @@ static int tf_link(struct tf_parser *p, char **tok, int nt)
 	for (int i = 0; i < 2; i++) {
 		struct tf_node *d = tf_ref(p, ref[i]);
 		if (ref[i] & TF_SW) {
-			if (d->degree + count > SIM_TOPO_MAX_PORTS)
+			if ((uint64_t)d->degree + count > p->lim.ports)
 				return tf_err(p, p->line, "switch '%s' would have more than %u ports", d->name,
-					      SIM_TOPO_MAX_PORTS);
+					      p->lim.ports);
 			continue;
 		}
 		if (d->link_line)
@@ -258,8 +259,8 @@ static int tf_link(struct tf_parser *p, char **tok, int nt)
 			return tf_err(p, p->line, "count=%u on the link of host '%s': hosts are "
 				      "single-homed", count, d->name);
 	}
-	if ((uint64_t)p->l.n + count > SIM_TOPO_MAX_LINKS)
-		return tf_err(p, p->line, "too many links (at most %u)", SIM_TOPO_MAX_LINKS);
+	if ((uint64_t)p->l.n + count > p->lim.links)
+		return tf_err(p, p->line, "too many links (at most %u)", p->lim.links);
 	for (int i = 0; i < 2; i++) {
 		struct tf_node *d = tf_ref(p, ref[i]);
 		if (ref[i] & TF_SW) {
@@ -446,9 +447,13 @@ out:
 }
 
 int sim_topo_file_parse(const struct sim_config *c, FILE *f, const char *name,
-			struct sim_topo_links *l, struct sim_topo_nodes *nd, char *err, size_t errlen)
+			const struct sim_topo_limits *lim, struct sim_topo_links *l,
+			struct sim_topo_nodes *nd, char *err, size_t errlen)
 {
-	struct tf_parser p = { .c = c, .name = name, .err = err, .errlen = errlen };
+	static const struct sim_topo_limits max = { SIM_TOPO_MAX_HOSTS, SIM_TOPO_MAX_SWITCHES,
+		SIM_TOPO_MAX_LINKS, SIM_TOPO_MAX_PORTS };
+	struct tf_parser p = { .c = c, .name = name, .err = err, .errlen = errlen,
+			       .lim = lim ? *lim : max };
 	char *buf = NULL;
 	size_t cap = 0;
 	ssize_t n;
@@ -491,7 +496,7 @@ int sim_topo_file_read(struct sim *s, struct sim_topo_links *l, struct sim_topo_
 			 strerror(errno));
 		return -ENOENT;
 	}
-	int rc = sim_topo_file_parse(&s->cfg, f, path, l, nd, s->err, sizeof(s->err));
+	int rc = sim_topo_file_parse(&s->cfg, f, path, NULL, l, nd, s->err, sizeof(s->err));
 	fclose(f);
 	return rc;
 }

@@ -47,12 +47,18 @@ void sim_topo_tier_link(const struct sim_config *c, unsigned t, uint64_t *rate_b
 			sim_time_ps *latency_ps);
 void sim_topo_nodes_free(struct sim_topo_nodes *nd);
 
+/* Size limits of a topology file; NULL stands for the limits above (tests pass smaller ones). */
+struct sim_topo_limits {
+	uint32_t hosts, switches, links, ports;
+};
+
 /* sim_topo_file.c: the topology file (docs/sim.md "Topology files"). Parses f (name is used in
  * messages) into l and nd with every link's speed and latency resolved (defaults from c).
- * On error returns -EINVAL (or -ENOMEM, -E2BIG) with "name:line: reason" in err; l and nd are
- * then empty. On success the caller owns l->v and nd (sim_topo_nodes_free). */
+ * On error returns -EINVAL (or -ENOMEM) with "name:line: reason" in err; l and nd are then
+ * empty. On success the caller owns l->v and nd (sim_topo_nodes_free). */
 int sim_topo_file_parse(const struct sim_config *c, FILE *f, const char *name,
-			struct sim_topo_links *l, struct sim_topo_nodes *nd, char *err, size_t errlen);
+			const struct sim_topo_limits *lim, struct sim_topo_links *l,
+			struct sim_topo_nodes *nd, char *err, size_t errlen);
 /* The same from the file c->topo_file, the reason in s->err. */
 int sim_topo_file_read(struct sim *s, struct sim_topo_links *l, struct sim_topo_nodes *nd);
 
