@@ -84,6 +84,23 @@ expect 1 "hpcc.min_rate_mbps must be between 0.001 and 1e9" host.cc=hpcc hpcc.mi
 expect 1 "host.cc = hpcc cannot be combined with osf.mode" host.cc=hpcc osf.mode=credit
 expect 2 "host.cc=cubic: bad value" host.cc=cubic
 
+# Topology files (topology.type = file): file:line and the reason; relative to the scenario.
+printf 'switch s0\nhost a\nlink a s0\nlink a s0\n' >"$T/twice.txt"
+expect 1 "twice.txt:4: host 'a' already has a link (line 3): hosts are single-homed" \
+	topology.type=file topology.file="$T/twice.txt"
+printf 'switch s0\nswitch s1\nhost a\nhost b\nlink a s0\nlink b s0\n' >"$T/apart.txt"
+expect 1 "apart.txt:2: switch 's1' is not connected to the rest of the fabric" \
+	topology.type=file topology.file="$T/apart.txt"
+expect 1 "topology.type = file needs topology.file" topology.type=file
+printf '[topology]\ntype = file\nfile = twice.txt\n' >"$T/scen.ini"
+expect 1 "$T/twice.txt:4:" "$T/scen.ini"
+printf 'switch s0\nhost a\nhost b\nlink b s0\nlink a s0 gbps=25\n' >"$T/star.txt"
+here=$(pwd)
+SIM=$(cd "$(dirname "$SIM")" && pwd)/$(basename "$SIM")
+cd "$T" && expect 0 "" topology.type=file topology.file=star.txt workload.size_bytes=20000 -o "$T/star"
+cd "$here"
+grep -qF "file = $T/star.txt" "$T/star/params.ini" || { echo "FAIL: params.ini does not name $T/star.txt"; fails=$((fails + 1)); }
+
 # Scenario files.
 printf '[topology\ntype = fattree\n[switch]\nrouting = ecmp\n' >"$T/unclosed.ini"
 expect 2 "unclosed.ini:1: syntax error: section header without its closing ']': [topology" "$T/unclosed.ini"
