@@ -128,6 +128,12 @@ struct sim_config {
 	uint64_t hpcc_wai_bytes;         /* additive increase W_AI */
 	double hpcc_base_rtt_us;         /* T (0 = the largest idle RTT of the run's flows) */
 	double hpcc_min_rate_mbps;       /* floor of W/T */
+	/* traces (sim_trace.c) [trace]: off while links and pcap_link are empty */
+	char trace_links[SIM_STR_MAX + 1];     /* ports to trace: "all", node, A->B[#n], A-B[#n], node:pN */
+	bool trace_packets;                    /* per-packet events of those ports: trace_packets.csv */
+	double trace_queue_interval_us;        /* their queues sampled into trace_queues.csv (0 = off) */
+	char trace_pcap_link[SIM_STR_MAX + 1]; /* one port: packets leaving it into trace.pcap */
+	uint32_t trace_pcap_snap_bytes;        /* bytes of each frame captured (0 = all) */
 };
 
 /* Fill every field with its documented default. */

@@ -316,6 +316,15 @@ struct sim {
 	char err[512];
 };
 
+/* Per packet: a packet event at a port for the modules that watch ports (traces): one
+ * predictable branch when none does. */
+static inline void sim_port_event(struct sim *s, const struct sim_port *port,
+				  const struct sim_pkt *p, enum sim_port_ev ev)
+{
+	if (__builtin_expect(s->hk.port_event != NULL, 0))
+		s->hk.port_event(s, port, p, ev);
+}
+
 /* sim.c */
 struct sim_pkt *sim_pkt_alloc(struct sim *s);
 void sim_pkt_free(struct sim *s, struct sim_pkt *p);
