@@ -193,6 +193,8 @@ void sim_trace_pcap_write(struct sim *s, struct sim_trace *t, const struct sim_p
 	be32(bth + 4, qp & 0xFFFFFF);
 	bth[4] = fecn_becn;
 	be32(bth + 8, psn & 0xFFFFFF);
+	if (p->flags & SIM_PKT_ACKREQ)
+		bth[8] |= 0x80; /* AckReq */
 	uint8_t *x = bth + BTH_LEN;
 	if (syndrome)
 		be32(x, (uint32_t)syndrome << 24); /* AETH: syndrome, MSN 0 */
