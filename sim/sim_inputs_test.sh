@@ -101,6 +101,11 @@ cd "$T" && expect 0 "" topology.type=file topology.file=star.txt workload.size_b
 cd "$here"
 grep -qF "file = $T/star.txt" "$T/star/params.ini" || { echo "FAIL: params.ini does not name $T/star.txt"; fails=$((fails + 1)); }
 
+# Traces: ports named as in the outputs, files need an output directory.
+expect 1 "trace.links: 'nosuch' names no port" trace.links=nosuch -o "$T/tr"
+expect 1 "trace: traces are files: set output.dir (or -o DIR)" trace.links=all
+expect 1 "trace.pcap_link = tor0 names 4 ports" trace.pcap_link=tor0 -o "$T/tr"
+
 # Scenario files.
 printf '[topology\ntype = fattree\n[switch]\nrouting = ecmp\n' >"$T/unclosed.ini"
 expect 2 "unclosed.ini:1: syntax error: section header without its closing ']': [topology" "$T/unclosed.ini"
