@@ -23,6 +23,7 @@ static void usage(FILE *f)
 		"      --cm FILE                run an htsim connection matrix (workload.type = cmatrix)\n"
 		"  -q, --quiet                  no progress and no report on stderr\n"
 		"      --dump-config            print the effective parameters and exit\n"
+		"      --write-topology FILE    write the topology (as a topology.type = file file) and exit\n"
 		"      --params                 list every parameter with its default and meaning\n"
 		"  -h, --help\n"
 		"  -V, --version\n"
@@ -54,7 +55,7 @@ int main(int argc, char **argv)
 {
 	struct sim_config cfg;
 	char err[512];
-	const char *out = NULL, *cm = NULL, *seed = NULL;
+	const char *out = NULL, *cm = NULL, *seed = NULL, *topo_out = NULL;
 	bool quiet = false, dump = false;
 	char **sets = calloc((size_t)argc + 1, sizeof(char *));
 	int nsets = 0;
@@ -62,7 +63,8 @@ int main(int argc, char **argv)
 		{ "set", required_argument, NULL, 's' }, { "out", required_argument, NULL, 'o' },
 		{ "seed", required_argument, NULL, 1 }, { "cm", required_argument, NULL, 2 },
 		{ "quiet", no_argument, NULL, 'q' }, { "dump-config", no_argument, NULL, 3 },
-		{ "params", no_argument, NULL, 4 }, { "help", no_argument, NULL, 'h' },
+		{ "params", no_argument, NULL, 4 }, { "write-topology", required_argument, NULL, 5 },
+		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -78,6 +80,7 @@ int main(int argc, char **argv)
 		case 2: cm = optarg; break;
 		case 3: dump = true; break;
 		case 4: sim_config_help(stdout); free(sets); return 0;
+		case 5: topo_out = optarg; break;
 		case 'h': usage(stdout); free(sets); return 0;
 		case 'V': util_cli_print_version("inca-sim"); free(sets); return 0;
 		default: usage(stderr); free(sets); return 2;
@@ -112,12 +115,14 @@ int main(int argc, char **argv)
 	}
 	if (out)
 		snprintf(cfg.out_dir, sizeof(cfg.out_dir), "%s", out);
-	if (cfg.cmatrix[0] && cfg.cmatrix[0] != '/') {
-		/* absolute, so params.ini in the output directory reruns the same matrix */
+	/* Files named on the command line: absolute, so params.ini in the output directory reruns
+	 * the same matrix and topology. */
+	char *files[] = { cfg.cmatrix, cfg.topo_file };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		char cwd[SIM_PATH_MAX], buf[SIM_PATH_MAX];
-		if (getcwd(cwd, sizeof(cwd)) &&
-		    snprintf(buf, sizeof(buf), "%s/%s", cwd, cfg.cmatrix) <= SIM_STR_MAX)
-			memcpy(cfg.cmatrix, buf, sizeof(buf));
+		if (files[i][0] && files[i][0] != '/' && getcwd(cwd, sizeof(cwd)) &&
+		    snprintf(buf, sizeof(buf), "%s/%s", cwd, files[i]) <= SIM_STR_MAX)
+			memcpy(files[i], buf, sizeof(buf));
 	}
 	if (dump) {
 		sim_config_dump(&cfg, stdout);
@@ -131,6 +136,16 @@ int main(int argc, char **argv)
 	if (sim_create(&cfg, &s, err, sizeof(err)) != 0) {
 		fprintf(stderr, "inca-sim: %s\n", err);
 		return 1;
+	}
+	if (topo_out) {
+		FILE *f = strcmp(topo_out, "-") ? fopen(topo_out, "w") : stdout;
+		int wrc = f ? sim_write_topology(s, f) : -errno;
+		if (f && f != stdout && fclose(f) && !wrc)
+			wrc = -EIO;
+		if (wrc)
+			fprintf(stderr, "inca-sim: writing %s: %s\n", topo_out, strerror(-wrc));
+		sim_destroy(s);
+		return wrc ? 1 : 0;
 	}
 	uint64_t t1 = util_now_ns();
 	struct prog pr = { t0, 0, t1 };

@@ -12,7 +12,7 @@
 
 #include "sim_time.h"
 
-enum sim_topo_type { SIM_TOPO_FATTREE, SIM_TOPO_LEAFSPINE, SIM_TOPO_LYU4 };
+enum sim_topo_type { SIM_TOPO_FATTREE, SIM_TOPO_LEAFSPINE, SIM_TOPO_LYU4, SIM_TOPO_FILE };
 enum sim_routing { SIM_ROUTE_ECMP, SIM_ROUTE_SPRAY, SIM_ROUTE_ADAPTIVE, SIM_ROUTE_FLOWLET,
 		   SIM_ROUTE_SPRAY_RANDOM, SIM_ROUTE_SPRAY_IDEAL };
 enum sim_transport { SIM_TRANSPORT_GBN, SIM_TRANSPORT_SR, SIM_TRANSPORT_IDEAL };
@@ -50,6 +50,7 @@ struct sim_config {
 	uint32_t switching_racks, l3_per_srack, l4_per_srack;
 	double host_gbps, tier1_gbps, tier2_gbps, tier3_gbps;
 	double host_latency_ns, tier1_latency_ns, tier2_latency_ns, tier3_latency_ns;
+	char topo_file[SIM_PATH_MAX]; /* type = file: the topology file (sim_topo_file.c) */
 	/* [switch] */
 	int routing;             /* enum sim_routing */
 	double flowlet_gap_us;
@@ -134,6 +135,12 @@ struct sim_config {
 	uint32_t tc_dwrr_quantum_bytes;         /* per unit of weight (0 = one full data packet) */
 	char tc_pfc_classes[SIM_STR_MAX + 1];   /* lossless classes with switch.pfc: "all" or "c,c,..." */
 	char tc_workload_class[SIM_STR_MAX + 1]; /* classes of generated flows, used in turn: "c,c,..." */
+	/* traces (sim_trace.c) [trace]: off while links and pcap_link are empty */
+	char trace_links[SIM_STR_MAX + 1];     /* ports to trace: "all", node, A->B[#n], A-B[#n], node:pN */
+	bool trace_packets;                    /* per-packet events of those ports: trace_packets.csv */
+	double trace_queue_interval_us;        /* their queues sampled into trace_queues.csv (0 = off) */
+	char trace_pcap_link[SIM_STR_MAX + 1]; /* one port: packets leaving it into trace.pcap */
+	uint32_t trace_pcap_snap_bytes;        /* bytes of each frame captured (0 = all) */
 };
 
 /* Fill every field with its documented default. */
@@ -147,7 +154,7 @@ int sim_config_set_arg(struct sim_config *c, const char *arg);
  * -EINVAL and, if err is non-NULL, writes a one-line reason into err. */
 int sim_config_load(struct sim_config *c, const char *path, char *err, size_t errlen);
 /* The same from a NUL-terminated string; `name` stands for the file in messages and is the
- * base for a relative workload.file. */
+ * base for a relative workload.file or topology.file. */
 int sim_config_load_string(struct sim_config *c, const char *text, const char *name, char *err,
 			   size_t errlen);
 /* Write every effective parameter as a re-loadable INI file. */
@@ -206,6 +213,10 @@ const struct sim_config *sim_get_config(const struct sim *s);
  * (timeseries.csv) is streamed during the run when cfg.timeseries_us > 0 and cfg.out_dir is
  * set. Returns 0 or -errno. */
 int sim_write_outputs(struct sim *s, const char *dir);
+/* Write the topology of s (as built: generated or read) in the topology-file format of
+ * topology.type = file (docs/sim.md), so that reading it back builds the same fabric. Returns
+ * 0 or -EIO. */
+int sim_write_topology(const struct sim *s, FILE *f);
 /* Write the JSON summary to f. */
 void sim_write_summary(const struct sim *s, FILE *f);
 void sim_write_fct_csv(const struct sim *s, FILE *f);

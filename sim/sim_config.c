@@ -17,7 +17,7 @@
 /* The row type (struct sim_param, sim_module.h) is shared with the modules: each brings the
  * rows of its own sections, which follow the core's below. */
 
-static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", NULL };
+static const char *const topo_names[] = { "fattree", "leafspine", "lyu4", "file", NULL };
 static const char *const routing_names[] = { "ecmp", "spray", "adaptive", "flowlet", "spray_random",
 					     "spray_ideal", NULL };
 static const char *const transport_names[] = { "gbn", "sr", "ideal", NULL };
@@ -35,7 +35,8 @@ static const struct sim_param core_params[] = {
 	{ "sim", "watchdog_events", SIM_P_U64, F(watchdog_events), "16000000", NULL, "stop (exit 4, with a diagnosis) when simulated time stands still or flows are active and nothing is delivered over this many events (+4 per flow; 0 = off)" },
 	{ "sim", "watchdog_idle_us", SIM_P_DBL, F(watchdog_idle_us), "1000000", NULL, "... or nothing is delivered for this long while flows are active (at least 10 * host.rto_us; 0 = off)" },
 
-	{ "topology", "type", SIM_P_ENUM, F(topo), "fattree", topo_names, "fattree | leafspine | lyu4" },
+	{ "topology", "type", SIM_P_ENUM, F(topo), "fattree", topo_names, "fattree | leafspine | lyu4 | file (topology.file)" },
+	{ "topology", "file", SIM_P_STR, F(topo_file), "", NULL, "type = file: topology file (switches, hosts, links; docs/sim.md); relative to the scenario file" },
 	{ "topology", "k", SIM_P_U32, F(k), "0", NULL, "fat tree radix (k pods, k^3/4 hosts; 0 = smallest that fits the connection matrix, else 4)" },
 	{ "topology", "hosts_per_tor", SIM_P_U32, F(hosts_per_tor), "0", NULL, "hosts per ToR/leaf/L1 (0 = non-oversubscribed)" },
 	{ "topology", "tors", SIM_P_U32, F(tors), "4", NULL, "leaf-spine: number of leaves (ToRs)" },
@@ -313,9 +314,24 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 	return rc == 0;
 }
 
-/* Shared tail of the two loaders: inih's result to our error convention, then make a
- * connection matrix named in a scenario file relative to that file. */
-static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const char *before)
+/* File parameters: a relative path in a scenario file is taken from that file's directory. */
+static const struct { size_t off; const char *name; } path_params[] = {
+	{ F(cmatrix), "workload.file" },
+	{ F(topo_file), "topology.file" },
+};
+#define NPATHS (sizeof(path_params) / sizeof(path_params[0]))
+struct path_before { char v[NPATHS][SIM_PATH_MAX]; };
+
+static void paths_save(const struct sim_config *c, struct path_before *b)
+{
+	for (size_t i = 0; i < NPATHS; i++)
+		strcpy(b->v[i], (const char *)c + path_params[i].off);
+}
+
+/* Shared tail of the two loaders: inih's result to our error convention, then make the file
+ * parameters the scenario file set relative to that file. */
+static int load_finish(struct sim_config *c, struct load_ctx *lc, int r,
+		       const struct path_before *before)
 {
 	const char *path = lc->path;
 	if (r < 0) {
@@ -341,7 +357,10 @@ static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const c
 		return lc->rc;
 	/* The result is made absolute so that params.ini, written elsewhere, names the same
 	 * file when it is loaded again. */
-	if (strcmp(before, c->cmatrix) && c->cmatrix[0] && c->cmatrix[0] != '/') {
+	for (size_t i = 0; i < NPATHS; i++) {
+		char *v = (char *)c + path_params[i].off;
+		if (!strcmp(before->v[i], v) || !v[0] || v[0] == '/')
+			continue;
 		const char *slash = strrchr(path, '/');
 		char buf[SIM_PATH_MAX], cwd[SIM_PATH_MAX];
 		int n;
@@ -351,16 +370,16 @@ static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const c
 			snprintf(cwd, sizeof(cwd), ".");
 		if (slash)
 			n = snprintf(buf, sizeof(buf), "%s%s%.*s/%s", cwd, cwd[0] ? "/" : "",
-				     (int)(slash - path), path, c->cmatrix);
+				     (int)(slash - path), path, v);
 		else
-			n = snprintf(buf, sizeof(buf), "%s/%s", cwd, c->cmatrix);
+			n = snprintf(buf, sizeof(buf), "%s/%s", cwd, v);
 		if (n < 0 || n > SIM_STR_MAX) {
 			if (lc->err)
-				snprintf(lc->err, lc->errlen, "%s: workload.file: absolute path over %d bytes",
-					 path, SIM_STR_MAX);
+				snprintf(lc->err, lc->errlen, "%s: %s: absolute path over %d bytes",
+					 path, path_params[i].name, SIM_STR_MAX);
 			return -ENAMETOOLONG;
 		}
-		strcpy(c->cmatrix, buf);
+		strcpy(v, buf);
 	}
 	return 0;
 }
@@ -368,18 +387,18 @@ static int load_finish(struct sim_config *c, struct load_ctx *lc, int r, const c
 int sim_config_load(struct sim_config *c, const char *path, char *err, size_t errlen)
 {
 	struct load_ctx lc = { c, err, errlen, 0, path, NULL };
-	char before[SIM_PATH_MAX];
-	strcpy(before, c->cmatrix);
-	return load_finish(c, &lc, ini_parse(path, ini_cb, &lc), before);
+	struct path_before before;
+	paths_save(c, &before);
+	return load_finish(c, &lc, ini_parse(path, ini_cb, &lc), &before);
 }
 
 int sim_config_load_string(struct sim_config *c, const char *text, const char *name, char *err,
 			   size_t errlen)
 {
 	struct load_ctx lc = { c, err, errlen, 0, name, text };
-	char before[SIM_PATH_MAX];
-	strcpy(before, c->cmatrix);
-	return load_finish(c, &lc, ini_parse_string(text, ini_cb, &lc), before);
+	struct path_before before;
+	paths_save(c, &before);
+	return load_finish(c, &lc, ini_parse_string(text, ini_cb, &lc), &before);
 }
 
 static void print_value(const struct sim_config *c, const struct sim_param *p, FILE *f)
@@ -396,10 +415,11 @@ static void print_value(const struct sim_config *c, const struct sim_param *p, F
 }
 
 /* Core rows that are quiet like module rows: knobs that do not change results (the watchdog only
- * stops runs that would never end), so dumps of every other run stay as they were. */
+ * stops runs that would never end) or that only a few runs use (topology.file), so dumps of
+ * every other run stay as they were. */
 static bool core_quiet(const struct sim_param *p)
 {
-	return p->off == F(watchdog_events) || p->off == F(watchdog_idle_us);
+	return p->off == F(watchdog_events) || p->off == F(watchdog_idle_us) || p->off == F(topo_file);
 }
 
 /* A quiet (module) parameter still at its default is not dumped: see struct sim_param. */

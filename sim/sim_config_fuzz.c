@@ -2,7 +2,8 @@
  * top of the defaults; an accepted scenario is dumped and the dump must load back to the very
  * same dump (the params.ini round trip that reruns an experiment). Scenarios whose topology
  * stays small are then created and run for a few simulated microseconds, which exercises the
- * validation of every parameter (workload.file and output.dir are cleared: no file access). */
+ * validation of every parameter (workload.file, topology.file and output.dir are cleared: no
+ * file access). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.progress_s = 0;
 	c.out_dir[0] = 0;
 	c.cmatrix[0] = 0;
+	c.topo_file[0] = 0; /* type = file is refused with its reason (sim_topo_fuzz covers files) */
 	if (c.workload == SIM_WL_CMATRIX)
 		c.workload = SIM_WL_NONE;
 	c.stop_us = 5;

@@ -48,16 +48,6 @@ static bool fail_enabled(const struct sim_config *c)
 	return false;
 }
 
-static struct sim_node *node_by_name(struct sim *s, const char *name, size_t len)
-{
-	for (uint32_t i = 0; i < s->nhosts + s->nsw; i++) {
-		struct sim_node *n = i < s->nhosts ? &s->hosts[i].n : &s->sws[i - s->nhosts].n;
-		if (strlen(n->name) == len && !memcmp(n->name, name, len))
-			return n;
-	}
-	return NULL;
-}
-
 /* "A-B" or "A-B#n" (n-th parallel link, from 1). Node names may contain '-' (lyu4), so every
  * split point is tried. */
 static struct sim_port *find_link(struct sim *s, const char *spec)
@@ -76,7 +66,8 @@ static struct sim_port *find_link(struct sim *s, const char *spec)
 	for (size_t i = 1; i + 1 < len; i++) {
 		if (buf[i] != '-')
 			continue;
-		struct sim_node *a = node_by_name(s, buf, i), *b = node_by_name(s, buf + i + 1, len - i - 1);
+		struct sim_node *a = sim_topo_node_by_name(s, buf, i);
+		struct sim_node *b = sim_topo_node_by_name(s, buf + i + 1, len - i - 1);
 		if (!a || !b || a->kind != SIM_NODE_SWITCH || b->kind != SIM_NODE_SWITCH)
 			continue;
 		unsigned k = 0;

@@ -95,6 +95,27 @@ expect 1 "prio.cm:4: prio 2 is not a traffic class: switch.traffic_classes = 2 (
 	--cm "$T/prio.cm" switch.traffic_classes=2
 expect 0 "" --cm "$T/prio.cm" switch.traffic_classes=3
 expect 0 "" --cm "$T/prio.cm"          # one class: prio is read and ignored
+# Topology files (topology.type = file): file:line and the reason; relative to the scenario.
+printf 'switch s0\nhost a\nlink a s0\nlink a s0\n' >"$T/twice.txt"
+expect 1 "twice.txt:4: host 'a' already has a link (line 3): hosts are single-homed" \
+	topology.type=file topology.file="$T/twice.txt"
+printf 'switch s0\nswitch s1\nhost a\nhost b\nlink a s0\nlink b s0\n' >"$T/apart.txt"
+expect 1 "apart.txt:2: switch 's1' is not connected to the rest of the fabric" \
+	topology.type=file topology.file="$T/apart.txt"
+expect 1 "topology.type = file needs topology.file" topology.type=file
+printf '[topology]\ntype = file\nfile = twice.txt\n' >"$T/scen.ini"
+expect 1 "$T/twice.txt:4:" "$T/scen.ini"
+printf 'switch s0\nhost a\nhost b\nlink b s0\nlink a s0 gbps=25\n' >"$T/star.txt"
+here=$(pwd)
+SIM=$(cd "$(dirname "$SIM")" && pwd)/$(basename "$SIM")
+cd "$T" && expect 0 "" topology.type=file topology.file=star.txt workload.size_bytes=20000 -o "$T/star"
+cd "$here"
+grep -qF "file = $T/star.txt" "$T/star/params.ini" || { echo "FAIL: params.ini does not name $T/star.txt"; fails=$((fails + 1)); }
+
+# Traces: ports named as in the outputs, files need an output directory.
+expect 1 "trace.links: 'nosuch' names no port" trace.links=nosuch -o "$T/tr"
+expect 1 "trace: traces are files: set output.dir (or -o DIR)" trace.links=all
+expect 1 "trace.pcap_link = tor0 names 4 ports" trace.pcap_link=tor0 -o "$T/tr"
 
 # Scenario files.
 printf '[topology\ntype = fattree\n[switch]\nrouting = ecmp\n' >"$T/unclosed.ini"

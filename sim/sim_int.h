@@ -319,6 +319,15 @@ struct sim {
 	char err[512];
 };
 
+/* Per packet: a packet event at a port for the modules that watch ports (traces): one
+ * predictable branch when none does. */
+static inline void sim_port_event(struct sim *s, const struct sim_port *port,
+				  const struct sim_pkt *p, enum sim_port_ev ev)
+{
+	if (__builtin_expect(s->hk.port_event != NULL, 0))
+		s->hk.port_event(s, port, p, ev);
+}
+
 /* sim.c */
 struct sim_pkt *sim_pkt_alloc(struct sim *s);
 void sim_pkt_free(struct sim *s, struct sim_pkt *p);
@@ -347,6 +356,9 @@ void sim_topo_free(struct sim *s);
 int sim_topo_fail_agg_link(struct sim *s, uint32_t agg, uint32_t link);
 /* Recompute routes (after links went down) and every flow's ideal FCT. */
 int sim_topo_reroute(struct sim *s);
+/* The node called name[0..len) as in the outputs (h3, leaf0, L2-1-1...), NULL if none.
+ * A linear scan: for configuration time, not per packet. */
+struct sim_node *sim_topo_node_by_name(struct sim *s, const char *name, size_t len);
 /* Route group of switch sw toward host dst (NULL: unreachable). */
 struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst);
 

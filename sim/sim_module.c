@@ -1,7 +1,8 @@
 /* sim/sim_module.c: the module registry and the core's side of the module hooks: which modules a
  * configuration enables, their creation and destruction, the per-packet hooks resolved into
  * struct sim_hooks, and the calls that walk every enabled module. The models themselves live in
- * their own files (sim_ccm.c, sim_osf*.c, sim_fail.c, sim_ina*.c, sim_dctcp.c, sim_hpcc.c, sim_tc.c). */
+ * their own files (sim_ccm.c, sim_osf*.c, sim_fail.c, sim_ina*.c, sim_dctcp.c, sim_hpcc.c,
+ * sim_tc.c, sim_trace*.c). */
 #include <errno.h>
 
 #include "sim_int.h"
@@ -43,6 +44,14 @@ static void all_data_dequeue(struct sim *s, struct sim_port *port, struct sim_pk
 	EACH_ON(s, m)
 		if (m->data_dequeue)
 			m->data_dequeue(s, port, p);
+}
+
+static void all_port_event(struct sim *s, const struct sim_port *port, const struct sim_pkt *p,
+			   enum sim_port_ev ev)
+{
+	EACH_ON(s, m)
+		if (m->port_event)
+			m->port_event(s, port, p, ev);
 }
 
 static bool all_link_lost(struct sim *s, struct sim_pkt *p)
@@ -111,6 +120,7 @@ static void resolve_hooks(struct sim *s)
 	RESOLVE(s, data_dequeue, all_data_dequeue);
 	RESOLVE_FIRST(s, qdisc_enqueue);
 	RESOLVE_FIRST(s, qdisc_dequeue);
+	RESOLVE(s, port_event, all_port_event);
 	RESOLVE(s, link_lost, all_link_lost);
 	RESOLVE(s, run_done, all_run_done);
 	RESOLVE(s, data_rx, all_data_rx);

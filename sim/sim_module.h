@@ -16,7 +16,7 @@
  * (params.ini, summary.json, --params) and the order in which the core calls their hooks.
  * X(name) refers to `const struct sim_module_ops sim_<name>_ops` and defines SIM_MOD_<name>,
  * the module's slot in struct sim's mod[] (its state). */
-#define SIM_MODULE_LIST(X) X(ccm) X(osf) X(fail) X(ina) X(dctcp) X(hpcc) X(tc)
+#define SIM_MODULE_LIST(X) X(ccm) X(osf) X(fail) X(ina) X(dctcp) X(hpcc) X(tc) X(trace)
 
 #define SIM_MODULE_ENUM(name) SIM_MOD_##name,
 enum sim_module_id { SIM_MODULE_LIST(SIM_MODULE_ENUM) SIM_MOD_COUNT };
@@ -50,6 +50,17 @@ enum sim_drop_why {
 	SIM_DROP_PORT_DOWN,   /* dequeued at a port whose link is down */
 	SIM_DROP_ROUTED_DOWN, /* routed onto a port whose link is down (before it was queued) */
 	SIM_DROP_LINK_LOST,   /* lost on the link (link_lost said so) */
+};
+
+/* A packet event at a port (port_event). Enqueue, mark and the admission drops are those of
+ * the switch pipeline (sim_net.c); tx is every packet a port, switch or host, starts to send. */
+enum sim_port_ev {
+	SIM_PEV_ENQUEUE,       /* admitted to a switch egress queue (data or control) */
+	SIM_PEV_TX,            /* leaves the port: its serialisation starts */
+	SIM_PEV_MARK,          /* ECN CE set on enqueue (before its enqueue event) */
+	SIM_PEV_DROP_QUEUE,    /* refused: egress data queue full (switch.buffer_bytes) */
+	SIM_PEV_DROP_SHARED,   /* refused: switch shared buffer full */
+	SIM_PEV_DROP_HEADROOM, /* refused: PFC headroom of the ingress exceeded */
 };
 
 /* Every hook may be NULL. Unless said otherwise a hook of a module is called only while that
@@ -106,6 +117,9 @@ struct sim_module_ops {
 	void (*qdisc_enqueue)(struct sim *s, struct sim_switch *sw, struct sim_port *out,
 			      struct sim_pkt *p);
 	struct sim_pkt *(*qdisc_dequeue)(struct sim *s, struct sim_port *port);
+	/* Per packet: an event of p at `port` (enum sim_port_ev), for modules that watch ports. */
+	void (*port_event)(struct sim *s, const struct sim_port *port, const struct sim_pkt *p,
+			   enum sim_port_ev ev);
 	/* Per packet: p arrived over the link it was on; true = it is lost there (the core then
 	 * reports a SIM_DROP_LINK_LOST drop and frees it). */
 	bool (*link_lost)(struct sim *s, struct sim_pkt *p);
@@ -180,6 +194,8 @@ struct sim_hooks {
 	void (*qdisc_enqueue)(struct sim *s, struct sim_switch *sw, struct sim_port *out,
 			      struct sim_pkt *p);
 	struct sim_pkt *(*qdisc_dequeue)(struct sim *s, struct sim_port *port);
+	void (*port_event)(struct sim *s, const struct sim_port *port, const struct sim_pkt *p,
+			   enum sim_port_ev ev);
 	bool (*link_lost)(struct sim *s, struct sim_pkt *p);
 	bool (*run_done)(const struct sim *s);
 	void (*data_rx)(struct sim *s, struct sim_flow *f, const struct sim_pkt *p);

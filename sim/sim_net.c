@@ -188,6 +188,7 @@ void sim_port_kick(struct sim *s, struct sim_port *p)
 	p->busy_until = end;
 	p->tx_bytes += pkt->size_bytes;
 	p->tx_pkts++;
+	sim_port_event(s, p, pkt, SIM_PEV_TX);
 	pkt->rx_port = p->peer;
 	wire_put(s, p, pkt, end + p->latency_ps);
 	if (more)
@@ -248,6 +249,7 @@ static inline bool ecn_on_enqueue(struct sim *s, struct sim_switch *sw, struct s
 	p->flags |= SIM_PKT_CE;
 	out->ecn_marks++;
 	s->ecn_marks++;
+	sim_port_event(s, out, p, SIM_PEV_MARK);
 	return true;
 }
 
@@ -285,6 +287,7 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	}
 	if (p->type != SIM_PKT_DATA) {
 		sim_pktq_push(&out->cq, p);
+		sim_port_event(s, out, p, SIM_PEV_ENQUEUE);
 		sim_port_kick(s, out);
 		return;
 	}
@@ -299,18 +302,21 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 		if (in->in_bytes + sz > c->pfc_xoff_bytes + in->headroom_bytes) {
 			sw->drops_headroom++;
 			out->drops++;
+			sim_port_event(s, out, p, SIM_PEV_DROP_HEADROOM);
 			sim_pkt_free(s, p);
 			return;
 		}
 	} else if (out->q_bytes + sz > c->buffer_bytes) {
 		sw->drops_queue++;
 		out->drops++;
+		sim_port_event(s, out, p, SIM_PEV_DROP_QUEUE);
 		sim_pkt_free(s, p);
 		return;
 	}
 	if (c->shared_buffer_bytes && sw->shared_used + sz > c->shared_buffer_bytes) {
 		sw->drops_shared++;
 		out->drops++;
+		sim_port_event(s, out, p, SIM_PEV_DROP_SHARED);
 		sim_pkt_free(s, p);
 		return;
 	}
@@ -328,6 +334,7 @@ void sim_switch_rx(struct sim *s, struct sim_switch *sw, struct sim_pkt *p)
 	if (out->q_bytes > out->q_max_bytes)
 		out->q_max_bytes = out->q_bytes;
 	sim_pktq_push(&out->q, p);
+	sim_port_event(s, out, p, SIM_PEV_ENQUEUE);
 	sim_port_kick(s, out);
 }
 

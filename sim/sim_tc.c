@@ -163,11 +163,12 @@ static void pfc_send(struct sim *s, struct sim_tc *t, struct sim_port *in, unsig
 
 /* ---- switch ports: the qdisc hooks --------------------------------------------------------- */
 static void tc_drop(struct sim *s, struct sim_port *out, struct sim_pkt *p, uint64_t *sw_ctr,
-		    uint64_t *class_ctr)
+		    uint64_t *class_ctr, enum sim_port_ev ev)
 {
 	(*sw_ctr)++;
 	(*class_ctr)++;
 	out->drops++;
+	sim_port_event(s, out, p, ev);
 	sim_pkt_free(s, p);
 }
 
@@ -187,11 +188,12 @@ static void tc_enqueue(struct sim *s, struct sim_switch *sw, struct sim_port *ou
 	if (lossless ? iq->in_bytes + sz > c->pfc_xoff_bytes + in->headroom_bytes
 		     : oq->q_bytes + sz > c->buffer_bytes) {
 		tc_drop(s, out, p, lossless ? &sw->drops_headroom : &sw->drops_queue,
-			lossless ? &st->drops_headroom : &st->drops_queue);
+			lossless ? &st->drops_headroom : &st->drops_queue,
+			lossless ? SIM_PEV_DROP_HEADROOM : SIM_PEV_DROP_QUEUE);
 		return;
 	}
 	if (c->shared_buffer_bytes && sw->shared_used + sz > c->shared_buffer_bytes) {
-		tc_drop(s, out, p, &sw->drops_shared, &st->drops_shared);
+		tc_drop(s, out, p, &sw->drops_shared, &st->drops_shared, SIM_PEV_DROP_SHARED);
 		return;
 	}
 	p->flags &= (uint8_t)~SIM_PKT_LOSSLESS; /* the core's one-class accounting stays out */
@@ -212,6 +214,7 @@ static void tc_enqueue(struct sim *s, struct sim_switch *sw, struct sim_port *ou
 		st->max_queue_bytes = oq->q_bytes;
 	sim_pktq_push(&oq->q, p);
 	t->port[out->id].nonempty |= (uint8_t)(1u << k);
+	sim_port_event(s, out, p, SIM_PEV_ENQUEUE);
 	sim_port_kick(s, out);
 }
 

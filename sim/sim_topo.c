@@ -1,30 +1,38 @@
 /* sim/sim_topo.c: topology generators (fat tree, leaf-spine, draft-lyu 4-tier) and the routing
- * tables derived from them. Generators only emit a list of links; routes are then computed
- * generically by breadth-first search from every edge switch, so parallel links and any
- * up/down tree work without special cases. Each switch ends up with a short sorted list of
- * host ranges, each mapped to its set of equal-cost egress ports. */
+ * tables derived from them. Generators (and the topology-file reader, sim_topo_file.c) only
+ * emit a list of links; routes are then computed generically by breadth-first search from
+ * every edge switch, so parallel links and any up/down tree work without special cases. Each
+ * switch ends up with a short sorted list of host ranges, each mapped to its set of
+ * equal-cost egress ports: one search and one range per run of consecutive host ids on one
+ * edge switch, so numbering the hosts of an edge switch contiguously keeps both small. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_int.h"
+#include "sim_topo_int.h"
 
-struct link { uint32_t a, b; uint8_t tier; };
-struct linklist { struct link *v; uint32_t n, cap; };
-
-static int add_link(struct linklist *l, uint32_t a, uint32_t b, uint8_t tier)
+int sim_topo_add_link(struct sim_topo_links *l, uint32_t a, uint32_t b, uint8_t tier)
 {
 	if (l->n == l->cap) {
 		uint32_t cap = l->cap ? l->cap * 2 : 256;
-		struct link *v = realloc(l->v, sizeof(*v) * cap);
+		struct sim_topo_link *v = realloc(l->v, sizeof(*v) * cap);
 		if (!v)
 			return -ENOMEM;
 		l->v = v;
 		l->cap = cap;
 	}
-	l->v[l->n++] = (struct link){ a, b, tier };
+	l->v[l->n++] = (struct sim_topo_link){ a, b, tier, 0, 0 };
 	return 0;
+}
+
+void sim_topo_nodes_free(struct sim_topo_nodes *nd)
+{
+	free(nd->tier);
+	free(nd->names);
+	free(nd->hnames);
+	nd->tier = NULL;
+	nd->names = nd->hnames = NULL;
 }
 
 static uint32_t ratio_hosts(double up_gbps, uint32_t uplinks, double host_gbps)
@@ -33,21 +41,27 @@ static uint32_t ratio_hosts(double up_gbps, uint32_t uplinks, double host_gbps)
 	return h < 1 ? 1 : h > 65535 ? 65535 : (uint32_t)(h + 0.5);
 }
 
-/* Limits of the data structures: node and port ids are 32 bits, a switch has at most 65535
- * ports; beyond ~16 M hosts or 64 M links a run would not fit in memory anyway. Counts are
- * computed in 64 bits before anything is allocated. */
+/* Counts are computed in 64 bits before anything is allocated (limits: sim_topo_int.h). */
 static bool too_big(uint64_t hosts, uint64_t switches, uint64_t links, uint64_t radix)
 {
-	return hosts > (1u << 24) || switches > (1u << 24) || links > (1u << 26) || radix > 65535;
+	return hosts > SIM_TOPO_MAX_HOSTS || switches > SIM_TOPO_MAX_SWITCHES ||
+	       links > SIM_TOPO_MAX_LINKS || radix > SIM_TOPO_MAX_PORTS;
 }
 
-/* Emits links with node ids: hosts 0..H-1, switch j is H+j. Sets H, S, tiers, names. */
-static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t *S,
-			uint8_t **tier, char (**names)[32])
+/* Emits links with node ids: hosts 0..H-1, switch j is H+j. Fills nd (counts, tiers, names)
+ * and s->oversub. topology.type = file reads the links from the file (sim_topo_file.c). */
+static int gen_topology(struct sim *s, struct sim_topo_links *l, struct sim_topo_nodes *nd)
 {
 	const struct sim_config *c = &s->cfg;
+	uint8_t **tier = &nd->tier;
+	char (**names)[32] = &nd->names;
 	uint32_t h = 0, sw = 0;
 	int rc = 0;
+	if (c->topo == SIM_TOPO_FILE) {
+		rc = sim_topo_file_read(s, l, nd);
+		s->oversub = nd->oversub;
+		return rc;
+	}
 #define SWNAME(j, ...) snprintf((*names)[j], 32, __VA_ARGS__)
 	if (c->topo == SIM_TOPO_FATTREE) {
 		uint32_t k = c->k, half = k / 2;
@@ -70,15 +84,15 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 		for (uint32_t i = 0; i < nagg; i++) { (*tier)[ntor + i] = 2; SWNAME(ntor + i, "agg%u", i); }
 		for (uint32_t i = 0; i < ncore; i++) { (*tier)[ntor + nagg + i] = 3; SWNAME(ntor + nagg + i, "core%u", i); }
 		for (uint32_t i = 0; i < h && !rc; i++)
-			rc = add_link(l, i, h + i / hp, 0);
+			rc = sim_topo_add_link(l, i, h + i / hp, 0);
 		for (uint32_t p = 0; p < k; p++)
 			for (uint32_t t = 0; t < half; t++)
 				for (uint32_t a = 0; a < half && !rc; a++)
-					rc = add_link(l, h + p * half + t, h + ntor + p * half + a, 1);
+					rc = sim_topo_add_link(l, h + p * half + t, h + ntor + p * half + a, 1);
 		for (uint32_t p = 0; p < k; p++)
 			for (uint32_t a = 0; a < half; a++)
 				for (uint32_t j = 0; j < half && !rc; j++)
-					rc = add_link(l, h + ntor + p * half + a, h + ntor + nagg + a * half + j, 2);
+					rc = sim_topo_add_link(l, h + ntor + p * half + a, h + ntor + nagg + a * half + j, 2);
 		s->oversub = (double)hp * c->host_gbps / (half * c->tier1_gbps);
 	} else if (c->topo == SIM_TOPO_LEAFSPINE) {
 		uint32_t T = c->tors, Sp = c->spines, P = c->parallel_links ? c->parallel_links : 1;
@@ -101,11 +115,11 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 		for (uint32_t i = 0; i < T; i++) { (*tier)[i] = 1; SWNAME(i, "leaf%u", i); }
 		for (uint32_t i = 0; i < Sp; i++) { (*tier)[T + i] = 2; SWNAME(T + i, "spine%u", i); }
 		for (uint32_t i = 0; i < h && !rc; i++)
-			rc = add_link(l, i, h + i / hp, 0);
+			rc = sim_topo_add_link(l, i, h + i / hp, 0);
 		for (uint32_t t = 0; t < T; t++)
 			for (uint32_t j = 0; j < Sp; j++)
 				for (uint32_t p = 0; p < P && !rc; p++)
-					rc = add_link(l, h + t, h + T + j, 1);
+					rc = sim_topo_add_link(l, h + t, h + T + j, 1);
 		s->oversub = (double)hp * c->host_gbps / (Sp * P * c->tier1_gbps);
 	} else if (c->topo == SIM_TOPO_LYU4) {
 		/* draft-lyu-rtgwg-coordinated-cm Figure 1. Computing rack x: b L1 (ToR) switches with
@@ -143,37 +157,42 @@ static int gen_topology(struct sim *s, struct linklist *l, uint32_t *H, uint32_t
 			for (uint32_t j = 0; j < e; j++) { (*tier)[o4 + y * e + j] = 4; SWNAME(o4 + y * e + j, "L4-%u-%u", y + 1, j + 1); }
 		}
 		for (uint32_t i = 0; i < h && !rc; i++)
-			rc = add_link(l, i, h + o1 + i / a, 0);
+			rc = sim_topo_add_link(l, i, h + o1 + i / a, 0);
 		for (uint32_t x = 0; x < n; x++)
 			for (uint32_t i = 0; i < b; i++)
 				for (uint32_t j = 0; j < cc && !rc; j++)
-					rc = add_link(l, h + o1 + x * b + i, h + o2 + x * cc + j, 1);
+					rc = sim_topo_add_link(l, h + o1 + x * b + i, h + o2 + x * cc + j, 1);
 		for (uint32_t x = 0; x < n; x++)
 			for (uint32_t i = 0; i < cc; i++)
 				for (uint32_t y = 0; y < m && !rc; y++)
-					rc = add_link(l, h + o2 + x * cc + i, h + o3 + y * d + (uint32_t)((uint64_t)x * d / n), 2);
+					rc = sim_topo_add_link(l, h + o2 + x * cc + i, h + o3 + y * d + (uint32_t)((uint64_t)x * d / n), 2);
 		for (uint32_t y = 0; y < m; y++)
 			for (uint32_t j = 0; j < d; j++)
 				for (uint32_t q = 0; q < e && !rc; q++)
-					rc = add_link(l, h + o3 + y * d + j, h + o4 + y * e + q, 3);
+					rc = sim_topo_add_link(l, h + o3 + y * d + j, h + o4 + y * e + q, 3);
 		s->oversub = (double)a * c->host_gbps / (cc * c->tier1_gbps);
 	} else {
 		return -EINVAL;
 	}
 #undef SWNAME
-	*H = h;
-	*S = sw;
+	nd->nhosts = h;
+	nd->nsw = sw;
 	return rc;
+}
+
+void sim_topo_tier_link(const struct sim_config *c, unsigned t, uint64_t *rate_bps,
+			sim_time_ps *latency_ps)
+{
+	double gbps = t == 0 ? c->host_gbps : t == 1 ? c->tier1_gbps : t == 2 ? c->tier2_gbps : c->tier3_gbps;
+	double ns = t == 0 ? c->host_latency_ns : t == 1 ? c->tier1_latency_ns
+		: t == 2 ? c->tier2_latency_ns : c->tier3_latency_ns;
+	*rate_bps = (uint64_t)(gbps * 1e9 + 0.5);
+	*latency_ps = (sim_time_ps)(ns * 1000 + 0.5);
 }
 
 static double tier_gbps(const struct sim_config *c, unsigned t)
 {
 	return t == 0 ? c->host_gbps : t == 1 ? c->tier1_gbps : t == 2 ? c->tier2_gbps : c->tier3_gbps;
-}
-static double tier_lat(const struct sim_config *c, unsigned t)
-{
-	return t == 0 ? c->host_latency_ns : t == 1 ? c->tier1_latency_ns
-		: t == 2 ? c->tier2_latency_ns : c->tier3_latency_ns;
 }
 
 static struct sim_node *node_of(struct sim *s, uint32_t id)
@@ -261,13 +280,10 @@ static int build_routes(struct sim *s)
 			struct sim_switch *sw = &s->sws[i];
 			if (dist[i] == UINT32_MAX)
 				continue;
-			if (i == e) {
-				for (uint32_t p = 0; p < sw->n.nports && !rc; p++) {
-					struct sim_node *m = sw->n.ports[p].peer->node;
-					if (m->kind == SIM_NODE_HOST) {
-						uint16_t port = (uint16_t)p;
-						rc = group_append(sw, &gb[i], m->id, m->id + 1, &port, 1);
-					}
+			if (i == e) { /* its own hosts, in id order (whatever the order of its ports) */
+				for (uint32_t h = lo; h < hi && !rc; h++) {
+					uint16_t port = s->hosts[h].port.peer->idx;
+					rc = group_append(sw, &gb[i], h, h + 1, &port, 1);
 				}
 				continue;
 			}
@@ -282,8 +298,8 @@ static int build_routes(struct sim *s)
 		}
 		lo = hi;
 	}
-	/* The edge switch's own host groups were appended in port order; hosts are numbered in
-	 * that order by every generator, so groups are sorted. Check it. */
+	/* Every switch appended its groups in the order of the host ranges, so they are sorted.
+	 * Check it. */
 	for (uint32_t i = 0; i < S && !rc; i++)
 		for (uint32_t g = 1; g < s->sws[i].ngroups; g++)
 			if (s->sws[i].groups[g].lo < s->sws[i].groups[g - 1].hi)
@@ -333,6 +349,16 @@ int sim_topo_reroute(struct sim *s)
 	return rc;
 }
 
+struct sim_node *sim_topo_node_by_name(struct sim *s, const char *name, size_t len)
+{
+	for (uint32_t i = 0; i < s->nhosts + s->nsw; i++) {
+		struct sim_node *n = node_of(s, i);
+		if (strlen(n->name) == len && !memcmp(n->name, name, len))
+			return n;
+	}
+	return NULL;
+}
+
 struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst)
 {
 	uint32_t lo = 0, hi = sw->ngroups;
@@ -351,9 +377,8 @@ struct sim_rgroup *sim_route_group(const struct sim_switch *sw, uint32_t dst)
 int sim_topo_build(struct sim *s)
 {
 	const struct sim_config *c = &s->cfg;
-	struct linklist l = { 0 };
-	uint8_t *tier = NULL;
-	char (*names)[32] = NULL;
+	struct sim_topo_links l = { 0 };
+	struct sim_topo_nodes nd = { 0 };
 	uint32_t H = 0, S = 0;
 	int rc = 0;
 	for (unsigned t = 0; t < 4; t++)
@@ -361,7 +386,7 @@ int sim_topo_build(struct sim *s)
 			sim_set_err(s, "link speeds must be between 1 and 3200 Gbit/s");
 			return -EINVAL;
 		}
-	rc = gen_topology(s, &l, &H, &S, &tier, &names);
+	rc = gen_topology(s, &l, &nd);
 	if (rc) {
 		if (rc == -E2BIG)
 			sim_set_err(s, "topology too large (over 16 M hosts, 64 M links or 65535 ports per switch)");
@@ -369,6 +394,8 @@ int sim_topo_build(struct sim *s)
 			sim_set_err(s, rc == -ENOMEM ? "out of memory building the topology" : "bad topology parameters");
 		goto out;
 	}
+	H = nd.nhosts;
+	S = nd.nsw;
 	s->nhosts = H;
 	s->nsw = S;
 	s->hosts = calloc(H, sizeof(*s->hosts));
@@ -389,14 +416,17 @@ int sim_topo_build(struct sim *s)
 		h->n.id = i;
 		h->n.kind = SIM_NODE_HOST;
 		h->n.ports = &h->port;
-		snprintf(h->n.name, sizeof(h->n.name), "h%u", i);
+		if (nd.hnames)
+			memcpy(h->n.name, nd.hnames[i], sizeof(h->n.name));
+		else
+			snprintf(h->n.name, sizeof(h->n.name), "h%u", i);
 	}
 	for (uint32_t j = 0; j < S; j++) {
 		struct sim_switch *sw = &s->sws[j];
 		sw->n.id = H + j;
 		sw->n.kind = SIM_NODE_SWITCH;
-		sw->n.tier = tier[j];
-		memcpy(sw->n.name, names[j], sizeof(sw->n.name));
+		sw->n.tier = nd.tier[j];
+		memcpy(sw->n.name, nd.names[j], sizeof(sw->n.name));
 		sw->n.ports = calloc(deg[j] ? deg[j] : 1, sizeof(struct sim_port));
 		if (!sw->n.ports || deg[j] > 65535) {
 			free(deg);
@@ -426,7 +456,7 @@ int sim_topo_build(struct sim *s)
 	uint64_t wire_mtu = (uint64_t)c->mtu_bytes + c->header_bytes;
 	for (uint32_t i = 0; i < l.n; i++) {
 		struct sim_node *a = node_of(s, l.v[i].a), *b = node_of(s, l.v[i].b);
-		if (a->kind == SIM_NODE_HOST && a->nports) {
+		if ((a->kind == SIM_NODE_HOST && a->nports) || (b->kind == SIM_NODE_HOST && b->nports)) {
 			rc = -EINVAL; /* hosts are single-homed */
 			goto out;
 		}
@@ -441,9 +471,11 @@ int sim_topo_build(struct sim *s)
 		pb->is_host = b->kind == SIM_NODE_HOST;
 		pa->peer = pb;
 		pb->peer = pa;
-		double gbps = tier_gbps(c, l.v[i].tier);
-		sim_time_ps lat = (sim_time_ps)(tier_lat(c, l.v[i].tier) * 1000 + 0.5);
-		pa->rate_bps = pb->rate_bps = (uint64_t)(gbps * 1e9 + 0.5);
+		uint64_t rate = l.v[i].rate_bps;
+		sim_time_ps lat = l.v[i].latency_ps;
+		if (!rate)
+			sim_topo_tier_link(c, l.v[i].tier, &rate, &lat);
+		pa->rate_bps = pb->rate_bps = rate;
 		pa->latency_ps = pb->latency_ps = lat;
 		pa->link_tier = pb->link_tier = l.v[i].tier;
 		/* PFC headroom: what the peer can still put on the wire after we decide to pause:
@@ -464,11 +496,11 @@ int sim_topo_build(struct sim *s)
 		}
 	rc = build_routes(s);
 	if (rc)
-		sim_set_err(s, "routing: hosts must be numbered contiguously per edge switch");
+		sim_set_err(s, rc == -ENOMEM ? "out of memory building the routing tables"
+			    : "routing: every host must be linked to a switch");
 out:
 	free(l.v);
-	free(tier);
-	free(names);
+	sim_topo_nodes_free(&nd);
 	return rc;
 }
 

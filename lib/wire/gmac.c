@@ -248,11 +248,12 @@ static __attribute__((target(GMAC_TARGET))) void tag_impl(const struct wire__gma
 		size_t take = 16 - ar < blen ? 16 - ar : blen;
 		memset(blk, 0, sizeof blk);
 		memcpy(blk, a + 16 * an, ar);
-		if (take)
+		if (take) { /* b may be NULL when blen is 0: no pointer arithmetic on it then */
 			memcpy(blk + ar, b, take);
+			b += take;
+			blen -= take;
+		}
 		y = ghash_blocks(g, y, blk, 1);
-		b += take;
-		blen -= take;
 	}
 	size_t bn = blen / 16, br = blen % 16;
 	y = ghash_blocks(g, y, b, bn);
