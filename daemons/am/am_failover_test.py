@@ -11,55 +11,16 @@ Usage: am_failover_test.py INCA-AM INCA-SWITCH PATH-TO-inca_am.proto"""
 import os
 import queue
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from amtest import free_port  # noqa: E402
-
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
+import amtest
+from amtest import ADMIN, ADMIN_TOKEN, free_port, next_event
 
 AM, SW, PROTO = sys.argv[1], sys.argv[2], sys.argv[3]
-tmp = tempfile.mkdtemp(prefix="inca-am-fo-")
-if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                "--grpc_python_out=" + tmp, PROTO]) != 0:
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
-
-failures = 0
-
-
-# the admin credential (queries need one; docs/am.md "Who sees what")
-ADMIN_TOKEN = "test-admin"
-ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-    return cond
-
-
-def wait_file(path, proc, what):
-    t0 = time.time()
-    while not os.path.exists(path) and time.time() - t0 < 10 and proc.poll() is None:
-        time.sleep(0.05)
-    if not os.path.exists(path):
-        print("FAIL: %s did not start" % what)
-        sys.exit(1)
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-fo-")
+check = amtest.Checker()
 
 
 # Loopback addresses of their own (127.0.5.x): other tests use 127.0.0.x.
@@ -79,28 +40,14 @@ procs = {}
 am = None
 log_path = os.path.join(tmp, "am.log")
 try:
-    for name, text in SWITCHES.items():
-        conf = os.path.join(tmp, name + ".conf")
-        with open(conf, "w") as f:
-            f.write("name = %s\n%s" % (name, text))
-        ready = os.path.join(tmp, name + ".ready")
-        procs[name] = subprocess.Popen([SW, "-c", conf, "--netconf-unix",
-                                        os.path.join(tmp, name + ".sock"), "--ready-file", ready],
-                                       stderr=subprocess.DEVNULL)
-        wait_file(ready, procs[name], name)
+    amtest.start_switches(SW, tmp, SWITCHES, procs)
     port = free_port()
-    conf = os.path.join(tmp, "am.conf")
-    with open(conf, "w") as f:
-        f.write("listen = 127.0.0.1:%d\nheartbeat_ms = 200\nheartbeat_misses = 10\n"
-                "poll_ms = 60000\njob jobF credential fcred\n"
-                # ReportFailure semantics are tested here, TLS in am_tls_python / am-tls
-                "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
-        for name in SWITCHES:
-            f.write("switch %s unix:%s\n" % (name, os.path.join(tmp, name + ".sock")))
-    ready = os.path.join(tmp, "am.ready")
-    am = subprocess.Popen([AM, "-c", conf, "--ready-file", ready, "-v"],
-                          stderr=open(log_path, "w"))
-    wait_file(ready, am, "inca-am")
+    am = amtest.start_am(
+        AM, tmp, "listen = 127.0.0.1:%d\nheartbeat_ms = 200\nheartbeat_misses = 10\n"
+        "poll_ms = 60000\njob jobF credential fcred\n"
+        # ReportFailure semantics are tested here, TLS in am_tls_python / am-tls
+        "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN)
+        + amtest.switch_lines(tmp, SWITCHES), log_path)
     ch = grpc.insecure_channel("127.0.0.1:%d" % port)
     stub = pbg.AmStub(ch)
 
@@ -115,37 +62,10 @@ try:
     stop = threading.Event()
     events = [queue.Queue() for _ in range(N)]
 
-    def session(r):
-        def pings():
-            seq = 0
-            while not stop.is_set():
-                yield pb.SessionMsg(group_id=gid, rank=r, member_token=joins[r].member_token,
-                                    seq=seq)
-                seq += 1
-                stop.wait(0.1)
-        try:
-            for ev in stub.Session(pings()):
-                if ev.kind != pb.GroupEvent.PONG:
-                    events[r].put(ev)
-        except grpc.RpcError:
-            pass
+    for r in range(N):
+        amtest.open_session(grpc, pb, stub, gid, r, joins[r].member_token, stop, events[r])
 
-    threads = [threading.Thread(target=session, args=(r,), daemon=True) for r in range(N)]
-    for t in threads:
-        t.start()
-
-    def next_event(r, kinds, timeout=5):
-        end = time.time() + timeout
-        while time.time() < end:
-            try:
-                ev = events[r].get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if ev.kind in kinds:
-                return ev
-        return None
-
-    evs = [next_event(r, [pb.GroupEvent.TREE_READY, pb.GroupEvent.HOST_FALLBACK])
+    evs = [next_event(events[r], [pb.GroupEvent.TREE_READY, pb.GroupEvent.HOST_FALLBACK])
            for r in range(N)]
     if not check(all(e is not None and e.kind == pb.GroupEvent.TREE_READY and
                      e.tree.generation == 1 for e in evs), "TREE_READY generation 1 everywhere"):
@@ -201,10 +121,10 @@ try:
     check(rp.acted and rp.generation == 2 and rp.state == "ready",
           "report acted on: rebuilt, generation 2 (%s, %.0f ms)" % (rp, dt * 1000))
     for r in range(N):
-        ev = next_event(r, [pb.GroupEvent.DISMANTLED])
+        ev = next_event(events[r], [pb.GroupEvent.DISMANTLED])
         check(ev is not None and "rank 1 reported an INC failure" in ev.reason and
               "retransmission limit" in ev.reason, "rank %d told DISMANTLED with the reason" % r)
-        ev = next_event(r, [pb.GroupEvent.REBUILT])
+        ev = next_event(events[r], [pb.GroupEvent.REBUILT])
         check(ev is not None and ev.tree.generation == 2 and ev.tree.root_switch == other,
               "rank %d got REBUILT generation 2 rooted at %s" % (r, other))
     sw = switches()
@@ -235,7 +155,7 @@ try:
     rp = report(2, 2, reason="tree gone")
     check(rp.acted and rp.generation == 3, "report of generation 2 -> generation 3")
     for r in range(N):
-        ev = next_event(r, [pb.GroupEvent.REBUILT])
+        ev = next_event(events[r], [pb.GroupEvent.REBUILT])
         check(ev is not None and ev.tree.generation == 3, "rank %d got generation 3" % r)
     sw = switches()
     check(all(sw[n].used_slots == 0 for n in (other, "leaf0", "leaf1")) and
@@ -252,19 +172,10 @@ try:
     check(stats().active_groups == 0, "group removed after leave")
     ch.close()
 finally:
-    if am:
-        am.terminate()
-        try:
-            am.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            am.kill()
-    for p in procs.values():
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    amtest.stop(am, procs.values())
     log = open(log_path).read() if os.path.exists(log_path) else ""
     check("DENIED failure report" in log, "denied reports are logged")
-    if failures:
+    if check.failures:
         sys.stderr.write(log)
-print("%d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+print("%d failure(s)" % check.failures)
+sys.exit(1 if check.failures else 0)

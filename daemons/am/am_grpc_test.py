@@ -8,44 +8,15 @@ import os
 import queue
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from amtest import free_port  # noqa: E402
-
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
+import amtest
+from amtest import ADMIN, ADMIN_TOKEN, free_port, next_event, wait_file
 
 AM, PROTO = sys.argv[1], sys.argv[2]
-tmp = tempfile.mkdtemp(prefix="inca-am-py-")
-if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                "--grpc_python_out=" + tmp, PROTO]) != 0:
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
-
-failures = 0
-
-
-# the admin credential (queries need one; docs/am.md "Who sees what")
-ADMIN_TOKEN = "test-admin"
-ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-py-")
+check = amtest.Checker()
 
 port = free_port()
 conf = os.path.join(tmp, "am.conf")
@@ -58,10 +29,7 @@ ready = os.path.join(tmp, "ready")
 am = subprocess.Popen([AM, "-c", conf, "--ready-file", ready, "-v"], stderr=subprocess.PIPE,
                       text=True)
 try:
-    t0 = time.time()
-    while not os.path.exists(ready) and time.time() - t0 < 10 and am.poll() is None:
-        time.sleep(0.05)
-    check(os.path.exists(ready), "inca-am started")
+    check(wait_file(ready, am), "inca-am started")
     ch = grpc.insecure_channel("127.0.0.1:%d" % port)
     stub = pbg.AmStub(ch)
 
@@ -93,38 +61,12 @@ try:
     events = queue.Queue()
     stop = threading.Event()
 
-    def pings():
-        seq = 0
-        while not stop.is_set():
-            yield pb.SessionMsg(group_id=r0.group_id, rank=0, member_token=r0.member_token,
-                                seq=seq)
-            seq += 1
-            stop.wait(0.1)
+    amtest.open_session(grpc, pb, stub, r0.group_id, 0, r0.member_token, stop, events,
+                        pongs=True)
 
-    def reader():
-        try:
-            for ev in stub.Session(pings()):
-                events.put(ev)
-        except grpc.RpcError:
-            pass
-
-    th = threading.Thread(target=reader, daemon=True)
-    th.start()
-
-    def next_event(kinds, timeout=5):
-        end = time.time() + timeout
-        while time.time() < end:
-            try:
-                ev = events.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if ev.kind in kinds:
-                return ev
-        return None
-
-    ev = next_event([pb.GroupEvent.WAITING])
+    ev = next_event(events, [pb.GroupEvent.WAITING])
     check(ev is not None and ev.joined == 1 and ev.size == 2, "WAITING on the session")
-    ev = next_event([pb.GroupEvent.PONG])
+    ev = next_event(events, [pb.GroupEvent.PONG])
     check(ev is not None, "heartbeats answered")
 
     # a session with a bad token is refused
@@ -140,7 +82,7 @@ try:
     r1 = join(1)
     check(r1.group_id == r0.group_id and r1.joined == 2, "rank 1 joined the same group")
     # no switch reaches these clients: the group runs on the host path, with a reason
-    ev = next_event([pb.GroupEvent.HOST_FALLBACK, pb.GroupEvent.TREE_READY])
+    ev = next_event(events, [pb.GroupEvent.HOST_FALLBACK, pb.GroupEvent.TREE_READY])
     check(ev is not None and ev.kind == pb.GroupEvent.HOST_FALLBACK and
           "not attached" in ev.reason, "HOST_FALLBACK with a reason (%s)" %
           (ev.reason if ev else None))
@@ -180,14 +122,9 @@ try:
           "and heartbeat loss")
     ch.close()
 finally:
-    am.terminate()
-    try:
-        _, err = am.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        am.kill()
-        _, err = am.communicate()
+    err = amtest.stop_log(am)
     check("DENIED join" in err, "denials are logged")
-    if failures:
+    if check.failures:
         sys.stderr.write(err)
-print("%d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+print("%d failure(s)" % check.failures)
+sys.exit(1 if check.failures else 0)

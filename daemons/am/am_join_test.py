@@ -10,89 +10,38 @@ RESOURCE_EXHAUSTED naming the quota; with a switch, caps.max_mtu sets the tree's
 slots_wanted = 65535 gets the AM's per-tree `slots`, not the whole switch.
 Usage: am_join_test.py INCA-AM INCA-SWITCH|none PATH-TO-inca_am.proto"""
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
-from amtest import free_port  # noqa: E402
-
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
+import amtest
+from amtest import ADMIN, ADMIN_TOKEN, free_port
 
 AM, SW, PROTO = sys.argv[1], sys.argv[2], sys.argv[3]
-tmp = tempfile.mkdtemp(prefix="inca-am-join-")
-if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                "--grpc_python_out=" + tmp, PROTO]) != 0:
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
-
-failures = 0
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-join-")
+check = amtest.Checker()
 
 
-# the admin credential (queries need one; docs/am.md "Who sees what")
-ADMIN_TOKEN = "test-admin"
-ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-    return cond
-
-
-def wait_file(path, proc, timeout=10):
-    t0 = time.time()
-    while not os.path.exists(path) and time.time() - t0 < timeout and proc.poll() is None:
-        time.sleep(0.05)
-    return os.path.exists(path)
-
-
-sw = None
+procs = {}
 am = None
 try:
     sock = None
     if SW != "none":
-        sw_conf = os.path.join(tmp, "sw0.conf")
-        with open(sw_conf, "w") as f:
-            f.write("name = sw0\nlisten = 127.0.10.10:4791\nrole = leaf\nmax_slots = 16384\n"
-                    "max_trees = 64\n")
+        amtest.start_switches(SW, tmp, {"sw0": "listen = 127.0.10.10:4791\nrole = leaf\n"
+                                               "max_slots = 16384\nmax_trees = 64\n"}, procs)
         sock = os.path.join(tmp, "sw0.sock")
-        sw_ready = os.path.join(tmp, "sw0.ready")
-        sw = subprocess.Popen([SW, "-c", sw_conf, "--netconf-unix", sock, "--ready-file",
-                               sw_ready], stderr=subprocess.DEVNULL)
-        if not check(wait_file(sw_ready, sw), "inca-switch started"):
-            sys.exit(1)
     port = free_port()
-    conf = os.path.join(tmp, "am.conf")
-    with open(conf, "w") as f:
-        f.write("listen = 127.0.0.1:%d\nheartbeat_ms = 1000\nheartbeat_misses = 100\n"
-                "poll_ms = 200\nslots = 256\nslots_min = 16\n"
-                "job jobV credential v\n"
-                "job jobD credential d\n"
-                "job jobQ credential q max_size=8 max_forming=2\n"
-                "job jobT credential t max_trees=2 max_forming=10\n"
-                "job jobS credential s max_slots=600\n"
-                # join validation is tested here, TLS in am_tls_python / am-tls
-                "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
-        if sock:
-            f.write("switch sw0 unix:%s role=leaf\n" % sock)
-    ready = os.path.join(tmp, "am.ready")
     log = os.path.join(tmp, "am.log")
-    am = subprocess.Popen([AM, "-c", conf, "--ready-file", ready, "-v"], stderr=open(log, "w"))
-    if not check(wait_file(ready, am), "inca-am started"):
-        sys.exit(1)
+    am = amtest.start_am(
+        AM, tmp, "listen = 127.0.0.1:%d\nheartbeat_ms = 1000\nheartbeat_misses = 100\n"
+        "poll_ms = 200\nslots = 256\nslots_min = 16\n"
+        "job jobV credential v\n"
+        "job jobD credential d\n"
+        "job jobQ credential q max_size=8 max_forming=2\n"
+        "job jobT credential t max_trees=2 max_forming=10\n"
+        "job jobS credential s max_slots=600\n"
+        # join validation is tested here, TLS in am_tls_python / am-tls
+        "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN)
+        + ("switch sw0 unix:%s role=leaf\n" % sock if sock else ""), log)
     stub = pbg.AmStub(grpc.insecure_channel("127.0.0.1:%d" % port))
     naddr = [0]
 
@@ -206,12 +155,7 @@ try:
               "max_slots 600: trees of %d, %d, %d slots" % (s1.slots, s2.slots, s3.slots))
         refused("max_slots", RES, ["max_slots", "jobS"], job="jobS", name="s4", size=1)
 finally:
-    if am:
-        am.terminate()
-        am.wait()
-    if sw:
-        sw.terminate()
-        sw.wait()
+    amtest.stop(am, procs.values())
 
-print("%d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+print("%d failure(s)" % check.failures)
+sys.exit(1 if check.failures else 0)

@@ -15,52 +15,15 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 import zlib
 
-from amtest import free_port  # noqa: E402
-
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
+import amtest
+from amtest import ADMIN, ADMIN_TOKEN, free_port, wait_file
 
 AM, SW, PROTO = sys.argv[1], sys.argv[2], sys.argv[3]
-tmp = tempfile.mkdtemp(prefix="inca-am-jr-")
-if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                "--grpc_python_out=" + tmp, PROTO]) != 0:
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
-
-failures = 0
-
-
-# the admin credential (queries need one; docs/am.md "Who sees what")
-ADMIN_TOKEN = "test-admin"
-ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-    return cond
-
-
-def wait_file(path, proc, what, timeout=10):
-    t0 = time.time()
-    while not os.path.exists(path) and time.time() - t0 < timeout and proc.poll() is None:
-        time.sleep(0.05)
-    return os.path.exists(path)
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-jr-")
+check = amtest.Checker()
 
 
 journal = os.path.join(tmp, "am.journal")
@@ -90,20 +53,10 @@ def start_am(*extra):
     global stub
     p = subprocess.Popen([AM, "-c", conf, "-j", journal, "--ready-file", ready, "-v"]
                          + list(extra), stderr=open(log, "w"))
-    ok = wait_file(ready, p, "inca-am")
+    ok = wait_file(ready, p)
     # a channel per AM process: the old one may still hold the dead connection
     stub = pbg.AmStub(grpc.insecure_channel("127.0.0.1:%d" % port))
     return p, log, ok
-
-
-def stop_am(p):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def lines_ok(text):
@@ -127,7 +80,7 @@ def with_crc(rec):
 
 
 stub = None
-sw_proc = None
+procs = {}
 am = None
 try:
     write_conf()
@@ -154,7 +107,7 @@ try:
     odd = "a b%c:d-\u00e9 %2d -"
     r0 = join("jobE", odd)
     check(r0.group_id > 0, "first joiner with an odd credential joined")
-    stop_am(am)
+    amtest.stop(am)
     text = open(journal, encoding="latin-1").read()
     check(text.startswith("H inca-am-journal 2 "), "the journal starts with a versioned header")
     check(lines_ok(text), "every journal line carries a valid CRC-32")
@@ -174,7 +127,7 @@ try:
     except grpc.RpcError as e:
         check(e.code() == grpc.StatusCode.PERMISSION_DENIED,
               "a wrong credential is still refused after the restart")
-    stop_am(am)
+    amtest.stop(am)
     good = open(journal, "rb").read()
     gtext = good.decode("latin-1")
 
@@ -212,7 +165,7 @@ try:
         check(open(journal, "rb").read() == data, "%s: the journal is left as it was" % what)
         check(not glob.glob(journal + ".damaged-*"), "%s: nothing moved aside" % what)
         check(odd not in err, "%s: no secret in the log" % what)
-        stop_am(am)
+        amtest.stop(am)
 
     # ---- --recover: valid records kept, the file moved aside byte for byte
     damaged = good + (with_crc("X 1 2") + "\n").encode() + b"garbage\n"
@@ -233,7 +186,7 @@ try:
     err = open(log).read()
     check("line %d " % (len(glines)) in err and "unknown record type" in err,
           "--recover logs each dropped record with its line")
-    stop_am(am)
+    amtest.stop(am)
     text = open(journal, encoding="latin-1").read()
     check(text.startswith("H inca-am-journal 2 ") and lines_ok(text) and "garbage" not in text,
           "--recover wrote a clean journal")
@@ -245,15 +198,9 @@ try:
         print("(no lib/ctl: the switch part is skipped)")
     else:
         os.unlink(journal)
-        sw_conf = os.path.join(tmp, "sw0.conf")
-        with open(sw_conf, "w") as f:
-            f.write("name = sw0\nlisten = 127.0.9.10:4791\nrole = leaf\nmax_slots = 2048\n")
+        amtest.start_switches(SW, tmp, {"sw0": "listen = 127.0.9.10:4791\nrole = leaf\n"
+                                               "max_slots = 2048\n"}, procs)
         sock = os.path.join(tmp, "sw0.sock")
-        sw_ready = os.path.join(tmp, "sw0.ready")
-        sw_proc = subprocess.Popen([SW, "-c", sw_conf, "--netconf-unix", sock, "--ready-file",
-                                    sw_ready], stderr=subprocess.DEVNULL)
-        if not check(wait_file(sw_ready, sw_proc, "inca-switch"), "inca-switch started"):
-            sys.exit(1)
         write_conf(sock)
         am, log, ok = start_am()
         check(ok, "AM with a switch started")
@@ -274,7 +221,7 @@ try:
               "two groups run on trees %d and %d" % (gs[ga.group_id].tree_id,
                                                      gs[gb.group_id].tree_id))
         tree_b = gs[gb.group_id].tree_id
-        stop_am(am)
+        amtest.stop(am)
         text = open(journal, encoding="latin-1").read()
         lines = text.split("\n")
         for i, ln in enumerate(lines):  # damage every record of group b
@@ -305,16 +252,12 @@ try:
                               "stats"], capture_output=True, text=True)
         check(out.returncode != 0 or "1 trees no recovered group owned removed" in out.stdout,
               "inca stats shows the recovery")
-        stop_am(am)
+        amtest.stop(am)
         am, log, ok = start_am()
         check(ok, "after --recover the AM starts normally")
-        stop_am(am)
+        amtest.stop(am)
 finally:
-    if am:
-        stop_am(am)
-    if sw_proc:
-        sw_proc.terminate()
-        sw_proc.wait()
+    amtest.stop(am, procs.values())
 
-print("%d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+print("%d failure(s)" % check.failures)
+sys.exit(1 if check.failures else 0)

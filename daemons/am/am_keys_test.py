@@ -17,53 +17,14 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 
-from amtest import free_port  # noqa: E402
-
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
+import amtest
+from amtest import ADMIN, ADMIN_TOKEN, free_port, next_event, wait_file
 
 AM, SW, CLI, PROTO = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-tmp = tempfile.mkdtemp(prefix="inca-am-keys-")
-if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                "--grpc_python_out=" + tmp, PROTO]) != 0:
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
-
-failures = 0
-
-
-# the admin credential (queries need one; docs/am.md "Who sees what")
-ADMIN_TOKEN = "test-admin"
-ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-    return cond
-
-
-def wait_file(path, proc, what):
-    t0 = time.time()
-    while not os.path.exists(path) and time.time() - t0 < 10 and proc.poll() is None:
-        time.sleep(0.05)
-    if not os.path.exists(path):
-        print("FAIL: %s did not start" % what)
-        sys.exit(1)
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-keys-")
+check = amtest.Checker()
 
 
 HELLO = ('<?xml version="1.0" encoding="UTF-8"?><hello '
@@ -122,15 +83,7 @@ log_path = os.path.join(tmp, "am.log")
 journal = os.path.join(tmp, "am.journal")
 N = 4
 try:
-    for name, text in SWITCHES.items():
-        conf = os.path.join(tmp, name + ".conf")
-        with open(conf, "w") as f:
-            f.write("name = %s\n%s" % (name, text))
-        ready = os.path.join(tmp, name + ".ready")
-        procs[name] = subprocess.Popen([SW, "-c", conf, "--netconf-unix",
-                                        os.path.join(tmp, name + ".sock"), "--ready-file", ready],
-                                       stderr=subprocess.DEVNULL)
-        wait_file(ready, procs[name], name)
+    amtest.start_switches(SW, tmp, SWITCHES, procs)
     port = free_port()
     am_conf = os.path.join(tmp, "am.conf")
     with open(am_conf, "w") as f:
@@ -138,8 +91,7 @@ try:
                 "poll_ms = 60000\ngrace_ms = 20000\njob jobK credential kcred\n"
                 # plaintext on purpose: the warning about keys in clear is checked
                 "tls = off\nadmin_token = %s\n" % (port, ADMIN_TOKEN))
-        for name in SWITCHES:
-            f.write("switch %s unix:%s\n" % (name, os.path.join(tmp, name + ".sock")))
+        f.write(amtest.switch_lines(tmp, SWITCHES))
     am_ready = os.path.join(tmp, "am.ready")
 
     def start_am():
@@ -162,34 +114,9 @@ try:
     def open_sessions():
         stop = threading.Event()
 
-        def session(r):
-            def pings():
-                seq = 0
-                while not stop.is_set():
-                    yield pb.SessionMsg(group_id=gid, rank=r,
-                                        member_token=joins[r].member_token, seq=seq)
-                    seq += 1
-                    stop.wait(0.1)
-            try:
-                for ev in stub.Session(pings()):
-                    if ev.kind != pb.GroupEvent.PONG:
-                        events[r].put(ev)
-            except grpc.RpcError:
-                pass
         for r in range(N):
-            threading.Thread(target=session, args=(r,), daemon=True).start()
+            amtest.open_session(grpc, pb, stub, gid, r, joins[r].member_token, stop, events[r])
         return stop
-
-    def next_event(r, kinds, timeout=5):
-        end = time.time() + timeout
-        while time.time() < end:
-            try:
-                ev = events[r].get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if ev.kind in kinds:
-                return ev
-        return None
 
     def tree_switches(g):
         return [t.switch_name for t in g.tree]
@@ -232,7 +159,7 @@ try:
 
     # ---- establishment: members and switches hold the same key and id
     stop = open_sessions()
-    evs = [next_event(r, [pb.GroupEvent.TREE_READY, pb.GroupEvent.HOST_FALLBACK])
+    evs = [next_event(events[r], [pb.GroupEvent.TREE_READY, pb.GroupEvent.HOST_FALLBACK])
            for r in range(N)]
     if not check(all(e is not None and e.kind == pb.GroupEvent.TREE_READY for e in evs),
                  "TREE_READY everywhere"):
@@ -274,7 +201,7 @@ try:
         while not q.empty():
             q.get()
     stop = open_sessions()
-    evs = [next_event(r, [pb.GroupEvent.TREE_READY, pb.GroupEvent.REBUILT,
+    evs = [next_event(events[r], [pb.GroupEvent.TREE_READY, pb.GroupEvent.REBUILT,
                           pb.GroupEvent.DISMANTLED, pb.GroupEvent.HOST_FALLBACK])
            for r in range(N)]
     check(all(e is not None and e.kind in (pb.GroupEvent.TREE_READY, pb.GroupEvent.REBUILT) and
@@ -290,7 +217,7 @@ try:
                                              member_token=joins[0].member_token, generation=1,
                                              reason="test rebuild"), timeout=10)
     check(rp.acted and rp.generation == 2, "report -> generation 2")
-    evs = [next_event(r, [pb.GroupEvent.REBUILT]) for r in range(N)]
+    evs = [next_event(events[r], [pb.GroupEvent.REBUILT]) for r in range(N)]
     if check(all(e is not None for e in evs), "REBUILT everywhere"):
         key2, id2 = evs[0].tree.auth_key, evs[0].tree.auth_key_id
         check(len(key2) == 32 and id2 != 0 and key2 != key1 and id2 != id1,
@@ -313,21 +240,12 @@ try:
     stop.set()
     ch.close()
 finally:
-    if am:
-        am.terminate()
-        try:
-            am.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            am.kill()
-    for p in procs.values():
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    amtest.stop(am, procs.values())
     log = open(log_path).read() if os.path.exists(log_path) else ""
     check("group keys of data-plane authentication cross the network in clear" in log,
           "the AM warns that keys cross the network in clear without TLS")
     check(not re.search(r"[0-9a-f]{64}", log), "no key in the AM's log")
-    if failures:
+    if check.failures:
         sys.stderr.write(log)
-print("%d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+print("%d failure(s)" % check.failures)
+sys.exit(1 if check.failures else 0)

@@ -21,24 +21,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-from amtest import free_port  # noqa: E402
-
-try:
-    import grpc
-    from grpc_tools import protoc
-    from google.protobuf import descriptor_pb2
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
-if not shutil.which("openssl"):
-    print("SKIP: openssl missing")
-    sys.exit(77)
+import amtest
+from amtest import free_port, wait_file
 
 AM, PROTO = sys.argv[1], sys.argv[2]
-tmp = tempfile.mkdtemp(prefix="inca-am-secure-")
 
 HEALTH = """syntax = "proto3";
 package grpc.health.v1;
@@ -72,49 +60,18 @@ message ListServiceResponse { repeated ServiceResponse service = 1; }
 message ServiceResponse { string name = 1; }
 message ErrorResponse { int32 error_code = 1; string error_message = 2; }
 """
-for name, text in (("t_health.proto", HEALTH), ("t_reflection.proto", REFLECTION)):
-    with open(os.path.join(tmp, name), "w") as f:
-        f.write(text)
-if (protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                 "--grpc_python_out=" + tmp, PROTO]) != 0 or
-        protoc.main(["protoc", "-I" + tmp, "--python_out=" + tmp, "t_health.proto",
-                     "t_reflection.proto"]) != 0):
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-secure-", need_openssl=True,
+                                       extra_protos={"t_health.proto": HEALTH,
+                                                     "t_reflection.proto": REFLECTION})
+from google.protobuf import descriptor_pb2  # noqa: E402
+from grpc_tools import protoc  # noqa: E402
 import t_health_pb2 as hpb  # noqa: E402
 import t_reflection_pb2 as rpb  # noqa: E402
 
-failures = 0
+check = amtest.Checker()
 ADMIN_TOKEN = "adm-7f3e"
 ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-    return cond
-
-
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), cwd=tmp, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-
-
-EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-openssl("req", "-x509", *EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=INCA test CA")
-openssl("req", *EC, "-keyout", "am.key", "-out", "am.csr", "-subj", "/CN=127.0.0.1")
-with open(os.path.join(tmp, "ext.cnf"), "w") as f:
-    f.write("subjectAltName = IP:127.0.0.1\n")
-openssl("x509", "-req", "-in", "am.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-days", "2", "-extfile", "ext.cnf", "-out", "am.crt")
+amtest.make_certs(tmp, "IP:127.0.0.1")
 with open(os.path.join(tmp, "ca.pem"), "rb") as f:
     CA = f.read()
 TLS = ["--tls-cert", os.path.join(tmp, "am.crt"), "--tls-key", os.path.join(tmp, "am.key")]
@@ -135,12 +92,7 @@ class Am:
             cmd += ["-j", journal]
         self.p = subprocess.Popen(cmd, stderr=open(self.log, "w"))
         self.ch = None
-        t0 = time.time()
-        while wait and not os.path.exists(ready) and time.time() - t0 < 10:
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.up = os.path.exists(ready)
+        self.up = wait_file(ready, self.p) if wait else os.path.exists(ready)
 
     def channel(self, tls=True):
         t = "127.0.0.1:%d" % self.port
@@ -390,6 +342,6 @@ CASES = {"tls": case_tls, "admin": case_admin, "views": case_views, "learned": c
 for name in (sys.argv[3:] or CASES):
     print("# case", name)
     CASES[name]()
-print("%d failure(s)" % failures)
+print("%d failure(s)" % check.failures)
 shutil.rmtree(tmp, ignore_errors=True)
-sys.exit(1 if failures else 0)
+sys.exit(1 if check.failures else 0)

@@ -14,58 +14,19 @@ Usage: am_stall_test.py INCA-AM INCA-SWITCH PATH-TO-inca_am.proto"""
 import os
 import queue
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from amtest import free_port  # noqa: E402
-
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
+import amtest
+from amtest import ADMIN, ADMIN_TOKEN, free_port
 
 AM, SW, PROTO = sys.argv[1], sys.argv[2], sys.argv[3]
-tmp = tempfile.mkdtemp(prefix="inca-am-stall-")
-if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                "--grpc_python_out=" + tmp, PROTO]) != 0:
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
-
-failures = 0
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-stall-")
+check = amtest.Checker()
 HB_MS, HB_MISSES, POLL_MS, SW_TIMEOUT_MS = 200, 5, 300, 1000
 HB_TIMEOUT = HB_MS * HB_MISSES / 1000.0
 RPC_BOUND = 1.0  # seconds; an AM waiting on the stopped switch takes its NETCONF timeout
-
-
-# the admin credential (queries need one; docs/am.md "Who sees what")
-ADMIN_TOKEN = "test-admin"
-ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-    return cond
-
-
-def wait_file(path, proc, what):
-    t0 = time.time()
-    while not os.path.exists(path) and time.time() - t0 < 10 and proc.poll() is None:
-        time.sleep(0.05)
-    if not os.path.exists(path):
-        print("FAIL: %s did not start" % what)
-        sys.exit(1)
 
 
 # Loopback addresses of their own (127.0.8.x).
@@ -90,29 +51,15 @@ def cont_all():
 
 
 try:
-    for name, text in SWITCHES.items():
-        conf = os.path.join(tmp, name + ".conf")
-        with open(conf, "w") as f:
-            f.write("name = %s\n%s" % (name, text))
-        ready = os.path.join(tmp, name + ".ready")
-        procs[name] = subprocess.Popen([SW, "-c", conf, "--netconf-unix",
-                                        os.path.join(tmp, name + ".sock"), "--ready-file", ready],
-                                       stderr=subprocess.DEVNULL)
-        wait_file(ready, procs[name], name)
+    amtest.start_switches(SW, tmp, SWITCHES, procs)
     port = free_port()
-    conf = os.path.join(tmp, "am.conf")
-    with open(conf, "w") as f:
-        f.write("listen = 127.0.0.1:%d\nheartbeat_ms = %d\nheartbeat_misses = %d\n"
-                "poll_ms = %d\nswitch_timeout_ms = %d\njob jobS credential scred\n"
-                # stalled switches are tested here, TLS in am_tls_python / am-tls
-                "tls = off\nadmin_token = %s\n"
-                % (port, HB_MS, HB_MISSES, POLL_MS, SW_TIMEOUT_MS, ADMIN_TOKEN))
-        for name in SWITCHES:
-            f.write("switch %s unix:%s\n" % (name, os.path.join(tmp, name + ".sock")))
-    ready = os.path.join(tmp, "am.ready")
-    am = subprocess.Popen([AM, "-c", conf, "--ready-file", ready, "-v"],
-                          stderr=open(log_path, "w"))
-    wait_file(ready, am, "inca-am")
+    am = amtest.start_am(
+        AM, tmp, "listen = 127.0.0.1:%d\nheartbeat_ms = %d\nheartbeat_misses = %d\n"
+        "poll_ms = %d\nswitch_timeout_ms = %d\njob jobS credential scred\n"
+        # stalled switches are tested here, TLS in am_tls_python / am-tls
+        "tls = off\nadmin_token = %s\n"
+        % (port, HB_MS, HB_MISSES, POLL_MS, SW_TIMEOUT_MS, ADMIN_TOKEN)
+        + amtest.switch_lines(tmp, SWITCHES), log_path)
     ch = grpc.insecure_channel("127.0.0.1:%d" % port)
     stub = pbg.AmStub(ch)
 
@@ -124,33 +71,11 @@ try:
                                               data_addr=addr, host_name=host,
                                               caps=pb.Capabilities(inc=True)), timeout=5)
             self.rank = rank
-            threading.Thread(target=self.session, daemon=True).start()
-
-        def session(self):
-            def pings():
-                seq = 0
-                while not stop.is_set():
-                    yield pb.SessionMsg(group_id=self.j.group_id, rank=self.rank,
-                                        member_token=self.j.member_token, seq=seq)
-                    seq += 1
-                    stop.wait(HB_MS / 1000.0 / 2)
-            try:
-                for ev in stub.Session(pings()):
-                    if ev.kind != pb.GroupEvent.PONG:
-                        self.events.put(ev)
-            except grpc.RpcError:
-                pass
+            amtest.open_session(grpc, pb, stub, self.j.group_id, rank, self.j.member_token,
+                                stop, self.events, period_s=HB_MS / 1000.0 / 2)
 
         def next_event(self, kinds, timeout):
-            end = time.time() + timeout
-            while time.time() < end:
-                try:
-                    ev = self.events.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                if ev.kind in kinds:
-                    return ev
-            return None
+            return amtest.next_event(self.events, kinds, timeout, poll_s=0.1)
 
         def seen(self, kind):
             """Drain the queue: was an event of this kind among them?"""
@@ -290,18 +215,9 @@ except grpc.RpcError as e:
 finally:
     cont_all()
     stop.set()
-    if am:
-        am.terminate()
-        try:
-            am.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            am.kill()
-    for p in procs.values():
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    if failures:
+    amtest.stop(am, procs.values())
+    if check.failures:
         log = open(log_path).read() if os.path.exists(log_path) else ""
         sys.stderr.write(log)
-print("%d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+print("%d failure(s)" % check.failures)
+sys.exit(1 if check.failures else 0)

@@ -7,65 +7,18 @@ hang); a client of another job cannot join this job's group (its own job's crede
 rejected), and every denial is logged and counted.
 Usage: am_tls_test.py PATH-TO-inca-am PATH-TO-inca_am.proto"""
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError:
-    print("SKIP: python3-grpcio / python3-grpc-tools not installed")
-    sys.exit(77)
-if not shutil.which("openssl"):
-    print("SKIP: openssl missing")
-    sys.exit(77)
+import amtest
+from amtest import ADMIN, ADMIN_TOKEN, wait_file
 
 AM, PROTO = sys.argv[1], sys.argv[2]
-tmp = tempfile.mkdtemp(prefix="inca-am-tls-")
-if protoc.main(["protoc", "-I" + os.path.dirname(PROTO), "--python_out=" + tmp,
-                "--grpc_python_out=" + tmp, PROTO]) != 0:
-    print("FAIL: grpc_tools.protoc failed")
-    sys.exit(1)
-sys.path.insert(0, tmp)
-import inca_am_pb2 as pb  # noqa: E402
-import inca_am_pb2_grpc as pbg  # noqa: E402
-
-failures = 0
-
-
-# the admin credential (queries need one; docs/am.md "Who sees what")
-ADMIN_TOKEN = "test-admin"
-ADMIN = (("inca-admin-token", ADMIN_TOKEN),)
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    else:
-        print("ok:", what)
-    return cond
-
-
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), cwd=tmp, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-
-
-EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-openssl("req", "-x509", *EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=INCA test CA")
-openssl("req", "-x509", *EC, "-keyout", "other.key", "-out", "other.pem", "-days", "2",
-        "-subj", "/CN=Unrelated CA")
-openssl("req", *EC, "-keyout", "am.key", "-out", "am.csr", "-subj", "/CN=127.0.0.1")
-with open(os.path.join(tmp, "ext.cnf"), "w") as f:
-    f.write("subjectAltName = IP:127.0.0.1, DNS:localhost\n")
-openssl("x509", "-req", "-in", "am.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-days", "2", "-extfile", "ext.cnf", "-out", "am.crt")
+grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-tls-", need_openssl=True)
+check = amtest.Checker()
+amtest.make_certs(tmp, "IP:127.0.0.1, DNS:localhost", other_ca=True)
 
 
 def read(name):
@@ -88,10 +41,7 @@ am = subprocess.Popen([AM, "-c", conf, "--tls-cert", os.path.join(tmp, "am.crt")
                        os.path.join(tmp, "am.key"), "--ready-file", ready, "-v"],
                       stderr=subprocess.PIPE, text=True)
 try:
-    t0 = time.time()
-    while not os.path.exists(ready) and time.time() - t0 < 10 and am.poll() is None:
-        time.sleep(0.05)
-    check(os.path.exists(ready), "inca-am started with TLS")
+    check(wait_file(ready, am), "inca-am started with TLS")
 
     ch = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=read("ca.pem")))
     stub = pbg.AmStub(ch)
@@ -164,16 +114,11 @@ try:
           "AM unaffected by the bad clients")
     ch.close()
 finally:
-    am.terminate()
-    try:
-        _, err = am.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        am.kill()
-        _, err = am.communicate()
+    err = amtest.stop_log(am)
     check("DENIED join" in err and "DENIED leave" in err and "DENIED failure report" in err,
           "denials are logged")
     check("(TLS)" in err or "tls" in err.lower(), "the AM says it serves TLS")
-    if failures:
+    if check.failures:
         sys.stderr.write(err)
-print("%d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+print("%d failure(s)" % check.failures)
+sys.exit(1 if check.failures else 0)

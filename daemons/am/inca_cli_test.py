@@ -13,17 +13,11 @@ import sys
 import tempfile
 import time
 
-from amtest import free_port  # noqa: E402
+import amtest
+from amtest import free_port
 
 AM, CLI, PROTO = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-    print(("ok: " if cond else "FAIL: ") + what, flush=True)
+check = amtest.Checker()
 
 
 def run(argv, timeout=20):
@@ -61,7 +55,7 @@ try:
     # ---- an AM over TLS, one switch (down: nobody listens), one job, a half-joined group
     if not shutil.which("openssl"):
         print("SKIP: openssl missing")
-        sys.exit(77 if failures == 0 else 1)
+        sys.exit(77 if check.failures == 0 else 1)
     ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
     with open(os.path.join(tmp, "ext.cnf"), "w") as f:
         f.write("subjectAltName = IP:127.0.0.1, DNS:localhost\n")
@@ -163,5 +157,5 @@ try:
         am.wait(timeout=10)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-print("%d failures" % failures if failures else "inca CLI: all checks passed")
-sys.exit(1 if failures else 0)
+print("%d failures" % check.failures if check.failures else "inca CLI: all checks passed")
+sys.exit(1 if check.failures else 0)
