@@ -90,93 +90,69 @@ struct nccl_abi_device_handle {
 	int needs_proxy_progress;
 };
 
-/* getProperties, v7. */
-struct nccl_abi_props_v7 {
-	char *name;
-	char *pci_path;  /* NULL: a virtual device without a place in the PCI topology */
-	uint64_t guid;
+/* getProperties. v8 is v7 plus reg_is_global after ptr_support; the members around it are
+ * spelled once (NCCL_ABI_PROPS_HEAD / _TAIL) so the two versions cannot drift apart. */
+#define NCCL_ABI_PROPS_HEAD                                                                        \
+	char *name;                                                                                \
+	char *pci_path;  /* NULL: a virtual device without a place in the PCI topology */          \
+	uint64_t guid;                                                                             \
 	int ptr_support; /* NCCL_ABI_PTR_* */
-	int speed_mbps;
-	int port;
-	float latency_us;
-	int max_comms;
-	int max_recvs;   /* grouped receives per irecv */
-	nccl_abi_device_type device_type;
+#define NCCL_ABI_PROPS_TAIL                                                                        \
+	int speed_mbps;                                                                            \
+	int port;                                                                                  \
+	float latency_us;                                                                          \
+	int max_comms;                                                                             \
+	int max_recvs; /* grouped receives per irecv */                                            \
+	nccl_abi_device_type device_type;                                                          \
 	int device_version;
+
+struct nccl_abi_props_v7 {
+	NCCL_ABI_PROPS_HEAD
+	NCCL_ABI_PROPS_TAIL
 };
 
-/* getProperties, v8: v7 plus reg_is_global after ptr_support. */
 struct nccl_abi_props_v8 {
-	char *name;
-	char *pci_path;
-	uint64_t guid;
-	int ptr_support;
+	NCCL_ABI_PROPS_HEAD
 	int reg_is_global; /* 1: a registration is valid for every comm of the device */
-	int speed_mbps;
-	int port;
-	float latency_us;
-	int max_comms;
-	int max_recvs;
-	nccl_abi_device_type device_type;
-	int device_version;
+	NCCL_ABI_PROPS_TAIL
 };
 
 /* Point-to-point network, v7 (ncclNet_v7_t) and v8 (ncclNet_v8_t): they differ only in the
- * properties struct and regMr's size (int in v7, size_t in v8). */
-struct nccl_abi_net_v7 {
-	const char *name;
-	nccl_abi_result (*init)(nccl_abi_logger log);
-	nccl_abi_result (*devices)(int *ndev);
-	nccl_abi_result (*get_properties)(int dev, struct nccl_abi_props_v7 *props);
-	nccl_abi_result (*listen)(int dev, void *handle, void **listen_comm);
-	nccl_abi_result (*connect)(int dev, void *handle, void **send_comm,
-				   struct nccl_abi_device_handle **send_dev);
-	nccl_abi_result (*accept)(void *listen_comm, void **recv_comm,
-				  struct nccl_abi_device_handle **recv_dev);
-	nccl_abi_result (*reg_mr)(void *comm, void *data, int size, int type, void **mhandle);
-	nccl_abi_result (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,
-					 uint64_t offset, int fd, void **mhandle);
-	nccl_abi_result (*dereg_mr)(void *comm, void *mhandle);
-	nccl_abi_result (*isend)(void *send_comm, void *data, int size, int tag, void *mhandle,
-				 void **request);
-	nccl_abi_result (*irecv)(void *recv_comm, int n, void **data, int *sizes, int *tags,
-				 void **mhandles, void **request);
-	nccl_abi_result (*iflush)(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-				  void **request);
-	nccl_abi_result (*test)(void *request, int *done, int *sizes);
-	nccl_abi_result (*close_send)(void *send_comm);
-	nccl_abi_result (*close_recv)(void *recv_comm);
-	nccl_abi_result (*close_listen)(void *listen_comm);
-	nccl_abi_result (*get_device_mr)(void *comm, void *mhandle, void **dptr_mhandle);
+ * properties struct (PROPS) and regMr's size (REG_SIZE: int in v7, size_t in v8). */
+#define NCCL_ABI_NET_MEMBERS(PROPS, REG_SIZE)                                                      \
+	const char *name;                                                                          \
+	nccl_abi_result (*init)(nccl_abi_logger log);                                              \
+	nccl_abi_result (*devices)(int *ndev);                                                     \
+	nccl_abi_result (*get_properties)(int dev, PROPS *props);                                  \
+	nccl_abi_result (*listen)(int dev, void *handle, void **listen_comm);                      \
+	nccl_abi_result (*connect)(int dev, void *handle, void **send_comm,                        \
+				   struct nccl_abi_device_handle **send_dev);                      \
+	nccl_abi_result (*accept)(void *listen_comm, void **recv_comm,                             \
+				  struct nccl_abi_device_handle **recv_dev);                       \
+	nccl_abi_result (*reg_mr)(void *comm, void *data, REG_SIZE size, int type,                 \
+				  void **mhandle);                                                 \
+	nccl_abi_result (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,            \
+					 uint64_t offset, int fd, void **mhandle);                 \
+	nccl_abi_result (*dereg_mr)(void *comm, void *mhandle);                                    \
+	nccl_abi_result (*isend)(void *send_comm, void *data, int size, int tag, void *mhandle,    \
+				 void **request);                                                  \
+	nccl_abi_result (*irecv)(void *recv_comm, int n, void **data, int *sizes, int *tags,       \
+				 void **mhandles, void **request);                                 \
+	nccl_abi_result (*iflush)(void *recv_comm, int n, void **data, int *sizes,                 \
+				  void **mhandles, void **request);                                \
+	nccl_abi_result (*test)(void *request, int *done, int *sizes);                             \
+	nccl_abi_result (*close_send)(void *send_comm);                                            \
+	nccl_abi_result (*close_recv)(void *recv_comm);                                            \
+	nccl_abi_result (*close_listen)(void *listen_comm);                                        \
+	nccl_abi_result (*get_device_mr)(void *comm, void *mhandle, void **dptr_mhandle);          \
 	nccl_abi_result (*irecv_consumed)(void *recv_comm, int n, void *request);
+
+struct nccl_abi_net_v7 {
+	NCCL_ABI_NET_MEMBERS(struct nccl_abi_props_v7, int)
 };
 
 struct nccl_abi_net_v8 {
-	const char *name;
-	nccl_abi_result (*init)(nccl_abi_logger log);
-	nccl_abi_result (*devices)(int *ndev);
-	nccl_abi_result (*get_properties)(int dev, struct nccl_abi_props_v8 *props);
-	nccl_abi_result (*listen)(int dev, void *handle, void **listen_comm);
-	nccl_abi_result (*connect)(int dev, void *handle, void **send_comm,
-				   struct nccl_abi_device_handle **send_dev);
-	nccl_abi_result (*accept)(void *listen_comm, void **recv_comm,
-				  struct nccl_abi_device_handle **recv_dev);
-	nccl_abi_result (*reg_mr)(void *comm, void *data, size_t size, int type, void **mhandle);
-	nccl_abi_result (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,
-					 uint64_t offset, int fd, void **mhandle);
-	nccl_abi_result (*dereg_mr)(void *comm, void *mhandle);
-	nccl_abi_result (*isend)(void *send_comm, void *data, int size, int tag, void *mhandle,
-				 void **request);
-	nccl_abi_result (*irecv)(void *recv_comm, int n, void **data, int *sizes, int *tags,
-				 void **mhandles, void **request);
-	nccl_abi_result (*iflush)(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-				  void **request);
-	nccl_abi_result (*test)(void *request, int *done, int *sizes);
-	nccl_abi_result (*close_send)(void *send_comm);
-	nccl_abi_result (*close_recv)(void *recv_comm);
-	nccl_abi_result (*close_listen)(void *listen_comm);
-	nccl_abi_result (*get_device_mr)(void *comm, void *mhandle, void **dptr_mhandle);
-	nccl_abi_result (*irecv_consumed)(void *recv_comm, int n, void *request);
+	NCCL_ABI_NET_MEMBERS(struct nccl_abi_props_v8, size_t)
 };
 
 /* Scatter-gather element of the v8 collective AllGather / ReduceScatter. */
@@ -186,51 +162,43 @@ struct nccl_abi_sge_v8 {
 	uint32_t size;
 };
 
-/* Collective network, v7 (ncclCollNet_v7_t): connect() gets every rank's listen() handle
- * (handles[r] points at rank r's NCCL_ABI_HANDLE_MAXSIZE bytes) and builds the group. */
-struct nccl_abi_collnet_v7 {
-	const char *name;
-	nccl_abi_result (*init)(nccl_abi_logger log);
-	nccl_abi_result (*devices)(int *ndev);
-	nccl_abi_result (*get_properties)(int dev, struct nccl_abi_props_v7 *props);
-	nccl_abi_result (*listen)(int dev, void *handle, void **listen_comm);
-	nccl_abi_result (*connect)(void *handles[], int nranks, int rank, void *listen_comm,
-				   void **coll_comm);
-	nccl_abi_result (*reduce_support)(nccl_abi_dtype dt, nccl_abi_redop op, int *supported);
-	nccl_abi_result (*reg_mr)(void *coll_comm, void *data, int size, int type, void **mhandle);
-	nccl_abi_result (*reg_mr_dmabuf)(void *coll_comm, void *data, size_t size, int type,
-					 uint64_t offset, int fd, void **mhandle);
-	nccl_abi_result (*dereg_mr)(void *coll_comm, void *mhandle);
-	nccl_abi_result (*iallreduce)(void *coll_comm, void *send_data, void *recv_data, int count,
-				      nccl_abi_dtype dt, nccl_abi_redop op, void *send_mhandle,
-				      void *recv_mhandle, void **request);
-	nccl_abi_result (*iflush)(void *coll_comm, void *data, int size, void *mhandle,
-				  void **request);
-	nccl_abi_result (*test)(void *request, int *done, int *size);
-	nccl_abi_result (*close_coll)(void *coll_comm);
+/* Collective network, v7 (ncclCollNet_v7_t) and v8 (ncclCollNet_v8_t). connect() gets every
+ * rank's listen() handle (handles[r] points at rank r's NCCL_ABI_HANDLE_MAXSIZE bytes) and
+ * builds the group. v8 differs by the properties struct, a size_t regMr size, and the
+ * AllGather / ReduceScatter entries between iallreduce and iflush; NCCL treats a NULL
+ * iallgather / ireducescatter as "not offered" and keeps those collectives off CollNet. */
+#define NCCL_ABI_COLLNET_HEAD(PROPS, REG_SIZE)                                                     \
+	const char *name;                                                                          \
+	nccl_abi_result (*init)(nccl_abi_logger log);                                              \
+	nccl_abi_result (*devices)(int *ndev);                                                     \
+	nccl_abi_result (*get_properties)(int dev, PROPS *props);                                  \
+	nccl_abi_result (*listen)(int dev, void *handle, void **listen_comm);                      \
+	nccl_abi_result (*connect)(void *handles[], int nranks, int rank, void *listen_comm,       \
+				   void **coll_comm);                                              \
+	nccl_abi_result (*reduce_support)(nccl_abi_dtype dt, nccl_abi_redop op,                    \
+					  int *supported);                                         \
+	nccl_abi_result (*reg_mr)(void *coll_comm, void *data, REG_SIZE size, int type,            \
+				  void **mhandle);                                                 \
+	nccl_abi_result (*reg_mr_dmabuf)(void *coll_comm, void *data, size_t size, int type,       \
+					 uint64_t offset, int fd, void **mhandle);                 \
+	nccl_abi_result (*dereg_mr)(void *coll_comm, void *mhandle);                               \
+	nccl_abi_result (*iallreduce)(void *coll_comm, void *send_data, void *recv_data,           \
+				      int count, nccl_abi_dtype dt, nccl_abi_redop op,             \
+				      void *send_mhandle, void *recv_mhandle, void **request);
+#define NCCL_ABI_COLLNET_TAIL                                                                      \
+	nccl_abi_result (*iflush)(void *coll_comm, void *data, int size, void *mhandle,            \
+				  void **request);                                                 \
+	nccl_abi_result (*test)(void *request, int *done, int *size);                              \
+	nccl_abi_result (*close_coll)(void *coll_comm);                                            \
 	nccl_abi_result (*close_listen)(void *listen_comm);
+
+struct nccl_abi_collnet_v7 {
+	NCCL_ABI_COLLNET_HEAD(struct nccl_abi_props_v7, int)
+	NCCL_ABI_COLLNET_TAIL
 };
 
-/* Collective network, v8 (ncclCollNet_v8_t): size_t regMr, and AllGather / ReduceScatter
- * entries after iallreduce. NCCL treats a NULL iallgather / ireducescatter as "not offered"
- * and keeps those collectives off CollNet. */
 struct nccl_abi_collnet_v8 {
-	const char *name;
-	nccl_abi_result (*init)(nccl_abi_logger log);
-	nccl_abi_result (*devices)(int *ndev);
-	nccl_abi_result (*get_properties)(int dev, struct nccl_abi_props_v8 *props);
-	nccl_abi_result (*listen)(int dev, void *handle, void **listen_comm);
-	nccl_abi_result (*connect)(void *handles[], int nranks, int rank, void *listen_comm,
-				   void **coll_comm);
-	nccl_abi_result (*reduce_support)(nccl_abi_dtype dt, nccl_abi_redop op, int *supported);
-	nccl_abi_result (*reg_mr)(void *coll_comm, void *data, size_t size, int type,
-				  void **mhandle);
-	nccl_abi_result (*reg_mr_dmabuf)(void *coll_comm, void *data, size_t size, int type,
-					 uint64_t offset, int fd, void **mhandle);
-	nccl_abi_result (*dereg_mr)(void *coll_comm, void *mhandle);
-	nccl_abi_result (*iallreduce)(void *coll_comm, void *send_data, void *recv_data, int count,
-				      nccl_abi_dtype dt, nccl_abi_redop op, void *send_mhandle,
-				      void *recv_mhandle, void **request);
+	NCCL_ABI_COLLNET_HEAD(struct nccl_abi_props_v8, size_t)
 	nccl_abi_result (*iallgather)(void *coll_comm, void *send_data, int n_recv_parts,
 				      struct nccl_abi_sge_v8 *recv_parts, size_t bytes_per_rank,
 				      size_t window_offset, size_t window_bytes, void *send_mhandle,
@@ -240,11 +208,7 @@ struct nccl_abi_collnet_v8 {
 					  size_t bytes_per_rank, size_t window_offset,
 					  size_t window_bytes, nccl_abi_dtype dt, nccl_abi_redop op,
 					  void *recv_mhandle, void **request);
-	nccl_abi_result (*iflush)(void *coll_comm, void *data, int size, void *mhandle,
-				  void **request);
-	nccl_abi_result (*test)(void *request, int *done, int *size);
-	nccl_abi_result (*close_coll)(void *coll_comm);
-	nccl_abi_result (*close_listen)(void *listen_comm);
+	NCCL_ABI_COLLNET_TAIL
 };
 
 /* The symbols NCCL looks up in the plugin library. */

@@ -338,24 +338,33 @@ nccl_abi_result nplug_net_iflush(void *recv_comm, int n, void **data, int *sizes
 	return NCCL_ABI_SUCCESS;
 }
 
-/* Move bytes of one request; 1 when it completed, 0 would block, <0 -errno (connection). */
-static int req_step(struct net_req *r)
+/* Send or receive buf[*done, len) on fd: 1 when all of it moved, 0 would block, <0 -errno. */
+static int io_step(int fd, int is_send, char *buf, size_t len, size_t *done)
 {
-	int fd = r->c->fd;
-
-	while (r->hdr_done < sizeof r->hdr) {
-		ssize_t n = r->c->is_send ?
-			send(fd, (char *)&r->hdr + r->hdr_done, sizeof r->hdr - r->hdr_done,
-			     MSG_NOSIGNAL) :
-			recv(fd, (char *)&r->hdr + r->hdr_done, sizeof r->hdr - r->hdr_done, 0);
+	while (*done < len) {
+		ssize_t n = is_send ? send(fd, buf + *done, len - *done, MSG_NOSIGNAL) :
+				      recv(fd, buf + *done, len - *done, 0);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;
 		if (n < 0)
 			return -errno;
 		if (n == 0)
 			return -ECONNRESET;
-		r->hdr_done += (size_t)n;
-		if (r->hdr_done == sizeof r->hdr && !r->c->is_send) {
+		*done += (size_t)n;
+	}
+	return 1;
+}
+
+/* Move bytes of one request; 1 when it completed, 0 would block, <0 -errno (connection). */
+static int req_step(struct net_req *r)
+{
+	int fd = r->c->fd, rc;
+
+	if (r->hdr_done < sizeof r->hdr) {
+		rc = io_step(fd, r->c->is_send, (char *)&r->hdr, sizeof r->hdr, &r->hdr_done);
+		if (rc <= 0)
+			return rc;
+		if (!r->c->is_send) {
 			if (r->hdr.magic != MSG_MAGIC)
 				return -EPROTO;
 			if (r->hdr.bytes > r->cap) {
@@ -366,19 +375,7 @@ static int req_step(struct net_req *r)
 			r->bytes = (size_t)r->hdr.bytes;
 		}
 	}
-	while (r->data_done < r->bytes) {
-		ssize_t n = r->c->is_send ?
-			send(fd, r->data + r->data_done, r->bytes - r->data_done, MSG_NOSIGNAL) :
-			recv(fd, r->data + r->data_done, r->bytes - r->data_done, 0);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return 0;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		r->data_done += (size_t)n;
-	}
-	return 1;
+	return io_step(fd, r->c->is_send, r->data, r->bytes, &r->data_done);
 }
 
 /* Advance the requests of a connection in order until one would block. A broken

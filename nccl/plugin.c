@@ -132,56 +132,33 @@ nccl_abi_result nplug_properties(int dev, struct nplug_props *p)
 	return NCCL_ABI_SUCCESS;
 }
 
-static void props_v7(const struct nplug_props *p, struct nccl_abi_props_v7 *o)
-{
-	memset(o, 0, sizeof *o);
-	o->name = (char *)p->name;
-	o->pci_path = NULL; /* virtual: no PCI device */
-	o->guid = p->guid;
-	o->ptr_support = p->ptr_support;
-	o->speed_mbps = p->speed_mbps;
-	o->port = p->port;
-	o->latency_us = p->latency_us;
-	o->max_comms = p->max_comms;
-	o->max_recvs = p->max_recvs;
-	o->device_type = NCCL_ABI_DEVICE_HOST;
-	o->device_version = NCCL_ABI_DEVICE_INVALID_VERSION;
-}
-
-static void props_v8(const struct nplug_props *p, struct nccl_abi_props_v8 *o)
-{
-	memset(o, 0, sizeof *o);
-	o->name = (char *)p->name;
-	o->pci_path = NULL;
-	o->guid = p->guid;
-	o->ptr_support = p->ptr_support;
-	o->reg_is_global = 0;
-	o->speed_mbps = p->speed_mbps;
-	o->port = p->port;
-	o->latency_us = p->latency_us;
-	o->max_comms = p->max_comms;
-	o->max_recvs = p->max_recvs;
-	o->device_type = NCCL_ABI_DEVICE_HOST;
-	o->device_version = NCCL_ABI_DEVICE_INVALID_VERSION;
-}
-
-static nccl_abi_result get_props_v7(int dev, struct nccl_abi_props_v7 *o)
-{
-	struct nplug_props p;
-	nccl_abi_result r = nplug_properties(dev, &p);
-	if (r == NCCL_ABI_SUCCESS && o)
-		props_v7(&p, o);
-	return o ? r : NCCL_ABI_INTERNAL_ERROR;
-}
-
-static nccl_abi_result get_props_v8(int dev, struct nccl_abi_props_v8 *o)
-{
-	struct nplug_props p;
-	nccl_abi_result r = nplug_properties(dev, &p);
-	if (r == NCCL_ABI_SUCCESS && o)
-		props_v8(&p, o);
-	return o ? r : NCCL_ABI_INTERNAL_ERROR;
-}
+/* getProperties of either version, from the version-neutral properties. v8's reg_is_global
+ * stays 0 (cleared with the rest): a registration belongs to one comm. */
+#define NPLUG_GET_PROPS(V)                                                                         \
+	static nccl_abi_result get_props_##V(int dev, struct nccl_abi_props_##V *o)                \
+	{                                                                                          \
+		struct nplug_props p;                                                              \
+		nccl_abi_result r = nplug_properties(dev, &p);                                     \
+		if (!o)                                                                            \
+			return NCCL_ABI_INTERNAL_ERROR;                                            \
+		if (r != NCCL_ABI_SUCCESS)                                                         \
+			return r;                                                                  \
+		memset(o, 0, sizeof *o);                                                           \
+		o->name = (char *)p.name;                                                          \
+		o->pci_path = NULL; /* virtual: no PCI device */                                   \
+		o->guid = p.guid;                                                                  \
+		o->ptr_support = p.ptr_support;                                                    \
+		o->speed_mbps = p.speed_mbps;                                                      \
+		o->port = p.port;                                                                  \
+		o->latency_us = p.latency_us;                                                      \
+		o->max_comms = p.max_comms;                                                        \
+		o->max_recvs = p.max_recvs;                                                        \
+		o->device_type = NCCL_ABI_DEVICE_HOST;                                             \
+		o->device_version = NCCL_ABI_DEVICE_INVALID_VERSION;                               \
+		return NCCL_ABI_SUCCESS;                                                           \
+	}
+NPLUG_GET_PROPS(v7)
+NPLUG_GET_PROPS(v8)
 
 /* ---- memory registration ----------------------------------------------------------------- */
 
@@ -242,86 +219,56 @@ static nccl_abi_result reg_mr_int(void *comm, void *data, int size, int type, vo
 
 /* ---- the exported structs ---------------------------------------------------------------- */
 
-NPLUG_EXPORT const struct nccl_abi_net_v8 ncclNetPlugin_v8 = {
-	.name = NPLUG_NAME,
-	.init = nplug_net_init,
-	.devices = nplug_devices,
-	.get_properties = get_props_v8,
-	.listen = nplug_net_listen,
-	.connect = nplug_net_connect,
-	.accept = nplug_net_accept,
-	.reg_mr = nplug_reg_mr,
-	.reg_mr_dmabuf = nplug_reg_mr_dmabuf,
-	.dereg_mr = nplug_dereg_mr,
-	.isend = nplug_net_isend,
-	.irecv = nplug_net_irecv,
-	.iflush = nplug_net_iflush,
-	.test = nplug_net_test,
-	.close_send = nplug_net_close_send,
-	.close_recv = nplug_net_close_recv,
-	.close_listen = nplug_net_close_listen,
-	.get_device_mr = NULL,  /* no device offload */
-	.irecv_consumed = NULL,
-};
+/* One initializer per interface, instantiated per version: V picks the properties adapter,
+ * REG_MR the regMr of that version's size type (v7: int, v8: size_t). */
+#define NPLUG_NET(V, REG_MR)                                                                       \
+	{                                                                                          \
+		.name = NPLUG_NAME,                                                                \
+		.init = nplug_net_init,                                                            \
+		.devices = nplug_devices,                                                          \
+		.get_properties = get_props_##V,                                                   \
+		.listen = nplug_net_listen,                                                        \
+		.connect = nplug_net_connect,                                                      \
+		.accept = nplug_net_accept,                                                        \
+		.reg_mr = REG_MR,                                                                  \
+		.reg_mr_dmabuf = nplug_reg_mr_dmabuf,                                              \
+		.dereg_mr = nplug_dereg_mr,                                                        \
+		.isend = nplug_net_isend,                                                          \
+		.irecv = nplug_net_irecv,                                                          \
+		.iflush = nplug_net_iflush,                                                        \
+		.test = nplug_net_test,                                                            \
+		.close_send = nplug_net_close_send,                                                \
+		.close_recv = nplug_net_close_recv,                                                \
+		.close_listen = nplug_net_close_listen,                                            \
+		.get_device_mr = NULL, /* no device offload */                                     \
+		.irecv_consumed = NULL,                                                            \
+	}
 
-NPLUG_EXPORT const struct nccl_abi_net_v7 ncclNetPlugin_v7 = {
-	.name = NPLUG_NAME,
-	.init = nplug_net_init,
-	.devices = nplug_devices,
-	.get_properties = get_props_v7,
-	.listen = nplug_net_listen,
-	.connect = nplug_net_connect,
-	.accept = nplug_net_accept,
-	.reg_mr = reg_mr_int,
-	.reg_mr_dmabuf = nplug_reg_mr_dmabuf,
-	.dereg_mr = nplug_dereg_mr,
-	.isend = nplug_net_isend,
-	.irecv = nplug_net_irecv,
-	.iflush = nplug_net_iflush,
-	.test = nplug_net_test,
-	.close_send = nplug_net_close_send,
-	.close_recv = nplug_net_close_recv,
-	.close_listen = nplug_net_close_listen,
-	.get_device_mr = NULL,
-	.irecv_consumed = NULL,
-};
+/* v8's iallgather / ireducescatter stay NULL: not offered, so NCCL keeps AllGather and
+ * ReduceScatter off CollNet (its tuner disables them when these are NULL). libinca has no
+ * nonblocking forms of them. */
+#define NPLUG_COLLNET(V, REG_MR)                                                                   \
+	{                                                                                          \
+		.name = NPLUG_NAME,                                                                \
+		.init = nplug_coll_init,                                                           \
+		.devices = nplug_coll_devices,                                                     \
+		.get_properties = get_props_##V,                                                   \
+		.listen = nplug_coll_listen,                                                       \
+		.connect = nplug_coll_connect,                                                     \
+		.reduce_support = nplug_coll_reduce_support,                                       \
+		.reg_mr = REG_MR,                                                                  \
+		.reg_mr_dmabuf = nplug_reg_mr_dmabuf,                                              \
+		.dereg_mr = nplug_dereg_mr,                                                        \
+		.iallreduce = nplug_coll_iallreduce,                                               \
+		.iflush = nplug_coll_iflush,                                                       \
+		.test = nplug_coll_test,                                                           \
+		.close_coll = nplug_coll_close,                                                    \
+		.close_listen = nplug_coll_close_listen,                                           \
+	}
 
-NPLUG_EXPORT const struct nccl_abi_collnet_v8 ncclCollNetPlugin_v8 = {
-	.name = NPLUG_NAME,
-	.init = nplug_coll_init,
-	.devices = nplug_coll_devices,
-	.get_properties = get_props_v8,
-	.listen = nplug_coll_listen,
-	.connect = nplug_coll_connect,
-	.reduce_support = nplug_coll_reduce_support,
-	.reg_mr = nplug_reg_mr,
-	.reg_mr_dmabuf = nplug_reg_mr_dmabuf,
-	.dereg_mr = nplug_dereg_mr,
-	.iallreduce = nplug_coll_iallreduce,
-	/* Not offered: NCCL then keeps AllGather and ReduceScatter off CollNet (its tuner
-	 * disables them when these are NULL). libinca has no nonblocking forms of them. */
-	.iallgather = NULL,
-	.ireducescatter = NULL,
-	.iflush = nplug_coll_iflush,
-	.test = nplug_coll_test,
-	.close_coll = nplug_coll_close,
-	.close_listen = nplug_coll_close_listen,
-};
-
-NPLUG_EXPORT const struct nccl_abi_collnet_v7 ncclCollNetPlugin_v7 = {
-	.name = NPLUG_NAME,
-	.init = nplug_coll_init,
-	.devices = nplug_coll_devices,
-	.get_properties = get_props_v7,
-	.listen = nplug_coll_listen,
-	.connect = nplug_coll_connect,
-	.reduce_support = nplug_coll_reduce_support,
-	.reg_mr = reg_mr_int,
-	.reg_mr_dmabuf = nplug_reg_mr_dmabuf,
-	.dereg_mr = nplug_dereg_mr,
-	.iallreduce = nplug_coll_iallreduce,
-	.iflush = nplug_coll_iflush,
-	.test = nplug_coll_test,
-	.close_coll = nplug_coll_close,
-	.close_listen = nplug_coll_close_listen,
-};
+NPLUG_EXPORT const struct nccl_abi_net_v8 ncclNetPlugin_v8 = NPLUG_NET(v8, nplug_reg_mr);
+NPLUG_EXPORT const struct nccl_abi_net_v7 ncclNetPlugin_v7 = NPLUG_NET(v7, reg_mr_int);
+NPLUG_EXPORT const struct nccl_abi_collnet_v8 ncclCollNetPlugin_v8 =
+	NPLUG_COLLNET(v8, nplug_reg_mr);
+NPLUG_EXPORT const struct nccl_abi_collnet_v7 ncclCollNetPlugin_v7 =
+	NPLUG_COLLNET(v7, reg_mr_int);
