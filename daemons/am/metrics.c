@@ -104,7 +104,6 @@ static void render(void *arg, struct util_prom *p)
 	struct am *am = m->am;
 	static const enum am_gstate states[] = { AM_G_FORMING, AM_G_READY, AM_G_FALLBACK,
 						 AM_G_DISMANTLED };
-	struct util_httpd_stats hs;
 	uint64_t sessions = 0;
 	char name[96];
 
@@ -152,27 +151,15 @@ static void render(void *arg, struct util_prom *p)
 								   code_names[c], NULL },
 						 m->rpcs[i][c]);
 
-	util_httpd_get_stats(m->h, &hs);
-	util_prom_family(p, P "metrics_requests_total",
-			 "Requests and connections of this /metrics endpoint, by outcome.",
-			 UTIL_PROM_COUNTER);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "served", NULL }, hs.served);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "rejected", NULL }, hs.rejected);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "timeout", NULL }, hs.timeouts);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "evicted", NULL }, hs.evicted);
+	util_httpd_prom_stats(m->h, p, P);
 }
 
 int am_metrics_start(struct am *am, const char *addr, struct am_metrics **out, char *err,
 		     size_t cap)
 {
 	struct am_metrics *m = calloc(1, sizeof *m);
-	struct util_httpd_opts o = { .listen = addr, .render = render };
 	struct sockaddr_in asked;
-	char e[160], a[32];
+	char a[32];
 	int rc;
 
 	*out = NULL;
@@ -181,10 +168,8 @@ int am_metrics_start(struct am *am, const char *addr, struct am_metrics **out, c
 		return -ENOMEM;
 	}
 	m->am = am;
-	o.arg = m;
-	rc = util_httpd_create(&o, &m->h, e, sizeof e);
+	rc = util_httpd_metrics_listen(addr, render, m, &m->h, err, cap);
 	if (rc < 0) {
-		snprintf(err, cap, "--metrics-listen %s", e);
 		free(m);
 		return rc;
 	}

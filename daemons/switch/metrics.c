@@ -133,7 +133,6 @@ static void render_locked(struct sw_metrics *m, struct util_prom *p)
 	const struct sw_treeset *set = sw_switch_trees(sw);
 	struct sw_counters c;
 	struct sw_drop_count drops[SW_STATS_NDROPS];
-	struct util_httpd_stats hs;
 	struct tree_sums *ts;
 	char name[96], a[32];
 
@@ -209,18 +208,7 @@ static void render_locked(struct sw_metrics *m, struct util_prom *p)
 		free(ts[i].q);
 	free(ts);
 
-	util_httpd_get_stats(m->h, &hs);
-	util_prom_family(p, P "metrics_requests_total",
-			 "Requests and connections of this /metrics endpoint, by outcome.",
-			 UTIL_PROM_COUNTER);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "served", NULL }, hs.served);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "rejected", NULL }, hs.rejected);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "timeout", NULL }, hs.timeouts);
-	util_prom_sample(p, P "metrics_requests_total",
-			 (const char *[]){ "result", "evicted", NULL }, hs.evicted);
+	util_httpd_prom_stats(m->h, p, P);
 }
 
 static void render(void *arg, struct util_prom *p)
@@ -246,8 +234,6 @@ int sw_metrics_start(struct sw_switch *sw, const char *addr, struct sw_metrics *
 		     char *err, size_t cap)
 {
 	struct sw_metrics *m = calloc(1, sizeof *m);
-	struct util_httpd_opts o = { .listen = addr, .render = render };
-	char e[160];
 	int rc;
 
 	*out = NULL;
@@ -256,10 +242,8 @@ int sw_metrics_start(struct sw_switch *sw, const char *addr, struct sw_metrics *
 		return -ENOMEM;
 	}
 	m->sw = sw;
-	o.arg = m;
-	rc = util_httpd_create(&o, &m->h, e, sizeof e);
+	rc = util_httpd_metrics_listen(addr, render, m, &m->h, err, cap);
 	if (rc < 0) {
-		snprintf(err, cap, "--metrics-listen %s", e);
 		free(m);
 		return rc;
 	}

@@ -131,6 +131,31 @@ void util_httpd_get_stats(const struct util_httpd *h, struct util_httpd_stats *o
 	*out = h->st;
 }
 
+int util_httpd_metrics_listen(const char *addr, void (*render)(void *arg, struct util_prom *p),
+			      void *arg, struct util_httpd **out, char *err, size_t cap)
+{
+	struct util_httpd_opts o = { .listen = addr, .render = render, .arg = arg };
+	char e[160];
+	int rc = util_httpd_create(&o, out, e, sizeof e);
+
+	if (rc < 0)
+		snprintf(err, cap, "--metrics-listen %s", e);
+	return rc;
+}
+
+void util_httpd_prom_stats(const struct util_httpd *h, struct util_prom *p, const char *prefix)
+{
+	static const char *const results[] = { "served", "rejected", "timeout", "evicted" };
+	const uint64_t n[] = { h->st.served, h->st.rejected, h->st.timeouts, h->st.evicted };
+	char name[96];
+
+	snprintf(name, sizeof name, "%smetrics_requests_total", prefix);
+	util_prom_family(p, name, "Requests and connections of this /metrics endpoint, by outcome.",
+			 UTIL_PROM_COUNTER);
+	for (size_t i = 0; i < sizeof results / sizeof results[0]; i++)
+		util_prom_sample(p, name, (const char *[]){ "result", results[i], NULL }, n[i]);
+}
+
 /* A whole response in c->out; headers say how long the body is and that the connection ends. */
 static void respond(struct conn *c, const char *status, const char *ctype, const char *body,
 		    size_t blen)

@@ -47,4 +47,12 @@ const struct sockaddr_in *util_httpd_addr(const struct util_httpd *h);
 int util_httpd_poll(struct util_httpd *h, int timeout_ms);
 void util_httpd_get_stats(const struct util_httpd *h, struct util_httpd_stats *out);
 
+/* A daemon's --metrics-listen ADDR: util_httpd_create with render(arg, p) and the defaults,
+ * the error prefixed with the option's name. Returns 0 or -errno. */
+int util_httpd_metrics_listen(const char *addr, void (*render)(void *arg, struct util_prom *p),
+			      void *arg, struct util_httpd **out, char *err, size_t cap);
+/* Write the family PREFIX "metrics_requests_total" (label result = served, rejected, timeout,
+ * evicted) from the server's own counts; for the daemons' render callbacks. */
+void util_httpd_prom_stats(const struct util_httpd *h, struct util_prom *p, const char *prefix);
+
 #endif
