@@ -375,19 +375,40 @@ static bool rec_group(struct replay_set *rs, char **t, size_t n, char *why, size
 	return true;
 }
 
+/* The group a member (M) or key (K) record belongs to: the record has `want` fields and
+ * field 1 names a group read before. NULL with the reason in why. */
+static struct replay_group *group_of_rec(struct replay_set *rs, char **t, size_t n,
+					 size_t want, const char *rec, const char *what,
+					 char *why, size_t cap)
+{
+	struct replay_group *x;
+	uint64_t id;
+
+	if (n != want) {
+		snprintf(why, cap, "%s record with %zu fields, not %zu", rec, n, want);
+		return NULL;
+	}
+	if (!num(t[1], UINT64_MAX, &id)) {
+		snprintf(why, cap, "field 1 (group id) is not a number in 0..%llu",
+			 (unsigned long long)UINT64_MAX);
+		return NULL;
+	}
+	x = rs_find(rs, id);
+	if (!x)
+		snprintf(why, cap, "%s of unknown group %llu", what, (unsigned long long)id);
+	return x;
+}
+
 static bool rec_member(struct replay_set *rs, char **t, size_t n, char *why, size_t cap)
 {
-	uint64_t id, rank, token, bfr, qpn, dt, op, left, det, mtu;
+	uint64_t rank, token, bfr, qpn, dt, op, left, det, mtu;
 	struct replay_group *x;
 	struct am_member m;
 	char send[AM_STR];
 
-	if (n != 14)
-		BAD("M record with %zu fields, not 14", n);
-	NUM(1, UINT64_MAX, id, "group id");
-	x = rs_find(rs, id);
+	x = group_of_rec(rs, t, n, 14, "M", "member", why, cap);
 	if (!x)
-		BAD("member of unknown group %llu", (unsigned long long)id);
+		return false;
 	NUM(2, x->g->size - 1, rank, "rank");
 	memset(&m, 0, sizeof m);
 	NUM(3, UINT64_MAX, token, "member token");
@@ -426,16 +447,13 @@ static bool rec_member(struct replay_set *rs, char **t, size_t n, char *why, siz
 
 static bool rec_key(struct replay_set *rs, char **t, size_t n, char *why, size_t cap)
 {
-	uint64_t id, kid;
+	uint64_t kid;
 	struct replay_group *x;
 	uint8_t key[WIRE_AUTH_KEY_LEN];
 
-	if (n != 4)
-		BAD("K record with %zu fields, not 4", n);
-	NUM(1, UINT64_MAX, id, "group id");
-	x = rs_find(rs, id);
+	x = group_of_rec(rs, t, n, 4, "K", "key", why, cap);
 	if (!x)
-		BAD("key of unknown group %llu", (unsigned long long)id);
+		return false;
 	NUM(2, UINT32_MAX, kid, "key id");
 	if (kid == 0)
 		BAD("key id 0");
