@@ -143,17 +143,6 @@ static int parse_parent(struct pctx *p, struct ctl_tree *t, char *v)
 	return 0;
 }
 
-static int hex_digit(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* auth_key: exactly 2 * WIRE_AUTH_KEY_LEN hex digits (an optional 0x prefix). */
 static int parse_auth_key(struct pctx *p, struct ctl_tree *t, const char *v)
 {
@@ -166,13 +155,10 @@ static int parse_auth_key(struct pctx *p, struct ctl_tree *t, const char *v)
 		return swc_fail(p, p->line,
 			    "tree %u: auth_key has %zu hex digits, expected %d (%d bytes)", t->id,
 			    n, 2 * WIRE_AUTH_KEY_LEN, WIRE_AUTH_KEY_LEN);
-	for (size_t i = 0; i < WIRE_AUTH_KEY_LEN; i++) {
-		int hi = hex_digit(v[2 * i]), lo = hex_digit(v[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return swc_fail(p, p->line, "tree %u: auth_key: '%c' at digit %zu is not hex",
-				    t->id, hi < 0 ? v[2 * i] : v[2 * i + 1],
-				    hi < 0 ? 2 * i + 1 : 2 * i + 2);
-		t->auth_key[i] = (uint8_t)(hi << 4 | lo);
+	if (wire_auth_key_parse(v, t->auth_key) < 0) {
+		n = strspn(v, "0123456789abcdefABCDEF"); /* the first digit that is not hex */
+		return swc_fail(p, p->line, "tree %u: auth_key: '%c' at digit %zu is not hex",
+				t->id, v[n], n + 1);
 	}
 	return 0;
 }

@@ -5,20 +5,6 @@
 
 /* ---------------------------------------------------------------- data tree building */
 
-static int term(struct lyd_node *parent, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int term(struct lyd_node *parent, const char *name, const char *fmt, ...)
-{
-	char v[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(v, sizeof v, fmt, ap);
-	va_end(ap);
-	return lyd_new_term(parent, NULL, name, v, 0, NULL) ? -1 : 0;
-}
-
 static const char *fmt_addr(const struct sockaddr_in *a, char *buf, size_t cap)
 {
 	return util_format_addr(a, buf, cap);
@@ -33,15 +19,6 @@ static void hex(const uint8_t *b, size_t n, char *out)
 		out[2 * i + 1] = d[b[i] & 15];
 	}
 	out[2 * n] = 0;
-}
-
-static int add_mask(struct lyd_node *p, const char *name, uint32_t m, const char *(*nm)(unsigned),
-		    unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		if ((m & (1u << i)) && term(p, name, "%s", nm(i)) < 0)
-			return -1;
-	return 0;
 }
 
 /* One configured tree (the model's YANG codec); with state, also its forwarding state (A-BM,
@@ -71,7 +48,7 @@ static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool sta
 			return -1;
 		}
 		hex(rt->abm, bytes, h);
-		rc |= term(fw, "a-bm", "%s", h);
+		rc |= ctl_yang_term(fw, "a-bm", "%s", h);
 		for (size_t i = 0; i < rt->nbift && !rc; i++) {
 			const struct agg_bift_entry *b = &rt->bift[i];
 			unsigned k = (unsigned)t->si * t->bsl_bits + b->bp;
@@ -83,11 +60,11 @@ static int build_tree(struct lyd_node *trees, const struct sw_tree *rt, bool sta
 				rc = -1;
 				break;
 			}
-			rc |= term(be, "bit-position", "%u", b->bp);
-			rc |= term(be, "neighbour", "%s",
-				   fmt_addr(&rt->nbr[b->nbr].addr, a, sizeof a));
+			rc |= ctl_yang_term(be, "bit-position", "%u", b->bp);
+			rc |= ctl_yang_term(be, "neighbour", "%s",
+					    fmt_addr(&rt->nbr[b->nbr].addr, a, sizeof a));
 			hex(b->fbm, bytes, h);
-			rc |= term(be, "f-bm", "%s", h);
+			rc |= ctl_yang_term(be, "f-bm", "%s", h);
 		}
 		free(h);
 	}
@@ -108,7 +85,7 @@ static int build_ctrs(struct lyd_node *p, const struct sw_ctr *t, size_t n, cons
 		for (char *c = leaf; *c; c++)
 			if (*c == '_')
 				*c = '-';
-		rc |= term(p, leaf, "%llu", (unsigned long long)sw_ctr_get(&t[i], base));
+		rc |= ctl_yang_term(p, leaf, "%llu", (unsigned long long)sw_ctr_get(&t[i], base));
 	}
 	return rc;
 }
@@ -119,7 +96,7 @@ static int build_drops(struct lyd_node *p, const char *reason, uint64_t count)
 
 	if (lyd_new_list(p, NULL, "drop", 0, &d, reason))
 		return -1;
-	return term(d, "count", "%llu", (unsigned long long)count);
+	return ctl_yang_term(d, "count", "%llu", (unsigned long long)count);
 }
 
 static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct sw_treeset *set)
@@ -139,23 +116,25 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 	for (size_t i = 0; i < set->ntrees; i++)
 		used_slots += set->trees[i]->conf.slots;
 	if (cfg->name[0])
-		rc |= term(caps, "name", "%s", cfg->name);
-	rc |= term(caps, "data-address", "%s", fmt_addr(&cfg->listen, a, sizeof a));
+		rc |= ctl_yang_term(caps, "name", "%s", cfg->name);
+	rc |= ctl_yang_term(caps, "data-address", "%s", fmt_addr(&cfg->listen, a, sizeof a));
 	if (cfg->role_hint[0])
-		rc |= term(caps, "role-hint", "%s", cfg->role_hint);
-	rc |= term(caps, "threads", "%u", cfg->threads);
-	rc |= term(caps, "max-trees", "%u", cfg->max_trees);
-	rc |= term(caps, "used-trees", "%zu", set->ntrees);
-	rc |= term(caps, "max-slots", "%u", cfg->max_slots);
-	rc |= term(caps, "used-slots", "%llu", (unsigned long long)used_slots);
-	rc |= term(caps, "max-slot-bytes", "%u", 4096u);
-	rc |= term(caps, "max-bsl", "%u", 4096u);
-	rc |= add_mask(caps, "data-type", (1u << SW_DTYPE_COUNT) - 1, sw_dtype_name, SW_DTYPE_COUNT);
-	rc |= add_mask(caps, "operation", (1u << SW_OP_COUNT) - 1, sw_op_name, SW_OP_COUNT);
+		rc |= ctl_yang_term(caps, "role-hint", "%s", cfg->role_hint);
+	rc |= ctl_yang_term(caps, "threads", "%u", cfg->threads);
+	rc |= ctl_yang_term(caps, "max-trees", "%u", cfg->max_trees);
+	rc |= ctl_yang_term(caps, "used-trees", "%zu", set->ntrees);
+	rc |= ctl_yang_term(caps, "max-slots", "%u", cfg->max_slots);
+	rc |= ctl_yang_term(caps, "used-slots", "%llu", (unsigned long long)used_slots);
+	rc |= ctl_yang_term(caps, "max-slot-bytes", "%u", 4096u);
+	rc |= ctl_yang_term(caps, "max-bsl", "%u", 4096u);
+	rc |= ctl_yang_add_mask(caps, "data-type", (1u << SW_DTYPE_COUNT) - 1,
+				sw_dtype_name, SW_DTYPE_COUNT);
+	rc |= ctl_yang_add_mask(caps, "operation", (1u << SW_OP_COUNT) - 1,
+				sw_op_name, SW_OP_COUNT);
 	/* The collectives libinca offloads (docs/protocol.md, the INCA header's Collective
 	 * field); the engine serves them all with every tree. */
 	for (size_t i = 0; i < sizeof offloaded / sizeof offloaded[0]; i++)
-		rc |= term(caps, "collective", "%s", offloaded[i]);
+		rc |= ctl_yang_term(caps, "collective", "%s", offloaded[i]);
 
 	if (lyd_new_inner(top, NULL, "links", 0, &links))
 		return -1;
@@ -166,22 +145,23 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 		if (lyd_new_list(links, NULL, "link", 0, &ln, l->port))
 			return -1;
 		if (l->peer[0])
-			rc |= term(ln, "peer", "%s", l->peer);
+			rc |= ctl_yang_term(ln, "peer", "%s", l->peer);
 		if (l->has_peer_addr)
-			rc |= term(ln, "peer-address", "%s", fmt_addr(&l->peer_addr, a, sizeof a));
+			rc |= ctl_yang_term(ln, "peer-address", "%s",
+					    fmt_addr(&l->peer_addr, a, sizeof a));
 		if (l->speed_bps)
-			rc |= term(ln, "speed", "%llu", (unsigned long long)l->speed_bps);
-		rc |= term(ln, "oper-status", "%s", l->up ? "up" : "down");
+			rc |= ctl_yang_term(ln, "speed", "%llu", (unsigned long long)l->speed_bps);
+		rc |= ctl_yang_term(ln, "oper-status", "%s", l->up ? "up" : "down");
 	}
 
 	if (lyd_new_inner(top, NULL, "statistics", 0, &st))
 		return -1;
 	sw_stats_sum_counters(nc->sw, &c);
-	rc |= term(st, "uptime-ms", "%llu",
-		   (unsigned long long)((util_now_ns() - nc->sw->start_ns) / 1000000ull));
+	rc |= ctl_yang_term(st, "uptime-ms", "%llu",
+			    (unsigned long long)((util_now_ns() - nc->sw->start_ns) / 1000000ull));
 	rc |= build_ctrs(st, sw_ctr_global, sw_nctr_global, &c);
 	total = sw_stats_drops(&c, dc);
-	rc |= term(st, "drops-total", "%llu", (unsigned long long)total);
+	rc |= ctl_yang_term(st, "drops-total", "%llu", (unsigned long long)total);
 	for (size_t i = 0; i < SW_STATS_NDROPS && !rc; i++)
 		rc |= build_drops(st, dc[i].reason, dc[i].count);
 
@@ -199,7 +179,7 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 		rc |= build_ctrs(tn, sw_ctr_tree, sw_nctr_tree, &s);
 		for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT; v++)
 			drops += s.drops[v];
-		rc |= term(tn, "drops", "%llu", (unsigned long long)drops);
+		rc |= ctl_yang_term(tn, "drops", "%llu", (unsigned long long)drops);
 		for (int v = AGG_DROP_FIRST; v < AGG_VERDICT_COUNT && !rc; v++)
 			rc |= build_drops(tn, agg_verdict_name((enum agg_verdict)v), s.drops[v]);
 		for (uint32_t n = 0; n < t->nnbr && !rc; n++) {
@@ -210,9 +190,9 @@ static int build_state(struct sw_netconf *nc, struct lyd_node *top, const struct
 			sw_stats_sum_qp(t, n, &q);
 			if (lyd_new_list(tn, NULL, "qp", 0, &qn, fmt_addr(&nb->addr, a, sizeof a)))
 				return -1;
-			rc |= term(qn, "kind", "%s", sw_nbr_kind_name(nb->kind));
-			rc |= term(qn, "bfr-id", "%u", nb->bfr_id);
-			rc |= term(qn, "qpn", "%u", nb->qpn);
+			rc |= ctl_yang_term(qn, "kind", "%s", sw_nbr_kind_name(nb->kind));
+			rc |= ctl_yang_term(qn, "bfr-id", "%u", nb->bfr_id);
+			rc |= ctl_yang_term(qn, "qpn", "%u", nb->qpn);
 			rc |= build_ctrs(qn, sw_ctr_qp, sw_nctr_qp, &q);
 		}
 	}
@@ -247,7 +227,7 @@ static int build_monitoring(struct sw_netconf *nc, struct lyd_node **out)
 		goto fail;
 	cp = nc_server_get_cpblts_version(nc->ly, LYS_VERSION_1_0); /* as in the <hello> */
 	for (size_t i = 0; cp && cp[i]; i++) {
-		rc |= term(n, "capability", "%s", cp[i]);
+		rc |= ctl_yang_term(n, "capability", "%s", cp[i]);
 		lydict_remove(nc->ly, cp[i]);
 	}
 	free(cp);
@@ -259,9 +239,9 @@ static int build_monitoring(struct sw_netconf *nc, struct lyd_node **out)
 		if (lyd_new_inner(ds, NULL, "locks", 0, &e) ||
 		    lyd_new_inner(e, NULL, "global-lock", 0, &e))
 			goto fail;
-		rc |= term(e, "locked-by-session", "%u", nc->lock_sid);
+		rc |= ctl_yang_term(e, "locked-by-session", "%u", nc->lock_sid);
 		fmt_time(nc->lock_time, tb, sizeof tb);
-		rc |= term(e, "locked-time", "%s", tb);
+		rc |= ctl_yang_term(e, "locked-time", "%s", tb);
 	}
 
 	if (lyd_new_inner(top, NULL, "schemas", 0, &n))
@@ -272,8 +252,8 @@ static int build_monitoring(struct sw_netconf *nc, struct lyd_node **out)
 		if (lyd_new_list(n, NULL, "schema", 0, &e, m->name, m->revision ? m->revision : "",
 				 "ietf-netconf-monitoring:yang"))
 			goto fail;
-		rc |= term(e, "namespace", "%s", m->ns);
-		rc |= term(e, "location", "NETCONF");
+		rc |= ctl_yang_term(e, "namespace", "%s", m->ns);
+		rc |= ctl_yang_term(e, "location", "NETCONF");
 	}
 
 	if (lyd_new_inner(top, NULL, "sessions", 0, &n))
@@ -284,31 +264,35 @@ static int build_monitoring(struct sw_netconf *nc, struct lyd_node **out)
 		snprintf(id, sizeof id, "%u", sd->id);
 		if (lyd_new_list(n, NULL, "session", 0, &e, id))
 			goto fail;
-		rc |= term(e, "transport", "%s",
-			   sd->ssh ? "ietf-netconf-monitoring:netconf-ssh" : CTL_YANG_MODULE
-			   ":netconf-unix");
-		rc |= term(e, "username", "%s", sd->user);
+		rc |= ctl_yang_term(e, "transport", "%s",
+				    sd->ssh ? "ietf-netconf-monitoring:netconf-ssh" :
+					      CTL_YANG_MODULE ":netconf-unix");
+		rc |= ctl_yang_term(e, "username", "%s", sd->user);
 		if (sd->host[0])
-			rc |= term(e, "source-host", "%s", sd->host);
+			rc |= ctl_yang_term(e, "source-host", "%s", sd->host);
 		fmt_time(sd->login, tb, sizeof tb);
-		rc |= term(e, "login-time", "%s", tb);
-		rc |= term(e, "in-rpcs", "%llu", (unsigned long long)sd->in_rpcs);
-		rc |= term(e, "in-bad-rpcs", "%llu", (unsigned long long)sd->in_bad_rpcs);
-		rc |= term(e, "out-rpc-errors", "%llu", (unsigned long long)sd->out_rpc_errors);
-		rc |= term(e, "out-notifications", "0");
+		rc |= ctl_yang_term(e, "login-time", "%s", tb);
+		rc |= ctl_yang_term(e, "in-rpcs", "%llu", (unsigned long long)sd->in_rpcs);
+		rc |= ctl_yang_term(e, "in-bad-rpcs", "%llu", (unsigned long long)sd->in_bad_rpcs);
+		rc |= ctl_yang_term(e, "out-rpc-errors", "%llu",
+				    (unsigned long long)sd->out_rpc_errors);
+		rc |= ctl_yang_term(e, "out-notifications", "0");
 	}
 
 	if (lyd_new_inner(top, NULL, "statistics", 0, &n))
 		goto fail;
 	fmt_time(nc->start_time, tb, sizeof tb);
-	rc |= term(n, "netconf-start-time", "%s", tb);
-	rc |= term(n, "in-bad-hellos", "%llu", (unsigned long long)atomic_load(&nc->in_bad_hellos));
-	rc |= term(n, "in-sessions", "%llu", (unsigned long long)atomic_load(&nc->in_sessions));
-	rc |= term(n, "dropped-sessions", "%llu", (unsigned long long)nc->dropped_sessions);
-	rc |= term(n, "in-rpcs", "%llu", (unsigned long long)nc->in_rpcs);
-	rc |= term(n, "in-bad-rpcs", "%llu", (unsigned long long)nc->in_bad_rpcs);
-	rc |= term(n, "out-rpc-errors", "%llu", (unsigned long long)nc->out_rpc_errors);
-	rc |= term(n, "out-notifications", "0");
+	rc |= ctl_yang_term(n, "netconf-start-time", "%s", tb);
+	rc |= ctl_yang_term(n, "in-bad-hellos", "%llu",
+			    (unsigned long long)atomic_load(&nc->in_bad_hellos));
+	rc |= ctl_yang_term(n, "in-sessions", "%llu",
+			    (unsigned long long)atomic_load(&nc->in_sessions));
+	rc |= ctl_yang_term(n, "dropped-sessions", "%llu",
+			    (unsigned long long)nc->dropped_sessions);
+	rc |= ctl_yang_term(n, "in-rpcs", "%llu", (unsigned long long)nc->in_rpcs);
+	rc |= ctl_yang_term(n, "in-bad-rpcs", "%llu", (unsigned long long)nc->in_bad_rpcs);
+	rc |= ctl_yang_term(n, "out-rpc-errors", "%llu", (unsigned long long)nc->out_rpc_errors);
+	rc |= ctl_yang_term(n, "out-notifications", "0");
 	if (rc)
 		goto fail;
 	*out = top;
@@ -335,7 +319,7 @@ int build_data(struct sw_netconf *nc, bool with_state, bool secrets, struct lyd_
 		return -1;
 	}
 	for (size_t i = 0; i < nc->nmgmt; i++)
-		rc |= term(mg, "address", "%s", nc->mgmt[i]);
+		rc |= ctl_yang_term(mg, "address", "%s", nc->mgmt[i]);
 	sw_switch_lock(nc->sw);
 	if (with_state)
 		sw_switch_snapshot(nc->sw, 200);

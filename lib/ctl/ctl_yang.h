@@ -30,6 +30,14 @@ const struct ctl_yang_module *ctl_yang_find(const char *name, const char *revisi
  * Returns 0 or -EINVAL (the libyang message stays in the context's error log). */
 int ctl_yang_load(struct ly_ctx *ctx);
 
+/* Add the leaf `name` under parent (its module's namespace) with the printf-formatted value
+ * (at most 511 characters). 0, or -1 if libyang refused it (the message is in the context). */
+int ctl_yang_term(struct lyd_node *parent, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Add one leaf-list entry `name` per set bit i (below n) of mask m, valued nm(i). 0 or -1. */
+int ctl_yang_add_mask(struct lyd_node *parent, const char *name, uint32_t m,
+		      const char *(*nm)(unsigned), unsigned n);
+
 /* ---- The YANG codec of struct ctl_tree (tree_yang.c): the one conversion between the model and
  * inca-switch:inca-switch/trees/tree, used by inca-am (edit-config, get-config) and by
  * inca-switch (replies, edit-config candidates). */

@@ -122,10 +122,8 @@ bool ctl_tree_covers(const struct ctl_tree *t, uint16_t k)
 
 /* ---------------------------------------------------------------- validation */
 
-static int fail(struct ctl_tree_err *e, enum ctl_tree_at at, size_t index, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(struct ctl_tree_err *e, enum ctl_tree_at at, size_t index, const char *fmt, ...)
+int ctl_tree_fail(struct ctl_tree_err *e, enum ctl_tree_at at, size_t index, const char *fmt,
+		  ...)
 {
 	va_list ap;
 
@@ -147,24 +145,24 @@ static int finish_auth(struct ctl_tree *t, bool auth_required, struct ctl_tree_e
 
 	if (has_auth && !t->auth) {
 		if (has_key || has_id)
-			return fail(e, CTL_AT_TREE, 0,
-				    "tree %u: auth = off together with auth_key/auth_key_id (drop "
-				    "one of them)", t->id);
+			return ctl_tree_fail(e, CTL_AT_TREE, 0,
+					     "tree %u: auth = off together with auth_key/"
+					     "auth_key_id (drop one of them)", t->id);
 		return 0;
 	}
 	if (has_key != has_id)
-		return fail(e, CTL_AT_TREE, 0,
-			    "tree %u: auth_key and auth_key_id go together (missing %s)", t->id,
-			    has_key ? "auth_key_id" : "auth_key");
+		return ctl_tree_fail(e, CTL_AT_TREE, 0,
+				     "tree %u: auth_key and auth_key_id go together "
+				     "(missing %s)", t->id, has_key ? "auth_key_id" : "auth_key");
 	if (has_key) {
 		t->auth = true;
 		return 0;
 	}
 	if (has_auth || auth_required)
-		return fail(e, CTL_AT_TREE, 0,
-			    "tree %u: no data-plane key: set auth_key = <64 hex digits> and "
-			    "auth_key_id = <n>, or auth = off to run the tree unauthenticated",
-			    t->id);
+		return ctl_tree_fail(e, CTL_AT_TREE, 0,
+				     "tree %u: no data-plane key: set auth_key = <64 hex "
+				     "digits> and auth_key_id = <n>, or auth = off to run "
+				     "the tree unauthenticated", t->id);
 	t->auth = false;
 	return 0;
 }
@@ -177,34 +175,36 @@ static int check_bfr_ids(const struct ctl_tree *t, struct ctl_tree_err *e)
 	int rc = 0;
 
 	if (lo > 65535)
-		return fail(e, CTL_AT_TREE, 0, "tree %u: si %u with bsl %u has no valid BFR-ids",
-			    t->id, t->si, t->bsl_bits);
+		return ctl_tree_fail(e, CTL_AT_TREE, 0,
+				     "tree %u: si %u with bsl %u has no valid BFR-ids",
+				     t->id, t->si, t->bsl_bits);
 	if (hi > 65535)
 		hi = 65535;
 	used = calloc(65536, 1);
 	if (!used)
-		return fail(e, CTL_AT_TREE, 0, "out of memory");
+		return ctl_tree_fail(e, CTL_AT_TREE, 0, "out of memory");
 	for (size_t i = 0; i < t->nmembers && !rc; i++) {
 		unsigned k = t->members[i].bfr_id;
 		if (k < lo || k > hi)
-			rc = fail(e, CTL_AT_MEMBER, i,
-				  "tree %u: member BFR-id %u outside the BSL range of si %u (%u..%u)",
-				  t->id, k, t->si, lo, hi);
+			rc = ctl_tree_fail(e, CTL_AT_MEMBER, i,
+					   "tree %u: member BFR-id %u outside the BSL range "
+					   "of si %u (%u..%u)", t->id, k, t->si, lo, hi);
 		else if (used[k])
-			rc = fail(e, CTL_AT_MEMBER, i, "tree %u: BFR-id %u used twice", t->id, k);
+			rc = ctl_tree_fail(e, CTL_AT_MEMBER, i,
+					   "tree %u: BFR-id %u used twice", t->id, k);
 		used[k] = 1;
 	}
 	for (size_t i = 0; i < t->nchildren && !rc; i++) {
 		for (size_t j = 0; j < t->children[i].nbfr && !rc; j++) {
 			unsigned k = t->children[i].bfr_ids[j];
 			if (k < lo || k > hi)
-				rc = fail(e, CTL_AT_CHILD, i,
-					  "tree %u: child BFR-id %u outside the BSL range of si %u "
-					  "(%u..%u)",
-					  t->id, k, t->si, lo, hi);
+				rc = ctl_tree_fail(e, CTL_AT_CHILD, i,
+						   "tree %u: child BFR-id %u outside the BSL "
+						   "range of si %u (%u..%u)",
+						   t->id, k, t->si, lo, hi);
 			else if (used[k])
-				rc = fail(e, CTL_AT_CHILD, i, "tree %u: BFR-id %u used twice", t->id,
-					  k);
+				rc = ctl_tree_fail(e, CTL_AT_CHILD, i,
+						   "tree %u: BFR-id %u used twice", t->id, k);
 			used[k] = 1;
 		}
 	}
@@ -242,8 +242,9 @@ static int check_addresses(const struct ctl_tree *t, struct ctl_tree_err *e)
 							       &t->members[j].addr :
 							       &t->children[j - t->nmembers].addr;
 			if (addr_eq(ai, aj))
-				return fail(e, at, idx, "tree %u: address %s used by two neighbours",
-					    t->id, util_format_addr(ai, a, sizeof a));
+				return ctl_tree_fail(e, at, idx,
+						     "tree %u: address %s used by two neighbours",
+						     t->id, util_format_addr(ai, a, sizeof a));
 		}
 	}
 	return 0;
@@ -254,17 +255,19 @@ int ctl_tree_finish(struct ctl_tree *t, bool auth_required, struct ctl_tree_err 
 	int rc;
 
 	if (!(t->given & CTL_TF_BIT(CTL_TF_KEY)))
-		return fail(e, CTL_AT_TREE, 0, "tree %u: missing key (the group R_Key)", t->id);
+		return ctl_tree_fail(e, CTL_AT_TREE, 0,
+				     "tree %u: missing key (the group R_Key)", t->id);
 	if (!(t->given & CTL_TF_BIT(CTL_TF_QPN)))
 		t->qpn = wire_qpn_default(WIRE_QPN_SWITCH, t->id);
 	if ((rc = finish_auth(t, auth_required, e)) < 0)
 		return rc;
 	if (!t->root && !t->has_parent)
-		return fail(e, CTL_AT_TREE, 0, "tree %u: role leaf needs a parent", t->id);
+		return ctl_tree_fail(e, CTL_AT_TREE, 0, "tree %u: role leaf needs a parent", t->id);
 	if (t->root && t->has_parent)
-		return fail(e, CTL_AT_TREE, 0, "tree %u: parent given but role is root", t->id);
+		return ctl_tree_fail(e, CTL_AT_TREE, 0,
+				     "tree %u: parent given but role is root", t->id);
 	if (t->nmembers == 0 && t->nchildren == 0)
-		return fail(e, CTL_AT_TREE, 0, "tree %u: no members or children", t->id);
+		return ctl_tree_fail(e, CTL_AT_TREE, 0, "tree %u: no members or children", t->id);
 	if ((rc = check_bfr_ids(t, e)) < 0)
 		return rc;
 	return check_addresses(t, e);

@@ -113,6 +113,10 @@ struct ctl_tree_err {
 	size_t index;
 	char msg[CTL_TREE_ERR_MAX];
 };
+/* Fill *e with the location and the printf-formatted message; returns -EINVAL (for
+ * `return ctl_tree_fail(...)` in the parsers and rules that report into a ctl_tree_err). */
+int ctl_tree_fail(struct ctl_tree_err *e, enum ctl_tree_at at, size_t index, const char *fmt,
+		  ...) __attribute__((format(printf, 4, 5)));
 
 /* The semantic rules of a complete tree, the same for a config file and a NETCONF edit: the
  * group key is given; auth_key and auth_key_id go together, auth off excludes them, a tree

@@ -13,15 +13,13 @@
 #include <libyang/libyang.h>
 
 #include "util/util.h"
+#include "wire/auth.h"
 
 #define SW_PORT_DEFAULT 4791
 
 /* ---------------------------------------------------------------- model -> YANG */
 
-static int term(struct lyd_node *parent, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int term(struct lyd_node *parent, const char *name, const char *fmt, ...)
+int ctl_yang_term(struct lyd_node *parent, const char *name, const char *fmt, ...)
 {
 	char v[512];
 	va_list ap;
@@ -32,11 +30,11 @@ static int term(struct lyd_node *parent, const char *name, const char *fmt, ...)
 	return lyd_new_term(parent, NULL, name, v, 0, NULL) ? -1 : 0;
 }
 
-static int add_mask(struct lyd_node *p, const char *name, uint32_t m,
-		    const char *(*nm)(unsigned), unsigned n)
+int ctl_yang_add_mask(struct lyd_node *parent, const char *name, uint32_t m,
+		      const char *(*nm)(unsigned), unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		if ((m & (1u << i)) && term(p, name, "%s", nm(i)) < 0)
+		if ((m & (1u << i)) && ctl_yang_term(parent, name, "%s", nm(i)) < 0)
 			return -1;
 	return 0;
 }
@@ -53,52 +51,53 @@ int ctl_tree_to_lyd(const struct ctl_tree *t, struct lyd_node *trees, unsigned f
 	snprintf(id, sizeof id, "%u", t->id);
 	if (lyd_new_list(trees, NULL, "tree", 0, &tn, id))
 		return -EINVAL;
-	rc |= term(tn, "key", "%u", t->key);
+	rc |= ctl_yang_term(tn, "key", "%u", t->key);
 	if (t->qpn)
-		rc |= term(tn, "qpn", "%u", t->qpn);
-	rc |= term(tn, "slots", "%u", t->slots);
-	rc |= term(tn, "slot-bytes", "%u", t->slot_bytes);
-	rc |= term(tn, "bsl", "%u", t->bsl_bits);
-	rc |= term(tn, "si", "%u", t->si);
-	rc |= term(tn, "role", "%s", t->root ? "root" : "leaf");
-	rc |= term(tn, "bfr-id", "%u", t->bfr_id);
+		rc |= ctl_yang_term(tn, "qpn", "%u", t->qpn);
+	rc |= ctl_yang_term(tn, "slots", "%u", t->slots);
+	rc |= ctl_yang_term(tn, "slot-bytes", "%u", t->slot_bytes);
+	rc |= ctl_yang_term(tn, "bsl", "%u", t->bsl_bits);
+	rc |= ctl_yang_term(tn, "si", "%u", t->si);
+	rc |= ctl_yang_term(tn, "role", "%s", t->root ? "root" : "leaf");
+	rc |= ctl_yang_term(tn, "bfr-id", "%u", t->bfr_id);
 	if (t->has_parent) {
 		if (lyd_new_inner(tn, NULL, "parent", 0, &n))
 			return -EINVAL;
-		rc |= term(n, "address", "%s", util_format_addr(&t->parent, a, sizeof a));
+		rc |= ctl_yang_term(n, "address", "%s", util_format_addr(&t->parent, a, sizeof a));
 		if (t->parent_qpn)
-			rc |= term(n, "qpn", "%u", t->parent_qpn);
+			rc |= ctl_yang_term(n, "qpn", "%u", t->parent_qpn);
 	}
-	rc |= term(tn, "deterministic", "%s", t->deterministic ? "true" : "false");
-	rc |= term(tn, "check-sender", "%s", t->check_sender ? "true" : "false");
+	rc |= ctl_yang_term(tn, "deterministic", "%s", t->deterministic ? "true" : "false");
+	rc |= ctl_yang_term(tn, "check-sender", "%s", t->check_sender ? "true" : "false");
 	if (t->auth || (flags & CTL_YANG_AUTH_OFF))
-		rc |= term(tn, "auth", "%s", t->auth ? "enabled" : "disabled");
+		rc |= ctl_yang_term(tn, "auth", "%s", t->auth ? "enabled" : "disabled");
 	if (t->auth) {
 		static const char d[] = "0123456789abcdef";
 		char k[2 * WIRE_AUTH_KEY_LEN + 1];
 
-		rc |= term(tn, "auth-key-id", "%u", t->auth_key_id);
+		rc |= ctl_yang_term(tn, "auth-key-id", "%u", t->auth_key_id);
 		if (flags & CTL_YANG_SECRETS) {
 			for (size_t i = 0; i < WIRE_AUTH_KEY_LEN; i++) {
 				k[2 * i] = d[t->auth_key[i] >> 4];
 				k[2 * i + 1] = d[t->auth_key[i] & 15];
 			}
 			k[2 * WIRE_AUTH_KEY_LEN] = 0;
-			rc |= term(tn, "auth-key", "%s", k);
+			rc |= ctl_yang_term(tn, "auth-key", "%s", k);
 			explicit_bzero(k, sizeof k);
 		}
 	}
-	rc |= add_mask(tn, "data-type", t->dtype_mask, wire_dtype_name, WIRE_DTYPE_COUNT);
-	rc |= add_mask(tn, "operation", t->op_mask, wire_op_name, WIRE_OP_COUNT);
+	rc |= ctl_yang_add_mask(tn, "data-type", t->dtype_mask, wire_dtype_name, WIRE_DTYPE_COUNT);
+	rc |= ctl_yang_add_mask(tn, "operation", t->op_mask, wire_op_name, WIRE_OP_COUNT);
 	for (size_t i = 0; i < t->nmembers && !rc; i++) {
 		char k[8];
 
 		snprintf(k, sizeof k, "%u", t->members[i].bfr_id);
 		if (lyd_new_list(tn, NULL, "member", 0, &n, k))
 			return -EINVAL;
-		rc |= term(n, "address", "%s", util_format_addr(&t->members[i].addr, a, sizeof a));
+		rc |= ctl_yang_term(n, "address", "%s",
+				    util_format_addr(&t->members[i].addr, a, sizeof a));
 		if (t->members[i].qpn)
-			rc |= term(n, "qpn", "%u", t->members[i].qpn);
+			rc |= ctl_yang_term(n, "qpn", "%u", t->members[i].qpn);
 	}
 	for (size_t i = 0; i < t->nchildren && !rc; i++) {
 		const struct ctl_child *c = &t->children[i];
@@ -106,9 +105,9 @@ int ctl_tree_to_lyd(const struct ctl_tree *t, struct lyd_node *trees, unsigned f
 		if (lyd_new_list(tn, NULL, "child", 0, &n, util_format_addr(&c->addr, a, sizeof a)))
 			return -EINVAL;
 		if (c->qpn)
-			rc |= term(n, "qpn", "%u", c->qpn);
+			rc |= ctl_yang_term(n, "qpn", "%u", c->qpn);
 		for (size_t j = 0; j < c->nbfr; j++)
-			rc |= term(n, "bfr-id", "%u", c->bfr_ids[j]);
+			rc |= ctl_yang_term(n, "bfr-id", "%u", c->bfr_ids[j]);
 	}
 	if (rc)
 		return -EINVAL;
@@ -145,40 +144,15 @@ static uint64_t u64(const struct lyd_node *n)
 	return strtoull(value_of(n), NULL, 10);
 }
 
-static int bad(struct ctl_tree_err *e, enum ctl_tree_at at, size_t index, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int bad(struct ctl_tree_err *e, enum ctl_tree_at at, size_t index, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->at = at;
-	e->index = index;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 /* An endpoint the schema's pattern let through can still be out of range (port 99999). */
 static int addr_of(const struct lyd_node *n, const char *what, struct sockaddr_in *out,
 		   struct ctl_tree_err *e, enum ctl_tree_at at, size_t index)
 {
 	if (util_parse_addr(value_of(n), SW_PORT_DEFAULT, out) < 0)
-		return bad(e, at, index, "bad address '%s' for '%s' (expected a.b.c.d[:port])",
-			   value_of(n), what);
+		return ctl_tree_fail(e, at, index,
+				     "bad address '%s' for '%s' (expected a.b.c.d[:port])",
+				     value_of(n), what);
 	return 0;
-}
-
-static int hex_digit(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
 }
 
 static int cmp_u16(const void *a, const void *b)
@@ -236,8 +210,8 @@ static int child_from(const struct lyd_node *c, struct ctl_tree *t, struct ctl_t
 	qsort(ch->bfr_ids, ch->nbfr, sizeof *ch->bfr_ids, cmp_u16);
 	for (size_t i = 1; i < ch->nbfr; i++)
 		if (ch->bfr_ids[i] == ch->bfr_ids[i - 1])
-			return bad(e, CTL_AT_CHILD, t->nchildren - 1, "BFR-id %u listed twice",
-				   ch->bfr_ids[i]);
+			return ctl_tree_fail(e, CTL_AT_CHILD, t->nchildren - 1,
+					     "BFR-id %u listed twice", ch->bfr_ids[i]);
 	return 0;
 }
 
@@ -284,17 +258,10 @@ static int leaf_from(const struct lyd_node *c, struct ctl_tree *t, struct ctl_tr
 		t->auth_key_id = (uint32_t)u64(c);
 	} else if (!strcmp(n, "auth-key")) {
 		f = CTL_TF_AUTH_KEY;
-		if (strlen(v) != 2 * WIRE_AUTH_KEY_LEN)
-			return bad(e, CTL_AT_TREE, 0, "tree %u: auth_key: expected %d hex digits",
-				   t->id, 2 * WIRE_AUTH_KEY_LEN);
-		for (size_t i = 0; i < WIRE_AUTH_KEY_LEN; i++) {
-			int hi = hex_digit(v[2 * i]), lo = hex_digit(v[2 * i + 1]);
-			if (hi < 0 || lo < 0)
-				return bad(e, CTL_AT_TREE, 0,
-					   "tree %u: auth_key: expected %d hex digits", t->id,
-					   2 * WIRE_AUTH_KEY_LEN);
-			t->auth_key[i] = (uint8_t)(hi << 4 | lo);
-		}
+		if (wire_auth_key_parse(v, t->auth_key) < 0)
+			return ctl_tree_fail(e, CTL_AT_TREE, 0,
+					     "tree %u: auth_key: expected %d hex digits", t->id,
+					     2 * WIRE_AUTH_KEY_LEN);
 	} else if (!strcmp(n, "data-type")) {
 		int code = wire_dtype_parse(v);
 		f = CTL_TF_DTYPES;
@@ -338,7 +305,7 @@ int ctl_tree_from_lyd(const struct lyd_node *tn, struct ctl_tree *t, struct ctl_
 		}
 	}
 	if (rc == -ENOMEM)
-		bad(e, CTL_AT_TREE, 0, "out of memory");
+		ctl_tree_fail(e, CTL_AT_TREE, 0, "out of memory");
 	if (rc < 0)
 		ctl_tree_free(t);
 	return rc;
