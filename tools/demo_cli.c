@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_cli.h"
 #include "check.h"
 #include "demo_cli.h"
 #include "launch.h"
@@ -74,9 +75,8 @@ static void usage(FILE *f, const struct demo_defaults *d)
 }
 
 enum {
-	OPT_LINK = 999, OPT_BUDGET = 1000, OPT_MTU, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE,
-	OPT_NOAUTH, OPT_NOINC, OPT_NORING, OPT_SWITCH, OPT_SWTHREADS, OPT_ADDR, OPT_JSON, OPT_SEED, OPT_PLOT,
-	OPT_FABRIC, OPT_RTO, OPT_HOLD,
+	OPT_MTU = BENCH_OPT_TOOL, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE, OPT_NOAUTH,
+	OPT_NOINC, OPT_NORING, OPT_SWTHREADS, OPT_RTO, OPT_HOLD,
 };
 
 int demo_plot(const char *json_path, const char *png_path)
@@ -331,18 +331,7 @@ int demo_main(int argc, char **argv, const struct demo_defaults *d)
 static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 {
 	static const struct option lo[] = {
-		{ "minbytes", required_argument, 0, 'b' },
-		{ "maxbytes", required_argument, 0, 'e' },
-		{ "stepfactor", required_argument, 0, 'f' },
-		{ "iters", required_argument, 0, 'n' },
-		{ "warmup", required_argument, 0, 'w' },
-		{ "ranks", required_argument, 0, 'r' },
-		{ "types", required_argument, 0, 't' },
-		{ "verbose", no_argument, 0, 'v' },
-		{ "help", no_argument, 0, 'h' },
-		{ "version", no_argument, 0, 'V' },
-		{ "budget", required_argument, 0, OPT_BUDGET },
-		{ "link-rate", required_argument, 0, OPT_LINK },
+		BENCH_CLI_LONGOPTS,
 		{ "mtu", required_argument, 0, OPT_MTU },
 		{ "slots", required_argument, 0, OPT_SLOTS },
 		{ "drop-rate", required_argument, 0, OPT_DROP },
@@ -352,13 +341,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		{ "no-inc", no_argument, 0, OPT_NOINC },
 		{ "no-ring", no_argument, 0, OPT_NORING },
 		{ "no-auth", no_argument, 0, OPT_NOAUTH },
-		{ "switch", required_argument, 0, OPT_SWITCH },
 		{ "switch-threads", required_argument, 0, OPT_SWTHREADS },
-		{ "addr-index", required_argument, 0, OPT_ADDR },
-		{ "json", required_argument, 0, OPT_JSON },
-		{ "seed", required_argument, 0, OPT_SEED },
-		{ "plot", required_argument, 0, OPT_PLOT },
-		{ "fabric", required_argument, 0, OPT_FABRIC },
 		{ "rto-us", required_argument, 0, OPT_RTO },
 		{ "hold", required_argument, 0, OPT_HOLD },
 		{ 0, 0, 0, 0 },
@@ -368,71 +351,18 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	cfg.job_timeout_s = 600;
 	cfg.addr_index = d->addr_index;
 	cfg.rto_us = d->rto_us;
-	uint64_t minb = d->minb, maxb = d->maxb, factor = d->factor;
-	int iters = d->iters, warmup = d->warmup;
-	double budget = d->budget, v, hold_s = 0, link_bps = 0;
-	const char *plot_path = NULL;
-	const char *fabric_path = NULL;
+	struct bench_cli b = { .tool = d->tool, .iters_min = 0, .minb = d->minb, .maxb = d->maxb,
+				.factor = d->factor, .iters = d->iters, .warmup = d->warmup,
+				.budget_s = d->budget, .seed = 1 };
+	double v, hold_s = 0;
 	static struct launch_plan plan; /* ~30 KiB: not on the stack */
-	const char *types = NULL;
-	bool verbose = false, det = false, inplace = false, no_inc = false, no_ring = false;
-	const char *json_path = NULL;
-	uint64_t seed = 1;
+	bool det = false, inplace = false, no_inc = false, no_ring = false;
 	const char *tool = d->tool;
 	long long ll;
 	int c;
 	/* Every value is checked here, before a switch or rank starts (docs/cli.md). */
-	while ((c = getopt_long(argc, argv, "b:e:f:n:i:w:r:t:vhV", lo, NULL)) != -1) {
+	while ((c = bench_cli_next(&b, &cfg, argc, argv, "r:b:e:f:t:w:n:i:vhV", lo)) > 0) {
 		switch (c) {
-		case 'b':
-			if (util_cli_bytes(tool, "--minbytes", optarg, 1, UINT64_MAX, &minb))
-				return 2;
-			break;
-		case 'e':
-			if (util_cli_bytes(tool, "--maxbytes", optarg, 1, UINT64_MAX, &maxb))
-				return 2;
-			break;
-		case 'f':
-			if (util_cli_int(tool, "--stepfactor", optarg, 2, 1 << 30, &ll))
-				return 2;
-			factor = (uint64_t)ll;
-			break;
-		case 'n':
-		case 'i':
-			if (util_cli_int(tool, "--iters", optarg, 0, 1000000, &ll))
-				return 2;
-			iters = (int)ll;
-			break;
-		case 'w':
-			if (util_cli_int(tool, "--warmup", optarg, 0, 1000000, &ll))
-				return 2;
-			warmup = (int)ll;
-			break;
-		case 'r':
-			if (util_cli_int(tool, "--ranks", optarg, 1, LAUNCH_MAX_RANKS, &ll))
-				return 2;
-			cfg.nranks = (int)ll;
-			break;
-		case 't':
-			types = optarg;
-			break;
-		case 'v':
-			verbose = true;
-			break;
-		case 'h':
-			usage(stdout, d);
-			return 0;
-		case 'V':
-			util_cli_print_version(tool);
-			return 0;
-		case OPT_BUDGET:
-			if (util_cli_double(tool, "--budget", optarg, 0, 86400, false, &budget))
-				return 2;
-			break;
-		case OPT_LINK:
-			if (util_cli_double(tool, "--link-rate", optarg, 0, 1e15, false, &link_bps))
-				return 2;
-			break;
 		case OPT_MTU:
 			if (util_cli_int(tool, "--mtu", optarg, WIRE_MTU_MIN, WIRE_MTU_MAX, &ll))
 				return 2;
@@ -468,31 +398,10 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		case OPT_NOAUTH:
 			cfg.no_auth = true;
 			break;
-		case OPT_SWITCH:
-			cfg.switch_path = optarg;
-			break;
 		case OPT_SWTHREADS:
 			if (util_cli_int(tool, "--switch-threads", optarg, 1, 64, &ll))
 				return 2;
 			cfg.switch_threads = (int)ll;
-			break;
-		case OPT_ADDR:
-			if (util_cli_int(tool, "--addr-index", optarg, 0, 255, &ll))
-				return 2;
-			cfg.addr_index = (unsigned)ll;
-			break;
-		case OPT_JSON:
-			json_path = optarg;
-			break;
-		case OPT_SEED:
-			if (util_cli_u64(tool, "--seed", optarg, 0, UINT64_MAX, &seed))
-				return 2;
-			break;
-		case OPT_PLOT:
-			plot_path = optarg;
-			break;
-		case OPT_FABRIC:
-			fabric_path = optarg;
 			break;
 		case OPT_HOLD:
 			if (util_cli_double(tool, "--hold", optarg, 0, 3600, false, &hold_s))
@@ -507,49 +416,33 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			goto bad;
 		}
 	}
-	if (optind != argc) {
-		util_cli_error(tool, "unexpected argument '%s'", argv[optind]);
-		return 2;
+	if (c == BENCH_CLI_HELP) {
+		usage(stdout, d);
+		return 0;
 	}
-	if (minb > maxb) {
-		util_cli_error(tool, "--minbytes %llu is larger than --maxbytes %llu",
-			       (unsigned long long)minb, (unsigned long long)maxb);
+	if (c != BENCH_CLI_END)
+		return c == BENCH_CLI_VERSION ? 0 : 2;
+	if (bench_cli_check(&b, argc, argv))
 		return 2;
-	}
 	if (no_inc && no_ring) {
 		util_cli_error(tool, "--no-inc and --no-ring together leave nothing to run");
 		return 2;
 	}
-	if (plot_path && !json_path) {
-		util_cli_error(tool, "--plot needs --json");
+	if (bench_cli_fabric(&b, &plan, &cfg))
 		return 2;
-	}
-	if (fabric_path) {
-		if (launch_plan_load(fabric_path, &plan))
-			return 2;
-		launch_plan_apply(&plan, &cfg);
-		if (cfg.switch_drop_rate > 0 || det) {
-			fprintf(stderr, "%s: --switch-drop-rate and --deterministic configure the "
-					"switch: give them to the fabric harness instead\n", d->tool);
-			return 2;
-		}
-	}
-	if (cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS) {
-		util_cli_error(tool, "the fabric plan has %d ranks (1..%d)", cfg.nranks,
-			       LAUNCH_MAX_RANKS);
+	if (b.fabric_path && (cfg.switch_drop_rate > 0 || det)) {
+		fprintf(stderr, "%s: --switch-drop-rate and --deterministic configure the switch: "
+				"give them to the fabric harness instead\n", d->tool);
 		return 2;
 	}
 
 	struct sweep_job job;
 	memset(&job, 0, sizeof(job));
 	struct sweep_opts *o = &job.o;
-	if (types) {
-		o->npairs = sweep_parse_pairs(types, minb, maxb, factor, o->pairs, SWEEP_MAX_PAIRS);
-		if (o->npairs <= 0) {
-			util_cli_error(tool, "--types '%s': expected TYPE:OP[@MIN-MAX[/FACTOR]],... "
-				       "(e.g. fp32:sum,int32:max@4-64K/16)", types);
+	if (b.types) {
+		o->npairs = bench_cli_pairs(&b, o->pairs, SWEEP_MAX_PAIRS);
+		if (o->npairs < 0)
 			return 2;
-		}
 	} else {
 		o->npairs = 0;
 		/* Pairs listed before the main one (bench-allreduce's small-size latency rows). */
@@ -558,14 +451,14 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			if (o->npairs < 0)
 				goto bad;
 		}
-		int k = sweep_parse_pairs("fp32:sum", minb, maxb, factor, o->pairs + o->npairs,
+		int k = sweep_parse_pairs("fp32:sum", b.minb, b.maxb, b.factor, o->pairs + o->npairs,
 					  SWEEP_MAX_PAIRS - o->npairs);
 		if (k < 0)
 			goto bad;
 		o->npairs += k;
-		uint64_t emax = maxb < d->extra_max ? maxb : d->extra_max;
-		if (d->extra && minb <= emax) {
-			k = sweep_parse_pairs(d->extra, minb, emax, d->extra_factor,
+		uint64_t emax = b.maxb < d->extra_max ? b.maxb : d->extra_max;
+		if (d->extra && b.minb <= emax) {
+			k = sweep_parse_pairs(d->extra, b.minb, emax, d->extra_factor,
 					      o->pairs + o->npairs, SWEEP_MAX_PAIRS - o->npairs);
 			if (k < 0)
 				goto bad;
@@ -577,43 +470,37 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	if (cfg.nranks > CHECK_EXACT_MAX_RANKS)
 		fprintf(stderr, "note: with more than %d ranks some exact float data may round\n",
 			CHECK_EXACT_MAX_RANKS);
-	cfg.seed = seed;
+	cfg.seed = b.seed;
 	cfg.deterministic = det;
 	cfg.no_switch = no_inc;
-	cfg.log_level = verbose ? 2 : 0;
-	cfg.switch_verbose = verbose;
+	cfg.log_level = b.verbose ? 2 : 0;
+	cfg.switch_verbose = b.verbose;
 	o->nranks = cfg.nranks;
-	o->iters = iters;
-	o->warmup = warmup;
-	o->budget_s = budget;
-	o->link_bps = link_bps;
+	o->iters = b.iters;
+	o->warmup = b.warmup;
+	o->budget_s = b.budget_s;
+	o->link_bps = b.link_bps;
 	o->inc = !no_inc;
 	o->ring = !no_ring;
 	o->ratio = d->ratio;
 	o->deterministic = det;
 	o->in_place = inplace;
 	o->progress = true;
-	o->json_path = json_path;
+	o->json_path = b.json_path;
 	o->label = d->tool;
-	o->seed = seed;
+	o->seed = b.seed;
 	job.mtu = cfg.mtu;
 	job.auth = !cfg.no_auth && !cfg.plan;
 	job.bsl_bits = cfg.bsl_bits;
-	if (json_path) {
-		FILE *f = fopen(json_path, "w");
-		if (!f) {
-			fprintf(stderr, "%s: %s: %s\n", d->tool, json_path, strerror(errno));
-			return 2;
-		}
-		fclose(f);
-	}
+	if (bench_cli_json_create(&b))
+		return 2;
 	if (sweep_job_init(&job)) {
 		fprintf(stderr, "%s: out of memory\n", d->tool);
 		return 2;
 	}
 
 	struct launch_addrs a;
-	if (fabric_path) {
+	if (b.fabric_path) {
 		launch_addrs_init(&a, 0); /* only its pid-derived bootstrap port is used */
 	} else if (launch_addrs_pick(&a, cfg.addr_index, cfg.nranks)) {
 		fprintf(stderr, "%s: loopback block %u is busy\n", d->tool, cfg.addr_index);
@@ -625,10 +512,10 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	launch_rank_ip(&a, 0, first_ip);
 	launch_rank_ip(&a, cfg.nranks - 1, last_ip);
 	uint64_t t_start = util_now_ns();
-	if (fabric_path) {
+	if (b.fabric_path) {
 		printf("# %s: AllReduce on the fabric %s (%s), %d rank processes in network "
 		       "namespaces, INC (in-network, through the switches) next to the host ring "
-		       "(TCP)\n", d->tool, plan.name, plan.desc[0] ? plan.desc : fabric_path,
+		       "(TCP)\n", d->tool, plan.name, plan.desc[0] ? plan.desc : b.fabric_path,
 		       cfg.nranks);
 		for (int i = 0; i < plan.nswitches && plan.am_addr[0]; i++)
 			printf("# switch : %-8s %-5s inca-switch on %s (pid %d), NETCONF, trees from "
@@ -650,7 +537,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		printf("# %s: AllReduce on loopback, %d rank processes, INC (in-network, through "
 		       "inca-switch) next to the host ring (TCP)\n", d->tool, cfg.nranks);
 	}
-	if (!no_inc && !fabric_path) {
+	if (!no_inc && !b.fabric_path) {
 		int rc = launch_switch_start(&cfg, &a, NULL, &sw);
 		if (rc) {
 			fprintf(stderr, "%s: could not start inca-switch: %s\n", d->tool,
@@ -664,21 +551,21 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		       cfg.bsl_bits, det ? "yes" : "no", cfg.check_icrc ? "yes" : "no",
 		       cfg.switch_drop_rate > 0 ? ", drop rate set" : "");
 	}
-	if (!fabric_path)
+	if (!b.fabric_path)
 		printf("# ranks  : %s .. %s, data UDP 4791, QPN 0x%x.., BFR-id 1..%d, bootstrap tcp "
 		       "%s:%u\n", first_ip, last_ip, 0x1001u, cfg.nranks, a.boot_ip, a.boot_port);
 	printf("# clients: mtu %u, window %u, min RTO %u us, drop rate %g (tx and rx); switch drop "
 	       "rate %g; seed %llu\n", cfg.mtu, cfg.nslots, cfg.rto_us ? cfg.rto_us : 20000,
-	       cfg.client_drop_rate, cfg.switch_drop_rate, (unsigned long long)seed);
+	       cfg.client_drop_rate, cfg.switch_drop_rate, (unsigned long long)b.seed);
 	printf("# rows   : up to %d timed + %d warmup iterations each (%.1f s budget per row and "
-	       "algorithm), %s, every result verified%s\n", iters, warmup, budget,
+	       "algorithm), %s, every result verified%s\n", b.iters, b.warmup, b.budget_s,
 	       inplace ? "in-place" : "out-of-place",
 	       det ? " (INC bitwise vs rank-ordered reduction)" : " (exact-valued data)");
 	printf("# time = mean over ranks of the per-call time; algbw = size/time; busbw = algbw * "
 	       "2(n-1)/n\n");
 	fflush(stdout);
 
-	bool am_mode = fabric_path && plan.am_addr[0];
+	bool am_mode = b.fabric_path && plan.am_addr[0];
 	struct am_epilogue_arg epi = { .plan = &plan, .job = &job, .inc = !no_inc,
 				       .hold_s = hold_s };
 	if (am_mode) {
@@ -689,7 +576,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	int bad_ranks = launch_run_ranks(&cfg, &a, sweep_rank_main, &job, status);
 	struct json *stats = NULL;
 	int sw_rc = 0;
-	if (!no_inc && !fabric_path)
+	if (!no_inc && !b.fabric_path)
 		sw_rc = launch_switch_stop(&sw, &stats);
 
 	const struct sweep_totals *t = sweep_job_totals(&job);
@@ -699,7 +586,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	printf("#\n");
 	if (!no_inc && am_mode) {
 		/* checked per tree by rank 0 while the group was up (am_epilogue) */
-	} else if (!no_inc && fabric_path) {
+	} else if (!no_inc && b.fabric_path) {
 		fail += fabric_switch_report(&plan, t->inc_chunks);
 	} else if (!no_inc) {
 		struct launch_sw_summary s;
@@ -757,8 +644,8 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	       (double)(util_now_ns() - t_start) * 1e-9);
 	json_free(stats);
 	sweep_job_fini(&job);
-	if (plot_path)
-		demo_plot(json_path, plot_path);
+	if (b.plot_path)
+		demo_plot(b.json_path, b.plot_path);
 	return fail ? 1 : 0;
 
 bad:

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_cli.h"
 #include "check.h"
 #include "coll_check.h"
 #include "json.h"
@@ -822,29 +823,18 @@ static int parse_algos(const char *list, int *out)
 	return n ? n : -EINVAL;
 }
 
-enum { OPT_BUDGET = 1000, OPT_ROOT, OPT_JSON, OPT_PLOT, OPT_MPIRUN, OPT_OMPIBENCH, OPT_FABRIC,
-       OPT_LINK, OPT_SWITCH, OPT_ADDR, OPT_RTO, OPT_SEED };
+enum { OPT_ROOT = BENCH_OPT_TOOL, OPT_MPIRUN, OPT_OMPIBENCH, OPT_RTO };
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "ranks", required_argument, 0, 'r' },     { "minbytes", required_argument, 0, 'b' },
-		{ "maxbytes", required_argument, 0, 'e' },  { "stepfactor", required_argument, 0, 'f' },
-		{ "colls", required_argument, 0, 'C' },     { "algos", required_argument, 0, 'a' },
-		{ "types", required_argument, 0, 't' },     { "warmup", required_argument, 0, 'w' },
-		{ "iters", required_argument, 0, 'i' },     { "verbose", no_argument, 0, 'v' },
-		{ "help", no_argument, 0, 'h' },            { "budget", required_argument, 0, OPT_BUDGET },
-		{ "root", required_argument, 0, OPT_ROOT }, { "json", required_argument, 0, OPT_JSON },
-		{ "plot", required_argument, 0, OPT_PLOT },
+		BENCH_CLI_LONGOPTS,
+		{ "colls", required_argument, 0, 'C' },
+		{ "algos", required_argument, 0, 'a' },
+		{ "root", required_argument, 0, OPT_ROOT },
 		{ "mpirun", required_argument, 0, OPT_MPIRUN },
 		{ "ompi-bench", required_argument, 0, OPT_OMPIBENCH },
-		{ "fabric", required_argument, 0, OPT_FABRIC },
-		{ "link-rate", required_argument, 0, OPT_LINK },
-		{ "switch", required_argument, 0, OPT_SWITCH },
-		{ "addr-index", required_argument, 0, OPT_ADDR },
 		{ "rto-us", required_argument, 0, OPT_RTO },
-		{ "seed", required_argument, 0, OPT_SEED },
-		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
 	};
 	static struct bench_job job;
@@ -854,111 +844,49 @@ int main(int argc, char **argv)
 	launch_cfg_defaults(&cfg);
 	cfg.job_timeout_s = 900;
 	cfg.addr_index = 43;
-	uint64_t minb = 4, maxb = 1u << 20, factor = 4;
-	const char *colls = "all", *algos = "all", *types = "fp32:sum", *plot = NULL;
-	const char *fabric = NULL;
+	struct bench_cli b = { .tool = "inca-bench", .iters_min = 1, .minb = 4, .maxb = 1u << 20,
+				.factor = 4, .iters = 20, .warmup = 5, .budget_s = 0.5, .seed = 1,
+				.types = "fp32:sum" };
+	const char *colls = "all", *algos = "all";
 	struct ompi_cfg oc = { 0 };
-	bool verbose = false;
-	o->iters = 20;
-	o->warmup = 5;
-	o->budget_s = 0.5;
-	o->seed = 1;
-	const char *tool = "inca-bench";
+	const char *tool = b.tool;
 	long long ll;
 	int c;
-	while ((c = getopt_long(argc, argv, "r:b:e:f:C:a:t:w:n:i:vhV", lo, NULL)) != -1) {
+	while ((c = bench_cli_next(&b, &cfg, argc, argv, "r:b:e:f:C:a:t:w:n:i:vhV", lo)) > 0) {
 		switch (c) {
-		case 'r':
-			if (util_cli_int(tool, "--ranks", optarg, 1, LAUNCH_MAX_RANKS, &ll))
-				return 2;
-			cfg.nranks = (int)ll;
-			break;
-		case 'b':
-			if (util_cli_bytes(tool, "--minbytes", optarg, 1, UINT64_MAX, &minb))
-				return 2;
-			break;
-		case 'e':
-			if (util_cli_bytes(tool, "--maxbytes", optarg, 1, UINT64_MAX, &maxb))
-				return 2;
-			break;
-		case 'f':
-			if (util_cli_int(tool, "--stepfactor", optarg, 2, 1 << 30, &ll))
-				return 2;
-			factor = (uint64_t)ll;
-			break;
 		case 'C': colls = optarg; break;
 		case 'a': algos = optarg; break;
-		case 't': types = optarg; break;
-		case 'w':
-			if (util_cli_int(tool, "--warmup", optarg, 0, 1000000, &ll))
-				return 2;
-			o->warmup = (int)ll;
-			break;
-		case 'n':
-		case 'i':
-			if (util_cli_int(tool, "--iters", optarg, 1, 1000000, &ll))
-				return 2;
-			o->iters = (int)ll;
-			break;
-		case 'v': verbose = true; break;
-		case 'h': usage(stdout); return 0;
-		case 'V': util_cli_print_version(tool); return 0;
-		case OPT_BUDGET:
-			if (util_cli_double(tool, "--budget", optarg, 0, 86400, false, &o->budget_s))
-				return 2;
-			break;
 		case OPT_ROOT:
 			if (util_cli_int(tool, "--root", optarg, 0, LAUNCH_MAX_RANKS - 1, &ll))
 				return 2;
 			o->root = (int)ll;
 			break;
-		case OPT_JSON: o->json_path = optarg; break;
-		case OPT_PLOT: plot = optarg; break;
 		case OPT_MPIRUN: oc.mpirun = optarg; break;
 		case OPT_OMPIBENCH: oc.bench = optarg; break;
-		case OPT_FABRIC: fabric = optarg; break;
-		case OPT_LINK:
-			if (util_cli_double(tool, "--link-rate", optarg, 0, 1e15, false, &o->link_bps))
-				return 2;
-			break;
-		case OPT_SWITCH: cfg.switch_path = optarg; break;
-		case OPT_ADDR:
-			if (util_cli_int(tool, "--addr-index", optarg, 0, 255, &ll))
-				return 2;
-			cfg.addr_index = (unsigned)ll;
-			break;
 		case OPT_RTO:
 			if (util_cli_int(tool, "--rto-us", optarg, 0, 60000000, &ll))
 				return 2;
 			cfg.rto_us = (uint32_t)ll;
 			break;
-		case OPT_SEED:
-			if (util_cli_u64(tool, "--seed", optarg, 0, UINT64_MAX, &o->seed))
-				return 2;
-			break;
 		default: goto bad; /* getopt_long named the option */
 		}
 	}
-	if (optind != argc) {
-		util_cli_error(tool, "unexpected argument '%s'", argv[optind]);
+	if (c == BENCH_CLI_HELP) {
+		usage(stdout);
+		return 0;
+	}
+	if (c != BENCH_CLI_END)
+		return c == BENCH_CLI_VERSION ? 0 : 2;
+	if (bench_cli_check(&b, argc, argv) || bench_cli_fabric(&b, &plan, &cfg))
 		return 2;
-	}
-	if (minb > maxb) {
-		util_cli_error(tool, "--minbytes %llu is larger than --maxbytes %llu",
-			       (unsigned long long)minb, (unsigned long long)maxb);
-		return 2;
-	}
-	if (plot && !o->json_path) {
-		util_cli_error(tool, "--plot needs --json");
-		return 2;
-	}
-	if (fabric) {
-		if (launch_plan_load(fabric, &plan))
-			return 2;
-		launch_plan_apply(&plan, &cfg);
-		if (!cfg.rto_us)
-			cfg.rto_us = 50000; /* as inca-fabric-demo: queues on rate-limited hops */
-	}
+	if (b.fabric_path && !cfg.rto_us)
+		cfg.rto_us = 50000; /* as inca-fabric-demo: queues on rate-limited hops */
+	o->iters = b.iters;
+	o->warmup = b.warmup;
+	o->budget_s = b.budget_s;
+	o->seed = b.seed;
+	o->json_path = b.json_path;
+	o->link_bps = b.link_bps;
 	o->ncolls = cc_parse_colls(colls, o->colls);
 	if (o->ncolls <= 0) {
 		util_cli_error(tool, "--colls '%s': expected a list of allreduce, reduce, bcast, "
@@ -971,17 +899,9 @@ int main(int argc, char **argv)
 		util_cli_error(tool, "--algos '%s': no algorithm selected", algos);
 		return 2;
 	}
-	o->npairs = sweep_parse_pairs(types, minb, maxb, factor, o->pairs, SWEEP_MAX_PAIRS);
-	if (o->npairs <= 0) {
-		util_cli_error(tool, "--types '%s': expected TYPE:OP[@MIN-MAX[/FACTOR]],... "
-			       "(e.g. fp32:sum,int32:max@4-64K/16)", types);
+	o->npairs = bench_cli_pairs(&b, o->pairs, SWEEP_MAX_PAIRS);
+	if (o->npairs < 0)
 		return 2;
-	}
-	if (cfg.nranks < 1 || cfg.nranks > LAUNCH_MAX_RANKS) {
-		util_cli_error(tool, "the fabric plan has %d ranks (1..%d)", cfg.nranks,
-			       LAUNCH_MAX_RANKS);
-		return 2;
-	}
 	if (o->root >= cfg.nranks) {
 		util_cli_error(tool, "--root %d: not a rank of %d (0..%d)", o->root, cfg.nranks,
 			       cfg.nranks - 1);
@@ -992,29 +912,23 @@ int main(int argc, char **argv)
 		want_inc |= o->algos[a] == INCA_ALGO_INC || o->algos[a] == INCA_ALGO_AUTO;
 		want_ompi |= o->algos[a] == ALGO_OMPI;
 	}
-	if (o->json_path) {
-		FILE *f = fopen(o->json_path, "w");
-		if (!f) {
-			fprintf(stderr, "inca-bench: %s: %s\n", o->json_path, strerror(errno));
-			return 2;
-		}
-		fclose(f);
-	}
+	if (bench_cli_json_create(&b))
+		return 2;
 	job.sh = launch_shm_alloc(sizeof(*job.sh));
 	if (!job.sh)
 		return 2;
 	job.nranks = cfg.nranks;
 	cfg.seed = o->seed;
-	cfg.no_switch = !want_inc && !fabric;
-	cfg.log_level = verbose ? 1 : 0;
+	cfg.no_switch = !want_inc && !b.fabric_path;
+	cfg.log_level = b.verbose ? 1 : 0;
 	uint64_t t_start = util_now_ns();
 	int fail = 0;
 
 	printf("# inca-bench: %d collectives, %d ranks, %s; every result verified exactly\n",
-	       o->ncolls, cfg.nranks, fabric ? "netns fabric" : "loopback");
-	if (fabric) {
+	       o->ncolls, cfg.nranks, b.fabric_path ? "netns fabric" : "loopback");
+	if (b.fabric_path) {
 		printf("# fabric : %s (%s), ranks %s .. %s in %s .. %s%s\n", plan.name,
-		       plan.desc[0] ? plan.desc : fabric, plan.ranks[0].ip,
+		       plan.desc[0] ? plan.desc : b.fabric_path, plan.ranks[0].ip,
 		       plan.ranks[cfg.nranks - 1].ip, plan.ranks[0].netns,
 		       plan.ranks[cfg.nranks - 1].netns, plan.am_addr[0] ? ", trees from the AM" : "");
 		if (o->link_bps > 0)
@@ -1027,25 +941,25 @@ int main(int argc, char **argv)
 	/* Open MPI first (alone on the CPUs), its rows are printed next to INCA's. */
 	int ompi_rc = 0;
 	if (want_ompi) {
-		oc.fabric_plan = fabric;
-		oc.types_arg = types;
+		oc.fabric_plan = b.fabric_path;
+		oc.types_arg = b.types;
 		oc.colls_arg = colls;
-		oc.minb = minb;
-		oc.maxb = maxb;
-		oc.factor = factor;
+		oc.minb = b.minb;
+		oc.maxb = b.maxb;
+		oc.factor = b.factor;
 		oc.timeout_s = 600;
 		ompi_rc = run_ompi(&oc, o, cfg.nranks);
 		if (ompi_rc >= 0)
 			printf("# ompi   : %d rows (Open MPI %s collectives over TCP%s, same sizes, "
-			       "data and checks)\n", ompi_rc, "tuned", fabric ? " in the fabric" : "");
+			       "data and checks)\n", ompi_rc, "tuned", b.fabric_path ? " in the fabric" : "");
 		else if (ompi_rc != -ENOENT)
 			fail++;
 	}
 
 	struct launch_addrs a;
 	struct launch_switch sw;
-	bool own_switch = want_inc && !fabric;
-	if (fabric) {
+	bool own_switch = want_inc && !b.fabric_path;
+	if (b.fabric_path) {
 		launch_addrs_init(&a, 0);
 	} else if (launch_addrs_pick(&a, cfg.addr_index, cfg.nranks)) {
 		fprintf(stderr, "inca-bench: loopback block %u is busy\n", cfg.addr_index);
@@ -1097,8 +1011,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)sh->ompi_wrong, (unsigned long long)sh->ompi_errors,
 	       (double)(util_now_ns() - t_start) * 1e-9);
 	launch_shm_free(job.sh, sizeof(*job.sh));
-	if (plot)
-		demo_plot_with("plot_coll.py", o->json_path, plot);
+	if (b.plot_path)
+		demo_plot_with("plot_coll.py", o->json_path, b.plot_path);
 	return fail ? 1 : 0;
 
 bad:
