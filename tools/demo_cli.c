@@ -113,49 +113,60 @@ int demo_plot_with(const char *script_name, const char *json_path, const char *p
 	return 0;
 }
 
-/* Fabric mode: fresh statistics from every switch of the plan, one line each; every switch
- * (leaf or root) must have completed each chunk round exactly once. Returns failures. */
-static int fabric_switch_report(const struct launch_plan *p, uint64_t chunks)
+/* One switch's line of fabric_report: its whole statistics. Returns its aggregations. */
+static double switch_line(const struct launch_plan *p, int i, const struct json *st)
 {
-	struct json *st[LAUNCH_MAX_SWITCHES];
-	int fail = 0;
-	launch_plan_switch_stats(p, st, 3000);
-	for (int i = 0; i < p->nswitches; i++) {
-		if (!st[i]) {
-			printf("# ERROR: switch %s: no fresh statistics from %s\n", p->sw[i].name,
-			       p->sw[i].stats_path);
-			fail++;
-			continue;
-		}
-		struct launch_sw_summary s;
-		launch_sw_summarize(st[i], &s);
-		double down = json_sum_key(json_get(st[i], "trees"), "results_down");
-		printf("# switch %-8s (%s): rx %.0f pkts, tx %.0f pkts, contributions %.0f, "
-		       "aggregations %.0f, results down %.0f, duplicates %.0f, re-sent %.0f, "
-		       "drops %.0f\n", p->sw[i].name, p->sw[i].role, s.sw_rx_pkts, s.sw_tx_pkts,
-		       s.contributions, s.aggregations, down, s.duplicates, s.results_resent,
-		       s.drops);
-		if (s.aggregations != (double)chunks) {
-			printf("# ERROR: switch %s completed %.0f aggregations for %llu chunk rounds\n",
-			       p->sw[i].name, s.aggregations, (unsigned long long)chunks);
-			fail++;
-		}
-		json_free(st[i]);
-	}
-	printf("# chunk rounds issued: %llu (every switch must aggregate each exactly once)\n",
-	       (unsigned long long)chunks);
-	return fail;
+	struct launch_sw_summary s;
+	launch_sw_summarize(st, &s);
+	double down = json_sum_key(json_get(st, "trees"), "results_down");
+	printf("# switch %-8s (%s): rx %.0f pkts, tx %.0f pkts, contributions %.0f, "
+	       "aggregations %.0f, results down %.0f, duplicates %.0f, re-sent %.0f, "
+	       "drops %.0f\n", p->sw[i].name, p->sw[i].role, s.sw_rx_pkts, s.sw_tx_pkts,
+	       s.contributions, s.aggregations, down, s.duplicates, s.results_resent, s.drops);
+	return s.aggregations;
 }
 
-/* AM fabric mode: the switches' statistics of one tree (the group's), taken while the group is
- * still up (the AM deletes the tree when the ranks leave). Every switch holding the tree must
- * have completed each chunk round exactly once. Returns failures; *nsw the switches holding it. */
-static int fabric_tree_report(const struct launch_plan *p, uint64_t chunks, unsigned tree_id,
-			      int *nsw)
+/* One switch's line of fabric_report: its statistics of tree tree_id. Returns the tree's
+ * aggregations there, or -1 if the switch does not hold the tree. */
+static double tree_line(const struct launch_plan *p, int i, const struct json *st,
+			unsigned tree_id)
+{
+	const struct json *t = NULL;
+	const struct json *trees = json_get(st, "trees");
+	for (const struct json *k = trees ? trees->kid : NULL; k; k = k->next)
+		if ((unsigned)json_num(json_get(k, "id"), -1) == tree_id)
+			t = k;
+	if (!t) {
+		printf("# switch %-8s: not in tree %u\n", p->sw[i].name, tree_id);
+		return -1;
+	}
+	const struct json *role = json_get(t, "role");
+	double agg = json_num(json_get(t, "aggregations"), 0);
+	printf("# switch %-8s tree %u (%s, %.0f members, %.0f children): rx %.0f pkts, tx "
+	       "%.0f pkts, contributions %.0f, aggregations %.0f, results down %.0f, "
+	       "duplicates %.0f, re-sent %.0f, drops %.0f\n", p->sw[i].name, tree_id,
+	       role && role->str ? role->str : "?", json_num(json_get(t, "members"), 0),
+	       json_num(json_get(t, "children"), 0), json_num(json_get(t, "rx_pkts"), 0),
+	       json_num(json_get(t, "tx_pkts"), 0), json_num(json_get(t, "contributions"), 0), agg,
+	       json_num(json_get(t, "results_down"), 0), json_num(json_get(t, "duplicates"), 0),
+	       json_num(json_get(t, "results_resent"), 0), json_sum_all(json_get(t, "drops")));
+	return agg;
+}
+
+/* Fabric mode: fresh statistics from every switch of the plan, one line each, of the whole
+ * switch (tree NULL) or of one tree (*tree, the group's in AM fabric mode, taken while the
+ * group is still up: the AM deletes the tree when the ranks leave). Every switch reporting
+ * (leaf or root) must have completed each chunk round exactly once. Returns failures; *nsw
+ * (may be NULL) gets the switches that reported. */
+static int fabric_report(const struct launch_plan *p, uint64_t chunks, const unsigned *tree,
+			 int *nsw)
 {
 	struct json *st[LAUNCH_MAX_SWITCHES];
-	int fail = 0;
-	*nsw = 0;
+	char of_tree[32] = "";
+	int fail = 0, n = 0;
+
+	if (tree)
+		snprintf(of_tree, sizeof of_tree, " of tree %u", *tree);
 	launch_plan_switch_stats(p, st, 3000);
 	for (int i = 0; i < p->nswitches; i++) {
 		if (!st[i]) {
@@ -164,40 +175,21 @@ static int fabric_tree_report(const struct launch_plan *p, uint64_t chunks, unsi
 			fail++;
 			continue;
 		}
-		const struct json *t = NULL;
-		const struct json *trees = json_get(st[i], "trees");
-		for (const struct json *k = trees ? trees->kid : NULL; k; k = k->next)
-			if ((unsigned)json_num(json_get(k, "id"), -1) == tree_id)
-				t = k;
-		if (!t) {
-			printf("# switch %-8s: not in tree %u\n", p->sw[i].name, tree_id);
-			json_free(st[i]);
+		double agg = tree ? tree_line(p, i, st[i], *tree) : switch_line(p, i, st[i]);
+		json_free(st[i]);
+		if (agg < 0)
 			continue;
-		}
-		const struct json *role = json_get(t, "role");
-		double agg = json_num(json_get(t, "aggregations"), 0);
-		(*nsw)++;
-		printf("# switch %-8s tree %u (%s, %.0f members, %.0f children): rx %.0f pkts, tx "
-		       "%.0f pkts, contributions %.0f, aggregations %.0f, results down %.0f, "
-		       "duplicates %.0f, re-sent %.0f, drops %.0f\n", p->sw[i].name, tree_id,
-		       role && role->str ? role->str : "?", json_num(json_get(t, "members"), 0),
-		       json_num(json_get(t, "children"), 0), json_num(json_get(t, "rx_pkts"), 0),
-		       json_num(json_get(t, "tx_pkts"), 0),
-		       json_num(json_get(t, "contributions"), 0), agg,
-		       json_num(json_get(t, "results_down"), 0),
-		       json_num(json_get(t, "duplicates"), 0),
-		       json_num(json_get(t, "results_resent"), 0),
-		       json_sum_all(json_get(t, "drops")));
+		n++;
 		if (agg != (double)chunks) {
-			printf("# ERROR: switch %s completed %.0f aggregations of tree %u for %llu "
-			       "chunk rounds\n", p->sw[i].name, agg, tree_id,
-			       (unsigned long long)chunks);
+			printf("# ERROR: switch %s completed %.0f aggregations%s for %llu chunk "
+			       "rounds\n", p->sw[i].name, agg, of_tree, (unsigned long long)chunks);
 			fail++;
 		}
-		json_free(st[i]);
 	}
-	printf("# chunk rounds issued: %llu (every switch of tree %u must aggregate each exactly "
-	       "once)\n", (unsigned long long)chunks, tree_id);
+	printf("# chunk rounds issued: %llu (every switch%s must aggregate each exactly once)\n",
+	       (unsigned long long)chunks, of_tree);
+	if (nsw)
+		*nsw = n;
 	return fail;
 }
 
@@ -271,10 +263,11 @@ static int am_epilogue(struct inca_comm *comm, void *argp)
 			}
 		}
 		if (e->inc && info.state == 1) {
+			unsigned tree = info.tree_id;
 			int nsw = 0;
 			printf("#\n");
-			fail += fabric_tree_report(e->plan, sweep_job_totals(e->job)->inc_chunks,
-						   info.tree_id, &nsw);
+			fail += fabric_report(e->plan, sweep_job_totals(e->job)->inc_chunks, &tree,
+					      &nsw);
 			if (nsw == 0) {
 				printf("# ERROR: no switch holds tree %u\n", info.tree_id);
 				fail++;
@@ -587,7 +580,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	if (!no_inc && am_mode) {
 		/* checked per tree by rank 0 while the group was up (am_epilogue) */
 	} else if (!no_inc && b.fabric_path) {
-		fail += fabric_switch_report(&plan, t->inc_chunks);
+		fail += fabric_report(&plan, t->inc_chunks, NULL, NULL);
 	} else if (!no_inc) {
 		struct launch_sw_summary s;
 		launch_sw_summarize(stats, &s);

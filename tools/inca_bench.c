@@ -485,58 +485,13 @@ static int bench_rank_main(struct inca_comm *comm, void *arg)
 
 /* ---------------------------------------------------------------- Open MPI baseline */
 
-static bool is_exec(const char *p)
-{
-	return access(p, X_OK) == 0;
-}
-
-static int find_in_path(const char *name, char *out, size_t cap)
-{
-	if (strchr(name, '/')) {
-		snprintf(out, cap, "%s", name);
-		return is_exec(out) ? 0 : -ENOENT;
-	}
-	const char *path = getenv("PATH");
-	while (path && *path) {
-		size_t len = strcspn(path, ":");
-		snprintf(out, cap, "%.*s/%s", (int)len, path, name);
-		if (len && is_exec(out))
-			return 0;
-		path += len;
-		if (*path == ':')
-			path++;
-	}
-	return -ENOENT;
-}
-
 /* ompi-coll-bench: $INCA_OMPI_BENCH, else next to this executable's build tree, else where
  * INCA installs its helper programs, else $PATH. */
 static int find_ompi_bench(char *out, size_t cap)
 {
-	const char *env = getenv("INCA_OMPI_BENCH");
-	if (env && *env) {
-		snprintf(out, cap, "%s", env);
-		return is_exec(out) ? 0 : -ENOENT;
-	}
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 64);
-	if (n > 0) {
-		exe[n] = '\0';
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			static const char *const rel[] = { "/../bench/ompi-coll-bench",
-							   "/ompi-coll-bench" };
-			for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-				int k = snprintf(out, cap, "%s%s", exe, rel[i]);
-				if (k > 0 && (size_t)k < cap && is_exec(out))
-					return 0;
-			}
-		}
-	}
-	if (launch_find_file(LAUNCH_LIBEXEC, "ompi-coll-bench", out, cap) == 0)
-		return 0;
-	return find_in_path("ompi-coll-bench", out, cap);
+	static const char *const rel[] = { "/../bench/ompi-coll-bench", "/ompi-coll-bench" };
+	return launch_find_program("INCA_OMPI_BENCH", rel, sizeof(rel) / sizeof(rel[0]),
+				   "ompi-coll-bench", true, out, cap);
 }
 
 static int parse_ompi_rows(const char *path)
@@ -593,11 +548,11 @@ struct ompi_cfg {
 static int run_ompi(const struct ompi_cfg *oc, const struct bench_opts *o, int nranks)
 {
 	char mpirun[PATH_MAX], bench[PATH_MAX];
-	if (find_in_path(oc->mpirun ? oc->mpirun : "mpirun.openmpi", mpirun, sizeof(mpirun))) {
+	if (launch_find_in_path(oc->mpirun ? oc->mpirun : "mpirun.openmpi", mpirun, sizeof(mpirun))) {
 		printf("# ompi   : skipped (%s not found)\n", oc->mpirun ? oc->mpirun : "mpirun.openmpi");
 		return -ENOENT;
 	}
-	if (oc->bench ? (snprintf(bench, sizeof(bench), "%s", oc->bench), !is_exec(bench))
+	if (oc->bench ? (snprintf(bench, sizeof(bench), "%s", oc->bench), !launch_is_exec(bench))
 		      : find_ompi_bench(bench, sizeof(bench)) != 0) {
 		printf("# ompi   : skipped (ompi-coll-bench not built: needs Open MPI's ompi-c)\n");
 		return -ENOENT;

@@ -117,18 +117,38 @@ void launch_cfg_defaults(struct launch_cfg *c)
 	c->auth_key_id = 1;
 }
 
-static int is_exec(const char *p)
+bool launch_is_exec(const char *p)
 {
 	struct stat st;
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
 }
 
-int launch_find_switch(char *out, size_t cap)
+int launch_find_in_path(const char *name, char *out, size_t cap)
 {
-	const char *env = getenv("INCA_SWITCH");
-	if (env && *env) {
-		snprintf(out, cap, "%s", env);
-		return is_exec(out) ? 0 : -ENOENT;
+	if (strchr(name, '/')) {
+		snprintf(out, cap, "%s", name);
+		return launch_is_exec(out) ? 0 : -ENOENT;
+	}
+	const char *path = getenv("PATH");
+	while (path && *path) {
+		size_t len = strcspn(path, ":");
+		int k = snprintf(out, cap, "%.*s/%s", (int)len, path, name);
+		if (len && k > 0 && (size_t)k < cap && launch_is_exec(out))
+			return 0;
+		path += len;
+		if (*path == ':')
+			path++;
+	}
+	return -ENOENT;
+}
+
+int launch_find_program(const char *env, const char *const *rel, size_t nrel, const char *name,
+			bool libexec, char *out, size_t cap)
+{
+	const char *v = getenv(env);
+	if (v && *v) {
+		snprintf(out, cap, "%s", v);
+		return launch_is_exec(out) ? 0 : -ENOENT;
 	}
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -137,29 +157,30 @@ int launch_find_switch(char *out, size_t cap)
 		char *slash = strrchr(exe, '/');
 		if (slash) {
 			*slash = '\0';
-			static const char *const rel[] = {
-				"/../daemons/switch/inca-switch",
-				"/../../daemons/switch/inca-switch",
-				"/inca-switch",
-			};
-			for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-				snprintf(out, cap, "%s%s", exe, rel[i]);
-				if (is_exec(out))
+			for (size_t i = 0; i < nrel; i++) {
+				int k = snprintf(out, cap, "%s%s", exe, rel[i]);
+				if (k > 0 && (size_t)k < cap && launch_is_exec(out))
 					return 0;
 			}
 		}
 	}
-	const char *path = getenv("PATH");
-	while (path && *path) {
-		size_t len = strcspn(path, ":");
-		snprintf(out, cap, "%.*s/inca-switch", (int)len, path);
-		if (len && is_exec(out))
-			return 0;
-		path += len;
-		if (*path == ':')
-			path++;
-	}
-	snprintf(out, cap, "inca-switch");
+	if (libexec && launch_find_file(LAUNCH_LIBEXEC, name, out, cap) == 0)
+		return 0;
+	return launch_find_in_path(name, out, cap);
+}
+
+int launch_find_switch(char *out, size_t cap)
+{
+	static const char *const rel[] = {
+		"/../daemons/switch/inca-switch",
+		"/../../daemons/switch/inca-switch",
+		"/inca-switch",
+	};
+	if (launch_find_program("INCA_SWITCH", rel, sizeof(rel) / sizeof(rel[0]), "inca-switch",
+				false, out, cap) == 0)
+		return 0;
+	if (!getenv("INCA_SWITCH") || !*getenv("INCA_SWITCH"))
+		snprintf(out, cap, "inca-switch");
 	return -ENOENT;
 }
 
@@ -179,7 +200,7 @@ static int exe_dir(char *out, size_t cap)
 
 static bool is_file(const char *p, enum launch_file_kind kind)
 {
-	return kind == LAUNCH_LIBEXEC ? is_exec(p) : access(p, R_OK) == 0;
+	return kind == LAUNCH_LIBEXEC ? launch_is_exec(p) : access(p, R_OK) == 0;
 }
 
 int launch_find_file(enum launch_file_kind kind, const char *name, char *out, size_t cap)

@@ -94,6 +94,18 @@ void launch_cfg_defaults(struct launch_cfg *c);
  * result is written to out. Returns 0 or -ENOENT. */
 int launch_find_switch(char *out, size_t cap);
 
+/* Whether p is a regular file this process may execute. */
+bool launch_is_exec(const char *p);
+/* NAME as a program: itself if it holds a '/', else the first executable NAME in $PATH.
+ * 0 with the path in out, or -ENOENT. */
+int launch_find_in_path(const char *name, char *out, size_t cap);
+/* A program of this project: the path in $ENV if that is set (nothing else is tried), else
+ * the first of rel[0..nrel) (paths relative to the running executable's directory, starting
+ * with '/') that is executable, else, with libexec, the installed helper NAME
+ * (launch_find_file), else NAME in $PATH. 0 with the path in out, or -ENOENT. */
+int launch_find_program(const char *env, const char *const *rel, size_t nrel, const char *name,
+			bool libexec, char *out, size_t cap);
+
 /* Files INCA installs for its programs: scripts the tools run (plot_bench.py, plot_coll.py,
  * sim_plot.py; installed in <datadir>/inca) and helper programs (ompi-fabric-run,
  * ompi-netns-agent, ompi-coll-bench; installed in <libexecdir>/inca). */
