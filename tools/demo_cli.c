@@ -79,6 +79,20 @@ enum {
 	OPT_NOINC, OPT_NORING, OPT_SWTHREADS, OPT_RTO, OPT_HOLD,
 };
 
+const struct demo_defaults demo_inca_defaults = {
+	.tool = "inca-demo",
+	.minb = 4,
+	.maxb = 64u << 20,
+	.factor = 4,
+	.extra = "int32:max,fp16:sum,bf16:sum,int64:bxor,fp64:min,uint8:prod",
+	.extra_max = 1u << 20,
+	.extra_factor = 16,
+	.iters = 20,
+	.warmup = 5,
+	.budget = 1.5,
+	.addr_index = 0,
+};
+
 int demo_plot(const char *json_path, const char *png_path)
 {
 	return demo_plot_with("plot_bench.py", json_path, png_path);

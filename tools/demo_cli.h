@@ -19,6 +19,9 @@ struct demo_defaults {
 	uint32_t rto_us;               /* clients' minimum RTO; 0 = libinca's default */
 };
 
+/* inca-demo's defaults (`make demo`); inca-fabric-demo starts from them. */
+extern const struct demo_defaults demo_inca_defaults;
+
 /* Parse argv, run the job, print the table. Returns the process exit code. */
 int demo_main(int argc, char **argv, const struct demo_defaults *d);
 /* Run tools/plot_bench.py on json_path, writing png_path (skipped when python or the script

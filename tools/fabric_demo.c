@@ -9,24 +9,19 @@
 
 int main(int argc, char **argv)
 {
-	static const struct demo_defaults d = {
-		.tool = "inca-fabric-demo",
-		.minb = 4,
-		.maxb = 64u << 20,
-		.factor = 4,
-		.extra = "int32:sum,fp16:sum,bf16:sum,int64:bxor,fp64:min,uint8:max",
-		.extra_max = 1u << 20,
-		.extra_factor = 16,
-		.iters = 10,
-		.warmup = 2,
-		.budget = 2.0,
-		.ratio = true,
-		.addr_index = 0,
-		/* Results queue behind a window of packets on every rate-limited hop and the
-		 * switches share the CPUs with the ranks: a 20 ms minimum RTO fires spuriously
-		 * there and each spurious retransmission adds traffic (docs/fabric.md). */
-		.rto_us = 50000,
-	};
+	/* inca-demo's sweep with other types next to fp32:sum, fewer iterations, more time per
+	 * row and an INC/ring column. */
+	struct demo_defaults d = demo_inca_defaults;
+	d.tool = "inca-fabric-demo";
+	d.extra = "int32:sum,fp16:sum,bf16:sum,int64:bxor,fp64:min,uint8:max";
+	d.iters = 10;
+	d.warmup = 2;
+	d.budget = 2.0;
+	d.ratio = true;
+	/* Results queue behind a window of packets on every rate-limited hop and the switches
+	 * share the CPUs with the ranks: a 20 ms minimum RTO fires spuriously there and each
+	 * spurious retransmission adds traffic (docs/fabric.md). */
+	d.rto_us = 50000;
 	bool fabric = false;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--fabric") || !strncmp(argv[i], "--fabric=", 9) ||
