@@ -2,7 +2,8 @@
  * tests/netns/fabric.py and read by inca-bench / inca-fabric-demo), byte sizes
  * (launch_parse_bytes: -b/-e of every tool) and the JSON reader (json_parse: switch statistics
  * files, inca-bench's Open MPI rows). The first input byte picks the parser. Build: clang
- * -fsanitize=fuzzer with launch.c, json.c and lib/util/util.c (tests/fuzz/run_fuzz.sh). */
+ * -fsanitize=fuzzer with launch.c, launch_plan.c, json.c and lib/util/util.c
+ * (tests/fuzz/run_fuzz.sh). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
