@@ -291,6 +291,8 @@ void sw_netconf_stop(struct sw_netconf *nc)
 		ssh_key_free(nc->authkeys[i]);
 	free(nc->authkeys);
 	free(nc->hostkey_path);
+	free(nc->screen_pfd);
+	free(nc->screen_who);
 	if (nc->ly)
 		ly_ctx_destroy(nc->ly);
 	if (g_nc == nc)

@@ -11,8 +11,10 @@
 #   errors      - error-path is an XPath of the offending node (RFC 6241 section 4.3), the
 #                 prose in error-message; a known but unsupported RPC is
 #                 operation-not-supported
-#   unknown-rpc - an RPC the server does not know is operation-not-supported (RFC 6241);
-#                 libnetconf2 2.0.24 answers operation-failed itself: expected to fail
+#   unknown-rpc - an RPC the server does not know is operation-not-supported (RFC 6241,
+#                 error-type protocol, all <rpc> attributes returned), over SSH (ncclient)
+#                 and raw on the UNIX socket with both framings: a message that arrives in
+#                 pieces, and pipelined RPCs answered in order
 #   collectives - capabilities/collective lists every collective the switch offloads
 # Usage: netconf_conformance_test.py INCA-SWITCH CASE. Exits 77 when ncclient, ssh-keygen or
 # NETCONF support in the binary is missing. Data plane on 127.0.4.70-79, SSH on 127.0.0.1.
@@ -70,6 +72,7 @@ class Switch:
             f.write('listen = %s:%d\nname = conf1\nrole = leaf\nmax_trees = 8\n'
                     'max_slots = 4096\n' % DATA_ADDR)
         self.port = free_port()
+        self.unix = os.path.join(d, 'nc.sock')
         ready = os.path.join(d, 'ready')
         self.logpath = os.path.join(d, 'sw.log')
         self.log = open(self.logpath, 'w')
@@ -78,6 +81,7 @@ class Switch:
                                       '--netconf-hostkey', os.path.join(d, 'hostkey'),
                                       '--netconf-authorized-keys',
                                       os.path.join(d, 'client.pub'),
+                                      '--netconf-unix', self.unix,
                                       '--ready-file', ready, '-vv'], stderr=self.log)
         deadline = time.time() + 10
         while not os.path.exists(ready):
@@ -364,16 +368,115 @@ def case_errors(sw):
     m.close_session()
 
 
+class Raw:
+    """A NETCONF session on the switch's UNIX socket, framed by hand: base:1.0 (end marker)
+    or, with v11, base:1.1 (chunks)."""
+
+    def __init__(self, path, v11):
+        self.v11 = v11
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(5)
+        self.s.connect(path)
+        self.buf = b''
+        self.read_eom()  # the server's <hello>
+        caps = '<capability>urn:ietf:params:netconf:base:1.0</capability>'
+        if v11:
+            caps += '<capability>urn:ietf:params:netconf:base:1.1</capability>'
+        self.s.sendall(('<?xml version="1.0" encoding="UTF-8"?><hello xmlns="%s">'
+                        '<capabilities>%s</capabilities></hello>]]>]]>' % (NC, caps)).encode())
+
+    def read_eom(self):
+        while b']]>]]>' not in self.buf:
+            d = self.s.recv(65536)
+            assert d, 'session closed'
+            self.buf += d
+        msg, _, self.buf = self.buf.partition(b']]>]]>')
+        return msg.decode()
+
+    def read_chunked(self):
+        out = b''
+        while True:
+            while not re.match(rb'\n#(#\n|\d+\n)', self.buf):
+                d = self.s.recv(65536)
+                assert d, 'session closed'
+                self.buf += d
+            m = re.match(rb'\n#(#\n|\d+\n)', self.buf)
+            self.buf = self.buf[m.end():]
+            if m.group(1) == b'#\n':
+                return out.decode()
+            n = int(m.group(1))
+            while len(self.buf) < n:
+                self.buf += self.s.recv(65536)
+            out, self.buf = out + self.buf[:n], self.buf[n:]
+
+    def read(self):
+        return self.read_chunked() if self.v11 else self.read_eom()
+
+    def frame(self, xml, pieces=1):
+        """The message's bytes; with v11 cut into `pieces` chunks."""
+        b = xml.encode()
+        if not self.v11:
+            return b + b']]>]]>'
+        step = -(-len(b) // pieces)
+        return b''.join(b'\n#%d\n' % len(b[i:i + step]) + b[i:i + step]
+                        for i in range(0, len(b), step)) + b'\n##\n'
+
+    def close(self):
+        self.s.close()
+
+
+def unknown_reply_ok(text, mid, what):
+    r = to_ele(text)
+    assert etree.QName(r).localname == 'rpc-reply', '%s: %s' % (what, text)
+    assert r.get('message-id') == mid, '%s: message-id %s' % (what, r.get('message-id'))
+    tag = r.xpath('//nc:rpc-error/nc:error-tag/text()', namespaces={'nc': NC})
+    typ = r.xpath('//nc:rpc-error/nc:error-type/text()', namespaces={'nc': NC})
+    assert tag == ['operation-not-supported'] and typ == ['protocol'], '%s: %s' % (what, text)
+    print('%s: operation-not-supported' % what)
+    return r
+
+
 def case_unknown_rpc(sw):
     m = sw.connect()
     # an unknown RPC: operation-not-supported
     e = refused(lambda: m.dispatch(to_ele('<frobnicate xmlns="urn:example:nothing"/>')),
                 'unknown RPC')
     assert e.tag == 'operation-not-supported', e.tag
+    assert e.type in ('rpc', 'protocol'), e.type
     e = refused(lambda: m.dispatch(to_ele('<frobnicate xmlns="%s"/>' % NC)),
                 'unknown RPC in the base namespace')
     assert e.tag == 'operation-not-supported', e.tag
+    # the session goes on
+    assert xp(m.get_config(source='running').data_ele, '//s:tree') == []
     m.close_session()
+
+    unknown = ('<rpc message-id="%s" xmlns="%s" xmlns:ex="urn:example:x" ex:trace="t-%s">'
+               '<ex:frobnicate><ex:arg>1</ex:arg></ex:frobnicate></rpc>')
+    get_cfg = ('<rpc message-id="%s" xmlns="%s"><get-config><source><running/></source>'
+               '</get-config></rpc>')
+    for v11 in (False, True):
+        name = 'base:1.1' if v11 else 'base:1.0'
+        r = Raw(sw.unix, v11)
+        # in pieces: the first one ends inside the operation's name
+        msg = r.frame(unknown % ('7', NC, '7'), pieces=3)
+        cut = msg.index(b'frob') + 3
+        r.s.sendall(msg[:cut])
+        time.sleep(0.3)
+        r.s.sendall(msg[cut:])
+        rep = unknown_reply_ok(r.read(), '7', '%s, sent in pieces' % name)
+        assert rep.get('{urn:example:x}trace') == 't-7', 'attributes not returned: %s' % \
+            etree.tostring(rep)
+        # pipelined: known, unknown, known; answered in order
+        r.s.sendall(r.frame(get_cfg % ('8', NC)) + r.frame(unknown % ('9', NC, '9')) +
+                    r.frame(get_cfg % ('10', NC)))
+        for mid in ('8', '9', '10'):
+            rep = to_ele(r.read())
+            assert rep.get('message-id') == mid, 'reply %s out of order' % rep.get('message-id')
+            if mid == '9':
+                unknown_reply_ok(etree.tostring(rep).decode(), '9', '%s, pipelined' % name)
+            else:
+                assert rep.xpath('//nc:data', namespaces={'nc': NC}), etree.tostring(rep)
+        r.close()
 
 
 def case_collectives(sw):

@@ -44,6 +44,8 @@
 #define NC_AUTH_ATTEMPTS 6
 /* Sessions whose <hello> completed, waiting for the poll thread to take them. */
 #define NC_NEWQ_MAX 64
+/* The head of a session's next message the poll thread looks at (netconf_screen.c). */
+#define NC_SCREEN_CAP (64u * 1024)
 
 /* One accepted connection, from accept() until it closes (SSH) or its <hello> is done (UNIX:
  * the socket then belongs to the session). Owned by its thread; listed in sw_netconf.conns
@@ -77,6 +79,10 @@ struct nc_sess {
 	char host[INET_ADDRSTRLEN];
 	time_t login;
 	uint64_t in_rpcs, in_bad_rpcs, out_rpc_errors;
+	struct nc_session *session;
+	/* Out of the poll set while its next message is incomplete (netconf_screen.c). */
+	bool held;
+	uint64_t held_since_ns;
 };
 
 struct sw_netconf {
@@ -118,6 +124,11 @@ struct sw_netconf {
 	struct nc_sess *sessions;
 	_Atomic uint64_t in_bad_hellos, in_sessions;
 	uint64_t dropped_sessions, in_rpcs, in_bad_rpcs, out_rpc_errors;
+	/* The poll thread's view of the sessions' next messages (netconf_screen.c). */
+	char screen_buf[NC_SCREEN_CAP], screen_xml[NC_SCREEN_CAP];
+	struct pollfd *screen_pfd;
+	struct nc_sess **screen_who;
+	size_t screen_cap;
 };
 
 /* libnetconf2's RPC callbacks carry no user pointer: one server per process. */
@@ -145,5 +156,14 @@ struct timespec realtime_in_ms(long ms);
 void conn_kill_locked(struct nc_conn *c, const char *why);
 void *listen_main(void *arg);
 void *server_main(void *arg);
+
+/* netconf_screen.c (poll thread): wait up to timeout_ms for input on the listed sessions and
+ * look at each one's next message before libnetconf2 reads it: an <rpc> of an operation the
+ * schema lacks is answered operation-not-supported here (libnetconf2 2.0.24 would answer
+ * operation-failed); a session whose next message is still incomplete is held out of the poll
+ * set until it is whole. */
+void nc_screen_poll(struct sw_netconf *nc, int timeout_ms);
+/* Every held session back into the poll set (before the set is cleared). */
+void nc_screen_release_all(struct sw_netconf *nc);
 
 #endif

@@ -181,6 +181,7 @@ static void hello_exchange(struct sw_netconf *nc, struct nc_sess *sd, uint64_t c
 	atomic_fetch_add(&nc->in_sessions, 1);
 	sd->id = nc_session_get_id(s);
 	sd->login = time(NULL);
+	sd->session = s;
 	nc_session_set_data(s, sd);
 	sw_log(1, "netconf: session %u (%s, %s%s) opened", sd->id, sd->user,
 	       sd->ssh ? "ssh:" : "unix", sd->host);
@@ -575,8 +576,7 @@ void *server_main(void *arg)
 			sd->listed = true;
 			nc->sessions = sd;
 		}
-		r = nc_ps_poll(nc->ps, NC_POLL_MS, &s);
-		if (r & NC_PSPOLL_NOSESSIONS) {
+		if (!nc->sessions) {
 			struct timespec ts = realtime_in_ms(NC_POLL_MS * 4);
 
 			pthread_mutex_lock(&nc->wake_mu);
@@ -585,6 +585,12 @@ void *server_main(void *arg)
 			pthread_mutex_unlock(&nc->wake_mu);
 			continue;
 		}
+		/* Wait for input here, so that the next message is looked at before libnetconf2
+		 * reads it; then libnetconf2 serves one session without waiting. */
+		nc_screen_poll(nc, NC_POLL_MS);
+		r = nc_ps_poll(nc->ps, 0, &s);
+		if (r & NC_PSPOLL_NOSESSIONS)
+			continue; /* every session held */
 		if (s && (r & (NC_PSPOLL_RPC | NC_PSPOLL_BAD_RPC | NC_PSPOLL_REPLY_ERROR))) {
 			struct nc_sess *sd = nc_session_get_data(s);
 
@@ -616,6 +622,7 @@ void *server_main(void *arg)
 			nc_session_free(s, sess_free);
 		}
 	}
+	nc_screen_release_all(nc);
 	return NULL;
 }
 
