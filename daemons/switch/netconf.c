@@ -1,5 +1,5 @@
 /* inca-switch NETCONF server (start / stop; the other parts are in netconf_ssh.c,
- * netconf_ops.c and netconf_state.c): its own listeners (UNIX socket; TCP with SSH done here with
+ * netconf_screen.c, netconf_ops.c and netconf_state.c): its own listeners (UNIX socket; TCP with SSH done here with
  * libssh, public-key authentication only), one thread per connection handshake with limits and
  * a deadline for unauthenticated connections, libnetconf2 2.0.x sessions on the accepted
  * transports (SSH channels relayed through a socketpair) polled by one thread, and the
