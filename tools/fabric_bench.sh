@@ -12,19 +12,13 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
-[ $# -gt 0 ] && shift
-standalone=
-if [ "${1:-}" = "--standalone" ]; then
-	standalone=--standalone
-	shift
-fi
-[ "${1:-}" = "--" ] && shift
 bench=$(cd "$build" 2>/dev/null && pwd)/tools/inca-bench
 if [ ! -x "$bench" ]; then
 	echo "fabric-bench: $bench not built (meson compile -C $build tools/inca-bench)" >&2
 	exit 2
 fi
-[ $# -eq 0 ] && set -- -b 4 -e 1M -f 16 -w 1 -i 5 --budget 1
+# fabric_demo.sh reads the same arguments; these run when no inca-bench options follow "--".
 FABRIC_ARGS="--demo $bench ${FABRIC_ARGS:-}"
-export FABRIC_ARGS
-exec "$here/fabric_demo.sh" "$build" $standalone -- "$@"
+FABRIC_DEMO_DEFAULTS="-b 4 -e 1M -f 16 -w 1 -i 5 --budget 1"
+export FABRIC_ARGS FABRIC_DEMO_DEFAULTS
+exec "$here/fabric_demo.sh" "$@"

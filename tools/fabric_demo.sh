@@ -8,7 +8,8 @@
 #   usage: tools/fabric_demo.sh [BUILD_DIR] [--standalone] [-- extra inca-fabric-demo options]
 #          --standalone: no AM, switches with generated trees (the earlier mode)
 #   env:   FABRIC_SPEC (default tools/fabric-example.ini), FABRIC_RATE (e.g. 1gbit),
-#          FABRIC_LOSS (e.g. leaf1:20), FABRIC_ARGS (extra fabric.py options)
+#          FABRIC_LOSS (e.g. leaf1:20), FABRIC_ARGS (extra fabric.py options),
+#          FABRIC_DEMO_DEFAULTS (the demo's options when none are given)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(dirname "$here")
@@ -20,6 +21,8 @@ if [ "${1:-}" = "--standalone" ]; then
 	shift
 fi
 [ "${1:-}" = "--" ] && shift
+# A wrapper (tools/fabric_bench.sh) may name the options used when none are given.
+[ $# -eq 0 ] && [ -n "${FABRIC_DEMO_DEFAULTS:-}" ] && set -- $FABRIC_DEMO_DEFAULTS
 
 if [ "$(id -u)" != 0 ]; then
 	echo "fabric-demo: needs root (it creates network namespaces, veth links, tc qdiscs)." >&2
