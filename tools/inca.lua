@@ -101,23 +101,22 @@ inca.prefs.max_elems = Pref.uint("Elements shown per packet", 4096,
 local f_opcode = Field.new("infiniband.bth.opcode")
 local f_padcnt = Field.new("infiniband.bth.padcnt")
 
-local function fp16_value(h)
+-- A 16-bit IEEE-style float with mbits mantissa bits (fp16: 10, bf16: 7): the exponent takes
+-- the other 15 - mbits bits, with a bias of half its range.
+local function half_value(h, mbits)
+	local mscale = 2 ^ mbits
+	local emax = 2 ^ (15 - mbits) - 1
+	local bias = (emax - 1) / 2
 	local sign = (h >= 0x8000) and -1 or 1
-	local e = math.floor(h / 1024) % 32
-	local m = h % 1024
-	if e == 0 then return sign * m * 2 ^ -24 end
-	if e == 31 then return (m == 0) and sign * math.huge or 0 / 0 end
-	return sign * (1 + m / 1024) * 2 ^ (e - 15)
+	local e = math.floor(h / mscale) % (emax + 1)
+	local m = h % mscale
+	if e == 0 then return sign * m * 2 ^ (1 - bias - mbits) end
+	if e == emax then return (m == 0) and sign * math.huge or 0 / 0 end
+	return sign * (1 + m / mscale) * 2 ^ (e - bias)
 end
 
-local function bf16_value(h)
-	local sign = (h >= 0x8000) and -1 or 1
-	local e = math.floor(h / 128) % 256
-	local m = h % 128
-	if e == 0 then return sign * m * 2 ^ -133 end
-	if e == 255 then return (m == 0) and sign * math.huge or 0 / 0 end
-	return sign * (1 + m / 128) * 2 ^ (e - 127)
-end
+local function fp16_value(h) return half_value(h, 10) end
+local function bf16_value(h) return half_value(h, 7) end
 
 local function dissect(tvb, pinfo, root)
 	local op = f_opcode()
