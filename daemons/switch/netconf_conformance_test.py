@@ -19,7 +19,6 @@
 # Usage: netconf_conformance_test.py INCA-SWITCH CASE. Exits 77 when ncclient, ssh-keygen or
 # NETCONF support in the binary is missing. Data plane on 127.0.4.70-79, SSH on 127.0.0.1.
 import os
-import random
 import re
 import shutil
 import signal
@@ -29,44 +28,21 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-NS = 'urn:inca:yang:inca-switch'
-NC = 'urn:ietf:params:xml:ns:netconf:base:1.0'
+from nctest import NC, NS, SKIP, connect, free_port, ssh_keys
+from ncclient.operations.rpc import RPCError
+from ncclient.xml_ import to_ele
+from lxml import etree
+
 NCM = 'urn:ietf:params:xml:ns:yang:ietf-netconf-monitoring'
 NACM = 'urn:ietf:params:xml:ns:yang:ietf-netconf-acm'
 # Data plane address: 127.0.4.(70 + the case's index), so the cases can run in parallel.
 DATA_ADDR = ('127.0.4.70', 4791)
 
-try:
-    from ncclient import manager
-    from ncclient.operations.rpc import RPCError
-    from ncclient.xml_ import to_ele
-    from lxml import etree
-except ImportError as e:
-    print('python3-ncclient missing: %s' % e)
-    sys.exit(SKIP)
-
-
-def free_port():
-    for _ in range(50):
-        port = random.randint(20000, 60000)
-        s = socket.socket()
-        try:
-            s.bind(('127.0.0.1', port))
-            return port
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise RuntimeError('no free port')
-
 
 class Switch:
     def __init__(self, exe, d):
         self.d = d
-        for k in ('hostkey', 'client'):
-            subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-C', k, '-f',
-                            os.path.join(d, k)], check=True)
+        ssh_keys(d, ('hostkey', 'client'))
         conf = os.path.join(d, 'sw.conf')
         with open(conf, 'w') as f:
             f.write('listen = %s:%d\nname = conf1\nrole = leaf\nmax_trees = 8\n'
@@ -96,10 +72,7 @@ class Switch:
             time.sleep(0.05)
 
     def connect(self, timeout=15):
-        return manager.connect(host='127.0.0.1', port=self.port, username='inca',
-                               key_filename=os.path.join(self.d, 'client'),
-                               hostkey_verify=False, allow_agent=False, look_for_keys=False,
-                               timeout=timeout)
+        return connect(self.port, os.path.join(self.d, 'client'), timeout)
 
     def stop(self):
         if self.proc is None:
@@ -507,9 +480,6 @@ def main():
         return 2
     global DATA_ADDR
     DATA_ADDR = ('127.0.4.%d' % (70 + list(CASES).index(sys.argv[2])), 4791)
-    if not shutil.which('ssh-keygen'):
-        print('ssh-keygen missing (openssh-client)')
-        return SKIP
     d = tempfile.mkdtemp(prefix='inca-ncconf.')
     sw = None
     try:

@@ -6,46 +6,16 @@
 # Usage: netconf_ncclient_test.py INCA-SWITCH. Exits 77 when ncclient, ssh-keygen or NETCONF
 # support in the binary is missing. Data plane on 127.0.4.40, SSH on 127.0.0.1.
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-SKIP = 77
-NS = 'urn:inca:yang:inca-switch'
-NC = 'urn:ietf:params:xml:ns:netconf:base:1.0'
-
-try:
-    from ncclient import manager
-    from ncclient.operations.rpc import RPCError
-    from lxml import etree
-except ImportError as e:
-    print('python3-ncclient missing: %s' % e)
-    sys.exit(SKIP)
-
-
-def free_port():
-    for _ in range(50):
-        port = random.randint(20000, 60000)
-        s = socket.socket()
-        try:
-            s.bind(('127.0.0.1', port))
-            return port
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise RuntimeError('no free port')
-
-
-def connect(port, key):
-    return manager.connect(host='127.0.0.1', port=port, username='inca', key_filename=key,
-                           hostkey_verify=False, allow_agent=False, look_for_keys=False,
-                           timeout=15)
+from nctest import NC, NS, SKIP, connect, free_port, ssh_keys
+from ncclient.operations.rpc import RPCError
+from lxml import etree
 
 
 def xp(tree, path):
@@ -57,15 +27,10 @@ def main():
         print('usage: netconf_ncclient_test.py INCA-SWITCH')
         return 2
     exe = sys.argv[1]
-    if not shutil.which('ssh-keygen'):
-        print('ssh-keygen missing (openssh-client)')
-        return SKIP
     d = tempfile.mkdtemp(prefix='inca-ncclient.')
     proc = None
     try:
-        for k in ('hostkey', 'client', 'stranger'):
-            subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-C', k, '-f',
-                            os.path.join(d, k)], check=True)
+        ssh_keys(d, ('hostkey', 'client', 'stranger'))
         conf = os.path.join(d, 'sw.conf')
         with open(conf, 'w') as f:
             f.write('listen = 127.0.4.40:4791\nname = spine9\nrole = spine\n'
