@@ -10,6 +10,7 @@
 #include "sim_int.h"
 
 #define PKT_CHUNK 4096
+#define SIM_PREFETCH_AHEAD 4 /* events */
 
 /* One stream per component: the seed mixed with (domain, id), so adding a switch or a flow
  * never shifts the random numbers another component sees. */
@@ -71,7 +72,7 @@ static void schedule(struct sim *s, struct sim_event *ev, sim_time_ps t, bool ca
 {
 	if (t < s->now)
 		t = s->now;
-	if (sim_heap_push(&s->heap, ev, t, cancellable) != 0) {
+	if (sim_evq_push(&s->evq, ev, t, cancellable) != 0) {
 		/* Out of memory in the middle of a run: the only honest thing left is to stop. */
 		s->finished = true;
 		sim_set_err(s, "out of memory growing the event heap");
@@ -90,7 +91,7 @@ void sim_schedule_fixed(struct sim *s, struct sim_event *ev, sim_time_ps t)
 
 void sim_cancel(struct sim *s, struct sim_event *ev)
 {
-	sim_heap_remove(&s->heap, ev);
+	sim_evq_remove(&s->evq, ev);
 }
 
 struct sim_flow *sim_flow_new(struct sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes,
@@ -296,7 +297,7 @@ int sim_create(const struct sim_config *cfg, struct sim **out, char *err, size_t
 	case SIM_ROUTE_FLOWLET: s->route = &sim_route_flowlet; break;
 	default: s->route = &sim_route_ecmp; break;
 	}
-	if ((rc = sim_heap_init(&s->heap, 4096)) != 0)
+	if ((rc = sim_evq_init(&s->evq)) != 0)
 		goto fail;
 	if ((rc = sim_topo_build(s)) != 0)
 		goto fail;
@@ -369,7 +370,7 @@ void sim_destroy(struct sim *s)
 		s->ctl_all = c->next_all;
 		free(c);
 	}
-	sim_heap_free(&s->heap);
+	sim_evq_free(&s->evq);
 	free(s);
 }
 
@@ -510,27 +511,33 @@ const char *sim_run_error(const struct sim *s)
 
 int sim_run_until(struct sim *s, sim_time_ps until)
 {
-	struct sim_heap *h = &s->heap;
+	struct sim_evq *q = &s->evq;
 	if (until > s->stop_ps)
 		until = s->stop_ps;
 	while (!s->finished) {
-		if (h->n == 0 || all_done(s)) {
+		if (q->n == 0 || all_done(s)) {
 			s->finished = true;
 			break;
 		}
-		if (sim_heap_top_time(h) > until) {
+		if (sim_evq_top_time(q) > until) {
 			if (until >= s->stop_ps) {
 				s->now = s->stop_ps;
 				s->finished = true;
 			}
 			break;
 		}
-		struct sim_event *ev = sim_heap_pop(h);
-		/* The next event is now at the root: start fetching it (usually a packet last
-		 * touched a link latency ago, long out of the caches) while this one runs. */
-		if (h->n) {
-			__builtin_prefetch(h->ev[0]);
-			__builtin_prefetch((char *)h->ev[0] + 64);
+		struct sim_event *ev = sim_evq_pop(q);
+		if (!ev) {
+			s->finished = true;
+			sim_set_err(s, "out of memory in the event queue");
+			break;
+		}
+		/* Start fetching the objects of the next events (usually packets last touched a
+		 * link latency ago, long out of the caches) while this one runs: misses overlap. */
+		struct sim_event *nx = sim_evq_peek(q, SIM_PREFETCH_AHEAD);
+		if (nx) {
+			__builtin_prefetch(nx);
+			__builtin_prefetch((char *)nx + 64);
 		}
 		s->now = ev->t;
 		s->events++;
@@ -553,7 +560,7 @@ void sim_run(struct sim *s, void (*progress)(struct sim *s, void *user), void *u
 	while (!s->finished) {
 		uint64_t target = s->events + 200000;
 		while (!s->finished && s->events < target) {
-			sim_time_ps horizon = sim_heap_top_time(&s->heap);
+			sim_time_ps horizon = sim_evq_top_time(&s->evq);
 			sim_run_until(s, horizon);
 		}
 		uint64_t t = util_now_ns();

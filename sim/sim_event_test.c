@@ -1,5 +1,7 @@
-/* sim/sim_event_test.c: the event heap against a brute-force reference: order by (time,
- * insertion) including ties, cancellation from anywhere, growth; and the time converters. */
+/* sim/sim_event_test.c: the event heap and the simulator's queue (timing wheel + heaps) against
+ * a brute-force reference: order by (time, insertion) including ties, cancellation from
+ * anywhere, events pushed while running, beyond the wheel's horizon and after idle gaps,
+ * growth; and the time converters. */
 #include <string.h>
 
 #include "sim_int.h"
@@ -11,6 +13,79 @@ static struct sim_event evs[N];
 static sim_time_ps when[N];
 static uint64_t order[N];
 static bool live[N];
+
+static struct sim_event qev[N];
+static uint64_t qseq[N];
+
+static sim_time_ps evq_delay(struct util_rng *r)
+{
+	switch (util_rng_below(r, 6)) {
+	case 0: return 0;                                                   /* now */
+	case 1: return util_rng_below(r, 1ull << SIM_EVQ_SHIFT);            /* same or next bucket */
+	case 2: return util_rng_below(r, 4000000);                          /* a few us */
+	case 3: return util_rng_below(r, (uint64_t)SIM_EVQ_NB << SIM_EVQ_SHIFT); /* within the wheel */
+	case 4: return ((uint64_t)SIM_EVQ_NB << SIM_EVQ_SHIFT) + util_rng_below(r, 1ull << 40); /* beyond */
+	default: return util_rng_below(r, 3) * (1ull << SIM_EVQ_SHIFT);   /* bucket edges */
+	}
+}
+
+static void evq_run(uint64_t seed)
+{
+	struct sim_evq q;
+	struct util_rng r;
+	util_rng_seed(&r, seed);
+	CHECK(sim_evq_init(&q) == 0);
+	memset(live, 0, sizeof(live));
+	uint32_t pending = 0, used = 0;
+	sim_time_ps now = 0;
+	/* start with a burst, then pop one and push up to two per step */
+	for (; used < N / 4; used++) {
+		sim_ev_init(&qev[used], NULL);
+		qseq[used] = q.seq;
+		bool canc = util_rng_below(&r, 4) == 0;
+		CHECK(sim_evq_push(&q, &qev[used], now + evq_delay(&r), canc) == 0);
+		live[used] = true;
+		pending++;
+	}
+	while (pending) {
+		/* reference: the pending event with the smallest (time, sequence) */
+		int64_t best = -1;
+		for (uint32_t i = 0; i < used; i++)
+			if (live[i] && (best < 0 || qev[i].t < qev[best].t ||
+					(qev[i].t == qev[best].t && qseq[i] < qseq[best])))
+				best = i;
+		CHECK(sim_evq_top_time(&q) == qev[best].t);
+		struct sim_event *ev = sim_evq_pop(&q);
+		CHECK(ev == &qev[best]);
+		CHECK(!sim_ev_pending(ev));
+		CHECK(ev->t >= now);
+		now = ev->t;
+		live[best] = false;
+		pending--;
+		CHECK_EQ(q.n, pending);
+		for (unsigned k = util_rng_below(&r, 3); k > 0 && used < N; k--, used++) {
+			sim_ev_init(&qev[used], NULL);
+			qseq[used] = q.seq;
+			bool canc = util_rng_below(&r, 4) == 0;
+			sim_time_ps d = util_rng_below(&r, 50) == 0 ? (sim_time_ps)util_rng_below(&r, 1ull << 36) : evq_delay(&r);
+			CHECK(sim_evq_push(&q, &qev[used], now + d, canc) == 0);
+			live[used] = true;
+			pending++;
+		}
+		if (util_rng_below(&r, 8) == 0) { /* cancel a random pending cancellable event */
+			uint32_t i = (uint32_t)util_rng_below(&r, used);
+			if (live[i] && sim_ev_pending(&qev[i])) {
+				sim_evq_remove(&q, &qev[i]);
+				CHECK(!sim_ev_pending(&qev[i]));
+				live[i] = false;
+				pending--;
+			}
+		}
+	}
+	CHECK(sim_evq_pop(&q) == NULL);
+	CHECK(sim_evq_top_time(&q) == SIM_TIME_NEVER);
+	sim_evq_free(&q);
+}
 
 int main(void)
 {
@@ -57,22 +132,11 @@ int main(void)
 		CHECK(!live[i]);
 	sim_heap_free(&h);
 
-	/* push_seq: an event pushed late with a sequence number taken earlier sorts exactly
-	 * where it would have if pushed then (how wires keep only their head in the heap). */
-	CHECK(sim_heap_init(&h, 4) == 0);
-	uint64_t early = h.seq++; /* taken first ... */
-	sim_ev_init(&evs[0], NULL);
-	sim_ev_init(&evs[1], NULL);
-	sim_ev_init(&evs[2], NULL);
-	CHECK(sim_heap_push(&h, &evs[1], 100, false) == 0); /* same time, later seq */
-	CHECK(sim_heap_push(&h, &evs[2], 99, true) == 0);
-	CHECK(sim_heap_push_seq(&h, &evs[0], 100, early) == 0); /* ... pushed last */
-	CHECK(sim_heap_top_time(&h) == 99);
-	CHECK(sim_heap_pop(&h) == &evs[2]);
-	CHECK(sim_heap_pop(&h) == &evs[0]);
-	CHECK(sim_heap_pop(&h) == &evs[1]);
-	CHECK(sim_heap_pop(&h) == NULL);
-	sim_heap_free(&h);
+	/* The queue: a run that pops the earliest event and schedules new ones at or after it
+	 * (near: inside one bucket, within the wheel, beyond its horizon; some cancellable and
+	 * cancelled later), checked against the smallest (time, sequence) among those pending. */
+	evq_run(1);
+	evq_run(2);
 
 	CHECK_EQ(sim_time_from_us(3), 3000000);
 	CHECK_EQ(sim_time_from_ns(5), 5000);

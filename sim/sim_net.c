@@ -73,31 +73,12 @@ static void pfc_send(struct sim *s, struct sim_port *in, bool pause)
 }
 
 /* ---- wires --------------------------------------------------------------------------------- */
-/* A link is FIFO with one latency, so its packets arrive in the order they were sent and only
- * the head needs an event: the heap holds one entry per busy wire instead of one per packet
- * in flight (several per link at 400G), which keeps it small enough for the caches. Each packet
- * takes its sequence number when it is sent, so events run in exactly the order they would if
- * every packet had its own entry. */
-static inline void wire_sched(struct sim *s, struct sim_pkt *p)
+/* A packet on a wire is one uncancellable event, its arrival at the far end. The event queue's
+ * wheel takes it in O(1), so nothing is gained by queueing only the head of each wire; and the
+ * arrival then touches neither the sending port nor the packet behind. */
+static inline void wire_put(struct sim *s, struct sim_pkt *p, sim_time_ps t)
 {
-	if (sim_heap_push_seq(&s->heap, &p->ev, p->ev.t, p->seq) != 0) {
-		s->finished = true;
-		sim_set_err(s, "out of memory growing the event heap");
-	}
-}
-
-static inline void wire_put(struct sim *s, struct sim_port *port, struct sim_pkt *p, sim_time_ps t)
-{
-	p->ev.t = t;
-	p->seq = s->heap.seq++;
-	p->next = NULL;
-	if (port->wire_tail) {
-		port->wire_tail->next = p;
-		port->wire_tail = p;
-	} else {
-		port->wire_head = port->wire_tail = p;
-		wire_sched(s, p);
-	}
+	sim_schedule_fixed(s, &p->ev, t);
 }
 
 /* ---- transmission ------------------------------------------------------------------------- */
@@ -126,23 +107,20 @@ static struct sim_pkt *switch_dequeue(struct sim *s, struct sim_port *p)
 	return pkt;
 }
 
-/* The port's "may start the next packet" wake-up. A switch port's is only ever set for the
- * end of the packet in service and never cancelled, so it is scheduled uncancellable: the
- * heap then never writes into the port (a cache miss per heap move otherwise); a host's may
- * be a pacing timer that has to be cancelled. Ordering is the same either way. */
+/* The port's "may start the next packet" wake-up. Set for the end of the packet in service
+ * it is never cancelled (a kick before then has nothing to do), so it is scheduled
+ * uncancellable: it goes into the event queue's wheel and the queue never writes into the
+ * port. A host's wake-up for a paced flow may have to be cancelled (a new flow may be ready
+ * sooner): that one is cancellable. Ordering is the same either way. */
 static inline bool tx_pending(const struct sim_port *p)
 {
-	return p->is_host ? sim_ev_pending(&p->tx_ev) : p->tx_armed;
+	return p->tx_armed || (p->is_host && sim_ev_pending(&p->tx_ev));
 }
 
-static inline void tx_arm(struct sim *s, struct sim_port *p, sim_time_ps t)
+static inline void tx_arm_end(struct sim *s, struct sim_port *p, sim_time_ps t)
 {
-	if (p->is_host) {
-		sim_schedule(s, &p->tx_ev, t);
-	} else {
-		p->tx_armed = true;
-		sim_schedule_fixed(s, &p->tx_ev, t);
-	}
+	p->tx_armed = true;
+	sim_schedule_fixed(s, &p->tx_ev, t);
 }
 
 void sim_port_kick(struct sim *s, struct sim_port *p)
@@ -150,12 +128,12 @@ void sim_port_kick(struct sim *s, struct sim_port *p)
 	if (tx_pending(p)) {
 		/* A wake-up is already set. It is early enough unless it is a host's pacing timer
 		 * set for later while the link is already free (a new flow may be ready now). */
-		if (!p->is_host || p->tx_ev.t <= s->now || s->now < p->busy_until)
+		if (p->tx_armed || p->tx_ev.t <= s->now || s->now < p->busy_until)
 			return;
 		sim_cancel(s, &p->tx_ev);
 	}
 	if (s->now < p->busy_until) {
-		tx_arm(s, p, p->busy_until);
+		tx_arm_end(s, p, p->busy_until);
 		return;
 	}
 	struct sim_pkt *pkt;
@@ -179,7 +157,7 @@ void sim_port_kick(struct sim *s, struct sim_port *p)
 			pkt = sim_host_next(s, h, &wake);
 		if (!pkt) {
 			if (wake != SIM_TIME_NEVER && !p->paused)
-				tx_arm(s, p, wake);
+				sim_schedule(s, &p->tx_ev, wake); /* pacing: cancellable */
 			return;
 		}
 		more = p->cq.n || h->nactive;
@@ -190,9 +168,9 @@ void sim_port_kick(struct sim *s, struct sim_port *p)
 	p->tx_pkts++;
 	sim_port_event(s, p, pkt, SIM_PEV_TX);
 	pkt->rx_port = p->peer;
-	wire_put(s, p, pkt, end + p->latency_ps);
+	wire_put(s, pkt, end + p->latency_ps);
 	if (more)
-		tx_arm(s, p, end);
+		tx_arm_end(s, p, end);
 }
 
 void sim_port_tx_ev(struct sim *s, struct sim_event *ev)
@@ -205,16 +183,8 @@ void sim_port_tx_ev(struct sim *s, struct sim_event *ev)
 void sim_pkt_arrive(struct sim *s, struct sim_event *ev)
 {
 	struct sim_pkt *p = SIM_CONTAINER_OF(ev, struct sim_pkt, ev);
-	struct sim_port *tx = p->rx_port->peer;
-	/* p is the head of its wire; the next packet behind it takes its place in the heap. */
-	struct sim_pkt *nx = p->next;
-	tx->wire_head = nx;
-	if (nx)
-		wire_sched(s, nx);
-	else
-		tx->wire_tail = NULL;
 	if (s->hk.link_lost && s->hk.link_lost(s, p)) { /* a module degraded the link */
-		sim_modules_pkt_drop(s, p, tx, SIM_DROP_LINK_LOST);
+		sim_modules_pkt_drop(s, p, p->rx_port->peer, SIM_DROP_LINK_LOST);
 		sim_pkt_free(s, p);
 		return;
 	}

@@ -105,7 +105,7 @@ void sim_ts_sample(struct sim *s, struct sim_event *ev)
 	}
 	sim_modules_ts_sample(s);
 	/* Keep sampling only while something else is going on. */
-	if (s->heap.n > 0 && !(s->nflows && s->flows_done == s->nflows))
+	if (s->evq.n > 0 && !(s->nflows && s->flows_done == s->nflows))
 		sim_schedule(s, ev, s->now + s->ts_interval_ps);
 }
 

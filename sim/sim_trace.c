@@ -199,7 +199,7 @@ static void queue_sample(struct sim *s, struct sim_event *ev)
 	}
 	t->samples++;
 	/* Like timeseries.csv: only while something else is going on. */
-	if (s->heap.n > 0 && !(s->nflows && s->flows_done == s->nflows))
+	if (s->evq.n > 0 && !(s->nflows && s->flows_done == s->nflows))
 		sim_schedule(s, ev, s->now + t->q_interval_ps);
 }
 
