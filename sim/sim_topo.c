@@ -238,14 +238,49 @@ static int group_append(struct sim_switch *sw, struct gbuild *gb, uint32_t lo, u
 	return 0;
 }
 
+/* Switch-to-switch adjacency as flat arrays (nbr_off[j] .. nbr_off[j + 1] - 1: the ports of
+ * switch j, each with its peer switch index or UINT32_MAX for a host or a dead link), so that
+ * the breadth-first searches below run over contiguous memory instead of chasing port and
+ * node pointers: at 65 k hosts (5120 switches of 64 ports, 2048 searches) that is what the
+ * route computation costs. */
+static int build_adjacency(struct sim *s, uint32_t **off_out, uint32_t **nbr_out)
+{
+	uint32_t S = s->nsw, H = s->nhosts;
+	uint32_t *off = malloc(sizeof(*off) * ((size_t)S + 1));
+	size_t total = 0;
+	if (!off)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < S; j++) {
+		off[j] = (uint32_t)total;
+		total += s->sws[j].n.nports;
+	}
+	off[S] = (uint32_t)total;
+	uint32_t *nbr = malloc(sizeof(*nbr) * (total ? total : 1));
+	if (!nbr) {
+		free(off);
+		return -ENOMEM;
+	}
+	for (uint32_t j = 0; j < S; j++) {
+		const struct sim_node *n = &s->sws[j].n;
+		for (uint32_t p = 0; p < n->nports; p++) {
+			const struct sim_node *m = n->ports[p].peer->node;
+			nbr[off[j] + p] = n->ports[p].down || m->kind != SIM_NODE_SWITCH ? UINT32_MAX : m->id - H;
+		}
+	}
+	*off_out = off;
+	*nbr_out = nbr;
+	return 0;
+}
+
 static int build_routes(struct sim *s)
 {
 	uint32_t S = s->nsw, H = s->nhosts;
 	uint32_t *dist = malloc(sizeof(*dist) * S), *queue = malloc(sizeof(*queue) * S);
 	struct gbuild *gb = calloc(S, sizeof(*gb));
 	uint16_t *cand = malloc(sizeof(*cand) * 65536);
+	uint32_t *off = NULL, *nbr = NULL;
 	int rc = 0;
-	if (!dist || !queue || !gb || !cand) {
+	if (!dist || !queue || !gb || !cand || build_adjacency(s, &off, &nbr)) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -266,14 +301,13 @@ static int build_routes(struct sim *s)
 		dist[e] = 0;
 		queue[qt++] = e;
 		while (qh < qt) {
-			struct sim_node *n = &s->sws[queue[qh++]].n;
-			uint32_t dn = dist[n->id - H];
-			for (uint32_t p = 0; p < n->nports; p++) {
-				struct sim_node *m = n->ports[p].peer->node;
-				if (n->ports[p].down || m->kind != SIM_NODE_SWITCH || dist[m->id - H] != UINT32_MAX)
+			uint32_t n = queue[qh++], dn = dist[n];
+			for (uint32_t x = off[n]; x < off[n + 1]; x++) {
+				uint32_t m = nbr[x];
+				if (m == UINT32_MAX || dist[m] != UINT32_MAX)
 					continue;
-				dist[m->id - H] = dn + 1;
-				queue[qt++] = m->id - H;
+				dist[m] = dn + 1;
+				queue[qt++] = m;
 			}
 		}
 		for (uint32_t i = 0; i < S && !rc; i++) {
@@ -288,11 +322,9 @@ static int build_routes(struct sim *s)
 				continue;
 			}
 			uint16_t n = 0;
-			for (uint32_t p = 0; p < sw->n.nports; p++) {
-				struct sim_node *m = sw->n.ports[p].peer->node;
-				if (!sw->n.ports[p].down && m->kind == SIM_NODE_SWITCH && dist[m->id - H] + 1 == dist[i])
-					cand[n++] = (uint16_t)p;
-			}
+			for (uint32_t x = off[i]; x < off[i + 1]; x++)
+				if (nbr[x] != UINT32_MAX && dist[nbr[x]] + 1 == dist[i])
+					cand[n++] = (uint16_t)(x - off[i]);
 			if (n)
 				rc = group_append(sw, &gb[i], lo, hi, cand, n);
 		}
@@ -309,6 +341,8 @@ out:
 	free(queue);
 	free(gb);
 	free(cand);
+	free(off);
+	free(nbr);
 	return rc;
 }
 
