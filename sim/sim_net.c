@@ -138,7 +138,7 @@ void sim_port_kick(struct sim *s, struct sim_port *p)
 	}
 	struct sim_pkt *pkt;
 	bool more;
-	if (p->node->kind == SIM_NODE_SWITCH) {
+	if (!p->is_host) {
 		pkt = switch_dequeue(s, p);
 		while (pkt && p->down) { /* a dead link drops its queue */
 			sim_modules_pkt_drop(s, pkt, p, SIM_DROP_PORT_DOWN);
