@@ -16,9 +16,9 @@
  * - Window: job_slots chunks per member (chunk g uses slot g mod W, round g div W; g + W is
  *   sent when g's result arrived), started strictly in g order. Loss recovery as libinca and
  *   inca-switch do it (docs/protocol.md "Repair notices"): resend on a switch's notice, pull a
- *   chunk's timer in when a later chunk's result arrives, retransmission after rto_us
- *   (doubling, at most 8x) as the last resort, all with the RETX flag; the engine's
- *   seen-bitmaps make duplicates harmless.
+ *   chunk's timer in when a later chunk's result arrives, retransmission after libinca's RTO
+ *   (SRTT + 4 RTTVAR, at least 2 ms, doubling) as the last resort, all with the RETX flag;
+ *   the engine's seen-bitmaps make duplicates harmless.
  * - Ring jobs: 2(n-1) steps of S/n; each rank owns two flow objects (even / odd steps) that
  *   are reset and reused, so a 1024-rank ring needs 2048 flows, not 2 million.
  */
@@ -113,13 +113,22 @@ static void switch_send(struct sim *s, struct sim_switch *sw, struct sim_port *o
 	sim_port_kick(s, out);
 }
 
-/* max(rto_us, 2 * smoothed RTT), doubled per retry up to 8x. */
-static sim_time_ps rto_of(const struct sim *s, sim_time_ps srtt, uint32_t tries)
+/* libinca's RTO (docs/protocol.md "Loss and retransmission", util/rtt.h): the initial RTO
+ * before the first sample, then SRTT + 4 RTTVAR but at least the floor (2 ms by default),
+ * doubled per retry up to the cap. A fixed RTO of a few hundred us fires for chunks merely
+ * queued at a slow engine, and the duplicates take the engine's time too. */
+static sim_time_ps rto_of(const struct sim_ina *a, const struct ina_member *m, uint32_t tries)
 {
-	sim_time_ps base = sim_time_from_us_f(s->cfg.ina_rto_us);
-	if (2 * srtt > base)
-		base = 2 * srtt;
-	return base << (tries < 3 ? tries : 3);
+	sim_time_ps rto = util_rtt_rto(&m->rtt, a->rto_init_ps, a->rto_floor_ps, a->rto_max_ps);
+	for (uint32_t k = 0; k < tries && rto < a->rto_max_ps; k++)
+		rto *= 2;
+	return rto < a->rto_max_ps ? rto : a->rto_max_ps;
+}
+
+/* Smoothed RTT, 0 before the first sample. */
+static inline sim_time_ps srtt_of(const struct ina_member *m)
+{
+	return m->rtt.have ? m->rtt.srtt : 0;
 }
 
 static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool retx)
@@ -170,13 +179,13 @@ static void member_send(struct sim *s, struct ina_member *m, uint32_t g, bool re
 	 * out; the first retransmission repairs the chunk for the whole sub-tree (the engine
 	 * re-sends the aggregate and the parent its result to all of it), so spreading the
 	 * timers avoids a storm of duplicate results. */
-	sim_time_ps rto = rto_of(s, m->srtt, w->tries);
+	sim_time_ps rto = rto_of(a, m, w->tries), srtt = srtt_of(m);
 	w->dep = dep;
 	sim_time_ps at = dep + rto + (sim_time_ps)(util_rng_double(&a->jrng) * (double)rto);
 	/* Tail probe: no chunk follows the last one, so no later result can reveal that its
 	 * result was lost; resend it after two SRTTs instead of a whole RTO. */
-	if (!retx && g + 1 == j->nchunks && m->srtt && dep + 2 * m->srtt < at) {
-		at = dep + 2 * m->srtt;
+	if (!retx && g + 1 == j->nchunks && srtt && dep + 2 * srtt < at) {
+		at = dep + 2 * srtt;
 		w->gap = true;
 	}
 	sim_schedule(s, &w->ev, at);
@@ -204,7 +213,7 @@ static void member_nack(struct sim *s, struct ina_member *m, uint32_t g)
 	struct ina_wslot *w = &m->w[g % s->cfg.ina_job_slots];
 	if (!w->busy || w->g > g)
 		return;
-	if (w->g == g && w->tries && s->now < w->dep + m->srtt / 2)
+	if (w->g == g && w->tries && s->now < w->dep + srtt_of(m) / 2)
 		return;
 	ina_of(s)->nack_resends++;
 	w->tries++;
@@ -220,7 +229,7 @@ static void member_nack(struct sim *s, struct ina_member *m, uint32_t g)
 static void member_gaps(struct sim *s, struct ina_member *m, sim_time_ps dep)
 {
 	uint32_t W = s->cfg.ina_job_slots;
-	sim_time_ps at = s->now + (m->srtt ? m->srtt : sim_time_from_us_f(s->cfg.ina_rto_us));
+	sim_time_ps at = s->now + (m->rtt.have ? m->rtt.srtt : ina_of(s)->rto_init_ps);
 	for (uint32_t k = 0; k < W; k++) {
 		struct ina_wslot *x = &m->w[k];
 		if (!x->busy || x->gap || x->dep >= dep || (sim_ev_pending(&x->ev) && x->ev.t <= at))
@@ -419,8 +428,7 @@ void sim_ina_host_rx(struct sim *s, struct sim_host *h, struct sim_pkt *p)
 		 * the result), give RTT samples; the RTO follows queueing delay */
 		if (!w->tries && s->now > w->dep) {
 			if (!(ib->flags & WIRE_F_RETX)) {
-				sim_time_ps rtt = s->now - w->dep;
-				m->srtt = m->srtt ? m->srtt - m->srtt / 8 + rtt / 8 : rtt;
+				util_rtt_sample(&m->rtt, s->now - w->dep);
 			}
 			member_gaps(s, m, w->dep);
 		}

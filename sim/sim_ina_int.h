@@ -6,6 +6,7 @@
 
 #include "agg/agg.h"
 #include "sim_int.h"
+#include "util/rtt.h"
 
 #define INA_NONE UINT32_MAX
 #define INA_MAX_LEVELS 8
@@ -36,7 +37,7 @@ struct ina_member {
 	uint32_t next;           /* next chunk to start: chunks start strictly in g order */
 	uint8_t *got;            /* bitmap over chunks */
 	struct ina_wslot *w;     /* job_slots entries */
-	sim_time_ps srtt;        /* smoothed round trip of chunks sent once (0 = no sample yet) */
+	struct util_rtt rtt;     /* RFC 6298 estimator (ps) over chunks sent once, as libinca's */
 	sim_time_ps done_ps;
 };
 
@@ -95,6 +96,8 @@ struct sim_ina {
 	uint64_t verdicts[AGG_VERDICT_COUNT];
 	uint64_t lost_pkts, drops_queue, pkts;
 	uint64_t nack_resends;
+	/* members' RTO (util/rtt.h, as libinca): initial, floor and backoff cap */
+	sim_time_ps rto_init_ps, rto_floor_ps, rto_max_ps;
 	/* switch engines: one server per switch, FIFO, switch_ns_per_pkt per input */
 	sim_time_ps eng_ps, eng_lat_ps;
 	sim_time_ps *eng_free;   /* per switch: when its engine takes the next input */

@@ -525,9 +525,9 @@ static int ina_create(struct sim *s)
 		return -E2BIG;
 	}
 	if (c->ina_job_slots < 1 || c->ina_job_slots > 4096 || c->ina_elems < 1 || c->ina_elems > 1024 ||
-	    c->ina_loss >= 1 || c->ina_rto_us <= 0 || c->ina_rto_us > 1e9 || c->ina_start_us > 1e11 ||
+	    c->ina_loss >= 1 || !(c->ina_rto_us >= 0) || c->ina_rto_us > 1e9 || c->ina_start_us > 1e11 ||
 	    c->ina_switch_ns_per_pkt > 1e9 || c->ina_switch_latency_ns > 1e9) {
-		sim_set_err(s, "ina: need 1 <= job_slots <= 4096, 1 <= elems <= 1024, loss < 1, 0 < rto_us <= 1e9, "
+		sim_set_err(s, "ina: need 1 <= job_slots <= 4096, 1 <= elems <= 1024, loss < 1, 0 <= rto_us <= 1e9, "
 			    "switch_ns_per_pkt and switch_latency_ns <= 1e9");
 		return -EINVAL;
 	}
@@ -537,6 +537,12 @@ static int ina_create(struct sim *s)
 	s->mod[SIM_MOD_ina] = a;
 	sim_rng_init(s, &a->rng, 6, 0);
 	sim_rng_init(s, &a->jrng, 6, 1);
+	/* libinca's rule (util/rtt.h): a configured RTO is the initial one and the floor */
+	a->rto_init_ps = sim_time_from_us_f(c->ina_rto_us > 0 ? c->ina_rto_us : UTIL_RTT_INC_INITIAL_US);
+	a->rto_floor_ps = sim_time_from_us_f(c->ina_rto_us > 0 ? c->ina_rto_us : UTIL_RTT_INC_FLOOR_US);
+	a->rto_max_ps = sim_time_from_us(UTIL_RTT_INC_MAX_US);
+	if (a->rto_max_ps < a->rto_init_ps)
+		a->rto_max_ps = a->rto_init_ps;
 	a->data_bytes = c->ina_elems * 4;
 	unsigned bsl = WIRE_BSL_MIN;
 	while (bsl < n)
@@ -806,7 +812,7 @@ static const struct sim_param ina_params[] = {
 	{ "ina", "elems", SIM_P_U32, SIM_PARAM_FIELD(ina_elems), "16", NULL, "real elements carried and reduced per packet (the rest of the MTU is modelled only)" },
 	{ "ina", "dtype", SIM_P_ENUM, SIM_PARAM_FIELD(ina_dtype), "int32", ina_dtype_names, "int32 | fp32 (values are small integers: sums are exact in any order)" },
 	{ "ina", "loss", SIM_P_DBL, SIM_PARAM_FIELD(ina_loss), "0", NULL, "probability that an INA packet is lost on each link" },
-	{ "ina", "rto_us", SIM_P_DBL, SIM_PARAM_FIELD(ina_rto_us), "100", NULL, "member retransmission timeout per chunk, from its estimated departure (doubles per retry, at most 8x)" },
+	{ "ina", "rto_us", SIM_P_DBL, SIM_PARAM_FIELD(ina_rto_us), "0", NULL, "member retransmission timeout as libinca's rto_us: 0 = 20 ms until the first RTT sample, then SRTT + 4 RTTVAR, at least 2 ms; > 0: initial RTO and floor. From the chunk's estimated departure, doubling per retry up to max(200 ms, rto_us)" },
 	{ "ina", "start_us", SIM_P_DBL, SIM_PARAM_FIELD(ina_start_us), "0", NULL, "start time of every job" },
 	{ "ina", "switch_ns_per_pkt", SIM_P_DBL, SIM_PARAM_FIELD(ina_switch_ns_per_pkt), INA_ENGINE_NS_DEFAULT, NULL, "aggregation engine service time per input packet, one FIFO engine per switch (default: inca-switch measured by bench-switch at 4 KiB, docs/sim.md)" },
 	{ "ina", "switch_latency_ns", SIM_P_DBL, SIM_PARAM_FIELD(ina_switch_latency_ns), "1000", NULL, "engine pipeline latency added to each input's service" },

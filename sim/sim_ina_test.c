@@ -1,7 +1,8 @@
 /* sim/sim_ina_test.c: in-network aggregation in the simulator (sim_ina.c): 1024-host fat tree
  * AllReduce through lib/agg engines (single and multi level), exact results checked by every
  * member, completion within 10% of the S/B + latency bound, ring baseline ratio close to
- * 2(n-1)/n when bandwidth-bound, concurrent jobs under slot limits, loss, determinism. */
+ * 2(n-1)/n when bandwidth-bound, concurrent jobs under slot limits, loss, determinism, the
+ * members' RTO (libinca's SRTT + 4 RTTVAR rule). */
 #include <errno.h>
 #include <string.h>
 
@@ -203,6 +204,35 @@ static void test_engine(void)
 	       (unsigned long long)a.st.engine_drops, t_us(&a.r[0]));
 }
 
+/* Members' RTO follows libinca (util/rtt.h): 20 ms until the first RTT sample, then SRTT +
+ * 4 RTTVAR, at least 2 ms. On an engine-bound job (results come back at the engine's pace,
+ * a window of 64 chunks takes ~0.5 ms per round) no timer fires and the engine sees every
+ * contribution exactly once; an RTO fixed below the engine's pace (ina.rto_us = 100: initial
+ * and floor, as libinca's rto_us) fires for chunks merely queued, and the duplicates cost
+ * engine time. */
+static void test_rto(void)
+{
+	const char *kdef[] = { BASE, "ina.mode=inc", "ina.job_hosts=8", "ina.size_bytes=1048576",
+			       "ina.switch_ns_per_pkt=1000", "switch.buffer_bytes=8000000", NULL };
+	const char *kfix[] = { BASE, "ina.mode=inc", "ina.job_hosts=8", "ina.size_bytes=1048576",
+			       "ina.switch_ns_per_pkt=1000", "switch.buffer_bytes=8000000",
+			       "ina.rto_us=100", NULL };
+	struct run a, b;
+	run(kdef, &a);
+	run(kfix, &b);
+	check_exact(&a.r[0]);
+	check_exact(&b.r[0]);
+	CHECK_EQ(a.r[0].timeouts, 0);
+	CHECK_EQ(a.r[0].retx_pkts, 0);
+	CHECK_EQ(a.st.engine_pkts, 8ull * 256);
+	CHECK(b.r[0].timeouts > 0);
+	CHECK(b.st.engine_pkts > a.st.engine_pkts);
+	CHECK(t_us(&b.r[0]) >= t_us(&a.r[0]));
+	printf("engine-bound job: libinca RTO %.1f us, 0 timeouts; fixed 100 us RTO %.1f us, %llu "
+	       "timeouts, %llu engine inputs for %llu contributions\n", t_us(&a.r[0]), t_us(&b.r[0]),
+	       (unsigned long long)b.r[0].timeouts, (unsigned long long)b.st.engine_pkts, 8ull * 256);
+}
+
 /* Host baselines: hierarchical ring and double binary tree finish, above S/B, and on a wide
  * job the hierarchical ring beats the flat ring (its steps are per edge switch, not per rank). */
 static void test_baselines(void)
@@ -238,6 +268,7 @@ int main(void)
 {
 	test_baselines();
 	test_engine();
+	test_rto();
 	test_1024_multilevel();
 	test_vs_ring("8", "4194304", 1);
 	test_vs_ring("64", "33554432", 2);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/rtt.h"
 #include "wire/auth.h"
 #include "wire/wire.h"
 
@@ -123,15 +124,15 @@ int client_cfg_resolve(const struct inca_comm_opts *o, struct client_cfg *cfg)
 	if (wire_max_data(cfg->mtu, 8, cfg->bsl_code) == 0)
 		return -EINVAL;
 	/* Default: 20 ms until the first RTT sample, then SRTT + 4 RTTVAR down to 2 ms. A value
-	 * the caller sets is also the floor. */
-	cfg->rto_us = o->rto_us ? o->rto_us : 20000;
-	cfg->rto_min_us = o->rto_us ? o->rto_us : 2000;
+	 * the caller sets is also the floor (util/rtt.h). */
+	cfg->rto_us = o->rto_us ? o->rto_us : UTIL_RTT_INC_INITIAL_US;
+	cfg->rto_min_us = o->rto_us ? o->rto_us : UTIL_RTT_INC_FLOOR_US;
 	if (o->rto_max_us) {
 		if (o->rto_max_us < cfg->rto_us)
 			return -EINVAL;
 		cfg->rto_max_us = o->rto_max_us;
 	} else {
-		cfg->rto_max_us = cfg->rto_us > 200000 ? cfg->rto_us : 200000;
+		cfg->rto_max_us = cfg->rto_us > UTIL_RTT_INC_MAX_US ? cfg->rto_us : UTIL_RTT_INC_MAX_US;
 	}
 	cfg->retx_limit = o->retx_limit ? o->retx_limit : 20;
 	cfg->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;

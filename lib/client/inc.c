@@ -403,7 +403,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	struct client_inc *ic = c->inc;
 	struct inc_job j = { .a = a, .dt = a->dt, .op = a->op, .elem = inca_dtype_size(a->dt) };
 	uint64_t done = 0, rack_scanned = 0, drain_ns = 0;
-	const bool tlp_ok = ic->have_rtt;
+	const bool tlp_ok = ic->rtt.have;
 	int rc;
 
 	if (!j.elem || (wire_coll_has_owner(a->coll) && !a->bfr_of_rank) ||
@@ -535,7 +535,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			client_log(cfg, 3, "inc: %llu chunks; window %.1f%s, rtt min %llu srtt %llu us, reo x%u",
 				   (unsigned long long)j.nchunks, ic->cwnd, ic->slow_start ? " (slow start)" : "",
 				   (unsigned long long)(ic->min_rtt_ns / 1000),
-				   (unsigned long long)(ic->srtt_ns / 1000), ic->reo_mult);
+				   (unsigned long long)(ic->rtt.srtt / 1000), ic->reo_mult);
 			return 0;
 		}
 	}

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/rtt.h"
 #include "util/udpio.h"
 #include "wire/auth.h"
 #include "wire/wire.h"
@@ -99,9 +100,9 @@ struct client_inc {
 	uint64_t next_g;
 	uint32_t psn;
 	struct inc_chunk *chunks; /* nslots */
-	/* RFC 6298 estimator over chunks answered without retransmission (Karn). */
-	bool have_rtt;
-	uint64_t srtt_ns, rttvar_ns;
+	/* RFC 6298 estimator (lib/util/rtt.h, in ns) over chunks answered without
+	 * retransmission (Karn). */
+	struct util_rtt rtt;
 	uint64_t min_rtt_ns, min_rtt_stamp_ns; /* windowed minimum (INC_MINRTT_WIN_NS) */
 
 	/* Window. inflight counts active chunks; a new chunk starts only while
@@ -225,15 +226,8 @@ static inline bool tx_pending(const struct client_inc *ic)
  * not a fixed 20 ms. */
 static inline uint64_t rto_base_ns(const struct client_inc *ic, const struct client_cfg *cfg)
 {
-	uint64_t rto = (uint64_t)cfg->rto_us * 1000, max = (uint64_t)cfg->rto_max_us * 1000;
-
-	if (ic->have_rtt) {
-		uint64_t min = (uint64_t)cfg->rto_min_us * 1000;
-		rto = ic->srtt_ns + 4 * ic->rttvar_ns;
-		if (rto < min)
-			rto = min;
-	}
-	return rto < max ? rto : max;
+	return util_rtt_rto(&ic->rtt, (uint64_t)cfg->rto_us * 1000, (uint64_t)cfg->rto_min_us * 1000,
+			    (uint64_t)cfg->rto_max_us * 1000);
 }
 
 static inline uint64_t rto_cur_ns(const struct client_inc *ic, const struct client_cfg *cfg)
@@ -260,15 +254,15 @@ static inline uint64_t reo_wnd_ns(const struct client_inc *ic)
 
 	if (w < INC_REO_MIN_NS)
 		w = INC_REO_MIN_NS;
-	if (ic->have_rtt && w > ic->srtt_ns && ic->srtt_ns > INC_REO_MIN_NS)
-		w = ic->srtt_ns;
+	if (ic->rtt.have && w > ic->rtt.srtt && ic->rtt.srtt > INC_REO_MIN_NS)
+		w = ic->rtt.srtt;
 	return w;
 }
 
 /* Probe timeout: twice the smoothed RTT (at least INC_PTO_MIN_NS), never beyond the RTO. */
 static inline uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg)
 {
-	uint64_t pto = 2 * ic->srtt_ns, rto = rto_base_ns(ic, cfg);
+	uint64_t pto = 2 * ic->rtt.srtt, rto = rto_base_ns(ic, cfg);
 
 	if (pto < INC_PTO_MIN_NS)
 		pto = INC_PTO_MIN_NS;

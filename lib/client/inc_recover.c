@@ -9,19 +9,11 @@
 
 void inc_rtt_sample(struct client_inc *ic, uint64_t r_ns, uint64_t now_ns)
 {
-	if (!ic->have_rtt || r_ns < ic->min_rtt_ns || now_ns - ic->min_rtt_stamp_ns > INC_MINRTT_WIN_NS) {
+	if (!ic->rtt.have || r_ns < ic->min_rtt_ns || now_ns - ic->min_rtt_stamp_ns > INC_MINRTT_WIN_NS) {
 		ic->min_rtt_ns = r_ns;
 		ic->min_rtt_stamp_ns = now_ns;
 	}
-	if (!ic->have_rtt) {
-		ic->srtt_ns = r_ns;
-		ic->rttvar_ns = r_ns / 2;
-		ic->have_rtt = true;
-		return;
-	}
-	uint64_t d = ic->srtt_ns > r_ns ? ic->srtt_ns - r_ns : r_ns - ic->srtt_ns;
-	ic->rttvar_ns = (3 * ic->rttvar_ns + d) / 4;
-	ic->srtt_ns = (7 * ic->srtt_ns + r_ns) / 8;
+	util_rtt_sample(&ic->rtt, r_ns);
 }
 /* Multiplicative decrease, at most once per round trip (seq: the signalling chunk's send). */
 void inc_wnd_cut(struct client_inc *ic, uint64_t seq, double factor)
@@ -44,7 +36,7 @@ void inc_wnd_cut(struct client_inc *ic, uint64_t seq, double factor)
  * descheduled process does not halve the window. */
 void inc_wnd_on_result(struct client_inc *ic, uint64_t r_ns, uint64_t seq)
 {
-	uint64_t target = delay_target_ns(ic), sig = ic->slow_start ? r_ns : ic->srtt_ns;
+	uint64_t target = delay_target_ns(ic), sig = ic->slow_start ? r_ns : ic->rtt.srtt;
 
 	if (sig > target) {
 		double f = 1.0 - INC_DELAY_BETA * (double)(sig - target) / (double)sig;
@@ -100,7 +92,7 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 			return 0;
 		/* Random loss (fault injection, a flaky link) leaves the RTT alone and is no
 		 * reason to slow down; loss together with a grown queue is congestion. */
-		if (ic->srtt_ns > delay_target_ns(ic))
+		if (ic->rtt.srtt > delay_target_ns(ic))
 			inc_wnd_cut(ic, ch->tx_seq, 1.0 - INC_LOSS_MDF);
 		ch->retx_fast = true;
 		ch->retx_tail = tail;
@@ -241,7 +233,7 @@ int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
 	/* Random loss leaves the RTT alone and is no reason to slow down (as in loss
 	 * detection); only a timeout with a grown queue is congestion. A small window would
 	 * also starve loss detection and the switch's notices of the later answers they need. */
-	if (ic->srtt_ns > delay_target_ns(ic))
+	if (ic->rtt.srtt > delay_target_ns(ic))
 		inc_wnd_cut(ic, old->tx_seq, 0.5);
 	old->retx_fast = false;
 	int rc = inc_enqueue(c, j, old, true, now_ns);
