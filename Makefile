@@ -8,7 +8,7 @@ FABRIC_RATE ?=
 FABRIC_LOSS ?=
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo fabric-bench fabric-rates sim-report
+.PHONY: all deps build demo check check-asan bench fuzz clean fabric-demo fabric-bench fabric-rates sim-report sim-validate
 
 all: build
 
@@ -63,6 +63,11 @@ fabric-rates: build
 # baselines: $(BUILD)/sim-report/report.md + PNG plots.
 sim-report: build
 	tools/sim_report.sh $(BUILD)
+
+# inca-sim against analytic bounds and htsim figures (sim/validate/reference.json): a table of
+# scenario, ours, reference, tolerance, PASS/FAIL; exit status 1 if a case fails.
+sim-validate: build
+	/usr/bin/python3 tools/sim_validate.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
