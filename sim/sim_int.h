@@ -1,4 +1,4 @@
-/* sim/sim_int.h: internal data structures of the simulator shared by its modules (event heap,
+/* sim/sim_int.h: internal data structures of the simulator shared by its modules (event queue,
  * packets, ports, switches, hosts, flows, triggers) and the internal calls between modules.
  * Not installed; only the sim sources and tests include it. */
 #ifndef INCA_SIM_INT_H
