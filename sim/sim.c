@@ -75,7 +75,7 @@ static void schedule(struct sim *s, struct sim_event *ev, sim_time_ps t, bool ca
 	if (sim_evq_push(&s->evq, ev, t, cancellable) != 0) {
 		/* Out of memory in the middle of a run: the only honest thing left is to stop. */
 		s->finished = true;
-		sim_set_err(s, "out of memory growing the event heap");
+		sim_set_err(s, "out of memory growing the event queue");
 	}
 }
 
