@@ -35,8 +35,18 @@ static void add_md(const char *key, const char *value)
 
 /* gRPC logs every failed TLS handshake and connection attempt on stderr itself, several lines
  * per try; the one message that matters is printed by call(). -v lets them through. */
+static volatile int tls_refused; /* gRPC logged a certificate or protocol failure of TLS */
+
 static void grpc_log_quiet(gpr_log_func_args *a)
 {
+	/* The RPC's status says only "handshake failed", also when a lossy network dropped the
+	 * connection mid-handshake; gRPC's log says why. A verdict on the certificate or a
+	 * plaintext peer will not change on a retry. */
+	if (a->message && (strstr(a->message, "CERTIFICATE_VERIFY_FAILED") ||
+			   strstr(a->message, "certificate verify failed") ||
+			   strstr(a->message, "WRONG_VERSION_NUMBER") ||
+			   strstr(a->message, "wrong version number")))
+		tls_refused = 1;
 	if (verbose)
 		fprintf(stderr, "grpc: %s:%d: %s\n", a->file, a->line, a->message);
 }
@@ -50,14 +60,19 @@ static void *call(const char *method, const ProtobufCMessage *rq,
 	struct am_rpc_call_opts o = { md, nmd, true };
 	int rc = am_rpc_unary_opts(ch, method, &o, rq, d, &rp, timeout_ms, err, sizeof err);
 
-	/* ... but a connection lost on a lossy network (a handshake segment dropped) gets two
-	 * more tries before the verdict: a wrong CA or a down AM fails them just as fast. */
-	for (int tries = 1; rc == -ECONNREFUSED && tries < 3; tries++) {
+	/* ... but a connection lost on a lossy network (a handshake segment dropped, a SYN
+	 * waiting out its 1 s retransmission) is tried once more, waiting for the channel to
+	 * connect (gRPC backs off between connection attempts, and a fail-fast call made
+	 * meanwhile fails at once) for the rest of the request's timeout. A TLS verdict (wrong
+	 * CA, plaintext AM) is not retried, so that mistake is still reported at once. */
+	if (rc == -ECONNREFUSED && !tls_refused) {
+		uint64_t left_ms = timeout_ms > 300 ? timeout_ms - 300 : timeout_ms;
+		struct am_rpc_call_opts w = { md, nmd, false };
 		usleep(300000);
-		rc = am_rpc_unary_opts(ch, method, &o, rq, d, &rp, timeout_ms, err, sizeof err);
+		rc = am_rpc_unary_opts(ch, method, &w, rq, d, &rp, left_ms, err, sizeof err);
 	}
 	if (rc < 0) {
-		if (!insecure && (strstr(err, "andshake") || strstr(err, "SSL")))
+		if (!insecure && (tls_refused || strstr(err, "SSL")))
 			fprintf(stderr, "inca: no TLS connection to the AM at %s: its certificate is "
 				"not signed by %s%s, or it serves plaintext (then --insecure); -v "
 				"shows gRPC's own log\n", am_target,
