@@ -220,6 +220,9 @@ struct client_coll;
 int client_coll_init(struct inca_comm *c);
 void client_coll_free(struct inca_comm *c);
 int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a, enum inca_algo algo);
+/* A collective of a single rank: its own contribution copied to where the result goes (none
+ * for Bcast and Barrier; sendbuf == recvbuf copies nothing). Returns 0. */
+int client_coll_single(const struct inca_coll_args *a);
 int client_host_algo_valid(enum inca_coll coll, enum inca_algo algo);
 enum inca_algo client_host_choose(const struct inca_comm *c, enum inca_coll coll, size_t bytes);
 /* The AUTO tuner's verdict for one size bucket: ns[2i] / ns[2i + 1] are the i-th INC / host

@@ -276,21 +276,6 @@ int coll_agree(struct inca_comm *c, uint64_t seq, void *vals, size_t n, enum inc
 }
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
-static int local_copy(struct inca_comm *c, const struct inca_coll_args *a)
-{
-	size_t b = a->count * inca_dtype_size(a->dt);
-
-	switch (a->coll) {
-	case INCA_COLL_BCAST:
-	case INCA_COLL_BARRIER:
-		return 0;
-	default:
-		if (a->recvbuf && a->sendbuf && a->recvbuf != a->sendbuf && b)
-			memmove(a->recvbuf, a->sendbuf, b);
-		return 0;
-	}
-}
-
 static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0);
 
 /* Every call first checks the peers' connections (a rank that died between calls fails this
@@ -337,7 +322,7 @@ static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0)
 		k->counts.calls[a.coll][algo == INCA_ALGO_AUTO ? INCA_ALGO_RING : algo]++;
 		if (a.coll == INCA_COLL_ALLREDUCE)
 			c->stats.ring_calls++;
-		return local_copy(c, &a);
+		return client_coll_single(&a);
 	}
 	if (c->ring_broken)
 		return -EIO;

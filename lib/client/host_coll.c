@@ -427,8 +427,7 @@ static int run_algo(struct hc *h)
 	}
 }
 
-/* What a single rank does: copy its own contribution to where the result goes. */
-static int run_single(const struct inca_coll_args *a)
+int client_coll_single(const struct inca_coll_args *a)
 {
 	size_t b = a->count * inca_dtype_size(a->dt);
 
@@ -456,7 +455,7 @@ int client_host_coll(struct inca_comm *c, const struct inca_coll_args *a, enum i
 	if (a->coll == INCA_COLL_BARRIER && algo == INCA_ALGO_RING)
 		return client_ring_barrier(c);
 	if (h.n == 1)
-		return run_single(a);
+		return client_coll_single(a);
 	if (c->host_broken || !c->host_fd)
 		return -EIO;
 	h.elem = a->coll == INCA_COLL_BARRIER ? 1 : inca_dtype_size(a->dt);
