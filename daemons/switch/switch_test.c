@@ -1054,11 +1054,12 @@ static void test_hostile(void)
 			expect_result(&m[k], ms, 3, NULL);
 
 	/* 100 duplicates of a complete round from member 2: one free re-send, then at most its
-	 * banked credit (8): never more results than duplicates, none to anyone else */
+	 * banked credit (8), then its 1st, 2nd, 4th ... 64th unanswered one (7): far fewer
+	 * results than duplicates, none to anyone else */
 	for (int i = 0; i < 100; i++)
 		contribute(&m[1], 2, 3);
 	unsigned got = drain(&m[1], 300);
-	CHECK(got >= 1 && got <= 9);
+	CHECK(got >= 1 && got <= 16);
 	CHECK_EQ(drain(&m[0], 50), 0);
 	CHECK_EQ(drain(&m[2], 50), 0);
 

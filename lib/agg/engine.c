@@ -53,6 +53,7 @@ void agg_tree_destroy(struct agg_tree *t)
 	free(t->bp_group);
 	free(t->bp_member);
 	free(t->rcredit);
+	free(t->rdenied);
 	free(t->upsets);
 	free(t->groups);
 	free(t->group_fbm);
@@ -104,7 +105,8 @@ static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
 
 	t->bp_group = malloc((bsl + 1) * sizeof *t->bp_group);
 	t->rcredit = calloc(bsl + 1, 1);
-	if (!t->rcredit)
+	t->rdenied = calloc(bsl + 1, sizeof *t->rdenied);
+	if (!t->rcredit || !t->rdenied)
 		return -ENOMEM;
 	t->bift = calloc(n ? n : 1, sizeof *t->bift);
 	t->bift_fbm = calloc(n ? n : 1, len);
@@ -391,6 +393,7 @@ static void agg__reset_all(struct agg_tree *t, uint32_t epoch)
 	for (size_t l = 0; l < AGG__L_COUNT; l++)
 		t->lhead[l] = t->ltail[l] = AGG__NOLINK;
 	memset(t->rcredit, 0, t->cfg.bsl_bits + 1);
+	memset(t->rdenied, 0, (t->cfg.bsl_bits + 1) * sizeof *t->rdenied);
 	t->npending = 0;
 	t->epoch = epoch;
 	t->st.epoch_resets++;
@@ -407,12 +410,32 @@ void agg__epoch_check(struct agg_tree *t, const struct wire_pkt *p)
  * re-send credit. A sender earns one with each contribution absorbed and each duplicate of a
  * round still collecting (packets not answered yet), at most AGG__RCREDIT_MAX banked. So the
  * re-sends a sender gets never outnumber the valid packets it sent, and a flood of
- * duplicates of complete rounds gets one answer per round plus the banked few. */
+ * duplicates of complete rounds gets one answer per round plus the banked few.
+ *
+ * Credit alone can starve a member: one whose copies of its last result keep getting lost has
+ * nothing new to send, so it earns nothing while its RTO resends go unanswered, and it fails
+ * the call while the others complete it. So without credit, a sender's 1st, 2nd, 4th, 8th ...
+ * unanswered duplicate since it last earned credit is answered anyway: a member backing off
+ * its RTO is answered at every timeout at first and then every few, and a flood of N
+ * duplicates gets about log2(N) answers more. */
 #define AGG__RCREDIT_MAX 8
 void agg__rearn(struct agg_tree *t, unsigned bp)
 {
 	if (t->rcredit[bp] < AGG__RCREDIT_MAX)
 		t->rcredit[bp]++;
+	t->rdenied[bp] = 0;
+}
+
+bool agg__resend_ok(struct agg_tree *t, unsigned bp)
+{
+	if (t->rcredit[bp]) {
+		t->rcredit[bp]--;
+		return true;
+	}
+	if (t->rdenied[bp] < UINT16_MAX)
+		t->rdenied[bp]++;
+	uint16_t d = t->rdenied[bp];
+	return (d & (d - 1)) == 0;
 }
 
 /* Same round, same call: everything but the count, which differs between the owner's data and

@@ -102,6 +102,8 @@ struct agg_tree {
 	uint16_t *bp_member; /* [bsl_bits + 1]: deterministic mode: bit position -> member index */
 	uint8_t *rcredit;    /* [bsl_bits + 1]: result re-send credit of the sender whose
 			      * lowest bit this is (see agg__rearn) */
+	uint16_t *rdenied;   /* [bsl_bits + 1]: that sender's duplicates left unanswered since it
+			      * last earned credit (see agg__resend_ok) */
 	uint8_t *upsets;     /* cfg.nupsets * bsl_bytes, AND A-BM */
 	uint16_t pkey;
 	struct agg__group *groups;
@@ -295,6 +297,7 @@ enum agg_verdict agg__admit(struct agg_tree *t, uint32_t li, uint32_t rnd, bool 
 void agg__clear(struct agg_tree *t, struct agg__ver *v);
 void agg__epoch_check(struct agg_tree *t, const struct wire_pkt *p);
 void agg__rearn(struct agg_tree *t, unsigned bp);
+bool agg__resend_ok(struct agg_tree *t, unsigned bp);
 bool agg__meta_eq_nocount(const struct agg__ver *v, const struct wire_pkt *p);
 bool agg__meta_eq(const struct agg__ver *v, const struct wire_pkt *p);
 void agg__reset(struct agg_tree *t, struct agg__ver *v, const struct wire_pkt *p,

@@ -191,16 +191,13 @@ enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt *p,
 			case AGG__COMPLETE: {
 				/* Only to the duplicate's own sender (its P-BM is exactly that
 				 * sender's set: one copy). The first re-send of this round to it
-				 * is free, every further one costs a re-send credit. */
+				 * is free, every further one as agg__resend_ok allows. */
 				uint8_t *asked = agg__req(t, v);
 				size_t lb = len - 1 - (low_bp - 1) / 8;
 				uint8_t lbit = (uint8_t)(1u << ((low_bp - 1) & 7));
-				if (asked[lb] & lbit) {
-					if (!t->rcredit[low_bp]) {
-						t->st.resends_limited++;
-						return AGG_DUP_IGNORED;
-					}
-					t->rcredit[low_bp]--;
+				if ((asked[lb] & lbit) && !agg__resend_ok(t, low_bp)) {
+					t->st.resends_limited++;
+					return AGG_DUP_IGNORED;
 				}
 				asked[lb] |= lbit;
 				memcpy(t->rem_bits, pbm, len);
