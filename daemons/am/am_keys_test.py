@@ -13,13 +13,14 @@ import os
 import queue
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
 import threading
 
 import amtest
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'switch'))
+import ncraw  # noqa: E402  (inca-switch's raw NETCONF helper)
 from amtest import ADMIN, ADMIN_TOKEN, free_port, next_event, wait_file
 
 AM, SW, CLI, PROTO = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
@@ -27,33 +28,9 @@ grpc, pb, pbg, tmp = amtest.grpc_stubs(PROTO, "inca-am-keys-")
 check = amtest.Checker()
 
 
-HELLO = ('<?xml version="1.0" encoding="UTF-8"?><hello '
-         'xmlns="urn:ietf:params:xml:ns:netconf:base:1.0"><capabilities><capability>'
-         'urn:ietf:params:netconf:base:1.0</capability></capabilities></hello>]]>]]>')
-
-
 def netconf(sock_path, op):
     """One raw NETCONF 1.0 session over the switch's UNIX socket: the reply text of op."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(5)
-    s.connect(sock_path)
-
-    def read_msg():
-        buf = b""
-        while b"]]>]]>" not in buf:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        return buf.decode()
-
-    read_msg()
-    s.sendall(HELLO.encode())
-    s.sendall(('<rpc message-id="1" xmlns="urn:ietf:params:xml:ns:netconf:base:1.0">%s</rpc>'
-               ']]>]]>' % op).encode())
-    r = read_msg()
-    s.close()
-    return r
+    return ncraw.rpc(sock_path, op, timeout=5)
 
 
 GET_CONFIG = "<get-config><source><running/></source></get-config>"

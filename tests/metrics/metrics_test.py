@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'daemons', 'switch'))
+import ncraw  # noqa: E402  (inca-switch's raw NETCONF helper)
 import time
 import traceback
 import urllib.error
@@ -278,33 +280,9 @@ def switch_json_vs_metrics(j, samples):
     return bad
 
 
-HELLO = ('<?xml version="1.0" encoding="UTF-8"?><hello '
-         'xmlns="urn:ietf:params:xml:ns:netconf:base:1.0"><capabilities><capability>'
-         'urn:ietf:params:netconf:base:1.0</capability></capabilities></hello>]]>]]>')
-
-
 def netconf_get(path):
     """The reply to <get/> over the switch's NETCONF UNIX socket (NETCONF 1.0 framing)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(path)
-
-    def read_msg():
-        buf = b""
-        while b"]]>]]>" not in buf:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        return buf.decode()
-
-    read_msg()
-    s.sendall(HELLO.encode())
-    s.sendall(b'<rpc message-id="1" xmlns="urn:ietf:params:xml:ns:netconf:base:1.0">'
-              b'<get/></rpc>]]>]]>')
-    r = read_msg()
-    s.close()
-    return r
+    return ncraw.rpc(path, "<get/>")
 
 
 def netconf_vs_metrics(xml, samples):
