@@ -110,6 +110,20 @@ static bool agg__sender_ok(const struct agg_tree *t, const struct wire_pkt *p, u
 	return true;
 }
 
+/* A contribution or result that passed the sender checks: its payload (slot, round window,
+ * size), then the job epoch it carries, then the slot's version for its round (*v NULL: none
+ * yet). AGG_ABSORBED: go on; any other verdict: drop with it. */
+static inline enum agg_verdict lookup_round(struct agg_tree *t, const struct wire_pkt *p,
+					    uint32_t *li, struct agg__ver **v)
+{
+	enum agg_verdict r = agg__check_payload(t, p, li);
+	if (r != AGG_ABSORBED)
+		return r;
+	agg__epoch_check(t, p);
+	*v = agg__find(t, *li, p->inca.round);
+	return AGG_ABSORBED;
+}
+
 /* Duplicates of a version still waiting (collecting, or sent up): they come in waves, one per
  * retransmission timeout of the members below. A duplicate whose sender has not asked in the
  * current wave only joins it (true: ignore it); one that asks again, or the first of a wave
@@ -163,13 +177,11 @@ enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt *p,
 	if (t->cfg.check_sender && !agg__sender_ok(t, p, low_bp, ingress))
 		return AGG_DROP_SENDER;
 
-	uint32_t li;
-	enum agg_verdict r = agg__check_payload(t, p, &li);
+	uint32_t li, rnd = p->inca.round;
+	struct agg__ver *v;
+	enum agg_verdict r = lookup_round(t, p, &li, &v);
 	if (r != AGG_ABSORBED)
 		return r;
-	agg__epoch_check(t, p);
-	uint32_t rnd = p->inca.round;
-	struct agg__ver *v = agg__find(t, li, rnd);
 
 	uint8_t *seen;
 	const bool prov = agg__from_owner(p->inca.coll);
@@ -321,13 +333,11 @@ enum agg_verdict agg__input_down(struct agg_tree *t, const struct wire_pkt *p,
 	if (!any)
 		return AGG_DROP_BITMAP; /* nobody below us is addressed */
 
-	uint32_t li;
-	enum agg_verdict r = agg__check_payload(t, p, &li);
+	uint32_t li, rnd = p->inca.round;
+	struct agg__ver *v;
+	enum agg_verdict r = lookup_round(t, p, &li, &v);
 	if (r != AGG_ABSORBED)
 		return r;
-	agg__epoch_check(t, p);
-	uint32_t rnd = p->inca.round;
-	struct agg__ver *v = agg__find(t, li, rnd);
 	if (v) {
 		if (!agg__meta_eq_nocount(v, p))
 			return AGG_DROP_MISMATCH;
