@@ -238,12 +238,13 @@ static __attribute__((target(VCLMUL_TARGET))) uint32_t crc_vclmul(uint32_t c, co
 	return crc_finish(x0, p, len);
 }
 
-static int have_vclmul(void)
+bool wire__cpu_vclmul(void)
 {
 	static int cached; /* 0 unknown, 1 yes, -1 no (a benign race, as in have_clmul) */
 	if (!cached) {
 		__builtin_cpu_init();
 		cached = (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+			  __builtin_cpu_supports("avx512bw") &&
 			  __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul"))
 				 ? 1
 				 : -1;
@@ -269,7 +270,7 @@ uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len)
 	/* Below 64 bytes the fold has nothing to chew on; the table loop is as quick. */
 	if (len >= 64 && have_clmul()) {
 		size_t body = len & ~(size_t)15;
-		crc = ~(body >= 256 && have_vclmul() ? crc_vclmul(~crc, p, body)
+		crc = ~(body >= 256 && wire__cpu_vclmul() ? crc_vclmul(~crc, p, body)
 						     : crc_clmul(~crc, p, body));
 		p += body;
 		len -= body;

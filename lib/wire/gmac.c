@@ -128,19 +128,6 @@ static __attribute__((target(GMAC_VTARGET))) __m128i ghash_group512(const struct
 	return fold_mid(l, md, hh);
 }
 
-static int have_vclmul(void)
-{
-	static int cached; /* 0 unknown, 1 yes, -1 no; a benign race (same answer everywhere) */
-	if (!cached) {
-		__builtin_cpu_init();
-		cached = (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-			  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq"))
-				 ? 1
-				 : -1;
-	}
-	return cached > 0;
-}
-
 static int have_aes_clmul(void)
 {
 	static int cached;
@@ -226,7 +213,7 @@ bool wire__gmac_init(struct wire__gmac *g, const uint8_t key[32])
 	memset(g, 0, sizeof *g);
 	if (!have_aes_clmul())
 		return false;
-	g->wide = have_vclmul();
+	g->wide = wire__cpu_vclmul();
 	init_keyed(g, key);
 	return true;
 }

@@ -60,6 +60,12 @@ static inline void wire__st64(uint8_t *p, uint64_t v)
 uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, size_t d_off,
 			 const struct wire_dcrc *d);
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* This CPU has 512-bit carry-less multiplies (AVX-512 F/VL/BW and VPCLMULQDQ): the wide CRC
+ * fold (crc32.c) and GHASH lanes (gmac.c). Cached after the first call. */
+bool wire__cpu_vclmul(void);
+#endif
+
 /* zlib-compatible CRC-32 (crc32(crc, p, len)), PCLMULQDQ-accelerated where available. */
 uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len);
 /* The CRC register, started at 0 and not inverted, after the one byte b. */
