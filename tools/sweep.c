@@ -1,5 +1,6 @@
 /* tools/sweep: AllReduce size sweep run inside each rank process. Per row and algorithm:
- * fill (data depends on rank, element and iteration) -> barrier -> timed call -> verify.
+ * fill (data depends on rank, element and iteration) -> barrier -> timed call -> barrier ->
+ * verify.
  * Rank 0 decides when warmup and timed phases end (iteration caps and a wall-time budget) and
  * publishes the decision through shared memory before the barrier, so all ranks agree. */
 #include "sweep.h"
@@ -175,6 +176,14 @@ static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_
 		uint64_t t0 = util_now_ns();
 		rc = inca_allreduce_algo(comm, in, rbuf, count, dt, op, ia);
 		uint64_t t1 = util_now_ns();
+		/* Verify only once every rank returned: a rank that finished first must not take
+		 * CPU from the ranks (and the switch) still in the call with its checks. */
+		int brc = inca_coll(comm, &(struct inca_coll_args){ .coll = INCA_COLL_BARRIER,
+								    .algo = INCA_ALGO_RING });
+		if (brc) {
+			fprintf(stderr, "[rank %d] barrier failed: %s\n", rank, inca_strerror(brc));
+			return -1;
+		}
 		if (algo == 0) {
 			sh->totals.inc_calls += rank == 0;
 			if (rank == 0)
