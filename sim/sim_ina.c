@@ -490,6 +490,7 @@ static void engine_input(struct sim *s, struct sim_switch *sw, struct ina_tn *tn
 	wp.data = ib->count ? buf_data(a, b) : NULL;
 	wp.data_len = (uint32_t)ib->count * 4;
 	size_t n = 0;
+	agg_tree_clock(tn->tree, (uint64_t)(s->now / 1000));
 	enum agg_verdict v = agg_tree_input(tn->tree, &wp, p->rx_port->idx, a->sends, a->max_sends, &n);
 	a->verdicts[v < AGG_VERDICT_COUNT ? v : AGG_DROP_TREE]++;
 	/* The sends point into engine memory (valid until the next input on this tree): copy

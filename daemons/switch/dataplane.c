@@ -337,6 +337,7 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 	if (tx->accepted)
 		tx->accepted(tx, t, nbr, rx);
 	tx->reserve(tx, w->max_sends);
+	agg_tree_clock(t->w[w->idx].agg, w->rx_ns);
 	v = agg_tree_input(t->w[w->idx].agg, &pkt, nbr, w->io->sends, w->max_sends, &nsent);
 	w->cnt.verdicts[(unsigned)v < AGG_VERDICT_COUNT ? v : AGG_DROP_FIRST]++;
 	if (v >= AGG_DROP_FIRST)
@@ -531,6 +532,7 @@ static void *worker_main(void *arg)
 			}
 		}
 		w->cnt.rx_batches++;
+		w->rx_ns = util_now_ns();
 		struct util_udp_dgram d;
 		while (util_udprx_next(io->rx, &d)) {
 			w->cnt.rx_pkts++;

@@ -193,6 +193,7 @@ struct sw_worker {
 	size_t max_sends;          /* capacity of io->sends */
 	bool gso, gro;             /* UDP GSO sends / GRO receives in use on fd (cnt.*_on too) */
 	struct util_rng rng;       /* fault injection */
+	uint64_t rx_ns;            /* when the batch being handled was read: the engine's clock */
 
 	/* Live counters: written only by this worker. */
 	struct sw_counters cnt;

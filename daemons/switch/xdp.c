@@ -757,6 +757,7 @@ static uint32_t rx_batch(struct sw_xsk *xs, const struct sw_treeset *set)
 			xs->free[xs->nfree++] = addrs[i];
 	}
 	xs->w->cnt.rx_batches++;
+	xs->w->rx_ns = util_now_ns();
 	return n;
 }
 

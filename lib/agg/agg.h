@@ -143,6 +143,11 @@ size_t agg_tree_max_sends(const struct agg_tree *t);
 enum agg_verdict agg_tree_input(struct agg_tree *t, const struct wire_pkt *pkt, uint32_t ingress_nbr,
 				struct agg_send *out, size_t cap, size_t *nsent);
 
+/* The caller's clock (ns, any origin, never going back) for the packets fed from now on: it
+ * paces result re-sends to a sender that has no re-send credit (docs/protocol.md "Result
+ * re-send credit"). A tree never given a clock paces by counting duplicates alone. */
+void agg_tree_clock(struct agg_tree *t, uint64_t now_ns);
+
 void agg_tree_get_stats(const struct agg_tree *t, struct agg_tree_stats *out);
 /* Rounds in progress here: slot versions collecting contributions, or (non-root) whose
  * aggregate went up and whose result has not come down yet. 0 when every round this tree saw

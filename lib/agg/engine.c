@@ -54,6 +54,7 @@ void agg_tree_destroy(struct agg_tree *t)
 	free(t->bp_member);
 	free(t->rcredit);
 	free(t->rdenied);
+	free(t->rpaced_ns);
 	free(t->upsets);
 	free(t->groups);
 	free(t->group_fbm);
@@ -106,7 +107,8 @@ static int agg__build_bift(struct agg_tree *t, const struct agg_tree_cfg *c)
 	t->bp_group = malloc((bsl + 1) * sizeof *t->bp_group);
 	t->rcredit = calloc(bsl + 1, 1);
 	t->rdenied = calloc(bsl + 1, sizeof *t->rdenied);
-	if (!t->rcredit || !t->rdenied)
+	t->rpaced_ns = calloc(bsl + 1, sizeof *t->rpaced_ns);
+	if (!t->rcredit || !t->rdenied || !t->rpaced_ns)
 		return -ENOMEM;
 	t->bift = calloc(n ? n : 1, sizeof *t->bift);
 	t->bift_fbm = calloc(n ? n : 1, len);
@@ -394,6 +396,7 @@ static void agg__reset_all(struct agg_tree *t, uint32_t epoch)
 		t->lhead[l] = t->ltail[l] = AGG__NOLINK;
 	memset(t->rcredit, 0, t->cfg.bsl_bits + 1);
 	memset(t->rdenied, 0, (t->cfg.bsl_bits + 1) * sizeof *t->rdenied);
+	memset(t->rpaced_ns, 0, (t->cfg.bsl_bits + 1) * sizeof *t->rpaced_ns);
 	t->npending = 0;
 	t->epoch = epoch;
 	t->st.epoch_resets++;
@@ -414,16 +417,27 @@ void agg__epoch_check(struct agg_tree *t, const struct wire_pkt *p)
  *
  * Credit alone can starve a member: one whose copies of its last result keep getting lost has
  * nothing new to send, so it earns nothing while its RTO resends go unanswered, and it fails
- * the call while the others complete it. So without credit, a sender's 1st, 2nd, 4th, 8th ...
- * unanswered duplicate since it last earned credit is answered anyway: a member backing off
- * its RTO is answered at every timeout at first and then every few, and a flood of N
- * duplicates gets about log2(N) answers more. */
+ * the call while the others complete it. So a sender without credit is still answered:
+ * - by the clock (agg_tree_clock), once per AGG__RPACE_NS: a member resends once per RTO
+ *   (2 ms at least, backing off), so every RTO of a waiting member is answered however long
+ *   its losses last, while a flood draws at most one answer per AGG__RPACE_NS more;
+ * - by count, its 1st, 2nd and then every AGG__RDENY_EVERY-th duplicate since it last earned
+ *   credit (a member sends about two per RTO: its oldest chunk and the liveness probe), which
+ *   is all a tree without a clock has; a flood of N duplicates gets about N /
+ *   AGG__RDENY_EVERY answers more. */
 #define AGG__RCREDIT_MAX 8
+#define AGG__RDENY_EVERY 4
+#define AGG__RPACE_NS 1000000ull
 void agg__rearn(struct agg_tree *t, unsigned bp)
 {
 	if (t->rcredit[bp] < AGG__RCREDIT_MAX)
 		t->rcredit[bp]++;
 	t->rdenied[bp] = 0;
+}
+
+void agg_tree_clock(struct agg_tree *t, uint64_t now_ns)
+{
+	t->now_ns = now_ns;
 }
 
 bool agg__resend_ok(struct agg_tree *t, unsigned bp)
@@ -432,10 +446,14 @@ bool agg__resend_ok(struct agg_tree *t, unsigned bp)
 		t->rcredit[bp]--;
 		return true;
 	}
+	if (t->now_ns && (!t->rpaced_ns[bp] || t->now_ns - t->rpaced_ns[bp] >= AGG__RPACE_NS)) {
+		t->rpaced_ns[bp] = t->now_ns;
+		return true;
+	}
 	if (t->rdenied[bp] < UINT16_MAX)
 		t->rdenied[bp]++;
 	uint16_t d = t->rdenied[bp];
-	return (d & (d - 1)) == 0;
+	return d <= 2 || d % AGG__RDENY_EVERY == 0;
 }
 
 /* Same round, same call: everything but the count, which differs between the owner's data and

@@ -104,6 +104,8 @@ struct agg_tree {
 			      * lowest bit this is (see agg__rearn) */
 	uint16_t *rdenied;   /* [bsl_bits + 1]: that sender's duplicates left unanswered since it
 			      * last earned credit (see agg__resend_ok) */
+	uint64_t *rpaced_ns; /* [bsl_bits + 1]: when that sender last got a re-send by the clock */
+	uint64_t now_ns;     /* agg_tree_clock; 0: none given */
 	uint8_t *upsets;     /* cfg.nupsets * bsl_bytes, AND A-BM */
 	uint16_t pkey;
 	struct agg__group *groups;
