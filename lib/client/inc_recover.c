@@ -71,8 +71,13 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		bool tail = false;
 		if (!ch->active)
 			continue;
+		/* A later chunk of the block was answered and this one not: our result was lost,
+		 * or another member's contribution, which the switch's repair notice to that member
+		 * mends within about one round trip (our resend would only cost a duplicate up and
+		 * a duplicate result down). So a chunk never resent waits one round trip more
+		 * before its first resend; every later detection as before. */
 		if (ch->tx_seq < rk->seq)
-			wait = rk->rtt_ns + reo;
+			wait = rk->rtt_ns + reo + (ch->retx ? 0 : rk->rtt_ns);
 		else if (ch->retx && ch->tx_seq < rk->rseq)
 			wait = rk->rrtt_ns + reo;
 		else if (ch->first_seq < ic->rack_all.seq)
@@ -160,11 +165,9 @@ int inc_probe(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
 	return 0;
 }
 
-/* RTO expiry: nothing was answered for a whole RTO. Resend only the oldest chunk (lowest g),
- * as TCP does: if the path merely stalled (a descheduled switch), the answers of the others
- * follow and nothing else is resent; if they were lost, the answer to this resend makes loss
- * detection find them at once. The same chunk stays the oldest, so a dead switch reaches
- * retx_limit after retx_limit RTOs, as before. */
+/* RTO expiry: nothing was answered for a whole RTO. Resend the INC_PROBE_MAX oldest chunks
+ * in flight (below) and the liveness probe. The oldest chunk (lowest g) counts the timeouts:
+ * it stays the oldest, so a dead switch reaches retx_limit after retx_limit RTOs. */
 int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
 {
 	const struct client_cfg *cfg = &c->cfg;
@@ -235,8 +238,11 @@ int inc_on_rto(struct inca_comm *c, const struct inc_job *j, uint64_t now_ns)
 	 * also starve loss detection and the switch's notices of the later answers they need. */
 	if (ic->rtt.srtt > delay_target_ns(ic))
 		inc_wnd_cut(ic, old->tx_seq, 0.5);
-	old->retx_fast = false;
-	int rc = inc_enqueue(c, j, old, true, now_ns);
+	/* The oldest chunks in flight, as the stall probe does: a whole RTO without any answer
+	 * means every one of them is lost or waits for a repair (a descheduled switch aside,
+	 * whose queue answers them all at once anyway), and resending only the oldest left the
+	 * others to one backed-off RTO each at high loss. */
+	int rc = inc_probe(c, j, now_ns);
 	if (rc < 0 || !ic->probe_ok || tx_full(ic))
 		return rc;
 	return inc_enqueue(c, ic->probe_j, &ic->probe_ch, true, now_ns);
