@@ -1,6 +1,8 @@
 /* lib/wire CRC-32 (the IEEE/zlib polynomial, reflected), with a carry-less-multiply folding path
- * for x86-64 CPUs that have PCLMULQDQ and zlib's crc32 for everything else.
- * Same value as zlib's crc32(crc, p, len) for every input; crc32_test checks it against zlib. */
+ * for x86-64 CPUs that have PCLMULQDQ and zlib's crc32 for everything else, and the
+ * multiplication mod P behind CRC combining (zlib's crc32_combine_gen / _op), also with a
+ * carry-less multiply where the CPU has one.
+ * Same values as zlib for every input; crc32_test checks them against zlib. */
 #include "wire/wire_internal.h"
 
 #include <string.h>
@@ -67,6 +69,32 @@ uint32_t wire__crc32_byte_raw(uint8_t b)
  * (slice[0] = crc_table). Filled once before main. */
 static uint32_t slice[8][256];
 
+/* Polynomials mod P in the CRC register's (reflected) order: bit 31 is the coefficient of x^0,
+ * bit 0 that of x^31; P without its x^32 term is 0xEDB88320. */
+#define CRC_POLY 0xedb88320u
+#define CRC_X0 0x80000000u /* the polynomial 1 */
+
+/* x^(2^k) mod P for k = 0 .. 34; from k = 3 on, the operator for 2^(k-3) bytes
+ * (wire__crc32_shift_op). */
+#define X2K_N 35
+static uint32_t x2k[X2K_N];
+
+/* a(x) b(x) mod P one bit of a at a time: add b x^i for every term x^i of a, b x^i reduced as
+ * i grows (multiplying by x is a right shift here, P folding back in the x^32 carry). */
+uint32_t wire__crc32_mulmod_bits(uint32_t a, uint32_t b)
+{
+	uint32_t r = 0;
+
+	for (uint32_t m = CRC_X0; a; m >>= 1) {
+		if (a & m) {
+			r ^= b;
+			a ^= m;
+		}
+		b = (b >> 1) ^ (b & 1 ? CRC_POLY : 0);
+	}
+	return r;
+}
+
 __attribute__((constructor)) static void slice_init(void)
 {
 	for (unsigned n = 0; n < 256; n++)
@@ -74,6 +102,9 @@ __attribute__((constructor)) static void slice_init(void)
 	for (unsigned k = 1; k < 8; k++)
 		for (unsigned n = 0; n < 256; n++)
 			slice[k][n] = (slice[k - 1][n] >> 8) ^ crc_table[slice[k - 1][n] & 0xFF];
+	x2k[0] = CRC_X0 >> 1; /* x */
+	for (unsigned k = 1; k < X2K_N; k++)
+		x2k[k] = wire__crc32_mulmod_bits(x2k[k - 1], x2k[k - 1]);
 }
 
 /* Short inputs (pseudo-headers, tails): eight bytes per step through the slicing tables (one
@@ -263,6 +294,44 @@ static int have_clmul(void)
 	return cached > 0;
 }
 #endif
+
+#ifdef WIRE_HAVE_CLMUL
+/* The same product with one carry-less multiply and a Barrett reduction. Reflected operands
+ * multiply into bits 0..62 with x^62 at bit 0; one left shift puts x^63 at bit 0, x^0 at bit
+ * 63, the layout crc_finish's Barrett step reduces (low half: the terms x^32 .. x^63; result
+ * in bits 32..63). */
+static __attribute__((target("pclmul,sse4.1"))) uint32_t mulmod_clmul(uint32_t a, uint32_t b)
+{
+	__m128i x = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a), _mm_cvtsi32_si128((int)b),
+					 0x00);
+	x = _mm_slli_epi64(x, 1);
+	const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+	const __m128i kpu = _mm_set_epi64x((long long)KMU, (long long)KP);
+	__m128i t = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), kpu, 0x10);
+	t = _mm_clmulepi64_si128(_mm_and_si128(t, mask32), kpu, 0x00);
+	return (uint32_t)_mm_extract_epi32(_mm_xor_si128(x, t), 1);
+}
+#endif
+
+uint32_t wire__crc32_mulmod(uint32_t a, uint32_t b)
+{
+#ifdef WIRE_HAVE_CLMUL
+	if (have_clmul())
+		return mulmod_clmul(a, b);
+#endif
+	return wire__crc32_mulmod_bits(a, b);
+}
+
+uint32_t wire__crc32_shift_op(uint32_t len)
+{
+	uint32_t op = CRC_X0;
+
+	/* x^(8 len) = the product of x^(2^(k+3)) over the bits k of len. */
+	for (unsigned k = 3; len; k++, len >>= 1)
+		if (len & 1)
+			op = wire__crc32_mulmod(op, x2k[k]);
+	return op;
+}
 
 uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len)
 {

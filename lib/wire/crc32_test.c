@@ -1,11 +1,75 @@
 /* crc32_test: the accelerated CRC-32 in crc32.c must equal zlib's crc32 for every length,
- * alignment and starting value, including chained calls. */
+ * alignment and starting value, including chained calls; the combine helpers (multiplication
+ * mod P, carry-less and bit by bit, and the shift operators) must equal zlib's
+ * crc32_combine_op / crc32_combine_gen / crc32_combine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "wire/wire_internal.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* Combining: random operands for the product, every length up to 70000 and random larger
+ * ones for the operators, and real CRCs of random data split at random points. */
+static int test_combine(const uint8_t *buf, size_t cap)
+{
+	int fails = 0;
+
+	for (int i = 0; i < 200000; i++) {
+		uint64_t r = rnd();
+		/* b | 1: zlib never ends a product with the operator 0 */
+		uint32_t a = (uint32_t)r, b = (uint32_t)(r >> 32) | 1, c = (uint32_t)rnd();
+		uint32_t want = (uint32_t)crc32_combine_op(a, c, b);
+		if ((wire__crc32_combine_op(a, c, b) != want ||
+		     (wire__crc32_mulmod_bits(b, a) ^ c) != want) && fails++ < 10)
+			fprintf(stderr, "combine_op %08x %08x %08x: want %08x\n", a, c, b, want);
+		if (wire__crc32_mulmod(a, b) != wire__crc32_mulmod(b, a) && fails++ < 10)
+			fprintf(stderr, "mulmod not symmetric: %08x %08x\n", a, b);
+	}
+	/* Edge operands: 0, the polynomial 1, x^31, all terms (zlib's product never ends for the
+	 * operator 0: the product is 0 there). */
+	uint32_t edge[] = { 0, 0x80000000u, 1, 0xFFFFFFFFu };
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 4; j++) {
+			uint32_t want = edge[j] ? (uint32_t)crc32_combine_op(edge[i], 0, edge[j]) : 0;
+			if ((wire__crc32_mulmod(edge[j], edge[i]) != want ||
+			     wire__crc32_mulmod_bits(edge[j], edge[i]) != want) && fails++ < 10)
+				fprintf(stderr, "mulmod edge %08x %08x\n", edge[j], edge[i]);
+		}
+	for (uint32_t len = 0; len <= 70000; len++)
+		if (wire__crc32_shift_op(len) != (uint32_t)crc32_combine_gen((z_off_t)len) &&
+		    fails++ < 10)
+			fprintf(stderr, "shift_op %u\n", len);
+	for (int i = 0; i < 1000; i++) {
+		uint32_t len = (uint32_t)rnd() >> 1;
+		if (wire__crc32_shift_op(len) != (uint32_t)crc32_combine_gen((z_off_t)len) &&
+		    fails++ < 10)
+			fprintf(stderr, "shift_op %u\n", len);
+	}
+	for (int i = 0; i < 20000; i++) {
+		size_t la = rnd() % 5000, lb = rnd() % 5000, off = rnd() % 64;
+		if (off + la + lb > cap)
+			continue;
+		uint32_t ca = (uint32_t)crc32(0, buf + off, (uInt)la);
+		uint32_t cb = (uint32_t)crc32(0, buf + off + la, (uInt)lb);
+		uint32_t want = (uint32_t)crc32(0, buf + off, (uInt)(la + lb));
+		uint32_t got = wire__crc32_combine_op(ca, cb, wire__crc32_shift_op((uint32_t)lb));
+		if ((got != want || (uint32_t)crc32_combine(ca, cb, (z_off_t)lb) != want) &&
+		    fails++ < 10)
+			fprintf(stderr, "combine %zu + %zu: want %08x got %08x\n", la, lb, want, got);
+	}
+	return fails;
+}
 
 int main(void)
 {
@@ -35,6 +99,7 @@ int main(void)
 		if (ab != (uint32_t)crc32(0, buf, (uInt)len) && fails++ < 10)
 			fprintf(stderr, "chained len %zu cut %zu mismatch\n", len, cut);
 	}
+	fails += test_combine(buf, sizeof buf);
 	/* All-zero and all-one buffers exercise the folding with degenerate data. */
 	memset(buf, 0, sizeof buf);
 	if (wire__crc32(0, buf, 4096) != (uint32_t)crc32(0, buf, 4096))

@@ -5,7 +5,6 @@
 #include "wire/wire.h"
 
 #include <errno.h>
-#include <zlib.h>
 
 #include "wire/wire_internal.h"
 
@@ -19,7 +18,7 @@
 
 /* CRC of the constant prefix, the masked IPv4/UDP headers and the masked BTH of a UDP payload
  * of len bytes (len >= WIRE_BTH_LEN checked by the callers). */
-static uLong icrc_head(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
+static uint32_t icrc_head(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
 {
 	uint8_t h[ICRC_VAR_LEN];
 	/* IPv4 from byte 2: total length, ID, flags (DF, no fragments: the only shape the decoder
@@ -58,8 +57,8 @@ uint32_t wire_icrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t len)
 {
 	if (!icrc_len_ok(ip, p, len))
 		return 0;
-	uLong crc = icrc_head(ip, p, len);
-	crc = wire__crc32((uint32_t)crc, p + WIRE_BTH_LEN, len - WIRE_BTH_LEN - WIRE_ICRC_LEN);
+	uint32_t crc = icrc_head(ip, p, len);
+	crc = wire__crc32(crc, p + WIRE_BTH_LEN, len - WIRE_BTH_LEN - WIRE_ICRC_LEN);
 	return (uint32_t)crc;
 }
 
@@ -81,11 +80,11 @@ int wire_data_crc(struct wire_dcrc *out, const uint8_t *data, size_t len)
 	if (!out || (!data && len) || len > 0xFFFF)
 		return -EINVAL;
 	out->crc = len ? wire__crc32(0, data, len) : 0;
-	/* zlib's operator generation costs ~0.4 us, more than the CRC of 4 KiB itself; a switch
-	 * asks for the same few lengths over and over, so remember the last one per thread. */
+	/* The operator costs up to 13 products (one per bit of len); a switch asks for the same
+	 * few lengths over and over, so remember the last one per thread. */
 	static _Thread_local uint32_t memo_len = UINT32_MAX, memo_op;
 	if (memo_len != (uint32_t)len) {
-		memo_op = (uint32_t)crc32_combine_gen((z_off_t)len);
+		memo_op = wire__crc32_shift_op((uint32_t)len);
 		memo_len = (uint32_t)len;
 	}
 	out->op = memo_op;
@@ -99,15 +98,14 @@ uint32_t wire__icrc_dcrc(const struct wire_ipinfo *ip, const uint8_t *p, size_t 
 	if (!icrc_len_ok(ip, p, len) || !d || d_off < WIRE_BTH_LEN ||
 	    d_off + d->len > len - WIRE_ICRC_LEN)
 		return 0;
-	uLong crc = icrc_head(ip, p, len);
-	crc = wire__crc32((uint32_t)crc, p + WIRE_BTH_LEN, d_off - WIRE_BTH_LEN);
-	/* CRC-32 is linear: crc(A || D) follows from crc(A), crc(D) and |D| (zlib's combine with
-	 * the operator for |D| generated once in wire_data_crc). */
+	uint32_t crc = icrc_head(ip, p, len);
+	crc = wire__crc32(crc, p + WIRE_BTH_LEN, d_off - WIRE_BTH_LEN);
+	/* CRC-32 is linear: crc(A || D) follows from crc(A), crc(D) and |D| (one product mod P
+	 * with the operator for |D| generated once in wire_data_crc). */
 	if (d->len)
-		crc = crc32_combine_op(crc, d->crc, d->op);
+		crc = wire__crc32_combine_op(crc, d->crc, d->op);
 	size_t tail = d_off + d->len;
-	crc = wire__crc32((uint32_t)crc, p + tail, len - WIRE_ICRC_LEN - tail);
-	return (uint32_t)crc;
+	return wire__crc32(crc, p + tail, len - WIRE_ICRC_LEN - tail);
 }
 
 /* Offset of the IPv4 ID in the ICRC input after it: the rest of the rebuilt IPv4/UDP/BTH header
@@ -129,11 +127,10 @@ static const uint32_t *id_basis(size_t len)
 	static _Thread_local uint32_t memo[ID_BITS];
 
 	if (memo_len != len) {
-		uLong op = crc32_combine_gen((z_off_t)id_tail_bytes(len));
+		uint32_t op = wire__crc32_shift_op((uint32_t)id_tail_bytes(len));
 		/* Register after the ID bytes {0x00, 1 << b} from 0: the high byte leaves it 0. */
 		for (unsigned b = 0; b < ID_BITS; b++)
-			memo[b] = (uint32_t)crc32_combine_op(wire__crc32_byte_raw((uint8_t)(1u << b)),
-							     0, op);
+			memo[b] = wire__crc32_mulmod(op, wire__crc32_byte_raw((uint8_t)(1u << b)));
 		memo_len = len;
 	}
 	return memo;

@@ -283,7 +283,8 @@ bool wire_bier_empty(const uint8_t *bits, size_t len);
  * pass over up to 4 KiB. */
 struct wire_dcrc {
 	uint32_t crc; /* zlib crc32(0, data, len) */
-	uint32_t op;  /* zlib crc32_combine_gen(len): shifts a CRC over len bytes */
+	uint32_t op;  /* x^(8 len) mod P, which shifts a CRC over len bytes (the value of zlib's
+		       * crc32_combine_gen(len)) */
 	uint32_t len; /* data bytes */
 };
 /* Fill *out for data[0..len). Cost: one CRC-32 pass over the data. -EINVAL if len > 65535. */

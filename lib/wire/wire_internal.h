@@ -70,6 +70,22 @@ bool wire__cpu_vclmul(void);
 uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len);
 /* The CRC register, started at 0 and not inverted, after the one byte b. */
 uint32_t wire__crc32_byte_raw(uint8_t b);
+/* a(x) b(x) mod P, polynomials over GF(2) in the CRC register's bit order (reflected: bit 31 is
+ * x^0), P the CRC-32 polynomial: zlib's multmodp, with a carry-less multiply where the CPU
+ * has PCLMULQDQ. */
+uint32_t wire__crc32_mulmod(uint32_t a, uint32_t b);
+/* The same one bit at a time: what wire__crc32_mulmod runs without PCLMULQDQ (tests). */
+uint32_t wire__crc32_mulmod_bits(uint32_t a, uint32_t b);
+/* x^(8 len) mod P, the operator that moves a CRC register over len bytes: the value of zlib's
+ * crc32_combine_gen(len). */
+uint32_t wire__crc32_shift_op(uint32_t len);
+/* zlib's crc32_combine_op: the CRC of A || B from crc1 = CRC(A), crc2 = CRC(B) and the operator
+ * for |B| (wire__crc32_shift_op). CRC-32 is linear: CRC(A || B) is CRC(A) moved over |B| bytes
+ * (times x^(8 |B|)) plus CRC(B); the initial and final inversions cancel out. */
+static inline uint32_t wire__crc32_combine_op(uint32_t crc1, uint32_t crc2, uint32_t op)
+{
+	return wire__crc32_mulmod(op, crc1) ^ crc2;
+}
 
 /* True if icrc is the ICRC of the UDP payload p[0..len) for ip, or, with ip->id_unseen, for
  * ip with any IPv4 ID below WIRE_GSO_ID_SPAN. */
