@@ -207,9 +207,18 @@ size_t wire_auth_aad(const struct wire_pkt *pkt, uint8_t *out)
 	return (size_t)(o - out);
 }
 
-/* Shared by wire_encode_udp and wire_encode_udp_dcrc: dcrc NULL means hash the data too. */
+size_t wire_pkt_data_off(const struct wire_pkt *pkt)
+{
+	size_t hdr = wire_inca_hdr_len(pkt->inca.bsl_code);
+	if (!hdr)
+		return 0;
+	return OFF_INCA + hdr + (pkt->inca.flags & WIRE_F_AUTH ? WIRE_AUTH_LEN : 0);
+}
+
+/* Shared by wire_encode_udp, wire_encode_udp_dcrc and wire_encode_udp_nodata: dcrc NULL means
+ * hash the data too; with_data false leaves the data's bytes in buf alone (dcrc required). */
 static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
-		      const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
+		      const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc, bool with_data)
 {
 	if (!buf || !pkt || !ip)
 		return -EINVAL;
@@ -230,7 +239,7 @@ static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 	/* Data first, then the bit-string, then the fixed headers: memmove keeps this correct
 	 * when the caller built data and/or bits in place inside buf. */
 	uint8_t *inca = buf + OFF_INCA;
-	if (pkt->data_len)
+	if (pkt->data_len && with_data)
 		memmove(inca + hdr, pkt->data, pkt->data_len);
 	if (h->bits)
 		memmove(inca + WIRE_INCA_FIXED_LEN, h->bits, bl);
@@ -272,7 +281,7 @@ static int encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 int wire_encode_udp(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 		    const struct wire_ipinfo *ip)
 {
-	return encode_udp(buf, cap, pkt, ip, NULL);
+	return encode_udp(buf, cap, pkt, ip, NULL, true);
 }
 
 int wire_encode_udp_dcrc(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
@@ -280,7 +289,24 @@ int wire_encode_udp_dcrc(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 {
 	if (!dcrc || !pkt || dcrc->len != pkt->data_len)
 		return -EINVAL;
-	return encode_udp(buf, cap, pkt, ip, dcrc);
+	return encode_udp(buf, cap, pkt, ip, dcrc, true);
+}
+
+int wire_encode_udp_nodata(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+			   const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
+{
+	struct wire_dcrc own;
+
+	if (!pkt)
+		return -EINVAL;
+	if (!dcrc) {
+		if ((pkt->data_len && !pkt->data) || wire_data_crc(&own, pkt->data, pkt->data_len))
+			return -EINVAL;
+		dcrc = &own;
+	}
+	if (dcrc->len != pkt->data_len)
+		return -EINVAL;
+	return encode_udp(buf, cap, pkt, ip, dcrc, false);
 }
 
 enum wire_err wire_decode_udp(const uint8_t *buf, size_t len, struct wire_pkt *out,

@@ -293,6 +293,17 @@ int wire_data_crc(struct wire_dcrc *out, const uint8_t *data, size_t len);
  * pkt->data_len); -EINVAL if dcrc->len != pkt->data_len. */
 int wire_encode_udp_dcrc(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
 			 const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc);
+/* Offset of the data in pkt's UDP payload (BTH + RETH + ImmDt + INCA header + the auth block if
+ * its flags say so), 0 if its BSL code is invalid. */
+size_t wire_pkt_data_off(const struct wire_pkt *pkt);
+/* wire_encode_udp_dcrc without writing the data: buf[0..wire_pkt_data_off) and
+ * buf[wire_pkt_data_off + data_len .. returned length) get exactly wire_encode_udp_dcrc's bytes
+ * (headers, pad, ICRC over the data as it is now); the data's place is not touched, so a
+ * sender can gather the datagram from those two parts with pkt->data in between. dcrc from
+ * wire_data_crc(pkt->data, pkt->data_len), or NULL to compute it here. Same errors as
+ * wire_encode_udp_dcrc. */
+int wire_encode_udp_nodata(uint8_t *buf, size_t cap, const struct wire_pkt *pkt,
+			   const struct wire_ipinfo *ip, const struct wire_dcrc *dcrc);
 /* Exactly wire_encode_frame, with the shared data CRC of wire_encode_udp_dcrc. */
 int wire_encode_frame_dcrc(uint8_t *buf, size_t cap, const uint8_t dst_mac[6],
 			   const uint8_t src_mac[6], const struct wire_pkt *pkt,

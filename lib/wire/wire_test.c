@@ -594,6 +594,109 @@ static void test_err_names(void)
 	CHECK(strcmp(wire_err_name((enum wire_err)-1), "unknown") == 0);
 }
 
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* wire_encode_udp_nodata: random packets (every dtype and BSL, with and without an auth block,
+ * result / retransmission / notice flags, lengths from none to the most that fits, random
+ * addresses and IDs) give head + data + tail byte for byte what wire_encode_udp_dcrc and
+ * wire_encode_udp give, leave the data's place alone, and refuse what they refuse. */
+static void test_nodata(void)
+{
+	static uint8_t full[8192], plain[8192], buf[8192], gathered[8192], data[4096];
+	static const uint8_t flag_sets[] = { 0, WIRE_F_RESULT, WIRE_F_RESULT | WIRE_F_RETX,
+					     WIRE_F_RETX, WIRE_F_NACK };
+
+	for (int i = 0; i < 20000; i++) {
+		uint8_t dt = (uint8_t)(rnd() % WIRE_DTYPE_COUNT);
+		uint8_t bsl = (uint8_t)(1 + rnd() % 7);
+		bool auth = rnd() & 1;
+		size_t maxd = wire_max_data_auth(4096, esize[dt], bsl, auth);
+		uint16_t count = (uint16_t)(rnd() % 4 == 0 ? maxd / esize[dt]
+						: rnd() % (maxd / esize[dt] + 1));
+		struct wire_pkt p = mkpkt(dt, WIRE_OP_SUM, bsl, 0);
+		p.inca.flags = flag_sets[rnd() % sizeof flag_sets];
+		if (p.inca.flags & WIRE_F_NACK)
+			count = 0;
+		p.inca.count = count;
+		p.data_len = (uint32_t)(count * esize[dt]);
+		for (size_t k = 0; k < p.data_len; k++)
+			data[k] = (uint8_t)rnd();
+		p.data = data;
+		p.bth.dest_qp = (uint32_t)rnd() & 0xFFFFFF;
+		p.bth.psn = (uint32_t)rnd() & 0xFFFFFF;
+		p.imm = (uint32_t)rnd();
+		p.inca.slot = (uint16_t)rnd();
+		p.inca.round = (uint32_t)rnd();
+		if (auth) {
+			p.inca.flags |= WIRE_F_AUTH;
+			p.inca.epoch = (uint32_t)rnd();
+			p.auth.key_id = (uint32_t)rnd();
+			p.auth.ctx = (uint32_t)rnd();
+			p.auth.ctr = rnd();
+			for (size_t k = 0; k < WIRE_AUTH_TAG_LEN; k++)
+				p.auth.tag[k] = (uint8_t)rnd();
+		}
+		uint64_t r = rnd();
+		struct wire_ipinfo ip = { .src_ip = (uint32_t)r, .dst_ip = (uint32_t)(r >> 32),
+					  .src_port = (uint16_t)rnd(), .dst_port = 4791,
+					  .ip_id = (uint16_t)(rnd() % 3 ? rnd() % 64 : 0) };
+
+		struct wire_dcrc dc;
+		CHECK_EQ(wire_data_crc(&dc, p.data, p.data_len), 0);
+		int len = wire_encode_udp_dcrc(full, sizeof full, &p, &ip, &dc);
+		CHECK_EQ(len, (int)wire_pkt_udp_len(&p));
+		CHECK_EQ(wire_encode_udp(plain, sizeof plain, &p, &ip), len);
+		CHECK(memcmp(plain, full, (size_t)len) == 0);
+		size_t off = wire_pkt_data_off(&p), end = off + p.data_len;
+		CHECK_EQ(off, WIRE_ROCE_HDR_LEN + wire_inca_hdr_len(bsl) + (auth ? WIRE_AUTH_LEN : 0));
+		CHECK(end + WIRE_ICRC_LEN <= (size_t)len && end + WIRE_ICRC_LEN + 3 >= (size_t)len);
+
+		for (int with_dc = 0; with_dc < 2; with_dc++) {
+			memset(buf, 0xA5, sizeof buf);
+			CHECK_EQ(wire_encode_udp_nodata(buf, (size_t)len, &p, &ip,
+							with_dc ? &dc : NULL), len);
+			CHECK(memcmp(buf, full, off) == 0);
+			bool hole = true;
+			for (size_t k = off; k < end; k++)
+				hole &= buf[k] == 0xA5;
+			CHECK(hole);
+			CHECK(memcmp(buf + end, full + end, (size_t)len - end) == 0);
+			memcpy(gathered, buf, off);
+			memcpy(gathered + off, p.data, p.data_len);
+			memcpy(gathered + end, buf + end, (size_t)len - end);
+			CHECK(memcmp(gathered, full, (size_t)len) == 0);
+		}
+		struct wire_pkt d;
+		CHECK_ERR(wire_decode_udp(gathered, (size_t)len, &d, &ip), WIRE_OK);
+
+		/* Refused like wire_encode_udp_dcrc. */
+		CHECK_EQ(wire_encode_udp_nodata(buf, (size_t)len - 1, &p, &ip, &dc), -ENOSPC);
+		dc.len++;
+		CHECK_EQ(wire_encode_udp_nodata(buf, sizeof buf, &p, &ip, &dc), -EINVAL);
+		CHECK_EQ(wire_encode_udp_nodata(buf, sizeof buf, &p, NULL, NULL), -EINVAL);
+		CHECK_EQ(wire_encode_udp_nodata(NULL, sizeof buf, &p, &ip, NULL), -EINVAL);
+		p.inca.coll = 0;
+		CHECK_EQ(wire_encode_udp_nodata(buf, sizeof buf, &p, &ip, NULL), -EINVAL);
+		if (p.data_len) {
+			p.inca.coll = WIRE_COLL_ALLREDUCE;
+			p.data = NULL;
+			CHECK_EQ(wire_encode_udp_nodata(buf, sizeof buf, &p, &ip, NULL), -EINVAL);
+		}
+	}
+	CHECK_EQ(wire_encode_udp_nodata(buf, sizeof buf, NULL, &IP_A, NULL), -EINVAL);
+	struct wire_pkt bad = mkpkt(WIRE_DT_FP32, WIRE_OP_SUM, 1, 4);
+	bad.inca.bsl_code = 0;
+	CHECK_EQ(wire_pkt_data_off(&bad), 0);
+}
+
 /* ICRC checked against the straightforward definition (mask a copy of the frame, prepend eight
  * 0xFF, CRC all but the ICRC), and against a vector computed by scapy.contrib.roce. */
 static void test_icrc(void)
@@ -666,6 +769,7 @@ int main(void)
 	test_encode_errors();
 	test_nack();
 	test_icrc();
+	test_nodata();
 	printf("wire_test: ok\n");
 	return 0;
 }
