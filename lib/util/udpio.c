@@ -1,6 +1,7 @@
 /* lib/util UDP batch I/O: GSO send queue and GRO-aware receive batch (udpio.h). The queue keeps
- * datagrams in arrival order in one slab; a GSO send is a chain of them, gathered into one
- * message's iovec list at flush time. */
+ * datagrams in arrival order in one slab (a datagram queued by reference has a hole there where
+ * its data goes); a GSO send is a chain of them, gathered into one message's iovec list at flush
+ * time: one iovec per datagram, three for one with a hole. */
 #include "util/udpio.h"
 
 #include <errno.h>
@@ -18,6 +19,9 @@
 #ifndef SOL_UDP
 #define SOL_UDP 17
 #endif
+
+/* Most iovecs one datagram takes: the part before its referenced data, the data, the rest. */
+#define TX_IOV_PER_PKT 3
 
 /* How far back util_udptx_add looks for an open send to the same destination: about the number
  * of destinations a switch serves in one batch. */
@@ -45,16 +49,23 @@ struct tx_group {
 	bool open;
 };
 
+/* A datagram's bytes [off, off + len) taken from data instead of the slab (data NULL: none). */
+struct tx_ref {
+	const uint8_t *data;
+	size_t off, len;
+};
+
 struct util_udptx {
 	struct util_udptx_opts o;
 	uint8_t *slab;     /* max_pkts * pkt_cap */
 	size_t *len;       /* per datagram */
 	unsigned *next;    /* per datagram: next of its group, UINT32_MAX at the end */
+	struct tx_ref *ref; /* per datagram */
 	unsigned npkts;
 	struct tx_group *grp; /* in creation order = send order */
 	unsigned ngrp, gsent; /* groups [gsent, ngrp) are still to send */
 	struct mmsghdr *msg;
-	struct iovec *iov;
+	struct iovec *iov; /* max_pkts * TX_IOV_PER_PKT */
 	union ctl {
 		char buf[CTL_BYTES];
 		struct cmsghdr align;
@@ -78,11 +89,13 @@ int util_udptx_create(const struct util_udptx_opts *o, struct util_udptx **out)
 	q->slab = malloc(o->max_pkts * o->pkt_cap);
 	q->len = calloc(o->max_pkts, sizeof *q->len);
 	q->next = calloc(o->max_pkts, sizeof *q->next);
+	q->ref = calloc(o->max_pkts, sizeof *q->ref);
 	q->grp = calloc(o->max_pkts, sizeof *q->grp);
 	q->msg = calloc(o->max_pkts, sizeof *q->msg);
-	q->iov = calloc(o->max_pkts, sizeof *q->iov);
+	q->iov = calloc(o->max_pkts * TX_IOV_PER_PKT, sizeof *q->iov);
 	q->ctl = calloc(o->max_pkts, sizeof *q->ctl);
-	if (!q->slab || !q->len || !q->next || !q->grp || !q->msg || !q->iov || !q->ctl) {
+	if (!q->slab || !q->len || !q->next || !q->ref || !q->grp || !q->msg || !q->iov ||
+	    !q->ctl) {
 		util_udptx_destroy(q);
 		return -ENOMEM;
 	}
@@ -97,6 +110,7 @@ void util_udptx_destroy(struct util_udptx *q)
 	free(q->slab);
 	free(q->len);
 	free(q->next);
+	free(q->ref);
 	free(q->grp);
 	free(q->msg);
 	free(q->iov);
@@ -137,6 +151,7 @@ uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint
 	k = q->npkts++;
 	q->len[k] = len;
 	q->next[k] = UINT32_MAX;
+	q->ref[k].data = NULL;
 	q->undo_ok = true;
 	q->undo_new = !g;
 	if (g) {
@@ -156,6 +171,18 @@ uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint
 		*ip_id = 0;
 	}
 	return q->slab + (size_t)k * q->o.pkt_cap;
+}
+
+uint8_t *util_udptx_add_ref(struct util_udptx *q, const struct sockaddr_in *to,
+			    uint32_t src_ip_be, uint32_t tag, size_t len, size_t off,
+			    const void *data, size_t data_len, uint16_t *ip_id)
+{
+	if (off > len || data_len > len - off || (data_len && !data))
+		return NULL;
+	uint8_t *p = util_udptx_add(q, to, src_ip_be, tag, len, ip_id);
+	if (p && data_len)
+		q->ref[q->npkts - 1] = (struct tx_ref){ .data = data, .off = off, .len = data_len };
+	return p;
 }
 
 void util_udptx_cancel_last(struct util_udptx *q)
@@ -191,16 +218,33 @@ bool util_udptx_gso(const struct util_udptx *q)
 	return q->o.gso;
 }
 
-/* Message i for group g: its datagrams as an iovec list from iov, its control data. */
-static void build_msg(struct util_udptx *q, unsigned i, struct tx_group *g, struct iovec *iov,
-		      bool gso)
+static void put_iov(struct iovec *iov, size_t *n, const uint8_t *p, size_t len)
+{
+	if (len) {
+		iov[*n].iov_base = (void *)p;
+		iov[*n].iov_len = len;
+		(*n)++;
+	}
+}
+
+/* Message i for group g: its datagrams as an iovec list from iov, its control data. Returns
+ * the number of iovecs used (at most TX_IOV_PER_PKT per datagram). */
+static size_t build_msg(struct util_udptx *q, unsigned i, struct tx_group *g, struct iovec *iov,
+			bool gso)
 {
 	struct msghdr *m = &q->msg[i].msg_hdr;
 	size_t n = 0, ctl = 0;
 
-	for (unsigned k = g->first; k != UINT32_MAX; k = q->next[k], n++) {
-		iov[n].iov_base = q->slab + (size_t)k * q->o.pkt_cap;
-		iov[n].iov_len = q->len[k];
+	for (unsigned k = g->first; k != UINT32_MAX; k = q->next[k]) {
+		const uint8_t *p = q->slab + (size_t)k * q->o.pkt_cap;
+		const struct tx_ref *r = &q->ref[k];
+		if (!r->data) {
+			put_iov(iov, &n, p, q->len[k]);
+			continue;
+		}
+		put_iov(iov, &n, p, r->off);
+		put_iov(iov, &n, r->data, r->len);
+		put_iov(iov, &n, p + r->off + r->len, q->len[k] - r->off - r->len);
 	}
 	memset(m, 0, sizeof *m);
 	m->msg_name = &g->to;
@@ -230,6 +274,7 @@ static void build_msg(struct util_udptx *q, unsigned i, struct tx_group *g, stru
 		m->msg_control = q->ctl[i].buf;
 		m->msg_controllen = ctl;
 	}
+	return n;
 }
 
 static void reset(struct util_udptx *q)
@@ -264,9 +309,16 @@ static int split_group(struct util_udptx *q, unsigned gi)
 		s->seglen = s->bytes = q->len[k];
 		s->open = false;
 		q->next[k] = UINT32_MAX;
-		if (j && q->o.reid)
-			q->o.reid(q->o.reid_arg, q->slab + (size_t)k * q->o.pkt_cap, q->len[k], &g.to,
-				  g.src_ip_be);
+		if (j && q->o.reid) {
+			uint8_t *p = q->slab + (size_t)k * q->o.pkt_cap;
+			struct tx_ref *r = &q->ref[k];
+			/* reid sees the whole datagram: copy referenced data into its hole. */
+			if (r->data) {
+				memcpy(p + r->off, r->data, r->len);
+				r->data = NULL;
+			}
+			q->o.reid(q->o.reid_arg, p, q->len[k], &g.to, g.src_ip_be);
+		}
 		k = nk;
 	}
 	return 0;
@@ -277,7 +329,8 @@ int util_udptx_flush(struct util_udptx *q, int fd, int flags)
 	int ret = 0;
 
 	while (q->gsent < q->ngrp) {
-		unsigned nmsg, niov = 0;
+		unsigned nmsg;
+		size_t niov = 0;
 		bool gso = q->o.gso;
 
 		/* Without GSO a group of several datagrams would leave as one datagram holding
@@ -289,8 +342,7 @@ int util_udptx_flush(struct util_udptx *q, int fd, int flags)
 
 		for (unsigned i = 0; i < nmsg; i++) {
 			struct tx_group *g = &q->grp[q->gsent + i];
-			build_msg(q, i, g, q->iov + niov, gso);
-			niov += g->count;
+			niov += build_msg(q, i, g, q->iov + niov, gso);
 		}
 		int r = sendmmsg(fd, q->msg, nmsg, flags);
 		q->st.syscalls++;

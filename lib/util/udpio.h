@@ -25,7 +25,8 @@ struct util_udptx;
 
 /* Called for each datagram the queue must send alone after its GSO send failed: the kernel
  * then gives it IPv4 ID 0 instead of the ID util_udptx_add promised, so a format whose checksum
- * covers the ID restamps it here. */
+ * covers the ID restamps it here. pkt holds the whole datagram (one queued with
+ * util_udptx_add_ref has its data copied in first). */
 typedef void (*util_udptx_reid_fn)(void *arg, uint8_t *pkt, size_t len,
 				   const struct sockaddr_in *to, uint32_t src_ip_be);
 
@@ -59,7 +60,16 @@ void util_udptx_destroy(struct util_udptx *q);
  * NULL if the queue is full: flush first. */
 uint8_t *util_udptx_add(struct util_udptx *q, const struct sockaddr_in *to, uint32_t src_ip_be,
 			uint32_t tag, size_t len, uint16_t *ip_id);
-/* Take back the datagram the last util_udptx_add returned (nothing was written into it that
+/* util_udptx_add for a datagram of len bytes whose bytes [off, off + data_len) are not copied
+ * into the queue: they go out from data, which the queue keeps by reference until the datagram
+ * has left or was dropped (util_udptx_flush returned, or util_udptx_clear). The caller writes
+ * the rest at its place in the returned buffer (ret[0 .. off) and ret[off + data_len .. len))
+ * and must not change data[0 .. data_len) until then. The datagram goes to the kernel as one
+ * to three iovecs. NULL if the queue is full or off + data_len > len. */
+uint8_t *util_udptx_add_ref(struct util_udptx *q, const struct sockaddr_in *to,
+			    uint32_t src_ip_be, uint32_t tag, size_t len, size_t off,
+			    const void *data, size_t data_len, uint16_t *ip_id);
+/* Take back the datagram the last util_udptx_add (or _add_ref) returned (nothing was written into it that
  * must go out: an encoder failed). Only right after that add. */
 void util_udptx_cancel_last(struct util_udptx *q);
 /* Datagrams queued and not yet sent. */

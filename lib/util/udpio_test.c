@@ -135,6 +135,110 @@ static void test_groups(bool gro)
 	close(fs);
 }
 
+/* Data kept by reference, per datagram: its bytes [off, off + n) live here until the flush. */
+static uint8_t ext[200][2048];
+
+/* Queue datagram seq of len bytes (seq in its first 4 bytes, the rest seq & 0xFF, as put) by
+ * reference: bytes [off, off + n) from ext[slot], the rest written into the queue. The hole
+ * in the queue's buffer is filled with garbage, which must not go out. */
+static int put_ref(struct util_udptx *q, const struct sockaddr_in *to, uint32_t tag, size_t len,
+		   uint32_t seq, size_t off, size_t n, unsigned slot)
+{
+	uint8_t whole[2048];
+	uint16_t id = 0xFFFF;
+
+	memset(whole, (int)(seq & 0xFF), len);
+	memcpy(whole, &seq, sizeof seq);
+	memcpy(ext[slot], whole + off, n);
+	uint8_t *p = util_udptx_add_ref(q, to, 0, tag, len, off, ext[slot], n, &id);
+	if (!p)
+		return -1;
+	memcpy(p, whole, off);
+	memset(p + off, 0xEE, n);
+	memcpy(p + off + n, whole + off + n, len - off - n);
+	return id;
+}
+
+/* Datagrams queued by reference (no head, no tail, both, all data, none) mixed with copied ones
+ * share GSO sends like copied ones and arrive byte for byte; a send of UTIL_GSO_MAX_SEGS such
+ * datagrams (three iovecs each) and a queue full of them go out whole; a cancelled one leaves
+ * no reference behind; bad ranges are refused. */
+static void test_ref(bool gro)
+{
+	struct sockaddr_in a, s;
+	int fa = udp_bound("127.1.60.5", &a), fs = udp_bound("127.1.60.1", &s);
+	bool gso, gro_on, dummy;
+	struct util_udptx *q;
+	struct util_udprx *r;
+	static struct got g[200];
+
+	util_udp_offloads(fs, true, false, &gso, &dummy);
+	util_udp_offloads(fa, false, gro, &dummy, &gro_on);
+	int big = 8 << 20;
+	setsockopt(fa, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+	CHECK(util_udptx_create(&(struct util_udptx_opts){ .max_pkts = 130, .pkt_cap = 2048,
+							    .gso = gso }, &q) == 0);
+	CHECK(util_udprx_create(&(struct util_udprx_opts){ .batch = 16, .pkt_cap = 2048,
+							    .gro = gro_on }, &r) == 0);
+	struct { size_t off, n; } shapes[] = { { 0, 0 }, { 4, 996 }, { 0, 1000 }, { 0, 600 },
+					       { 100, 900 }, { 30, 500 }, { 999, 1 } };
+	size_t nshapes = sizeof shapes / sizeof shapes[0];
+	uint32_t seq = 0;
+	for (size_t i = 0; i < 2 * nshapes; i++) {
+		int id = i % 2 ? put(q, &a, 0, 1000, seq)
+			       : put_ref(q, &a, 0, 1000, seq, shapes[i / 2].off, shapes[i / 2].n,
+					 (unsigned)i);
+		CHECK_EQ(id, gso ? (int)i : 0);
+		seq++;
+	}
+	/* Bad ranges: refused, nothing queued. */
+	uint16_t id;
+	CHECK(util_udptx_add_ref(q, &a, 0, 0, 1000, 1001, ext[0], 0, &id) == NULL);
+	CHECK(util_udptx_add_ref(q, &a, 0, 0, 1000, 500, ext[0], 501, &id) == NULL);
+	CHECK(util_udptx_add_ref(q, &a, 0, 0, 1000, 0, NULL, 10, &id) == NULL);
+	CHECK_EQ(util_udptx_queued(q), seq);
+	/* A cancelled datagram by reference: the next one in its place is copied. */
+	CHECK(put_ref(q, &a, 0, 1000, 9999, 4, 900, 199) >= 0);
+	util_udptx_cancel_last(q);
+	memset(ext[199], 0xEE, sizeof ext[199]);
+	CHECK(put(q, &a, 0, 1000, seq++) >= 0);
+	size_t n = seq;
+	CHECK_EQ(util_udptx_flush(q, fs, 0), 0);
+	CHECK_EQ(util_udptx_stats(q)->pkts, n);
+	CHECK_EQ(drain(r, fa, g, n), n);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_EQ(g[i].seq, i);
+		CHECK_EQ(g[i].len, 1000);
+	}
+
+	/* One full GSO send by reference, then a queue full of them (several sends). */
+	size_t base = seq;
+	for (unsigned i = 0; i < UTIL_GSO_MAX_SEGS; i++) {
+		int id2 = put_ref(q, &a, 7, 600, seq++, 10, 500, i);
+		CHECK_EQ(id2, gso ? (int)i : 0);
+	}
+	CHECK_EQ(util_udptx_flush(q, fs, 0), 0);
+	CHECK_EQ(drain(r, fa, g, UTIL_GSO_MAX_SEGS), UTIL_GSO_MAX_SEGS);
+	for (unsigned i = 0; i < UTIL_GSO_MAX_SEGS; i++)
+		CHECK_EQ(g[i].seq, base + i);
+	base = seq;
+	for (unsigned i = 0; i < 130; i++)
+		CHECK(put_ref(q, &a, 8, 600, seq++, 2, 590, i) >= 0);
+	CHECK(put_ref(q, &a, 8, 600, seq, 2, 590, 131) < 0); /* full */
+	CHECK_EQ(util_udptx_flush(q, fs, 0), 0);
+	CHECK_EQ(drain(r, fa, g, 130), 130);
+	for (unsigned i = 0; i < 130; i++) {
+		CHECK_EQ(g[i].seq, base + i);
+		CHECK_EQ(g[i].len, 600);
+	}
+	if (gso)
+		CHECK_EQ(util_udptx_stats(q)->gso_failed, 0);
+	util_udptx_destroy(q);
+	util_udprx_destroy(r);
+	close(fa);
+	close(fs);
+}
+
 /* Limits: UTIL_GSO_MAX_SEGS per send, UTIL_UDP_MAX_PAYLOAD bytes per send, a full queue. */
 static void test_limits(void)
 {
@@ -190,10 +294,18 @@ static void test_truncated(void)
 
 static unsigned reids;
 
+/* Counts restamps and checks the datagram is whole (the pattern of put / put_ref). */
 static void count_reid(void *arg, uint8_t *pkt, size_t len, const struct sockaddr_in *to,
 		       uint32_t src_ip_be)
 {
-	(void)arg; (void)pkt; (void)len; (void)to; (void)src_ip_be;
+	uint32_t seq;
+	bool whole = len >= 4;
+
+	(void)arg; (void)to; (void)src_ip_be;
+	memcpy(&seq, pkt, sizeof seq);
+	for (size_t i = 4; i < len; i++)
+		whole &= pkt[i] == (uint8_t)(seq & 0xFF);
+	CHECK(whole);
 	reids++;
 }
 
@@ -222,8 +334,10 @@ static void test_refused(void)
 	CHECK(util_udptx_create(&to, &q) == 0);
 	CHECK(util_udprx_create(&ro, &r) == 0);
 	reids = 0;
-	for (uint32_t k = 0; k < 9; k++) /* three groups of three (tags differ) */
-		CHECK_EQ(put(q, &a, k / 3, 500, k), (int)(k % 3));
+	/* three groups of three (tags differ), every other datagram by reference */
+	for (uint32_t k = 0; k < 9; k++)
+		CHECK_EQ(k % 2 ? put_ref(q, &a, k / 3, 500, k, 8, 400, k) : put(q, &a, k / 3, 500, k),
+			 (int)(k % 3));
 	CHECK_EQ(util_udptx_flush(q, tx, 0), 0);
 	CHECK_EQ(util_udptx_stats(q)->gso_failed, 1);
 	CHECK(!util_udptx_gso(q));
@@ -253,6 +367,8 @@ int main(void)
 {
 	test_groups(true);
 	test_groups(false);
+	test_ref(true);
+	test_ref(false);
 	test_limits();
 	test_truncated();
 	test_refused();
