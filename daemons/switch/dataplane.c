@@ -47,16 +47,46 @@ static bool inject_drop(struct sw_worker *w)
 	return w->sw->opts.drop_rate > 0 && util_rng_double(&w->rng) < w->sw->opts.drop_rate;
 }
 
+/* The queue no longer references engine memory (it was flushed). */
+static void ref_reset(struct sw_io *io)
+{
+	for (size_t i = 0; i < io->nref; i++)
+		io->ref_bits[io->ref_list[i] / 64] = 0;
+	io->nref = 0;
+}
+
+static bool ref_marked(const struct sw_io *io, uint16_t slot)
+{
+	return (io->ref_bits[slot / 64] >> (slot % 64)) & 1;
+}
+
+static void ref_mark(struct sw_io *io, uint16_t slot)
+{
+	if (ref_marked(io, slot))
+		return;
+	io->ref_bits[slot / 64] |= 1ull << (slot % 64);
+	io->ref_list[io->nref++] = slot;
+}
+
 static void flush_tx(struct sw_worker *w)
 {
 	struct sw_io *io = w->io;
 	const struct util_udptx_stats *st = util_udptx_stats(io->tx);
 
-	if (!util_udptx_queued(io->tx))
+	if (!util_udptx_queued(io->tx)) {
+		ref_reset(io);
 		return;
+	}
 	int rc = util_udptx_flush(io->tx, w->fd, 0);
 	if (rc < 0)
 		sw_log(3, "worker %u: sendmmsg: %s", w->idx, strerror(-rc));
+	/* The socket blocks, so the flush sends or drops everything. Should anything stay
+	 * queued, it must not outlive the engine memory it may reference: dropped. */
+	if (util_udptx_queued(io->tx) && io->nref) {
+		w->cnt.sw_drops[SW_DROP_TX_ERROR] += util_udptx_queued(io->tx);
+		util_udptx_clear(io->tx);
+	}
+	ref_reset(io);
 	w->cnt.tx_pkts += st->pkts - io->tx_seen.pkts;
 	w->cnt.tx_bytes += st->bytes - io->tx_seen.bytes;
 	w->cnt.tx_batches += st->syscalls - io->tx_seen.syscalls;
@@ -81,6 +111,23 @@ static uint8_t *reserve_tx(struct sw_worker *w, const struct sockaddr_in *to, ui
 	if (!buf) {
 		flush_tx(w);
 		buf = util_udptx_add(w->io->tx, to, src_ip_be, tag, len, ip_id);
+	}
+	return buf;
+}
+
+/* The same for a datagram whose bytes [off, off + data_len) are sent from data (by
+ * reference: see sock_tx_send). */
+static uint8_t *reserve_tx_ref(struct sw_worker *w, const struct sockaddr_in *to,
+			       uint32_t src_ip_be, uint32_t tag, size_t len, size_t off,
+			       const uint8_t *data, size_t data_len, uint16_t *ip_id)
+{
+	uint8_t *buf = util_udptx_add_ref(w->io->tx, to, src_ip_be, tag, len, off, data,
+					  data_len, ip_id);
+
+	if (!buf) {
+		flush_tx(w);
+		buf = util_udptx_add_ref(w->io->tx, to, src_ip_be, tag, len, off, data, data_len,
+					 ip_id);
 	}
 	return buf;
 }
@@ -153,7 +200,7 @@ static void emit(struct sw_worker *w, struct sw_tree *t, struct agg_send *s, uin
 }
 
 /* The socket path's output: UDP payloads into the send queue (GSO batches per destination and
- * slot block), flushed after each receive batch. */
+ * slot block; result data by reference, sock_tx_send), flushed after each receive batch. */
 struct sock_tx {
 	struct sw_tx tx;
 	struct sw_worker *w;
@@ -167,24 +214,74 @@ static void sock_tx_reserve(struct sw_tx *tx, size_t n)
 		flush_tx(w);
 }
 
+/* Shortest data sent by reference: below it a copy costs less than the two more iovecs. */
+#define SW_TX_REF_MIN 256
+
+/* Whether the data of the sends an input with this verdict emitted lives in a slot version of
+ * the engine (see sock_tx_send): the root's result, a stored result re-sent, a parent's result
+ * replicated down, an aggregate sent up (again, also for a parent's notice). Not a forward: it
+ * carries the tree's one forward buffer, which the tree's next forward of any slot rewrites. */
+static bool ref_verdict(enum agg_verdict v)
+{
+	switch (v) {
+	case AGG_COMPLETED:
+	case AGG_DUP_RESENT:
+	case AGG_DUP_UP_RESENT:
+	case AGG_RESULT_DOWN:
+	case AGG_NACK_DOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Sends carry their data by reference where sw_handle_inca allows it (io->ref_ok) and it is
+ * long enough: the queue gets the headers, pad and ICRC (wire_encode_udp_nodata), and the
+ * kernel reads the data from the engine at the flush, so the copies of a result cost no copy
+ * of its data here.
+ *
+ * Why the data cannot change before the flush. For the verdicts of ref_verdict the engine
+ * (lib/agg) points pkt->data at the accumulator of one of the two versions of the input's slot
+ * in this worker's shard of the tree, and every send carries that slot. That memory is written
+ * only inside this worker's agg_tree_input, and only for an input of that same slot: a
+ * contribution absorbed (copied or reduced in; a new round taking the version over, also after
+ * a job-epoch reset, which starts every slot afresh but writes no data itself), a parent's
+ * result stored over an aggregate sent up, the deterministic fold at completion. So each
+ * referenced slot is marked (io->ref_bits, for every tree: a mark only costs a flush), and
+ * sw_handle_inca flushes the queue before it gives the engine an input of a marked slot. The
+ * engine shards themselves change only with the tree set, at the top of the worker loop, after
+ * flush_tx (and a shard is freed only after that quiescent point). Everything else is copied:
+ * forwards, notices (no data), short data, and any send when the mark list is full. */
 static int sock_tx_send(struct sw_tx *tx, const struct sw_nbr *nb, const struct wire_pkt *pkt,
 			struct wire_ipinfo *ip, const struct wire_dcrc *dcrc)
 {
 	struct sw_worker *w = ((struct sock_tx *)tx)->w;
+	struct sw_io *io = w->io;
 	size_t want = wire_pkt_udp_len(pkt);
-	uint8_t *buf = want <= WIRE_MAX_UDP_PAYLOAD
-			       ? reserve_tx(w, &nb->addr, htonl(ip->src_ip),
-					    pkt->inca.slot / WIRE_SLOT_BLOCK, want, &ip->ip_id)
-			       : NULL;
-	int len = !buf ? -ENOSPC
-		  : dcrc ? wire_encode_udp_dcrc(buf, want, pkt, ip, dcrc)
-			 : wire_encode_udp(buf, want, pkt, ip);
+	uint32_t src_ip_be = htonl(ip->src_ip), tag = pkt->inca.slot / WIRE_SLOT_BLOCK;
+	bool ref = io->ref_ok && pkt->data_len >= SW_TX_REF_MIN && pkt->inca.slot == io->ref_slot &&
+		   (io->nref < io->tx_cap || ref_marked(io, pkt->inca.slot));
+	uint8_t *buf = NULL;
+	int len = -ENOSPC;
 
+	if (want <= WIRE_MAX_UDP_PAYLOAD && ref) {
+		buf = reserve_tx_ref(w, &nb->addr, src_ip_be, tag, want, wire_pkt_data_off(pkt),
+				     pkt->data, pkt->data_len, &ip->ip_id);
+		if (buf)
+			len = wire_encode_udp_nodata(buf, want, pkt, ip, dcrc);
+	} else if (want <= WIRE_MAX_UDP_PAYLOAD) {
+		buf = reserve_tx(w, &nb->addr, src_ip_be, tag, want, &ip->ip_id);
+		if (buf)
+			len = dcrc ? wire_encode_udp_dcrc(buf, want, pkt, ip, dcrc)
+				   : wire_encode_udp(buf, want, pkt, ip);
+	}
 	if (len != (int)want) {
 		if (buf)
-			util_udptx_cancel_last(w->io->tx);
+			util_udptx_cancel_last(io->tx);
 		return len < 0 ? len : -EINVAL;
 	}
+	if (ref)
+		ref_mark(io, pkt->inca.slot);
 	return len;
 }
 
@@ -338,6 +435,10 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 		tx->accepted(tx, t, nbr, rx);
 	tx->reserve(tx, w->max_sends);
 	agg_tree_clock(t->w[w->idx].agg, w->rx_ns);
+	/* Sends queued by reference into this slot's engine memory leave before the engine may
+	 * write it (sock_tx_send). */
+	if (w->io->nref && ref_marked(w->io, pkt.inca.slot))
+		flush_tx(w);
 	v = agg_tree_input(t->w[w->idx].agg, &pkt, nbr, w->io->sends, w->max_sends, &nsent);
 	w->cnt.verdicts[(unsigned)v < AGG_VERDICT_COUNT ? v : AGG_DROP_FIRST]++;
 	if (v >= AGG_DROP_FIRST)
@@ -367,11 +468,14 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 	if (p0 && ndata > 1 && p0->data_len >= 256 &&
 	    wire_data_crc(&dcrc, p0->data, p0->data_len) == 0)
 		shared = &dcrc;
+	w->io->ref_ok = ref_verdict(v);
+	w->io->ref_slot = pkt.inca.slot;
 	for (size_t i = 0; i < nsent; i++) {
 		const struct wire_pkt *p = &w->io->sends[i].pkt;
 		emit(w, t, &w->io->sends[i], src_ip_be,
 		     shared && p->data_len == dcrc.len && p->data == p0->data ? shared : NULL, tx);
 	}
+	w->io->ref_ok = false;
 }
 
 /* The benchmark baseline: same sockets, steering and batching (GSO/GRO included), no decode:

@@ -20,12 +20,27 @@
 /* Receive buffers per recvmmsg: with GRO each holds up to 64 KiB of datagrams. */
 #define SW_RX_GRO_BATCH 16
 
+/* Slot numbers a worker's send queue can reference (the INCA slot field is 16 bits). */
+#define SW_SLOTS 65536
+
 struct sw_io {
 	struct util_udprx *rx;
-	struct util_udptx *tx; /* flushed when the next packet's sends might not fit */
+	/* flushed when the next packet's sends might not fit, and before the engine gets a
+	 * packet of a slot whose memory queued sends reference (ref_bits) */
+	struct util_udptx *tx;
 	size_t tx_cap;
 	struct agg_send *sends;
 	struct util_udptx_stats tx_seen; /* tx stats already added to the worker's counters */
+	/* Sends queued with their data by reference into engine memory (dataplane.c,
+	 * sock_tx_send): the slots of that memory, as a bitmap over SW_SLOTS and as a list of
+	 * the nref bits set (at most tx_cap), both cleared when the queue is flushed. */
+	uint64_t *ref_bits;
+	uint16_t *ref_list;
+	size_t nref;
+	/* Set by sw_handle_inca while it emits the sends of one input: whether their data may
+	 * be referenced (the engine's verdict says where it lives) and the input's slot. */
+	bool ref_ok;
+	uint16_t ref_slot;
 };
 
 /* Neighbour hash (open addressing over ip:port), shared by the table builder and the

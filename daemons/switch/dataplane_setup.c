@@ -27,6 +27,8 @@ void sw_io_free(struct sw_io *io)
 	util_udprx_destroy(io->rx);
 	util_udptx_destroy(io->tx);
 	free(io->sends);
+	free(io->ref_bits);
+	free(io->ref_list);
 	free(io);
 }
 
@@ -58,7 +60,9 @@ struct sw_io *sw_io_new(const struct sw_switch *sw, size_t max_sends, bool gso, 
 	struct util_udprx_opts ro = { .batch = gro ? SW_RX_GRO_BATCH : SW_BATCH,
 				      .pkt_cap = SW_RX_BUF_BYTES, .gro = gro, .pktinfo = true };
 	io->sends = calloc(max_sends ? max_sends : 1, sizeof *io->sends);
-	if (!io->sends || util_udptx_create(&to, &io->tx) < 0 ||
+	io->ref_bits = calloc(SW_SLOTS / 64, sizeof *io->ref_bits);
+	io->ref_list = calloc(io->tx_cap, sizeof *io->ref_list);
+	if (!io->sends || !io->ref_bits || !io->ref_list || util_udptx_create(&to, &io->tx) < 0 ||
 	    util_udprx_create(&ro, &io->rx) < 0) {
 		sw_io_free(io);
 		return NULL;
