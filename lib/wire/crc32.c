@@ -67,7 +67,8 @@ uint32_t wire__crc32_byte_raw(uint8_t b)
 
 /* Slicing-by-8 tables: slice[k][n] is the CRC register after byte n followed by k zero bytes
  * (slice[0] = crc_table). Filled once before main. */
-static uint32_t slice[8][256];
+uint32_t wire__crc_slice[8][256];
+#define slice wire__crc_slice
 
 /* Polynomials mod P in the CRC register's (reflected) order: bit 31 is the coefficient of x^0,
  * bit 0 that of x^31; P without its x^32 term is 0xEDB88320. */
@@ -211,6 +212,16 @@ static __attribute__((target("pclmul,sse4.1"))) uint32_t crc_clmul(uint32_t c, c
 	return crc_finish(x0, p, len);
 }
 
+/* The same for 16 .. 63 bytes (a multiple of 16): one lane folded 16 bytes at a time. */
+static __attribute__((target("pclmul,sse4.1"))) uint32_t crc_clmul_short(uint32_t c,
+									  const uint8_t *p,
+									  size_t len)
+{
+	__m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)p);
+	x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)c));
+	return crc_finish(x0, p + 16, len - 16);
+}
+
 /* The same with 512-bit carry-less multiplies (VPCLMULQDQ): four registers of four 128-bit
  * lanes fold 256 bytes per step, four times the work per instruction of crc_clmul.
  * len >= 256 and a multiple of 16. */
@@ -336,11 +347,13 @@ uint32_t wire__crc32_shift_op(uint32_t len)
 uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len)
 {
 #ifdef WIRE_HAVE_CLMUL
-	/* Below 64 bytes the fold has nothing to chew on; the table loop is as quick. */
-	if (len >= 64 && have_clmul()) {
+	/* From 16 bytes on the fold beats the tables (a 48-byte header: ~4 ns against ~15); the
+	 * last len % 16 bytes go through the tables. */
+	if (len >= 16 && have_clmul()) {
 		size_t body = len & ~(size_t)15;
 		crc = ~(body >= 256 && wire__cpu_vclmul() ? crc_vclmul(~crc, p, body)
-						     : crc_clmul(~crc, p, body));
+			: body >= 64			  ? crc_clmul(~crc, p, body)
+							  : crc_clmul_short(~crc, p, body));
 		p += body;
 		len -= body;
 	}

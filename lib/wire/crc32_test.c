@@ -1,7 +1,8 @@
 /* crc32_test: the accelerated CRC-32 in crc32.c must equal zlib's crc32 for every length,
  * alignment and starting value, including chained calls; the combine helpers (multiplication
  * mod P, carry-less and bit by bit, and the shift operators) must equal zlib's
- * crc32_combine_op / crc32_combine_gen / crc32_combine. */
+ * crc32_combine_op / crc32_combine_gen / crc32_combine; the register step over a word's bytes
+ * must equal zlib's CRC of those bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,33 @@ static int test_combine(const uint8_t *buf, size_t cap)
 	return fails;
 }
 
+/* wire__crc32_raw_u64: the register after 1 .. 8 bytes held in a word equals zlib's CRC of
+ * the same bytes from the same (inverted) register. */
+static int test_raw_u64(void)
+{
+	int fails = 0;
+
+	for (int i = 0; i < 100000; i++) {
+		uint64_t v = rnd();
+		uint32_t reg = (uint32_t)rnd();
+		unsigned n = 1 + (unsigned)(i % 8);
+		uint8_t b[8];
+		for (unsigned k = 0; k < 8; k++)
+			b[k] = (uint8_t)(v >> (8 * k));
+		if (n < 8)
+			v &= (1ull << (8 * n)) - 1;
+		uint32_t want = ~(uint32_t)crc32(~reg, b, n);
+		uint32_t got = n == 8 ? wire__crc32_raw_u64(reg, v, 8)
+			     : n == 6 ? wire__crc32_raw_u64(reg, v, 6)
+			     : n == 4 ? wire__crc32_raw_u64(reg, v, 4)
+				      : wire__crc32_raw_u64(reg, v, n);
+		if (got != want && fails++ < 10)
+			fprintf(stderr, "raw_u64 n %u reg %08x: want %08x got %08x\n", n, reg, want,
+				got);
+	}
+	return fails;
+}
+
 int main(void)
 {
 	enum { MAX = 9000 };
@@ -100,6 +128,7 @@ int main(void)
 			fprintf(stderr, "chained len %zu cut %zu mismatch\n", len, cut);
 	}
 	fails += test_combine(buf, sizeof buf);
+	fails += test_raw_u64();
 	/* All-zero and all-one buffers exercise the folding with degenerate data. */
 	memset(buf, 0, sizeof buf);
 	if (wire__crc32(0, buf, 4096) != (uint32_t)crc32(0, buf, 4096))

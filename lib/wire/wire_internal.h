@@ -70,6 +70,35 @@ bool wire__cpu_vclmul(void);
 uint32_t wire__crc32(uint32_t crc, const uint8_t *p, size_t len);
 /* The CRC register, started at 0 and not inverted, after the one byte b. */
 uint32_t wire__crc32_byte_raw(uint8_t b);
+/* Slicing tables of crc32.c: [k][n] is the CRC register after byte n and k zero bytes. */
+extern uint32_t wire__crc_slice[8][256];
+/* The CRC register reg (not inverted) after the n (1 .. 8) bytes of v, least significant byte
+ * first: the bytes of a message held in a register (little-endian load order), hashed without
+ * a round trip through memory. */
+static inline uint32_t wire__crc32_raw_u64(uint32_t reg, uint64_t v, unsigned n)
+{
+	uint32_t(*t)[256] = wire__crc_slice;
+	uint32_t r = n < 4 ? reg >> (8 * n) : 0;
+
+	/* Spelled out (n is a constant where it is called): the lookups are independent. */
+	v ^= reg;
+	r ^= t[n - 1][v & 0xFF];
+	if (n > 1)
+		r ^= t[n - 2][(v >> 8) & 0xFF];
+	if (n > 2)
+		r ^= t[n - 3][(v >> 16) & 0xFF];
+	if (n > 3)
+		r ^= t[n - 4][(v >> 24) & 0xFF];
+	if (n > 4)
+		r ^= t[n - 5][(v >> 32) & 0xFF];
+	if (n > 5)
+		r ^= t[n - 6][(v >> 40) & 0xFF];
+	if (n > 6)
+		r ^= t[n - 7][(v >> 48) & 0xFF];
+	if (n > 7)
+		r ^= t[n - 8][v >> 56];
+	return r;
+}
 /* a(x) b(x) mod P, polynomials over GF(2) in the CRC register's bit order (reflected: bit 31 is
  * x^0), P the CRC-32 polynomial: zlib's multmodp, with a carry-less multiply where the CPU
  * has PCLMULQDQ. */
