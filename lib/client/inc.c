@@ -229,14 +229,21 @@ int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_chunk *
 	if (inject_drop(c))
 		return 0;
 	/* The queue packs packets of one slot block (docs/protocol.md §8) into a GSO send and
-	 * says which IPv4 ID the kernel will give this one: the ICRC covers it. */
+	 * says which IPv4 ID the kernel will give this one: the ICRC covers it. The data goes
+	 * by reference where the job allows it (inc_job.tx_ref); the queue is flushed or
+	 * cleared before the call returns. The probe's data is ic->probe_data or the call's. */
 	struct wire_ipinfo ip = ic->tx_ip;
 	size_t want = wire_pkt_udp_len(&pkt);
-	uint8_t *buf = util_udptx_add(ic->txq, &cfg->switch_sa, 0, pkt.inca.slot / WIRE_SLOT_BLOCK,
-				      want, &ip.ip_id);
+	uint32_t tag = pkt.inca.slot / WIRE_SLOT_BLOCK;
+	bool ref = pkt.data_len && (j->tx_ref || pkt.data == ic->probe_data);
+	uint8_t *buf = ref ? util_udptx_add_ref(ic->txq, &cfg->switch_sa, 0, tag, want,
+						wire_pkt_data_off(&pkt), pkt.data, pkt.data_len,
+						&ip.ip_id)
+			   : util_udptx_add(ic->txq, &cfg->switch_sa, 0, tag, want, &ip.ip_id);
 	if (!buf)
 		return -ENOBUFS; /* callers check tx_full first */
-	len = wire_encode_udp(buf, want, &pkt, &ip);
+	len = ref ? wire_encode_udp_nodata(buf, want, &pkt, &ip, NULL)
+		  : wire_encode_udp(buf, want, &pkt, &ip);
 	if (len < 0 || (size_t)len != want) {
 		util_udptx_cancel_last(ic->txq);
 		return len < 0 ? len : -EPROTO;
@@ -425,6 +432,10 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 	 * from g, so all of them must advance it identically. */
 	j.base_g = ic->next_g;
 	ic->next_g += j.nchunks;
+	{
+		const uint8_t *s = a->src, *d = a->dst;
+		j.tx_ref = !s || !d || s + j.total_bytes <= d || d + j.total_bytes <= s;
+	}
 	util_udptx_clear(ic->txq);
 	ic->inflight = 0;
 	ic->backoff = 0;

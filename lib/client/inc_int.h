@@ -192,6 +192,11 @@ struct inc_job {
 	size_t elem;
 	uint64_t base_g, nchunks, chunk_bytes, total_bytes, block_bytes, cpb, nblocks;
 	uint64_t next_i; /* the next chunk index to start: chunks start strictly in order */
+	/* Data leaves from the source buffer by reference (no copy into the send queue): the
+	 * call writes nowhere in it (src and dst apart). With src and dst overlapping (in
+	 * place), a result could land on a resend's data while the resend waits in a full
+	 * queue, so there the data is copied. */
+	bool tx_ref;
 };
 
 static inline bool inject_drop(struct inca_comm *c)
