@@ -65,10 +65,9 @@ uint32_t wire__crc32_byte_raw(uint8_t b)
 	return crc_table[b];
 }
 
-/* Slicing-by-8 tables: slice[k][n] is the CRC register after byte n followed by k zero bytes
- * (slice[0] = crc_table). Filled once before main. */
+/* Slicing-by-8 tables: wire__crc_slice[k][n] is the CRC register after byte n followed by k
+ * zero bytes ([0] = crc_table). Filled once before main. */
 uint32_t wire__crc_slice[8][256];
-#define slice wire__crc_slice
 
 /* Polynomials mod P in the CRC register's (reflected) order: bit 31 is the coefficient of x^0,
  * bit 0 that of x^31; P without its x^32 term is 0xEDB88320. */
@@ -99,10 +98,11 @@ uint32_t wire__crc32_mulmod_bits(uint32_t a, uint32_t b)
 __attribute__((constructor)) static void slice_init(void)
 {
 	for (unsigned n = 0; n < 256; n++)
-		slice[0][n] = crc_table[n];
+		wire__crc_slice[0][n] = crc_table[n];
 	for (unsigned k = 1; k < 8; k++)
 		for (unsigned n = 0; n < 256; n++)
-			slice[k][n] = (slice[k - 1][n] >> 8) ^ crc_table[slice[k - 1][n] & 0xFF];
+			wire__crc_slice[k][n] = (wire__crc_slice[k - 1][n] >> 8) ^
+						crc_table[wire__crc_slice[k - 1][n] & 0xFF];
 	x2k[0] = CRC_X0 >> 1; /* x */
 	for (unsigned k = 1; k < X2K_N; k++)
 		x2k[k] = wire__crc32_mulmod_bits(x2k[k - 1], x2k[k - 1]);
@@ -117,10 +117,7 @@ static uint32_t crc_bytes(uint32_t crc, const uint8_t *p, size_t len)
 	while (len >= 8) {
 		uint64_t v;
 		memcpy(&v, p, 8);
-		v ^= crc;
-		crc = slice[7][v & 0xFF] ^ slice[6][(v >> 8) & 0xFF] ^ slice[5][(v >> 16) & 0xFF] ^
-		      slice[4][(v >> 24) & 0xFF] ^ slice[3][(v >> 32) & 0xFF] ^
-		      slice[2][(v >> 40) & 0xFF] ^ slice[1][(v >> 48) & 0xFF] ^ slice[0][v >> 56];
+		crc = wire__crc32_raw_u64(crc, v, 8);
 		p += 8;
 		len -= 8;
 	}

@@ -8,16 +8,14 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "util/util.h"
 #include "wire/wire_internal.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static struct util_rng rng;
 
 static uint64_t rnd(void)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
+	return util_rng_next(&rng);
 }
 
 /* Combining: random operands for the product, every length up to 70000 and random larger
@@ -101,6 +99,7 @@ static int test_raw_u64(void)
 
 int main(void)
 {
+	util_rng_seed(&rng, 0x9e3779b97f4a7c15ull);
 	enum { MAX = 9000 };
 	static uint8_t buf[MAX + 64];
 	uint64_t x = 0x1234567887654321ull;

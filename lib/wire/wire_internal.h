@@ -77,26 +77,14 @@ extern uint32_t wire__crc_slice[8][256];
  * a round trip through memory. */
 static inline uint32_t wire__crc32_raw_u64(uint32_t reg, uint64_t v, unsigned n)
 {
-	uint32_t(*t)[256] = wire__crc_slice;
 	uint32_t r = n < 4 ? reg >> (8 * n) : 0;
 
-	/* Spelled out (n is a constant where it is called): the lookups are independent. */
+	/* Byte i meets table n - 1 - i: the lookups are independent (and unrolled where n is a
+	 * constant). */
 	v ^= reg;
-	r ^= t[n - 1][v & 0xFF];
-	if (n > 1)
-		r ^= t[n - 2][(v >> 8) & 0xFF];
-	if (n > 2)
-		r ^= t[n - 3][(v >> 16) & 0xFF];
-	if (n > 3)
-		r ^= t[n - 4][(v >> 24) & 0xFF];
-	if (n > 4)
-		r ^= t[n - 5][(v >> 32) & 0xFF];
-	if (n > 5)
-		r ^= t[n - 6][(v >> 40) & 0xFF];
-	if (n > 6)
-		r ^= t[n - 7][(v >> 48) & 0xFF];
-	if (n > 7)
-		r ^= t[n - 8][v >> 56];
+#pragma GCC unroll 8
+	for (unsigned i = 0; i < n; i++)
+		r ^= wire__crc_slice[n - 1 - i][(v >> (8 * i)) & 0xFF];
 	return r;
 }
 /* a(x) b(x) mod P, polynomials over GF(2) in the CRC register's bit order (reflected: bit 31 is

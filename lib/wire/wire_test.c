@@ -3,6 +3,7 @@
  * computed independently with scapy.contrib.roce. */
 #include "wire/wire.h"
 #include "util/test_check.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -594,14 +595,11 @@ static void test_err_names(void)
 	CHECK(strcmp(wire_err_name((enum wire_err)-1), "unknown") == 0);
 }
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static struct util_rng rng;
 
 static uint64_t rnd(void)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
+	return util_rng_next(&rng);
 }
 
 /* wire_icrc on random UDP payloads (any bytes: the ICRC does not care about the INCA layout)
@@ -810,6 +808,7 @@ static void test_icrc(void)
 
 int main(void)
 {
+	util_rng_seed(&rng, 0x243F6A8885A308D3ull);
 	test_sizes();
 	test_err_names();
 	test_roundtrip();
