@@ -476,12 +476,10 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 		/* 2. Silence: first the stall probe, then the RTO. A full queue postpones
 		 * either to the next pass. */
 		uint64_t probe_at = ic->rto_start_ns + pto_ns(ic, cfg);
-		bool probe = tlp_ok && !ic->tlp_done && ic->inflight > 0;
-		if (probe && now >= probe_at && !tx_full(ic)) {
+		if (tlp_ok && !ic->tlp_done && ic->inflight > 0 && now >= probe_at && !tx_full(ic)) {
 			rc = inc_probe(c, &j, now);
 			if (rc < 0)
 				return inc_fail(c, rc);
-			probe = false;
 		}
 		next_deadline = ic->rto_start_ns + rto_cur_ns(ic, cfg);
 		if (ic->inflight > 0 && now >= next_deadline && !tx_full(ic)) {
@@ -490,8 +488,6 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 				return inc_fail(c, rc);
 			next_deadline = ic->rto_start_ns + rto_cur_ns(ic, cfg);
 		}
-		if (probe && probe_at < next_deadline)
-			next_deadline = probe_at;
 		if (c->peer_lost && drain_ns + INC_DRAIN_RESEND_NS < next_deadline)
 			next_deadline = drain_ns + INC_DRAIN_RESEND_NS;
 		if (ic->rack_timer_ns && ic->rack_timer_ns < next_deadline)
@@ -503,6 +499,11 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			if (rc < 0)
 				return inc_fail(c, rc);
 		}
+
+		/* The stall probe is due only with chunks in flight, which a call's first pass
+		 * starts just above. */
+		if (tlp_ok && !ic->tlp_done && ic->inflight > 0 && probe_at < next_deadline)
+			next_deadline = probe_at;
 
 		/* 4. Transmit. */
 		rc = inc_flush(c);

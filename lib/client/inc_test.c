@@ -41,6 +41,7 @@ struct fsw_cfg {
 	bool gro;                /* receive with UDP_GRO (client GSO sends arrive whole) */
 	bool gso;                /* results that go out at once are packed into GSO sends */
 	bool nack;               /* echo: lose chunk 0's first copy and notice it (see below) */
+	unsigned lose_once;      /* echo: lose the first copy of chunk lose_once - 1 (0: off) */
 	bool auth;               /* results signed under test_key (key id 1), the tree's epoch */
 	unsigned other_epoch_every; /* auth: every Nth result is preceded by a validly signed
 				     * copy of another job's epoch */
@@ -87,6 +88,7 @@ struct fsw {
 	struct wire_pkt lost0;
 	uint8_t lost0_bits[8];
 	bool have_lost0, repaired0;
+	bool lost_once;
 	struct wire_pkt held1;
 	uint8_t held1_bits[8], held1_data[4096];
 	bool have_held1;
@@ -352,6 +354,10 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 		s->violations++;
 	if (s->cfg.dead)
 		return;
+	if (s->cfg.lose_once && p.imm == s->cfg.lose_once - 1 && !s->lost_once) {
+		s->lost_once = true;
+		return;
+	}
 	if (s->cfg.nack && fsw_nack_input(s, &p, bfr))
 		return;
 	if (s->cfg.mode == FSW_ECHO) {
@@ -682,6 +688,42 @@ static void test_echo_nack(void)
 	CHECK_EQ(st.retransmits, 1);
 	CHECK_EQ(st.rx_nacks, 2);   /* ours: the repair and the stale one */
 	CHECK_EQ(st.rx_bad, 1);     /* the notice for member 2 */
+	inca_comm_destroy(c);
+	fsw_stop(&s);
+	CHECK_EQ(s.bad, 0);
+	CHECK_EQ(s.violations, 0);
+}
+
+/* A call of one chunk whose only packet is lost: nothing can be answered, so loss detection
+ * has nothing to go on and the stall probe must repair it, armed as soon as the chunk is in
+ * flight (the RTO of 50 ms is below INC_MAX_WAIT_NS, the longest sleep without a timer due):
+ * the call completes without a timeout, with one retransmission. */
+static void test_echo_probe(void)
+{
+	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 11,
+			      .key = 0xbee, .switch_qpn = 0x10b, .lose_once = 2 };
+	struct fsw s;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_comm_stats st;
+	char sw[32];
+	int64_t in = 41, out = 0;
+
+	fsw_start(&s, &fc, 6);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.rto_us = 50000;
+	o.rto_max_us = 50000;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	/* The first call (chunk 0) gives the RTT sample the probe's timer needs. */
+	CHECK_EQ(inca_allreduce_algo(c, &in, &out, 1, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
+	CHECK_EQ(out, 41);
+	in = -5;
+	CHECK_EQ(inca_allreduce_algo(c, &in, &out, 1, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
+	CHECK_EQ(out, -5);
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
+	CHECK(s.lost_once);
+	CHECK_EQ(st.timeouts, 0);
+	CHECK_EQ(st.retransmits, 1);
 	inca_comm_destroy(c);
 	fsw_stop(&s);
 	CHECK_EQ(s.bad, 0);
@@ -1201,6 +1243,7 @@ int main(void)
 	test_echo_auth();
 	test_echo_faults();
 	test_echo_nack();
+	test_echo_probe();
 	test_echo_dead();
 	test_echo_paced();
 	test_offloads();
