@@ -498,6 +498,29 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			rc = inc_start(c, &j, now);
 			if (rc < 0)
 				return inc_fail(c, rc);
+			if (j.next_i == j.nchunks)
+				ic->rack_gen++; /* the tail: loss detection waits less (inc_detect_losses) */
+		}
+
+		/* Head of line: the next chunk's slot still holds the chunk nslots earlier,
+		 * unanswered, and everything behind it waits. It goes again once per round trip
+		 * (the switch answers a duplicate of a complete round with the result, one of a
+		 * round still collecting with a notice to the members it misses) rather than after
+		 * loss detection's longer wait or its backoff. */
+		if (!c->peer_lost && ic->rtt.have && j.next_i < j.nchunks &&
+		    ic->inflight < (unsigned)ic->cwnd) {
+			struct inc_chunk *hol = &ic->chunks[(j.base_g + j.next_i) % cfg->nslots];
+			uint64_t rtt = ic->rtt.srtt > ic->min_rtt_ns ? ic->rtt.srtt : ic->min_rtt_ns;
+			uint64_t again = hol->xmit_ns + rtt;
+			if (hol->active && now >= again && !tx_full(ic)) {
+				hol->retx_fast = false;
+				rc = inc_enqueue(c, &j, hol, true, now);
+				if (rc < 0)
+					return inc_fail(c, rc);
+				again = now + rtt;
+			}
+			if (hol->active && again < next_deadline)
+				next_deadline = again;
 		}
 
 		/* The stall probe is due only with chunks in flight, which a call's first pass

@@ -59,6 +59,7 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	struct client_inc *ic = c->inc;
 	uint64_t reo = reo_wnd_ns(ic);
 	uint64_t tail_wnd = reo;
+	const bool tail_phase = j->next_i >= j->nchunks;
 	int rc;
 
 	*done = false;
@@ -75,9 +76,10 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		 * or another member's contribution, which the switch's repair notice to that member
 		 * mends within about one round trip (our resend would only cost a duplicate up and
 		 * a duplicate result down). So a chunk never resent waits one round trip more
-		 * before its first resend; every later detection as before. */
+		 * before its first resend, except in the call's tail (every chunk started), where
+		 * nothing else is left to overlap the wait with; every later detection as before. */
 		if (ch->tx_seq < rk->seq)
-			wait = rk->rtt_ns + reo + (ch->retx ? 0 : rk->rtt_ns);
+			wait = rk->rtt_ns + reo + (ch->retx || tail_phase ? 0 : rk->rtt_ns);
 		else if (ch->retx && ch->tx_seq < rk->rseq)
 			wait = rk->rrtt_ns + reo;
 		else if (ch->first_seq < ic->rack_all.seq)
