@@ -50,6 +50,7 @@
 #define INC_REO_MULT_MAX 16
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
+#define INC_RTO_FLAT 8  /* answered timeouts of one chunk before the RTO doubles anyway */
 /* Other-block rule of loss detection (struct client_inc): its window is at most
  * reo << INC_TAIL_SHIFT_MAX (reordering between switch workers: a service time). */
 #define INC_TAIL_SHIFT_MAX 8
