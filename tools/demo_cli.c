@@ -55,7 +55,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"                         default is a random group key per job, docs/protocol.md §14)\n"
 		"      --auth-compare     run everything twice, authentication on then off\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
-		"      --switch-threads N switch worker threads (default 1)\n"
+		"      --switch-threads N switch worker threads (default 2, 1 on a one-core machine)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
@@ -553,9 +553,10 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			return 2;
 		}
 		printf("# switch : %s (pid %d) on %s:%u, tree %u key 0x%x, %u slots x %u B, bsl %u, "
-		       "deterministic %s, check_icrc %s%s\n", sw.path, (int)sw.pid, a.switch_ip,
-		       a.switch_port, cfg.tree_id, cfg.key, cfg.nslots, cfg.slot_bytes,
+		       "deterministic %s, check_icrc %s, %d worker thread%s%s\n", sw.path, (int)sw.pid,
+		       a.switch_ip, a.switch_port, cfg.tree_id, cfg.key, cfg.nslots, cfg.slot_bytes,
 		       cfg.bsl_bits, det ? "yes" : "no", cfg.check_icrc ? "yes" : "no",
+		       cfg.switch_threads, cfg.switch_threads == 1 ? "" : "s",
 		       cfg.switch_drop_rate > 0 ? ", drop rate set" : "");
 	}
 	if (!b.fabric_path)
