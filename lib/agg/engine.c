@@ -296,14 +296,9 @@ enum agg_verdict agg__check_payload(const struct agg_tree *t, const struct wire_
 	uint16_t slot = p->inca.slot;
 	if (slot >= t->cfg.nslots)
 		return AGG_DROP_SLOT;
-	if (t->nshards == 1) {
-		*li = slot;
-	} else {
-		unsigned block = slot / WIRE_SLOT_BLOCK;
-		if (block % t->nshards != t->cfg.shard)
-			return AGG_DROP_SLOT;
-		*li = (block / t->nshards) * WIRE_SLOT_BLOCK + slot % WIRE_SLOT_BLOCK;
-	}
+	if (!agg__slot_owned(t, slot))
+		return AGG_DROP_SLOT;
+	*li = agg__local_of(t, slot);
 	unsigned dt = p->inca.dtype, op = p->inca.op;
 	if (!wire_op_valid(dt, op))
 		return AGG_DROP_UNSUPPORTED;
@@ -397,6 +392,7 @@ static void agg__reset_all(struct agg_tree *t, uint32_t epoch)
 	memset(t->rcredit, 0, t->cfg.bsl_bits + 1);
 	memset(t->rdenied, 0, (t->cfg.bsl_bits + 1) * sizeof *t->rdenied);
 	memset(t->rpaced_ns, 0, (t->cfg.bsl_bits + 1) * sizeof *t->rpaced_ns);
+	t->npaced_ns = 0;
 	t->npending = 0;
 	t->epoch = epoch;
 	t->st.epoch_resets++;
@@ -427,7 +423,6 @@ void agg__epoch_check(struct agg_tree *t, const struct wire_pkt *p)
  *   AGG__RDENY_EVERY answers more. */
 #define AGG__RCREDIT_MAX 8
 #define AGG__RDENY_EVERY 4
-#define AGG__RPACE_NS 1000000ull
 void agg__rearn(struct agg_tree *t, unsigned bp)
 {
 	if (t->rcredit[bp] < AGG__RCREDIT_MAX)

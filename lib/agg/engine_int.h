@@ -106,6 +106,7 @@ struct agg_tree {
 			      * last earned credit (see agg__resend_ok) */
 	uint64_t *rpaced_ns; /* [bsl_bits + 1]: when that sender last got a re-send by the clock */
 	uint64_t now_ns;     /* agg_tree_clock; 0: none given */
+#define AGG__RPACE_NS 1000000ull /* clock pacing of re-sends and notices without credit */
 	uint8_t *upsets;     /* cfg.nupsets * bsl_bytes, AND A-BM */
 	uint16_t pkey;
 	struct agg__group *groups;
@@ -135,10 +136,16 @@ struct agg_tree {
 	/* Repair notices. The list holds version indices, head = oldest. A notice costs one
 	 * credit and every absorbed contribution or result from the parent earns one (at most
 	 * max_sends banked), so the notices a tree sends never outnumber the packets that made
-	 * progress in it: no input, hostile or not, is amplified into notices. A version leaves
-	 * the list when noticed or no longer collecting. */
+	 * progress in it: no input, hostile or not, is amplified into notices. Without credit, a
+	 * duplicate of a round still collecting may still draw one notice per AGG__RPACE_NS
+	 * (npaced_ns, by agg_tree_clock): when every member waits for the same lost contribution
+	 * nothing makes progress and nothing earns credit (a worker of a multi-threaded switch
+	 * whose blocks all stall, the end of a call), and the waiting members' duplicates must
+	 * still reach the one that can repair it. A version leaves the list when noticed or no
+	 * longer collecting. */
 	uint32_t lhead[AGG__L_COUNT], ltail[AGG__L_COUNT];
 	uint32_t credit;
+	uint64_t npaced_ns;
 	uint32_t epoch; /* current job epoch, 0 = none seen */
 };
 
@@ -254,9 +261,28 @@ static inline bool agg__before(uint32_t a, uint32_t b)
 	return (int32_t)(a - b) < 0;
 }
 
+/* Sharding (agg_tree_cfg.nshards): a shard owns the slot blocks (WIRE_SLOT_BLOCK slots each)
+ * with block % nshards == shard, stored block after block: local index li. */
+static inline bool agg__slot_owned(const struct agg_tree *t, uint16_t slot)
+{
+	return t->nshards == 1 || (slot / WIRE_SLOT_BLOCK) % t->nshards == t->cfg.shard;
+}
+
+static inline uint32_t agg__local_of(const struct agg_tree *t, uint16_t slot)
+{
+	if (t->nshards == 1)
+		return slot;
+	return (uint32_t)(slot / WIRE_SLOT_BLOCK / t->nshards * WIRE_SLOT_BLOCK + slot % WIRE_SLOT_BLOCK);
+}
+
 static inline uint16_t agg__slot_of(const struct agg_tree *t, const struct agg__ver *v)
 {
-	return (uint16_t)(agg__vidx(t, v) / 2 * t->nshards + t->cfg.shard);
+	uint32_t li = (uint32_t)(agg__vidx(t, v) / 2);
+
+	if (t->nshards == 1)
+		return (uint16_t)li;
+	return (uint16_t)((li / WIRE_SLOT_BLOCK * t->nshards + t->cfg.shard) * WIRE_SLOT_BLOCK +
+			  li % WIRE_SLOT_BLOCK);
 }
 
 /* Round windows (docs/protocol.md §8 "Round window"). A member sends round r + 1 of a slot

@@ -1023,6 +1023,26 @@ static void test_sharding(void)
 					      (uint64_t)val64(2, s, 1)));
 		}
 	}
+	/* Round 1 of every owned slot misses member 2; member 0 asking again draws a repair
+	 * notice to member 2 that names this slot (the local index maps back block-wise). */
+	unsigned noticed = 0;
+	for (uint16_t s = 0; s < 80; s++) {
+		if (!shard1_owns(s))
+			continue;
+		fill_up(t, p, 0, s, 1, 2);
+		FEED(e, p, t->nbr[0], AGG_ABSORBED, 0);
+		fill_up(t, p, 1, s, 1, 2);
+		FEED(e, p, t->nbr[1], AGG_ABSORBED, 0);
+		fill_up(t, p, 0, s, 1, 2);
+		p->pkt.inca.flags = WIRE_F_RETX;
+		FEED(e, p, t->nbr[0], AGG_DUP_IGNORED, 1);
+		CHECK_EQ(out[0].nbr, t->nbr[2]);
+		CHECK(out[0].pkt.inca.flags & WIRE_F_NACK);
+		CHECK_EQ(out[0].pkt.inca.slot, s);
+		CHECK_EQ(out[0].pkt.imm, (uint32_t)(1 * t->cfg.nslots + s));
+		noticed++;
+	}
+	CHECK_EQ(noticed, 2 * WIRE_SLOT_BLOCK);
 	struct agg_tree_stats st;
 	agg_tree_get_stats(e, &st);
 	CHECK_EQ(st.aggregations, 2 * WIRE_SLOT_BLOCK);
