@@ -55,7 +55,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"                         default is a random group key per job, docs/protocol.md §14)\n"
 		"      --auth-compare     run everything twice, authentication on then off\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
-		"      --switch-threads N switch worker threads (default 2, 1 on a one-core machine)\n"
+		"      --switch-threads N switch worker threads (default 1)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"

@@ -102,9 +102,7 @@ void launch_cfg_defaults(struct launch_cfg *c)
 	c->slot_bytes = 4096;
 	c->bsl_bits = 64;
 	c->check_icrc = true;
-	/* Two workers where there are two cores: the switch is the one serial stage of a
-	 * loopback job (bench/README.md). */
-	c->switch_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+	c->switch_threads = 1;
 	c->stats_interval_ms = 1000;
 	c->mtu = 4096;
 	c->timeout_ms = 30000;
