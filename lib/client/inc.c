@@ -349,7 +349,7 @@ static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 	ch->dst = a->dst ? a->dst + (a->dst_block_local ? in_blk : off) : NULL;
 	if ((ch->send_data && !ch->src) || (ch->recv_data && !ch->dst))
 		return -EINVAL;
-	ch->ntimeouts = ch->nfast = 0;
+	ch->ntimeouts = 0;
 	ch->retx = ch->retx_fast = ch->retx_tail = ch->nacked = false;
 	ch->sent_ns = now_ns;
 	ch->active = true;

@@ -76,7 +76,6 @@ struct inc_chunk {
 	bool retx_tail;     /* ... by the other-block rule */
 	bool nacked;        /* the switch noticed it misses our contribution: resend now */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
-	uint32_t nfast;     /* resends by loss detection: each one doubles the next wait */
 	uint64_t sent_ns;   /* first transmission, for RTT samples */
 	uint64_t xmit_ns;   /* latest transmission, for loss detection */
 	uint64_t tx_seq;    /* transmission number of the latest send (window epochs) */

@@ -86,10 +86,13 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 			wait = ic->rack_all.rtt_ns + (tail_wnd << ic->tail_shift), tail = true;
 		else
 			continue;
-		/* A chunk still unanswered after a resend usually waits for another member's
-		 * lost contribution (in a tree: for another leaf's repair), which this member's
-		 * resends cannot speed up: back off instead of resending once per round trip. */
-		uint64_t due = ch->xmit_ns + (wait << (ch->nfast < 5 ? ch->nfast : 5));
+		/* No backoff for a chunk still unanswered after a resend (as RACK, RFC 8985):
+		 * its wait is that of another member's repair or a lost resend or answer, and
+		 * each resend of ours makes the switch notice the members it misses again. With
+		 * a doubling wait (up to 32x) the last chunks of a call sat out several round
+		 * trips after their answer was due (1 MiB at 20 % loss: 19-21 ms against 17-19;
+		 * 16 MiB 205-220 ms against 171-183) for 6 % fewer packets. */
+		uint64_t due = ch->xmit_ns + wait;
 		if (due > now_ns) {
 			if (!ic->rack_timer_ns || due < ic->rack_timer_ns)
 				ic->rack_timer_ns = due;
@@ -103,7 +106,6 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 			inc_wnd_cut(ic, ch->tx_seq, 1.0 - INC_LOSS_MDF);
 		ch->retx_fast = true;
 		ch->retx_tail = tail;
-		ch->nfast++;
 		rc = inc_enqueue(c, j, ch, true, now_ns);
 		if (rc < 0)
 			return rc;
