@@ -55,6 +55,7 @@ enum agg__list {
 };
 #define AGG__ALIGN 64
 #define AGG__FWD_DATA_MAX 4096 /* IB payload limit: nothing forwarded can carry more */
+#define AGG__RPACE_NS 1000000ull /* clock pacing of re-sends and notices without credit */
 
 /* Per-version metadata. `seen` and `heads` bitmaps live in separate arrays (bsl/8 bytes each)
  * so this stays small and cache-friendly. */
@@ -106,7 +107,6 @@ struct agg_tree {
 			      * last earned credit (see agg__resend_ok) */
 	uint64_t *rpaced_ns; /* [bsl_bits + 1]: when that sender last got a re-send by the clock */
 	uint64_t now_ns;     /* agg_tree_clock; 0: none given */
-#define AGG__RPACE_NS 1000000ull /* clock pacing of re-sends and notices without credit */
 	uint8_t *upsets;     /* cfg.nupsets * bsl_bytes, AND A-BM */
 	uint16_t pkey;
 	struct agg__group *groups;

@@ -702,6 +702,22 @@ static void test_notices_root(void)
 	FEED(e, p, t->nbr[0], AGG_DUP_IGNORED, 1);
 	CHECK(out[0].nbr == t->nbr[2] && out[0].pkt.inca.flags == WIRE_F_NACK);
 
+	/* With a clock and no credit left, a flood of duplicates draws one notice per
+	 * millisecond: 1000 in the same millisecond one, 1000 more a millisecond later one. */
+	for (int ms = 1; ms <= 2; ms++) {
+		agg_tree_clock(e, (uint64_t)ms * 1000000 + 123);
+		agg_tree_get_stats(e, &st);
+		uint64_t before = st.notices;
+		for (int i = 0; i < 1000; i++) {
+			size_t ns = 0;
+			CHECK_VERDICT(agg_tree_input(e, &p->pkt, t->nbr[0], out, cap, &ns),
+				      AGG_DUP_IGNORED);
+		}
+		agg_tree_get_stats(e, &st);
+		CHECK_EQ(st.notices, before + 1);
+	}
+	agg_tree_clock(e, 0);
+
 	/* a notice arriving at the root (it has no parent) is dropped */
 	fill_up(t, p, 0, 4, 0, 0);
 	p->pkt.inca.flags = WIRE_F_NACK;
