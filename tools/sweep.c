@@ -1,6 +1,6 @@
 /* tools/sweep: AllReduce size sweep run inside each rank process. Per row and algorithm:
- * fill (data depends on rank, element and iteration) -> barrier -> timed call -> barrier (results of
- * SWEEP_SYNC_CHECK_BYTES and more) -> verify.
+ * fill (data depends on rank, element and iteration) -> barrier -> timed call -> barrier
+ * (results of SWEEP_SYNC_CHECK_BYTES and more) -> verify.
  * Rank 0 decides when warmup and timed phases end (iteration caps and a wall-time budget) and
  * publishes the decision through shared memory before the barrier, so all ranks agree. */
 #include "sweep.h"
