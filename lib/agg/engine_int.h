@@ -340,6 +340,7 @@ bool agg__send_up(struct agg_tree *t, struct agg__out *o, const struct agg__ver 
 void agg__unlist(struct agg_tree *t, struct agg__ver *v);
 void agg__enlist(struct agg_tree *t, struct agg__ver *v, unsigned l);
 void agg__earn(struct agg_tree *t);
+void agg__earn_paced(struct agg_tree *t);
 size_t agg__notice(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
 		   const uint8_t *want);
 void agg__notice_older(struct agg_tree *t, struct agg__out *o, uint32_t imm);

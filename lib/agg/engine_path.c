@@ -238,11 +238,7 @@ enum agg_verdict agg__input_up(struct agg_tree *t, const struct wire_pkt *p,
 					return AGG_DUP_IGNORED;
 				agg__unlist(t, v);
 				if (v->cand != AGG__CAND_FAR) {
-					if (!t->credit && t->now_ns &&
-					    (!t->npaced_ns || t->now_ns - t->npaced_ns >= AGG__RPACE_NS)) {
-						t->npaced_ns = t->now_ns;
-						t->credit = 1; /* see struct agg_tree: npaced_ns */
-					}
+					agg__earn_paced(t);
 					agg__notice(t, o, v, t->abm);
 				}
 				return AGG_DUP_IGNORED;

@@ -149,6 +149,15 @@ void agg__earn(struct agg_tree *t)
 		t->credit++;
 }
 
+/* No credit left: one by the clock per AGG__RPACE_NS (struct agg_tree: npaced_ns). */
+void agg__earn_paced(struct agg_tree *t)
+{
+	if (t->credit || !t->now_ns || (t->npaced_ns && t->now_ns - t->npaced_ns < AGG__RPACE_NS))
+		return;
+	t->npaced_ns = t->now_ns;
+	t->credit = 1;
+}
+
 /* Repair notice for version v (collecting) to the members in `want` AND A-BM AND NOT seen:
  * one header-only WIRE_F_NACK copy per neighbour, bit-string = the missing bits it reaches,
  * each paid with a credit. Returns the copies sent. */
