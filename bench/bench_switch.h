@@ -43,7 +43,7 @@ struct member {
 	uint64_t auth_ctr;
 	pthread_t thr;
 	struct slot_state slot[MAX_SLOTS];
-	uint64_t due[MAX_SLOTS / 64]; /* slots whose next round goes out after this batch */
+	uint64_t next_g; /* the next chunk to start: chunks start in g order, as libinca's */
 	struct util_udptx *tx;
 	struct util_udprx *rx;
 	/* counters, read by the main thread while running */

@@ -188,6 +188,7 @@ static void *member_main(void *arg)
 	/* Open the window: round 0 of every slot, in slot order. */
 	for (unsigned s = 0; s < g->nslots; s++)
 		queue_send(mb, s, false, now);
+	mb->next_g = g->nslots;
 	flush_member(mb);
 	while (!atomic_load(&g->stop)) {
 		/* A sleeping member makes the daemon pay its wakeup inside the daemon's send call
@@ -223,16 +224,13 @@ static void *member_main(void *arg)
 			bytes += p.data_len;
 			mb->slot[s].outstanding = false;
 			mb->slot[s].round++;
-			mb->due[s / 64] |= 1ull << (s % 64);
 		}
-		/* Next rounds in slot order, so that a block's slots leave in one GSO send even
-		 * when their responses came interleaved with other blocks'. */
-		for (unsigned w = 0; w < (g->nslots + 63) / 64; w++)
-			while (mb->due[w]) {
-				unsigned b = (unsigned)__builtin_ctzll(mb->due[w]);
-				mb->due[w] &= mb->due[w] - 1;
-				queue_send(mb, w * 64 + b, false, now);
-			}
+		/* Next chunks strictly in g order (chunk g goes to slot g mod nslots once that
+		 * slot's previous chunk is answered), as libinca starts them: the switch's repair
+		 * notices take a member's contribution to an older chunk that is still missing
+		 * when a later chunk completes for lost (docs/protocol.md "Repair notices"). */
+		while (!mb->slot[mb->next_g % g->nslots].outstanding)
+			queue_send(mb, (unsigned)(mb->next_g++ % g->nslots), false, now);
 		flush_member(mb);
 		if (n > 0) {
 			ADD(mb->rx_bufs, (uint64_t)n);
@@ -346,7 +344,7 @@ int run_one(struct gen *g, double warm_s, double secs, pid_t daemon, struct run_
 	for (int i = 0; i < g->nmem; i++) {
 		struct member *mb = &g->m[i];
 		memset(mb->slot, 0, sizeof(mb->slot));
-		memset(mb->due, 0, sizeof(mb->due));
+		mb->next_g = 0;
 		mb->psn = 0;
 		atomic_store(&mb->tx_pkts, 0);
 		atomic_store(&mb->rx_ok, 0);
