@@ -54,9 +54,9 @@
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
 #define INC_RTO_FLAT 8  /* answered timeouts of one chunk before the RTO doubles anyway */
-/* Other-block rule of loss detection (struct client_inc): its window is at most
- * reo << INC_TAIL_SHIFT_MAX (reordering between switch workers: a service time). */
-#define INC_TAIL_SHIFT_MAX 8
+/* Other-block rule of loss detection (struct client_inc): its window is at most this
+ * (reordering between switch workers: a service time). */
+#define INC_TAIL_ALLOW_MAX_NS (INC_REO_MIN_NS << 8)
 
 /* One in-flight chunk; the table is indexed by slot (g % nslots), so a slot is busy exactly
  * while its chunk waits for a result: that is the self-clocking rule. */
@@ -128,10 +128,13 @@ struct client_inc {
 	 * Other-block rule: a chunk no later answer of its own block vouches for (the block's
 	 * latest-started chunk has none until the block's next round, nslots chunks later; under
 	 * heavy loss the later ones may be lost too) is vouched for by answers of any block
-	 * (rack_all) after their RTT plus reo << tail_shift. tail_shift grows with
-	 * every resend of this rule that the original answered (a result without RETX), however
-	 * late. Without the rule a lost result of a block's last chunk waited for the window to
-	 * drain and for the stall probe or the RTO. */
+	 * (rack_all) after their RTT plus a window: the larger of reo and tail_allow_ns.
+	 * tail_allow_ns is measured: a resend of this rule that the original answered (a
+	 * result without RETX) shows how much later than the rule expected that answer came,
+	 * and the window grows to that lateness plus a quarter (with a multi-threaded switch,
+	 * how far one worker's queue lags another's). Without the rule a lost result of a
+	 * block's last chunk waited for the window to drain and for the stall probe or the
+	 * RTO. */
 	struct inc_rack {
 		uint64_t seq;     /* first_seq of the latest-sent answered chunk */
 		uint64_t rtt_ns;  /* its round trip from that first send */
@@ -143,7 +146,8 @@ struct client_inc {
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
 	unsigned nacked;        /* chunks with `nacked` set (repair notices to act on) */
 	unsigned reo_mult, reo_good;
-	unsigned tail_shift, tail_good; /* other-block rule: its window << tail_shift */
+	uint64_t tail_allow_ns; /* other-block rule: its measured window (above) */
+	unsigned tail_good;
 	/* Stall probe (after RFC 8985 §7's tail loss probe): after ~2 SRTT without any answer,
 	 * resend the oldest chunks in flight once (inc_probe), so a stall is repaired in about a
 	 * round trip, not by the RTO. */

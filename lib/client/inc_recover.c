@@ -58,7 +58,7 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	const struct client_cfg *cfg = &c->cfg;
 	struct client_inc *ic = c->inc;
 	uint64_t reo = reo_wnd_ns(ic);
-	uint64_t tail_wnd = reo;
+	uint64_t tail_wnd = reo > ic->tail_allow_ns ? reo : ic->tail_allow_ns;
 	const bool tail_phase = j->next_i >= j->nchunks;
 	int rc;
 
@@ -83,7 +83,7 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		else if (ch->retx && ch->tx_seq < rk->rseq)
 			wait = rk->rrtt_ns + reo;
 		else if (ch->first_seq < ic->rack_all.seq)
-			wait = ic->rack_all.rtt_ns + (tail_wnd << ic->tail_shift), tail = true;
+			wait = ic->rack_all.rtt_ns + tail_wnd, tail = true;
 		else
 			continue;
 		/* No backoff for a chunk still unanswered after a resend (as RACK, RFC 8985):

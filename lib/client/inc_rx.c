@@ -244,28 +244,29 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	if (ch->retx && ch->retx_fast && ch->retx_tail && !(pkt.inca.flags & WIRE_F_RETX)) {
 		/* A result without RETX is the answer to the original contributions (a result the
 		 * switch re-sends for a duplicate, or one a resend completed, carries RETX): the
-		 * resend was not needed, however late this answer came. */
-		if (ic->tail_shift < INC_TAIL_SHIFT_MAX) {
-			ic->tail_shift++;
-			ic->tail_good = 0;
-		}
+		 * resend was not needed, however late this answer came. The other-block rule
+		 * expected it within rack_all's round trip of the first send: widen its window to
+		 * how much later it came, plus a quarter. */
+		uint64_t rt = now_ns - ch->sent_ns;
+		uint64_t late = rt > ic->rack_all.rtt_ns ? rt - ic->rack_all.rtt_ns : 0;
+		late += late / 4;
+		if (late > INC_TAIL_ALLOW_MAX_NS)
+			late = INC_TAIL_ALLOW_MAX_NS;
+		if (late > ic->tail_allow_ns)
+			ic->tail_allow_ns = late;
+		ic->tail_good = 0;
 	} else if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
-	    !(pkt.inca.flags & WIRE_F_RETX)) {
+		   !(pkt.inca.flags & WIRE_F_RETX) && ic->reo_mult < INC_REO_MULT_MAX) {
 		/* Answered faster than any round trip: the original was answered, the fast
-		 * resend was spurious (results were reordered): widen the reordering window.
-		 * Not if the result carries RETX: a result re-sent
-		 * for our resend, or a round a peer's resend completed just after ours left, says
-		 * nothing about reordering. */
-		if (ch->retx_tail && ic->tail_shift < INC_TAIL_SHIFT_MAX) {
-			ic->tail_shift++;
-			ic->tail_good = 0;
-		} else if (!ch->retx_tail && ic->reo_mult < INC_REO_MULT_MAX) {
-			ic->reo_mult++;
-			ic->reo_good = 0;
-		}
+		 * resend (of the own-block rule: the other-block rule's are above) was spurious
+		 * (results were reordered): widen the reordering window. Not if the result carries
+		 * RETX: a result re-sent for our resend, or a round a peer's resend completed just
+		 * after ours left, says nothing about reordering. */
+		ic->reo_mult++;
+		ic->reo_good = 0;
 	}
-	if (ic->tail_shift > 0 && ++ic->tail_good >= 4096) {
-		ic->tail_shift--;
+	if (ic->tail_allow_ns && ++ic->tail_good >= 4096) {
+		ic->tail_allow_ns /= 2; /* lateness seen long ago: narrow the window again */
 		ic->tail_good = 0;
 	}
 	if (ic->reo_mult > 1 && ++ic->reo_good >= 4096) {
