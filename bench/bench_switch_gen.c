@@ -226,9 +226,10 @@ static void *member_main(void *arg)
 			mb->slot[s].round++;
 		}
 		/* Next chunks strictly in g order (chunk g goes to slot g mod nslots once that
-		 * slot's previous chunk is answered), as libinca starts them: the switch's repair
-		 * notices take a member's contribution to an older chunk that is still missing
-		 * when a later chunk completes for lost (docs/protocol.md "Repair notices"). */
+		 * slot's previous chunk is answered), as libinca starts them. The switch counts on
+		 * that order: a contribution to an older chunk still missing when a later chunk
+		 * completes is taken for lost and drawn with a repair notice (docs/protocol.md
+		 * "Repair notices"). */
 		while (!mb->slot[mb->next_g % g->nslots].outstanding)
 			queue_send(mb, (unsigned)(mb->next_g++ % g->nslots), false, now);
 		flush_member(mb);
