@@ -169,6 +169,17 @@ static double load_float(enum inca_dtype dt, const void *p)
 	}
 }
 
+/* 2^e for -1022 <= e <= 1023, from its bits: x * pow2(e) is ldexp(x, e) exactly whenever the
+ * result is a normal double, as every generated value is, without a libm call per element
+ * (ldexp was most of the fill and verification time of a benchmark run). */
+static inline double pow2(int e)
+{
+	uint64_t b = (uint64_t)(e + 1023) << 52;
+	double d;
+	memcpy(&d, &b, sizeof d);
+	return d;
+}
+
 /* A random finite, non-zero, normal value of type dt (as a double), from bits x. Exponents
  * stay moderate so min/max see a wide but overflow-free spread. */
 static double random_normal(enum inca_dtype dt, uint64_t x)
@@ -178,8 +189,8 @@ static double random_normal(enum inca_dtype dt, uint64_t x)
 	int erange = dt == INCA_FP16 ? 28 : 60; /* fp16 normals span 2^-14..2^15 */
 	int e = (int)((x >> 1) % (uint64_t)erange) - erange / 2;
 	uint64_t m = (x >> 8) & ((1ull << (mbits < 52 ? mbits : 52)) - 1);
-	double mant = 1.0 + ldexp((double)m, -(mbits < 52 ? mbits : 52));
-	return sign * ldexp(mant, e);
+	double mant = 1.0 + (double)m * pow2(-(mbits < 52 ? mbits : 52));
+	return sign * (mant * pow2(e));
 }
 
 /* Value of element (h, rank) as a double for float types. */
@@ -192,13 +203,13 @@ static double float_value(const struct check_spec *s, uint64_t h, int rank)
 		if (exact) {
 			if (s->dt == INCA_FP16 || s->dt == INCA_BF16)
 				return (double)((int)(x % 17) - 8); /* small integers */
-			return ldexp((double)((int)(x % 129) - 64), -4); /* multiples of 1/16 */
+			return (double)((int)(x % 129) - 64) * 0x1p-4; /* multiples of 1/16 */
 		}
 		/* Uniform in [-1, 1) scaled by 2^[-3, 3]: rounds on every addition. */
-		return ldexp((double)(int64_t)(x >> 11) * 0x1p-52 - 1.0, (int)((x & 7) % 7) - 3);
+		return ((double)(int64_t)(x >> 11) * 0x1p-52 - 1.0) * pow2((int)((x & 7) % 7) - 3);
 	case INCA_PROD:
 		if (exact)
-			return ((x & 1) ? -1.0 : 1.0) * ldexp(1.0, (int)((x >> 1) % 3) - 1);
+			return ((x & 1) ? -1.0 : 1.0) * pow2((int)((x >> 1) % 3) - 1);
 		return ((x & 1) ? -1.0 : 1.0) * (0.5 + 1.5 * (double)(x >> 11) * 0x1p-53);
 	default: /* min, max: any finite value is exact */
 		return random_normal(s->dt, x);
@@ -288,6 +299,34 @@ void check_expected(const struct check_spec *s, size_t index, void *out)
 
 #define VERIFY_BLOCK 2048
 
+/* memcmp(a, b, es) == 0 for one element, with fixed-size loads (a memcmp call per element cost
+ * as much as computing the element's expected value). */
+static inline bool same_elem(const void *a, const void *b, size_t es)
+{
+	switch (es) {
+	case 1:
+		return *(const uint8_t *)a == *(const uint8_t *)b;
+	case 2: {
+		uint16_t x, y;
+		memcpy(&x, a, 2);
+		memcpy(&y, b, 2);
+		return x == y;
+	}
+	case 4: {
+		uint32_t x, y;
+		memcpy(&x, a, 4);
+		memcpy(&y, b, 4);
+		return x == y;
+	}
+	default: {
+		uint64_t x, y;
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		return x == y;
+	}
+	}
+}
+
 size_t check_verify(const struct check_spec *s, const void *got, size_t first, size_t count,
 		    size_t *first_bad)
 {
@@ -325,7 +364,7 @@ size_t check_verify(const struct check_spec *s, const void *got, size_t first, s
 	uint8_t exp[8];
 	for (size_t i = 0; i < count; i++) {
 		expected_exact(s, elem_hash(base, first + i), exp);
-		if (memcmp(exp, g + i * es, es) != 0) {
+		if (!same_elem(exp, g + i * es, es)) {
 			if (first_bad && *first_bad == SIZE_MAX)
 				*first_bad = i;
 			wrong++;
