@@ -17,12 +17,12 @@
 
 /* Resolved configuration: inca_comm_opts with every default filled in and every address
  * parsed. Owned by the communicator (no borrowed strings survive inca_comm_create). */
-/* Default busy-poll before a wait sleeps (INCA_BUSY_POLL_US overrides; 0 turns it off), for
- * calls of at most CLIENT_BUSY_POLL_MAX_BYTES: those are latency-bound, and a spinning waiter
- * answers in microseconds instead of a wakeup. Larger calls sleep at once: their waits are
- * short anyway and the CPU is better left to the switch and the other ranks. */
+/* Default busy-poll before a wait of any call sleeps (INCA_BUSY_POLL_US overrides; 0 turns it
+ * off): a spinning waiter, yielding the CPU between polls, answers in microseconds; a sleeping
+ * one pays a wakeup per wait, tens of microseconds of CPU where an idle vCPU must be resumed.
+ * Bulk calls wait about as often as small ones (a window's answers come in batches), so they
+ * poll too (docs/collectives.md "Busy polling" has the figures). */
 #define CLIENT_BUSY_POLL_US 100
-#define CLIENT_BUSY_POLL_MAX_BYTES (64u << 10)
 
 struct client_cfg {
 	int rank, size;
@@ -86,7 +86,6 @@ struct inca_comm {
 	 * tree restarts on a newer epoch and drops older ones, and results must carry ours, so a
 	 * reused tree never hands this job another job's results. */
 	uint32_t epoch;
-	uint64_t wait_spin_ns; /* busy-poll of the current call's waits (coll_run sets it) */
 
 	struct client_inc *inc; /* NULL without a switch */
 	bool inc_broken;        /* retransmission limit reached: INC is unusable */

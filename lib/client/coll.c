@@ -310,7 +310,6 @@ static int coll_run_one(struct inca_comm *c, const struct inca_coll_args *a0)
 
 	if ((rc = coll_validate(c, &a)) < 0)
 		return rc;
-	c->wait_spin_ns = coll_args_bytes(&a) <= CLIENT_BUSY_POLL_MAX_BYTES ? c->cfg.busy_poll_ns : 0;
 	if (algo == INCA_ALGO_INC && (!client_coll_info[a.coll].offload || !inc_usable(c)))
 		return -ENOTSUP;
 	if (algo != INCA_ALGO_AUTO && algo != INCA_ALGO_INC && !client_host_algo_valid(a.coll, algo))
