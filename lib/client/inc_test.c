@@ -615,7 +615,10 @@ static void test_echo_auth(void)
 	CHECK(as.rx_epoch > 0 && as.rx_epoch >= as.rx_verified / 5 - 2);
 	CHECK(as.rx_bad_mac > 0 && as.rx_bad_mac >= as.rx_verified / 7 - 2);
 	CHECK_EQ(as.rx_bad_ctx, 0);
-	CHECK_EQ(st.rx_dup_results, 0); /* the replays never reached the chunk matching */
+	/* The replays (a third of all results) never reached the chunk matching: a duplicate
+	 * result here can only be the echo of one of our own resends (a stall probe when the
+	 * fake switch's thread was descheduled), one at most per resend. */
+	CHECK(st.rx_dup_results <= st.retransmits);
 	inca_comm_destroy(c);
 	fsw_stop(&s);
 	CHECK_EQ(s.bad, 0);
