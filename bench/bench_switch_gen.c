@@ -180,15 +180,26 @@ static bool data_ok(const struct gen *g, const struct wire_pkt *p)
 	return true;
 }
 
+/* Start the next chunks strictly in g order (chunk g goes to slot g mod nslots once that
+ * slot's previous chunk is answered), as libinca starts them. The switch counts on that order:
+ * a contribution to an older chunk still missing when a later chunk completes is taken for
+ * lost and drawn with a repair notice (docs/protocol.md "Repair notices"). */
+static void start_due(struct member *mb, uint64_t now)
+{
+	const struct gen *g = mb->g;
+
+	/* At most one window per pass: a send that failed (send_err) leaves its slot idle. */
+	for (unsigned k = 0; k < g->nslots && !mb->slot[mb->next_g % g->nslots].outstanding; k++)
+		queue_send(mb, (unsigned)(mb->next_g++ % g->nslots), false, now);
+}
+
 static void *member_main(void *arg)
 {
 	struct member *mb = arg;
 	struct gen *g = mb->g;
 	uint64_t now = util_now_ns(), next_scan = now + 10000000;
-	/* Open the window: round 0 of every slot, in slot order. */
-	for (unsigned s = 0; s < g->nslots; s++)
-		queue_send(mb, s, false, now);
-	mb->next_g = g->nslots;
+	/* Open the window: chunks 0 .. nslots-1, round 0 of every slot. */
+	start_due(mb, now);
 	flush_member(mb);
 	while (!atomic_load(&g->stop)) {
 		/* A sleeping member makes the daemon pay its wakeup inside the daemon's send call
@@ -225,13 +236,7 @@ static void *member_main(void *arg)
 			mb->slot[s].outstanding = false;
 			mb->slot[s].round++;
 		}
-		/* Next chunks strictly in g order (chunk g goes to slot g mod nslots once that
-		 * slot's previous chunk is answered), as libinca starts them. The switch counts on
-		 * that order: a contribution to an older chunk still missing when a later chunk
-		 * completes is taken for lost and drawn with a repair notice (docs/protocol.md
-		 * "Repair notices"). */
-		while (!mb->slot[mb->next_g % g->nslots].outstanding)
-			queue_send(mb, (unsigned)(mb->next_g++ % g->nslots), false, now);
+		start_due(mb, now);
 		flush_member(mb);
 		if (n > 0) {
 			ADD(mb->rx_bufs, (uint64_t)n);

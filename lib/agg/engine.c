@@ -441,10 +441,8 @@ bool agg__resend_ok(struct agg_tree *t, unsigned bp)
 		t->rcredit[bp]--;
 		return true;
 	}
-	if (t->now_ns && (!t->rpaced_ns[bp] || t->now_ns - t->rpaced_ns[bp] >= AGG__RPACE_NS)) {
-		t->rpaced_ns[bp] = t->now_ns;
+	if (agg__paced(t, &t->rpaced_ns[bp]))
 		return true;
-	}
 	if (t->rdenied[bp] < UINT16_MAX)
 		t->rdenied[bp]++;
 	uint16_t d = t->rdenied[bp];

@@ -341,6 +341,15 @@ void agg__unlist(struct agg_tree *t, struct agg__ver *v);
 void agg__enlist(struct agg_tree *t, struct agg__ver *v, unsigned l);
 void agg__earn(struct agg_tree *t);
 void agg__earn_paced(struct agg_tree *t);
+/* The clock pacing of re-sends and notices: true (and *stamp = now) if the tree has a clock and
+ * *stamp is 0 or at least AGG__RPACE_NS old. */
+static inline bool agg__paced(const struct agg_tree *t, uint64_t *stamp)
+{
+	if (!t->now_ns || (*stamp && t->now_ns - *stamp < AGG__RPACE_NS))
+		return false;
+	*stamp = t->now_ns;
+	return true;
+}
 size_t agg__notice(struct agg_tree *t, struct agg__out *o, const struct agg__ver *v,
 		   const uint8_t *want);
 void agg__notice_older(struct agg_tree *t, struct agg__out *o, uint32_t imm);

@@ -152,10 +152,8 @@ void agg__earn(struct agg_tree *t)
 /* No credit left: one by the clock per AGG__RPACE_NS (struct agg_tree: npaced_ns). */
 void agg__earn_paced(struct agg_tree *t)
 {
-	if (t->credit || !t->now_ns || (t->npaced_ns && t->now_ns - t->npaced_ns < AGG__RPACE_NS))
-		return;
-	t->npaced_ns = t->now_ns;
-	t->credit = 1;
+	if (!t->credit && agg__paced(t, &t->npaced_ns))
+		t->credit = 1;
 }
 
 /* Repair notice for version v (collecting) to the members in `want` AND A-BM AND NOT seen:

@@ -756,9 +756,10 @@ static int peer_pf_reserve(struct inca_comm *c, size_t need)
 	return 0;
 }
 
-int client_wait_peers(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t timeout_ns,
-		      uint64_t spin_ns)
+int client_wait_peers(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t timeout_ns)
 {
+	uint64_t spin_ns = c->cfg.busy_poll_ns;
+
 	/* Once a loss is known the hung-up sockets would wake every poll at once: unwatched. */
 	if (c->peer_lost || c->cfg.size < 2)
 		return client_wait(pf, n, timeout_ns, spin_ns);

@@ -154,10 +154,10 @@ int client_wait(struct pollfd *pf, nfds_t n, uint64_t timeout_ns, uint64_t spin_
  * already arrived, or the switch holds every result), otherwise it fails with -ECONNRESET
  * after CLIENT_PEER_GRACE_NS without progress. */
 #define CLIENT_PEER_GRACE_NS (250ull * 1000 * 1000)
-/* client_wait over pf[0..n) plus the watched sockets (while no loss is known). Returns like
- * client_wait; a closed peer connection sets c->peer_lost (the wait then returns > 0). */
-int client_wait_peers(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t timeout_ns,
-		      uint64_t spin_ns);
+/* client_wait over pf[0..n) plus the watched sockets (while no loss is known), busy-polling
+ * first for c->cfg.busy_poll_ns. Returns like client_wait; a closed peer connection sets
+ * c->peer_lost (the wait then returns > 0). */
+int client_wait_peers(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t timeout_ns);
 /* Zero-timeout check of the watched sockets: 0, or -ECONNRESET (c->peer_lost set). */
 int client_peer_probe(struct inca_comm *c);
 /* Note a peer loss (idempotent; logs once). */

@@ -293,7 +293,7 @@ int hc_batch_run(struct hc *h)
 		uint64_t wait = idle_deadline - now;
 		if (wait > CLIENT_PEER_GRACE_NS / 4)
 			wait = CLIENT_PEER_GRACE_NS / 4;
-		if ((rc = client_wait_peers(c, pf, (nfds_t)np, wait, c->cfg.busy_poll_ns)) < 0)
+		if ((rc = client_wait_peers(c, pf, (nfds_t)np, wait)) < 0)
 			goto out;
 		rc = 0;
 	}

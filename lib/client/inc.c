@@ -549,7 +549,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 			     ic->rack_gen > rack_scanned);
 		if (wait_ns && !more) {
 			/* The peers' TCP connections too: a dead rank is noticed at once. */
-			rc = client_wait_peers(c, &pf, 1, wait_ns, c->cfg.busy_poll_ns);
+			rc = client_wait_peers(c, &pf, 1, wait_ns);
 			if (rc < 0)
 				return inc_fail(c, rc);
 		}

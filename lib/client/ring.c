@@ -216,7 +216,7 @@ static int ring_run(struct inca_comm *c, struct ring_job *j)
 		uint64_t wait = idle_deadline - now;
 		if (wait > CLIENT_PEER_GRACE_NS / 4)
 			wait = CLIENT_PEER_GRACE_NS / 4;
-		int rc = client_wait_peers(c, pf, np, wait, c->cfg.busy_poll_ns);
+		int rc = client_wait_peers(c, pf, np, wait);
 		if (rc < 0)
 			return rc;
 	}
