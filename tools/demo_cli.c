@@ -605,10 +605,11 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		if (stats) {
 			printf("# switch stats: rx %.0f pkts, tx %.0f pkts, contributions %.0f, "
 			       "aggregations %.0f (chunk rounds issued: %llu), duplicates %.0f, "
-			       "results re-sent %.0f, drops %.0f\n",
+			       "results re-sent %.0f (%.0f withheld), repair notices %.0f (%.0f "
+			       "withheld), drops %.0f\n",
 			       s.rx_pkts, s.tx_pkts, s.contributions, s.aggregations,
 			       (unsigned long long)t->inc_chunks, s.duplicates, s.results_resent,
-			       s.drops);
+			       s.resends_limited, s.notices, s.notices_limited, s.drops);
 			if (s.aggregations != (double)t->inc_chunks) {
 				printf("# ERROR: the switch completed %.0f aggregations for %llu chunk "
 				       "rounds\n", s.aggregations, (unsigned long long)t->inc_chunks);

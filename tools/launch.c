@@ -739,6 +739,8 @@ void launch_sw_summarize(const struct json *stats, struct launch_sw_summary *s)
 		s->duplicates += json_num(json_get(t, "duplicates"), 0);
 		s->results_resent += json_num(json_get(t, "results_resent"), 0);
 		s->notices += json_num(json_get(t, "notices"), 0);
+		s->resends_limited += json_num(json_get(t, "resends_limited"), 0);
+		s->notices_limited += json_num(json_get(t, "notices_limited"), 0);
 	}
 	s->drops = json_num(json_get(stats, "drops_total"), json_sum_all(json_get(stats, "drops")));
 	s->sw_rx_pkts = json_num(json_get(stats, "rx_pkts"), 0);

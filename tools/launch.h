@@ -171,6 +171,7 @@ struct launch_sw_summary {
 	double rx_pkts, tx_pkts; /* per-tree engine counters, summed over trees */
 	double contributions, aggregations, duplicates, results_resent;
 	double notices; /* repair notices sent (WIRE_F_NACK) */
+	double resends_limited, notices_limited; /* withheld for want of credit */
 	double drops;                /* switch-wide drops_total (every reason) */
 	double sw_rx_pkts, sw_tx_pkts; /* switch-wide socket counters */
 };

@@ -475,7 +475,7 @@ int client_inc_coll(struct inca_comm *c, const struct client_inc_coll *a)
 
 		/* 2. Silence: first the stall probe, then the RTO. A full queue postpones
 		 * either to the next pass. */
-		uint64_t probe_at = ic->rto_start_ns + pto_ns(ic, cfg);
+		uint64_t probe_at = ic->rto_start_ns + pto_ns(ic, cfg, j.next_i >= j.nchunks);
 		if (tlp_ok && !ic->tlp_done && ic->inflight > 0 && now >= probe_at && !tx_full(ic)) {
 			rc = inc_probe(c, &j, now);
 			if (rc < 0)

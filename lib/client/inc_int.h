@@ -140,7 +140,9 @@ struct client_inc {
 		uint64_t rtt_ns;  /* its round trip from that first send */
 		uint64_t rseq;    /* tx_seq of the latest-sent resend answered (resends only) */
 		uint64_t rrtt_ns; /* its round trip from that resend */
-	} *rack, rack_all;    /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up); any block */
+	} *rack, rack_all;    /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up); any block
+			       * (rack_all.rrtt_ns: the latest answered resend's, whatever its
+			       * tx_seq: the repair round trip of inc_detect_losses and pto_ns) */
 	unsigned nblk;
 	uint64_t rack_gen;      /* bumped whenever some block's evidence moves: rescan */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
@@ -271,10 +273,17 @@ static inline uint64_t reo_wnd_ns(const struct client_inc *ic)
 	return w;
 }
 
-/* Probe timeout: twice the smoothed RTT (at least INC_PTO_MIN_NS), never beyond the RTO. */
-static inline uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg)
+/* Probe timeout: twice the smoothed RTT (at least INC_PTO_MIN_NS), never beyond the RTO. In a
+ * call's tail (tail: every chunk started) the latest repair round trip instead, if shorter:
+ * twice rack_all.rrtt_ns plus the reordering window. The queues have drained there, and SRTT
+ * still holds the round trips of the loaded window. */
+static inline uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg, bool tail)
 {
 	uint64_t pto = 2 * ic->rtt.srtt, rto = rto_base_ns(ic, cfg);
+	uint64_t rep = 2 * ic->rack_all.rrtt_ns + reo_wnd_ns(ic);
+
+	if (tail && ic->rack_all.rrtt_ns && rep < pto)
+		pto = rep;
 
 	if (pto < INC_PTO_MIN_NS)
 		pto = INC_PTO_MIN_NS;

@@ -236,10 +236,13 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	 * because of it (RFC 8985 §6.2). It vouches for the resends sent before it, which are
 	 * repair requests too (a lost resend is then found a round trip later, not by the RTO),
 	 * but not for first sends: those may wait for a slower peer, a repair does not. */
-	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns && ch->tx_seq > rk->rseq) {
-		rk->rseq = ch->tx_seq;
-		rk->rrtt_ns = now_ns - ch->xmit_ns;
-		ic->rack_gen++;
+	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns) {
+		ic->rack_all.rrtt_ns = now_ns - ch->xmit_ns; /* the repair round trip */
+		if (ch->tx_seq > rk->rseq) {
+			rk->rseq = ch->tx_seq;
+			rk->rrtt_ns = now_ns - ch->xmit_ns;
+			ic->rack_gen++;
+		}
 	}
 	if (ch->retx && ch->retx_fast && ch->retx_tail && !(pkt.inca.flags & WIRE_F_RETX)) {
 		/* A result without RETX is the answer to the original contributions (a result the
