@@ -225,6 +225,11 @@ int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_chunk *
 	if (retx) {
 		ch->retx = true;
 		c->stats.retransmits++;
+		/* Loss detection looks at this resend again after the repair round trip even if
+		 * nothing arrives meanwhile (inc_detect_losses). */
+		uint64_t rep = repair_wait_ns(ic);
+		if (rep && (!ic->rack_timer_ns || now_ns + rep < ic->rack_timer_ns))
+			ic->rack_timer_ns = now_ns + rep;
 	}
 	if (inject_drop(c))
 		return 0;

@@ -273,16 +273,22 @@ static inline uint64_t reo_wnd_ns(const struct client_inc *ic)
 	return w;
 }
 
+/* How long a resend may stay unanswered before it goes again: twice the repair round trip
+ * (rack_all.rrtt_ns, the latest answered resend's) plus the reordering window; 0 before any
+ * resend was answered. */
+static inline uint64_t repair_wait_ns(const struct client_inc *ic)
+{
+	return ic->rack_all.rrtt_ns ? 2 * ic->rack_all.rrtt_ns + reo_wnd_ns(ic) : 0;
+}
+
 /* Probe timeout: twice the smoothed RTT (at least INC_PTO_MIN_NS), never beyond the RTO. In a
- * call's tail (tail: every chunk started) the latest repair round trip instead, if shorter:
- * twice rack_all.rrtt_ns plus the reordering window. The queues have drained there, and SRTT
- * still holds the round trips of the loaded window. */
+ * call's tail (tail: every chunk started) repair_wait_ns instead, if shorter: the queues have
+ * drained there, and SRTT still holds the round trips of the loaded window. */
 static inline uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg, bool tail)
 {
-	uint64_t pto = 2 * ic->rtt.srtt, rto = rto_base_ns(ic, cfg);
-	uint64_t rep = 2 * ic->rack_all.rrtt_ns + reo_wnd_ns(ic);
+	uint64_t pto = 2 * ic->rtt.srtt, rto = rto_base_ns(ic, cfg), rep = repair_wait_ns(ic);
 
-	if (tail && ic->rack_all.rrtt_ns && rep < pto)
+	if (tail && rep && rep < pto)
 		pto = rep;
 
 	if (pto < INC_PTO_MIN_NS)

@@ -72,6 +72,10 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		bool tail = false;
 		if (!ch->active)
 			continue;
+		/* A resend unanswered for repair_wait_ns goes again, vouched for or not: a call's
+		 * last repairs have no later resend to vouch for them, and a lost resend or answer
+		 * there waited for the stall probe or the RTO. */
+		uint64_t rep = ch->retx ? repair_wait_ns(ic) : 0;
 		/* A later chunk of the block was answered and this one not: our result was lost,
 		 * or another member's contribution, which the switch's repair notice to that member
 		 * mends within about one round trip (our resend would only cost a duplicate up and
@@ -84,16 +88,12 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 			wait = rk->rrtt_ns + reo;
 		else if (ch->first_seq < ic->rack_all.seq)
 			wait = ic->rack_all.rtt_ns + tail_wnd, tail = true;
-		else if (!ch->retx || !ic->rack_all.rrtt_ns)
+		else if (!rep)
 			continue;
 		else
-			wait = UINT64_MAX;
-		/* A resend unanswered after twice the latest repair round trip (any block) plus
-		 * the window goes again, vouched for or not: a call's last repairs have no later
-		 * resend to vouch for them, and a lost resend or answer there waited for the
-		 * stall probe or the RTO. */
-		if (ch->retx && ic->rack_all.rrtt_ns && 2 * ic->rack_all.rrtt_ns + reo < wait)
-			wait = 2 * ic->rack_all.rrtt_ns + reo, tail = false;
+			wait = rep;
+		if (rep && rep < wait)
+			wait = rep, tail = false;
 		/* No backoff for a chunk still unanswered after a resend (as RACK, RFC 8985):
 		 * its wait is that of another member's repair or a lost resend or answer, and
 		 * each resend of ours makes the switch notice the members it misses again. With

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "agg/agg.h"
 #include "client/client_test_util.h"
@@ -42,6 +43,8 @@ struct fsw_cfg {
 	bool gso;                /* results that go out at once are packed into GSO sends */
 	bool nack;               /* echo: lose chunk 0's first copy and notice it (see below) */
 	unsigned lose_once;      /* echo: lose the first copy of chunk lose_once - 1 (0: off) */
+	unsigned lose_twice;     /* echo: lose the first two copies of chunk lose_twice - 1 */
+	unsigned retx_delay_us;  /* echo: answer a retransmission only after this long */
 	bool auth;               /* results signed under test_key (key id 1), the tree's epoch */
 	unsigned other_epoch_every; /* auth: every Nth result is preceded by a validly signed
 				     * copy of another job's epoch */
@@ -89,6 +92,7 @@ struct fsw {
 	uint8_t lost0_bits[8];
 	bool have_lost0, repaired0;
 	bool lost_once;
+	unsigned lost_twice; /* copies of chunk lose_twice - 1 lost so far */
 	struct wire_pkt held1;
 	uint8_t held1_bits[8], held1_data[4096];
 	bool have_held1;
@@ -358,8 +362,16 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 		s->lost_once = true;
 		return;
 	}
+	if (s->cfg.lose_twice && p.imm == s->cfg.lose_twice - 1 && s->lost_twice < 2) {
+		s->lost_twice++;
+		return;
+	}
 	if (s->cfg.nack && fsw_nack_input(s, &p, bfr))
 		return;
+	if (s->cfg.retx_delay_us && (p.inca.flags & WIRE_F_RETX)) {
+		struct timespec ts = { 0, (long)s->cfg.retx_delay_us * 1000 };
+		nanosleep(&ts, NULL); /* one member, one chunk per call: nothing else waits */
+	}
 	if (s->cfg.mode == FSW_ECHO) {
 		p.inca.flags = WIRE_F_RESULT;
 		p.inca.bfr_id = 0;
@@ -727,6 +739,43 @@ static void test_echo_probe(void)
 	CHECK(s.lost_once);
 	CHECK_EQ(st.timeouts, 0);
 	CHECK_EQ(st.retransmits, 1);
+	inca_comm_destroy(c);
+	fsw_stop(&s);
+	CHECK_EQ(s.bad, 0);
+	CHECK_EQ(s.violations, 0);
+}
+
+/* A lost repair at the end of a call: chunk 2 loses its original and the stall probe's resend.
+ * Nothing later vouches for the probe (one chunk per call), and the probe fires once per
+ * silence: the resend goes again after twice the repair round trip (learnt from chunk 1, lost
+ * once, whose resend the switch answers 2 ms late) plus the reordering window, well before
+ * the RTO of 50 ms. */
+static void test_echo_lost_repair(void)
+{
+	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 11,
+			      .key = 0xbee, .switch_qpn = 0x10b, .lose_once = 2, .lose_twice = 3,
+			      .retx_delay_us = 2000 };
+	struct fsw s;
+	struct inca_comm_opts o;
+	struct inca_comm *c;
+	struct inca_comm_stats st;
+	char sw[32];
+
+	fsw_start(&s, &fc, 7);
+	opts_for(&o, &s, sw, sizeof sw);
+	o.rto_us = 50000;
+	o.rto_max_us = 50000;
+	CHECK_EQ(inca_comm_create(&o, &c), 0);
+	for (int64_t g = 0; g < 4; g++) {
+		int64_t in = 100 + g, out = 0;
+		CHECK_EQ(inca_allreduce_algo(c, &in, &out, 1, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
+		CHECK_EQ(out, 100 + g);
+	}
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
+	CHECK(s.lost_once);
+	CHECK_EQ(s.lost_twice, 2);
+	CHECK_EQ(st.timeouts, 0);
+	CHECK(st.retransmits >= 3);
 	inca_comm_destroy(c);
 	fsw_stop(&s);
 	CHECK_EQ(s.bad, 0);
@@ -1247,6 +1296,7 @@ int main(void)
 	test_echo_faults();
 	test_echo_nack();
 	test_echo_probe();
+	test_echo_lost_repair();
 	test_echo_dead();
 	test_echo_paced();
 	test_offloads();
