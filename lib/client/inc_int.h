@@ -141,8 +141,8 @@ struct client_inc {
 		uint64_t rseq;    /* tx_seq of the latest-sent resend answered (resends only) */
 		uint64_t rrtt_ns; /* its round trip from that resend */
 	} *rack, rack_all;    /* per slot block (nslots / WIRE_SLOT_BLOCK, rounded up); any block
-			       * (rack_all.rrtt_ns: the latest answered resend's, whatever its
-			       * tx_seq: the repair round trip of inc_detect_losses and pto_ns) */
+			       * (rack_all.rrtt_ns: the round trip of the latest resend answered
+			       * by a result with RETX, whatever its tx_seq: repair_wait_ns) */
 	unsigned nblk;
 	uint64_t rack_gen;      /* bumped whenever some block's evidence moves: rescan */
 	uint64_t rack_timer_ns; /* 0 or when the next overdue check is due */
@@ -274,8 +274,7 @@ static inline uint64_t reo_wnd_ns(const struct client_inc *ic)
 }
 
 /* How long a resend may stay unanswered before it goes again: twice the repair round trip
- * (rack_all.rrtt_ns, the latest answered resend's) plus the reordering window; 0 before any
- * resend was answered. */
+ * (rack_all.rrtt_ns) plus the reordering window; 0 before any resend was answered. */
 static inline uint64_t repair_wait_ns(const struct client_inc *ic)
 {
 	return ic->rack_all.rrtt_ns ? 2 * ic->rack_all.rrtt_ns + reo_wnd_ns(ic) : 0;

@@ -237,7 +237,10 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	 * repair requests too (a lost resend is then found a round trip later, not by the RTO),
 	 * but not for first sends: those may wait for a slower peer, a repair does not. */
 	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns) {
-		ic->rack_all.rrtt_ns = now_ns - ch->xmit_ns; /* the repair round trip */
+		/* The repair round trip: only from a result that a retransmission went into (a
+		 * result without RETX answers the original contributions, however late). */
+		if (pkt.inca.flags & WIRE_F_RETX)
+			ic->rack_all.rrtt_ns = now_ns - ch->xmit_ns;
 		if (ch->tx_seq > rk->rseq) {
 			rk->rseq = ch->tx_seq;
 			rk->rrtt_ns = now_ns - ch->xmit_ns;

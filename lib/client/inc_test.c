@@ -373,7 +373,9 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 		nanosleep(&ts, NULL); /* one member, one chunk per call: nothing else waits */
 	}
 	if (s->cfg.mode == FSW_ECHO) {
-		p.inca.flags = WIRE_F_RESULT;
+		/* A one-member round a retransmission completed: its result carries RETX, as the
+		 * engine's does. */
+		p.inca.flags = WIRE_F_RESULT | (p.inca.flags & WIRE_F_RETX);
 		p.inca.bfr_id = 0;
 		fsw_emit(s, &p, bfr);
 		return;
