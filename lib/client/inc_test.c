@@ -369,7 +369,8 @@ static void fsw_input(struct fsw *s, const uint8_t *buf, size_t len, const struc
 	if (s->cfg.nack && fsw_nack_input(s, &p, bfr))
 		return;
 	if (s->cfg.retx_delay_us && (p.inca.flags & WIRE_F_RETX)) {
-		struct timespec ts = { 0, (long)s->cfg.retx_delay_us * 1000 };
+		struct timespec ts = { s->cfg.retx_delay_us / 1000000,
+				       (long)(s->cfg.retx_delay_us % 1000000) * 1000 };
 		nanosleep(&ts, NULL); /* one member, one chunk per call: nothing else waits */
 	}
 	if (s->cfg.mode == FSW_ECHO) {
@@ -747,16 +748,17 @@ static void test_echo_probe(void)
 	CHECK_EQ(s.violations, 0);
 }
 
-/* A lost repair at the end of a call: chunk 2 loses its original and the stall probe's resend.
+/* A lost repair at the end of a call: chunk 5 loses its original and the stall probe's resend.
  * Nothing later vouches for the probe (one chunk per call), and the probe fires once per
- * silence: the resend goes again after twice the repair round trip (learnt from chunk 1, lost
- * once, whose resend the switch answers 2 ms late) plus the reordering window, well before
- * the RTO of 50 ms. */
+ * silence: the resend goes again after twice the repair round trip (learnt from chunk 4, lost
+ * once, whose resend the switch answers 20 ms late: far above the minimum RTT of the four
+ * clean calls before, even on a loaded machine) plus the reordering window, long before the
+ * RTO of 500 ms. */
 static void test_echo_lost_repair(void)
 {
 	struct fsw_cfg fc = { .mode = FSW_ECHO, .nmembers = 1, .nslots = 16, .tree_id = 11,
-			      .key = 0xbee, .switch_qpn = 0x10b, .lose_once = 2, .lose_twice = 3,
-			      .retx_delay_us = 2000 };
+			      .key = 0xbee, .switch_qpn = 0x10b, .lose_once = 5, .lose_twice = 6,
+			      .retx_delay_us = 20000 };
 	struct fsw s;
 	struct inca_comm_opts o;
 	struct inca_comm *c;
@@ -765,10 +767,10 @@ static void test_echo_lost_repair(void)
 
 	fsw_start(&s, &fc, 7);
 	opts_for(&o, &s, sw, sizeof sw);
-	o.rto_us = 50000;
-	o.rto_max_us = 50000;
+	o.rto_us = 500000;
+	o.rto_max_us = 500000;
 	CHECK_EQ(inca_comm_create(&o, &c), 0);
-	for (int64_t g = 0; g < 4; g++) {
+	for (int64_t g = 0; g < 7; g++) {
 		int64_t in = 100 + g, out = 0;
 		CHECK_EQ(inca_allreduce_algo(c, &in, &out, 1, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
 		CHECK_EQ(out, 100 + g);
