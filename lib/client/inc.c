@@ -227,7 +227,7 @@ int inc_enqueue(struct inca_comm *c, const struct inc_job *j, struct inc_chunk *
 		c->stats.retransmits++;
 		/* Loss detection looks at this resend again after the repair round trip even if
 		 * nothing arrives meanwhile (inc_detect_losses). */
-		uint64_t rep = repair_wait_ns(ic);
+		uint64_t rep = repair_wait_ns(ic, ch);
 		if (rep && (!ic->rack_timer_ns || now_ns + rep < ic->rack_timer_ns))
 			ic->rack_timer_ns = now_ns + rep;
 	}
@@ -355,6 +355,7 @@ static int inc_start(struct inca_comm *c, struct inc_job *j, uint64_t now_ns)
 	if ((ch->send_data && !ch->src) || (ch->recv_data && !ch->dst))
 		return -EINVAL;
 	ch->ntimeouts = 0;
+	ch->nrep = 0;
 	ch->retx = ch->retx_fast = ch->retx_tail = ch->nacked = false;
 	ch->sent_ns = now_ns;
 	ch->active = true;

@@ -53,6 +53,7 @@
 #define INC_REO_MULT_MAX 16
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
+#define INC_REP_BACKOFF_MAX 6 /* repair-wait rule: at most 64x the repair wait */
 #define INC_RTO_FLAT 8  /* answered timeouts of one chunk before the RTO doubles anyway */
 /* Other-block rule of loss detection (struct client_inc): its window is at most this
  * (reordering between switch workers: a service time). */
@@ -76,6 +77,7 @@ struct inc_chunk {
 	bool retx_tail;     /* ... by the other-block rule */
 	bool nacked;        /* the switch noticed it misses our contribution: resend now */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
+	uint8_t nrep;       /* resends by the repair-wait rule (its backoff, repair_wait_ns) */
 	uint64_t sent_ns;   /* first transmission, for RTT samples */
 	uint64_t xmit_ns;   /* latest transmission, for loss detection */
 	uint64_t tx_seq;    /* transmission number of the latest send (window epochs) */
@@ -274,10 +276,16 @@ static inline uint64_t reo_wnd_ns(const struct client_inc *ic)
 }
 
 /* How long a resend may stay unanswered before it goes again: twice the repair round trip
- * (rack_all.rrtt_ns) plus the reordering window; 0 before any resend was answered. */
-static inline uint64_t repair_wait_ns(const struct client_inc *ic)
+ * (rack_all.rrtt_ns) plus the reordering window, doubled per resend of the chunk this rule
+ * made already (ch NULL: none; at most INC_REP_BACKOFF_MAX doublings); 0 before any resend
+ * was answered. The doubling matters where an answer waits for another member's repair: in
+ * a tree whose members' RTO is 50 ms, an undoubled wait resent every stuck chunk every few
+ * hundred microseconds (10-15x the retransmissions of 2% loss per link). */
+static inline uint64_t repair_wait_ns(const struct client_inc *ic, const struct inc_chunk *ch)
 {
-	return ic->rack_all.rrtt_ns ? 2 * ic->rack_all.rrtt_ns + reo_wnd_ns(ic) : 0;
+	unsigned k = ch && ch->nrep < INC_REP_BACKOFF_MAX ? ch->nrep : ch ? INC_REP_BACKOFF_MAX : 0;
+
+	return ic->rack_all.rrtt_ns ? (2 * ic->rack_all.rrtt_ns + reo_wnd_ns(ic)) << k : 0;
 }
 
 /* Probe timeout: twice the smoothed RTT (at least INC_PTO_MIN_NS), never beyond the RTO. In a
@@ -285,7 +293,7 @@ static inline uint64_t repair_wait_ns(const struct client_inc *ic)
  * drained there, and SRTT still holds the round trips of the loaded window. */
 static inline uint64_t pto_ns(const struct client_inc *ic, const struct client_cfg *cfg, bool tail)
 {
-	uint64_t pto = 2 * ic->rtt.srtt, rto = rto_base_ns(ic, cfg), rep = repair_wait_ns(ic);
+	uint64_t pto = 2 * ic->rtt.srtt, rto = rto_base_ns(ic, cfg), rep = repair_wait_ns(ic, NULL);
 
 	if (tail && rep && rep < pto)
 		pto = rep;

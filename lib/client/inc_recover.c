@@ -75,7 +75,8 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		/* A resend unanswered for repair_wait_ns goes again, vouched for or not: a call's
 		 * last repairs have no later resend to vouch for them, and a lost resend or answer
 		 * there waited for the stall probe or the RTO. */
-		uint64_t rep = ch->retx ? repair_wait_ns(ic) : 0;
+		uint64_t rep = ch->retx ? repair_wait_ns(ic, ch) : 0;
+		bool by_rep = false;
 		/* A later chunk of the block was answered and this one not: our result was lost,
 		 * or another member's contribution, which the switch's repair notice to that member
 		 * mends within about one round trip (our resend would only cost a duplicate up and
@@ -92,8 +93,8 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 			continue;
 		else
 			wait = rep;
-		if (rep && rep < wait)
-			wait = rep, tail = false;
+		if (rep && rep <= wait)
+			wait = rep, tail = false, by_rep = true;
 		/* No backoff for a chunk still unanswered after a resend (as RACK, RFC 8985):
 		 * its wait is that of another member's repair or a lost resend or answer, and
 		 * each resend of ours makes the switch notice the members it misses again. With
@@ -114,6 +115,8 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 			inc_wnd_cut(ic, ch->tx_seq, 1.0 - INC_LOSS_MDF);
 		ch->retx_fast = true;
 		ch->retx_tail = tail;
+		if (by_rep && ch->nrep < UINT8_MAX)
+			ch->nrep++;
 		rc = inc_enqueue(c, j, ch, true, now_ns);
 		if (rc < 0)
 			return rc;
