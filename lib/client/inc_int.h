@@ -77,7 +77,8 @@ struct inc_chunk {
 	bool retx_tail;     /* ... by the other-block rule */
 	bool nacked;        /* the switch noticed it misses our contribution: resend now */
 	uint32_t ntimeouts; /* RTO expiries of this chunk (retx_limit) */
-	uint8_t nrep;       /* resends by the repair-wait rule (its backoff, repair_wait_ns) */
+	uint8_t nrep;       /* resends by the repair-wait rule, at most INC_REP_BACKOFF_MAX (its
+			     * backoff, repair_wait_ns) */
 	uint64_t sent_ns;   /* first transmission, for RTT samples */
 	uint64_t xmit_ns;   /* latest transmission, for loss detection */
 	uint64_t tx_seq;    /* transmission number of the latest send (window epochs) */
@@ -283,7 +284,7 @@ static inline uint64_t reo_wnd_ns(const struct client_inc *ic)
  * hundred microseconds (10-15x the retransmissions of 2% loss per link). */
 static inline uint64_t repair_wait_ns(const struct client_inc *ic, const struct inc_chunk *ch)
 {
-	unsigned k = ch && ch->nrep < INC_REP_BACKOFF_MAX ? ch->nrep : ch ? INC_REP_BACKOFF_MAX : 0;
+	unsigned k = ch ? ch->nrep : 0; /* at most INC_REP_BACKOFF_MAX (inc_detect_losses) */
 
 	return ic->rack_all.rrtt_ns ? (2 * ic->rack_all.rrtt_ns + reo_wnd_ns(ic)) << k : 0;
 }

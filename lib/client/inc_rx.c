@@ -236,14 +236,15 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	 * because of it (RFC 8985 §6.2). It vouches for the resends sent before it, which are
 	 * repair requests too (a lost resend is then found a round trip later, not by the RTO),
 	 * but not for first sends: those may wait for a slower peer, a repair does not. */
-	if (ch->retx && now_ns - ch->xmit_ns >= ic->min_rtt_ns) {
+	uint64_t rrtt = now_ns - ch->xmit_ns;
+	if (ch->retx && rrtt >= ic->min_rtt_ns) {
 		/* The repair round trip: only from a result that a retransmission went into (a
 		 * result without RETX answers the original contributions, however late). */
 		if (pkt.inca.flags & WIRE_F_RETX)
-			ic->rack_all.rrtt_ns = now_ns - ch->xmit_ns;
+			ic->rack_all.rrtt_ns = rrtt;
 		if (ch->tx_seq > rk->rseq) {
 			rk->rseq = ch->tx_seq;
-			rk->rrtt_ns = now_ns - ch->xmit_ns;
+			rk->rrtt_ns = rrtt;
 			ic->rack_gen++;
 		}
 	}
@@ -261,7 +262,7 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 		if (late > ic->tail_allow_ns)
 			ic->tail_allow_ns = late;
 		ic->tail_good = 0;
-	} else if (ch->retx && now_ns - ch->xmit_ns < ic->min_rtt_ns && ch->retx_fast &&
+	} else if (ch->retx && rrtt < ic->min_rtt_ns && ch->retx_fast &&
 		   !(pkt.inca.flags & WIRE_F_RETX) && ic->reo_mult < INC_REO_MULT_MAX) {
 		/* Answered faster than any round trip: the original was answered, the fast
 		 * resend (of the own-block rule: the other-block rule's are above) was spurious
