@@ -4,7 +4,8 @@
  * and AUTO must not fail over (a dead rank is not a switch failure). And a rank killed the
  * moment its INC call returned success, with 10% loss so that the others are typically still
  * repairing their last chunks: the survivors must complete that call too (the switch holds
- * every result), and fail the next one. */
+ * every result), and fail the next one. A mid-call scenario whose kill came after the call had
+ * ended (the killer thread was not scheduled in time) runs again, up to MAX_ATTEMPTS times. */
 #include <errno.h>
 #include <signal.h>
 #include <pthread.h>
@@ -137,7 +138,10 @@ static int rank_main(struct inca_comm *comm, void *arg)
 	return 0;
 }
 
-static int run_scen(const char *switch_path, unsigned addr_index, int nranks, enum scen sc)
+#define MAX_ATTEMPTS 3
+
+static int run_scen(const char *switch_path, unsigned addr_index, int nranks, enum scen sc,
+		    int attempt)
 {
 	struct job *j = launch_shm_alloc(sizeof(*j));
 	int fails = 0;
@@ -166,6 +170,15 @@ static int run_scen(const char *switch_path, unsigned addr_index, int nranks, en
 	launch_switch_stop(&sw, NULL);
 
 	printf("# %s: rank %d killed; timeout_ms %u\n", scen_name[sc], VICTIM, j->cfg.timeout_ms);
+	if (sc != INC_AFTER && sc != BETWEEN && !j->victim_was_in_call && attempt < MAX_ATTEMPTS &&
+	    status[VICTIM] == 128 + SIGKILL) {
+		/* On a loaded machine the killer thread may not run until the call has ended:
+		 * then this run tested nothing, and the scenario runs again. */
+		printf("#   the kill came after the call had ended; running it again (%d of %d)\n",
+		       attempt + 1, MAX_ATTEMPTS);
+		launch_shm_free(j, sizeof(*j));
+		return run_scen(switch_path, addr_index, nranks, sc, attempt + 1);
+	}
 	ITEST_EXPECT(fails, status[VICTIM] == 128 + SIGKILL, "%s: rank %d was killed (status %d)",
 		     scen_name[sc], VICTIM, status[VICTIM]);
 	if (sc == INC_AFTER) {
@@ -222,7 +235,7 @@ int main(int argc, char **argv)
 	if (cfg.nranks < 3)
 		cfg.nranks = 3; /* a survivor that is no ring neighbour of the victim needs 4 */
 	for (int sc = 0; sc < NSCEN; sc++)
-		fails += run_scen(cfg.switch_path, cfg.addr_index, cfg.nranks, (enum scen)sc);
+		fails += run_scen(cfg.switch_path, cfg.addr_index, cfg.nranks, (enum scen)sc, 1);
 	printf("%s\n", fails ? "FAILED" : "PASSED");
 	return fails ? 1 : 0;
 }
