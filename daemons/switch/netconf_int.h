@@ -80,8 +80,10 @@ struct nc_sess {
 	time_t login;
 	uint64_t in_rpcs, in_bad_rpcs, out_rpc_errors;
 	struct nc_session *session;
-	/* Out of the poll set while its next message is incomplete (netconf_screen.c). */
-	bool held;
+	/* netconf_screen.c: out of libnetconf2's poll set while nothing screened waits to be
+	 * read, and held (not polled, peeked again every SCREEN_RECHECK_MS) while the next
+	 * message is incomplete. */
+	bool out, held;
 	uint64_t held_since_ns;
 };
 
@@ -160,10 +162,10 @@ void *server_main(void *arg);
 /* netconf_screen.c (poll thread): wait up to timeout_ms for input on the listed sessions and
  * look at each one's next message before libnetconf2 reads it: an <rpc> of an operation the
  * schema lacks is answered operation-not-supported here (libnetconf2 2.0.24 would answer
- * operation-failed); a session whose next message is still incomplete is held out of the poll
- * set until it is whole. */
+ * operation-failed); a session whose next message is still incomplete is held until it is
+ * whole. Only sessions whose next message passed stay in libnetconf2's poll set. */
 void nc_screen_poll(struct sw_netconf *nc, int timeout_ms);
-/* Every held session back into the poll set (before the set is cleared). */
+/* Every session back into libnetconf2's poll set (before the set is cleared). */
 void nc_screen_release_all(struct sw_netconf *nc);
 
 #endif

@@ -350,24 +350,31 @@ static enum screen screen(struct sw_netconf *nc, struct nc_sess *sd)
 	return SCREEN_ANSWERED;
 }
 
-/* Put a held session back into the poll set (libnetconf2 reads it again). */
-static void release(struct sw_netconf *nc, struct nc_sess *sd)
+/* Put a session back into libnetconf2's poll set (its next message was screened). */
+static void ps_in(struct sw_netconf *nc, struct nc_sess *sd)
 {
-	if (!sd->held)
-		return;
 	sd->held = false;
+	if (!sd->out)
+		return;
+	sd->out = false;
 	if (nc_ps_add_session(nc->ps, sd->session)) {
 		sw_log(0, "netconf: session %u lost: cannot poll it again", sd->id);
 		shutdown(sd->fd, SHUT_RDWR);
 	}
 }
 
+/* Take a session out of libnetconf2's poll set: input that arrives later is screened first. */
+static void ps_out(struct sw_netconf *nc, struct nc_sess *sd)
+{
+	if (!sd->out && !nc_ps_del_session(nc->ps, sd->session))
+		sd->out = true;
+}
+
 static void hold(struct sw_netconf *nc, struct nc_sess *sd, uint64_t now)
 {
 	if (sd->held)
 		return;
-	if (nc_ps_del_session(nc->ps, sd->session))
-		return; /* not in the set: libnetconf2 cannot read it anyway */
+	ps_out(nc, sd);
 	sd->held = true;
 	sd->held_since_ns = now;
 }
@@ -383,12 +390,15 @@ static void screen_session(struct sw_netconf *nc, struct nc_sess *sd)
 			hold(nc, sd, now);
 			return;
 		}
-		release(nc, sd);
+		ps_in(nc, sd);
 		if (v != SCREEN_ANSWERED)
 			return;
 	}
 }
 
+/* Only sessions whose next message was screened here stay in libnetconf2's poll set: a session
+ * with nothing to read is taken out, so that a message arriving between this poll and
+ * libnetconf2's never reaches libnetconf2 unseen. */
 void nc_screen_poll(struct sw_netconf *nc, int timeout_ms)
 {
 	size_t np = 0, nsess = 0;
@@ -415,15 +425,20 @@ void nc_screen_poll(struct sw_netconf *nc, int timeout_ms)
 		if (np < nc->screen_cap) { /* else (out of memory) libnetconf2 reads it unseen */
 			nc->screen_pfd[np] = (struct pollfd){ .fd = sd->fd, .events = POLLIN };
 			nc->screen_who[np++] = sd;
+		} else {
+			ps_in(nc, sd);
 		}
 	}
 	if (any_held && timeout_ms > SCREEN_RECHECK_MS)
 		timeout_ms = SCREEN_RECHECK_MS;
 	if (poll(nc->screen_pfd, np, timeout_ms) < 0)
 		return;
-	for (size_t i = 0; i < np; i++)
-		if (nc->screen_pfd[i].revents & POLLIN)
+	for (size_t i = 0; i < np; i++) {
+		if (nc->screen_pfd[i].revents) /* input, end of stream or an error */
 			screen_session(nc, nc->screen_who[i]);
+		else
+			ps_out(nc, nc->screen_who[i]);
+	}
 	for (struct nc_sess *sd = nc->sessions; sd && any_held; sd = sd->next)
 		if (sd->held)
 			screen_session(nc, sd);
@@ -432,5 +447,5 @@ void nc_screen_poll(struct sw_netconf *nc, int timeout_ms)
 void nc_screen_release_all(struct sw_netconf *nc)
 {
 	for (struct nc_sess *sd = nc->sessions; sd; sd = sd->next)
-		release(nc, sd);
+		ps_in(nc, sd);
 }
