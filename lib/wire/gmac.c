@@ -13,6 +13,11 @@
 
 #define GMAC_TARGET "aes,pclmul,sse4.1,ssse3"
 #define GMAC_VTARGET "aes,pclmul,sse4.1,ssse3,avx512f,avx512bw,avx512vl,vpclmulqdq"
+/* How far ahead of the block being hashed the 512-bit loop prefetches: one 4 KiB packet. A
+ * client signs its contributions straight from the caller's buffer, whose lines are mostly
+ * not in its cache yet; the loads waited on them (about half of the hash's time in a 4 MiB
+ * AllReduce on loopback). A prefetch never faults, so running past the data is harmless. */
+#define GMAC_PREFETCH 4096
 
 /* GHASH works on blocks byte-reversed into 128-bit integers (bit 127 = x^0 of GCM's
  * reflected convention): a carry-less product of two such values is the bit-reflected
@@ -103,6 +108,7 @@ static __attribute__((target(GMAC_VTARGET))) __m128i ghash_group512(const struct
 	/* y joins the first block: lane 0 of the first vector */
 	__m512i yv = _mm512_zextsi128_si512(y);
 	for (; i + 4 <= m; i += 4) {
+		_mm_prefetch((const char *)p + 16 * i + GMAC_PREFETCH, _MM_HINT_T0);
 		__m512i x = _mm512_shuffle_epi8(_mm512_loadu_si512(p + 16 * i), sw);
 		__m512i h = _mm512_loadu_si512(pw + i);
 		x = _mm512_xor_si512(x, yv);
