@@ -152,8 +152,15 @@ int client_wait(struct pollfd *pf, nfds_t n, uint64_t timeout_ns, uint64_t spin_
  * long before timeout_ms. Once noticed, c->peer_lost is set and the watch stops (the state
  * is sticky); a call then still completes if it no longer needs the dead rank (its data
  * already arrived, or the switch holds every result), otherwise it fails with -ECONNRESET
- * after CLIENT_PEER_GRACE_NS without progress. */
+ * after a grace without progress: CLIENT_PEER_GRACE_NS on INC (results the switch still
+ * holds come within a round trip), CLIENT_PEER_GRACE_TCP_NS on the host paths. There the
+ * data the live ranks still owe crosses TCP, which on a lossy path retransmits after 200 ms
+ * or more, doubling per lost retransmission (a segment lost three times in a row arrives
+ * after 1.4 s): a rank that left the last barrier and exited must not fail one still
+ * waiting there for a retransmitted token. A rank that fails shuts its sockets, so a real
+ * death still reaches every rank of a host call through its neighbours at once. */
 #define CLIENT_PEER_GRACE_NS (250ull * 1000 * 1000)
+#define CLIENT_PEER_GRACE_TCP_NS (2000ull * 1000 * 1000)
 /* client_wait over pf[0..n) plus the watched sockets (while no loss is known), busy-polling
  * first for c->cfg.busy_poll_ns. Returns like client_wait; a closed peer connection sets
  * c->peer_lost (the wait then returns > 0). */

@@ -285,14 +285,14 @@ int hc_batch_run(struct hc *h)
 			goto out;
 		}
 		/* A rank is gone: what we still wait for may never come (bootstrap.c). */
-		if (c->peer_lost && now >= idle_deadline - idle_ns + CLIENT_PEER_GRACE_NS &&
-		    now >= c->peer_lost_ns + CLIENT_PEER_GRACE_NS) {
+		if (c->peer_lost && now >= idle_deadline - idle_ns + CLIENT_PEER_GRACE_TCP_NS &&
+		    now >= c->peer_lost_ns + CLIENT_PEER_GRACE_TCP_NS) {
 			rc = -ECONNRESET;
 			goto out;
 		}
 		uint64_t wait = idle_deadline - now;
-		if (wait > CLIENT_PEER_GRACE_NS / 4)
-			wait = CLIENT_PEER_GRACE_NS / 4;
+		if (wait > CLIENT_PEER_GRACE_TCP_NS / 4)
+			wait = CLIENT_PEER_GRACE_TCP_NS / 4;
 		if ((rc = client_wait_peers(c, pf, (nfds_t)np, wait)) < 0)
 			goto out;
 		rc = 0;
