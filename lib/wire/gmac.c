@@ -235,6 +235,12 @@ static __attribute__((target(GMAC_TARGET))) void tag_impl(const struct wire__gma
 	__m128i y = _mm_setzero_si128();
 	uint8_t blk[16];
 	size_t an = alen / 16, ar = alen % 16;
+	/* E(K, J0) first: its 14 dependent rounds overlap the hash instead of following it. */
+	uint8_t j0[16];
+	memcpy(j0, iv, 12);
+	j0[12] = j0[13] = j0[14] = 0;
+	j0[15] = 1;
+	const __m128i ek = aes256_block((const __m128i *)g->rk, _mm_loadu_si128((const __m128i *)j0));
 
 	y = ghash_blocks(g, y, a, an);
 	if (ar) {
@@ -260,11 +266,6 @@ static __attribute__((target(GMAC_TARGET))) void tag_impl(const struct wire__gma
 	const __m128i h = _mm_load_si128((const __m128i *)g->pow + (WIRE_GMAC_POWERS - 1));
 	y = gf_mul(_mm_xor_si128(y, _mm_set_epi64x((long long)aad_bits, 0)), h);
 
-	uint8_t j0[16];
-	memcpy(j0, iv, 12);
-	j0[12] = j0[13] = j0[14] = 0;
-	j0[15] = 1;
-	__m128i ek = aes256_block((const __m128i *)g->rk, _mm_loadu_si128((const __m128i *)j0));
 	_mm_storeu_si128((__m128i *)tag, _mm_xor_si128(bswap128(y), ek));
 }
 
