@@ -9,11 +9,25 @@ import tempfile
 import time
 
 
+def free_ports(n, kind=socket.SOCK_DGRAM, host="127.0.0.1"):
+    """n distinct ports the kernel just handed out on host (free now; small race until they
+    are used). The sockets stay bound until all n are chosen: one port at a time, a port freed
+    by the previous choice can come back."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, kind)
+            socks.append(s)
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port(kind=socket.SOCK_DGRAM, host="127.0.0.1"):
-    """A port the kernel just handed out on host (free now; small race until it is used)."""
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """One port as free_ports gives it."""
+    return free_ports(1, kind, host)[0]
 
 
 def find_switch():
@@ -50,9 +64,10 @@ class Switch:
         self.size, self.host, self.tree_id, self.key = size, host, tree_id, key
         self.auth_key = os.urandom(32) if auth else None
         self.auth_key_id = 1
-        self.port = free_port(host=host)
+        ports = free_ports(1 + size, host=host)
+        self.port = ports[0]
         self.addr = f"{host}:{self.port}"
-        self.member_addrs = [f"{host}:{free_port(host=host)}" for _ in range(size)]
+        self.member_addrs = [f"{host}:{p}" for p in ports[1:]]
         self._dir = tempfile.mkdtemp(prefix="inca-switch-")
         self.ready_file = os.path.join(self._dir, "ready")
         self.stats_file = stats_file or os.path.join(self._dir, "stats.json")

@@ -35,6 +35,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prom_check  # noqa: E402
+from inca.launch import free_port, free_ports  # noqa: E402  (PYTHONPATH: python/)
 
 CASE, SW, AM, PROTO, NETCONF = sys.argv[1:6]
 FAILS = []
@@ -61,12 +62,6 @@ def cleanup():
             p.kill()
             p.wait()
     shutil.rmtree(TMP, ignore_errors=True)
-
-
-def free_port(kind=socket.SOCK_DGRAM, host="127.0.0.1"):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def start(argv, ready, what, log):
@@ -163,9 +158,10 @@ def compare(what, want, got):
 
 class Switch:
     def __init__(self, threads=2, netconf=False):
-        self.port = free_port()
+        ports = free_ports(3)
+        self.port = ports[0]
         self.addr = f"127.0.0.1:{self.port}"
-        self.members = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+        self.members = [f"127.0.0.1:{p}" for p in ports[1:]]
         self.key = os.urandom(32)
         self.stats = os.path.join(TMP, "sw.json")
         self.log = os.path.join(TMP, "sw.log")
