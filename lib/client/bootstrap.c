@@ -789,6 +789,23 @@ int client_wait_peers(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t
 	return rc;
 }
 
+int client_host_wait(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t idle_deadline,
+		     uint64_t idle_ns)
+{
+	uint64_t now = util_now_ns();
+
+	if (now >= idle_deadline)
+		return -ETIMEDOUT;
+	/* A rank is gone: what we still wait for may never come. */
+	if (c->peer_lost && now >= idle_deadline - idle_ns + CLIENT_PEER_GRACE_TCP_NS &&
+	    now >= c->peer_lost_ns + CLIENT_PEER_GRACE_TCP_NS)
+		return -ECONNRESET;
+	uint64_t wait = idle_deadline - now;
+	if (wait > CLIENT_PEER_GRACE_TCP_NS / 4)
+		wait = CLIENT_PEER_GRACE_TCP_NS / 4;
+	return client_wait_peers(c, pf, n, wait);
+}
+
 int client_peer_probe(struct inca_comm *c)
 {
 	if (c->peer_lost)

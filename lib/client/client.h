@@ -161,6 +161,12 @@ int client_wait(struct pollfd *pf, nfds_t n, uint64_t timeout_ns, uint64_t spin_
  * death still reaches every rank of a host call through its neighbours at once. */
 #define CLIENT_PEER_GRACE_NS (250ull * 1000 * 1000)
 #define CLIENT_PEER_GRACE_TCP_NS (2000ull * 1000 * 1000)
+/* One wait of a host path (ring, mesh) over pf[0..n): -ETIMEDOUT once idle_deadline (set
+ * idle_ns after the last progress) has passed, -ECONNRESET once a peer is lost and nothing
+ * progressed for CLIENT_PEER_GRACE_TCP_NS, else client_wait_peers for at most a quarter of
+ * that grace. */
+int client_host_wait(struct inca_comm *c, struct pollfd *pf, nfds_t n, uint64_t idle_deadline,
+		     uint64_t idle_ns);
 /* client_wait over pf[0..n) plus the watched sockets (while no loss is known), busy-polling
  * first for c->cfg.busy_poll_ns. Returns like client_wait; a closed peer connection sets
  * c->peer_lost (the wait then returns > 0). */

@@ -279,21 +279,7 @@ int hc_batch_run(struct hc *h)
 			rc = -EIO; /* cannot happen: a gated send always has a pending receive */
 			goto out;
 		}
-		uint64_t now = util_now_ns();
-		if (now >= idle_deadline) {
-			rc = -ETIMEDOUT;
-			goto out;
-		}
-		/* A rank is gone: what we still wait for may never come (bootstrap.c). */
-		if (c->peer_lost && now >= idle_deadline - idle_ns + CLIENT_PEER_GRACE_TCP_NS &&
-		    now >= c->peer_lost_ns + CLIENT_PEER_GRACE_TCP_NS) {
-			rc = -ECONNRESET;
-			goto out;
-		}
-		uint64_t wait = idle_deadline - now;
-		if (wait > CLIENT_PEER_GRACE_TCP_NS / 4)
-			wait = CLIENT_PEER_GRACE_TCP_NS / 4;
-		if ((rc = client_wait_peers(c, pf, (nfds_t)np, wait)) < 0)
+		if ((rc = client_host_wait(c, pf, (nfds_t)np, idle_deadline, idle_ns)) < 0)
 			goto out;
 		rc = 0;
 	}

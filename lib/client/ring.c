@@ -206,17 +206,7 @@ static int ring_run(struct inca_comm *c, struct ring_job *j)
 			pf[np++] = (struct pollfd){ .fd = c->ring_recv_fd, .events = POLLIN };
 		if (np == 0)
 			return -EIO; /* cannot happen: sending waits only on receiving */
-		uint64_t now = util_now_ns();
-		if (now >= idle_deadline)
-			return -ETIMEDOUT;
-		/* A rank is gone: what we still wait for may never come (bootstrap.c). */
-		if (c->peer_lost && now >= idle_deadline - idle_ns + CLIENT_PEER_GRACE_TCP_NS &&
-		    now >= c->peer_lost_ns + CLIENT_PEER_GRACE_TCP_NS)
-			return -ECONNRESET;
-		uint64_t wait = idle_deadline - now;
-		if (wait > CLIENT_PEER_GRACE_TCP_NS / 4)
-			wait = CLIENT_PEER_GRACE_TCP_NS / 4;
-		int rc = client_wait_peers(c, pf, np, wait);
+		int rc = client_host_wait(c, pf, np, idle_deadline, idle_ns);
 		if (rc < 0)
 			return rc;
 	}
