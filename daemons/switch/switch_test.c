@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -559,9 +560,6 @@ static void test_allreduce(void)
 		close(m[i].fd);
 }
 
-/* Two worker threads, flags-only configuration: the BPF steering must deliver every slot to
- * the shard that owns it, block by block (WIRE_SLOT_BLOCK slots; otherwise drop_slot counts),
- * and both threads must get work. */
 /* A tree with packet authentication: signed contributions aggregate and the result comes
  * back signed (one tag shared by the copies); an unsigned contribution, another key id, another
  * member's context and a flipped tag are each dropped and counted by reason. */
@@ -657,6 +655,9 @@ static void test_auth(void)
 	wire_mac_free(mac);
 }
 
+/* Two worker threads, flags-only configuration: the BPF steering must deliver every slot to
+ * the shard that owns it, block by block (WIRE_SLOT_BLOCK slots; otherwise drop_slot counts),
+ * and both threads must get work. */
 static void test_threads(void)
 {
 	char stats[128], ready[128];
@@ -944,6 +945,99 @@ static void test_reflect(void)
 	close(m.fd);
 }
 
+/* Results to a member may share a GSO send across slot blocks (a member reads with one thread):
+ * two rounds of different blocks (slots 0 and 15) that complete in one receive batch reach
+ * each member as one GRO buffer of two results. Member 2 sends its two contributions as one
+ * GSO send, so both complete in the same batch. */
+static void test_member_gso(void)
+{
+	char stats[128], ready[128];
+	struct member m[2];
+	struct member *ms[2] = { &m[0], &m[1] };
+	uint8_t pkts[2][WIRE_MAX_UDP_PAYLOAD], bits[8];
+	int len[2], on = 1;
+
+	snprintf(stats, sizeof stats, "%s/stats.json", tmpdir);
+	snprintf(ready, sizeof ready, "%s/ready", tmpdir);
+	start_switch(0, ready,
+		     (char *const[]){ "--listen", "127.0.0.121:4791", "--threads", "1", "--tree",
+				      "auth=off,id=6,key=7,slots=32,members=1@127.0.0.122+2@127.0.0.123",
+				      "--stats-file", stats, "--ready-file", ready, NULL });
+	member_init(&m[0], "127.0.0.122", 1, "127.0.0.121", 6, 7);
+	member_init(&m[1], "127.0.0.123", 2, "127.0.0.121", 6, 7);
+	for (int k = 0; k < 2; k++) {
+		if (setsockopt(m[k].fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on) != 0) {
+			printf("SKIP: no UDP_GRO (%s)\n", strerror(errno));
+			exit(77);
+		}
+	}
+	contribute(&m[0], 0, 0);
+	contribute(&m[0], 15, 0);
+	/* Member 2: slots 0 and 15 in one GSO send; segment k leaves with IPv4 ID k. */
+	for (int i = 0; i < 2; i++) {
+		struct wire_ipinfo ip = ipinfo(&m[1].addr, &m[1].sw);
+		len[i] = build(&m[1], i ? 15 : 0, 0, pkts[i], sizeof pkts[i], bits);
+		ip.ip_id = (uint16_t)i;
+		ip.id_unseen = false;
+		struct wire_pkt p;
+		CHECK(wire_decode_udp(pkts[i], (size_t)len[i], &p, NULL) == WIRE_OK);
+		CHECK_EQ(wire_encode_udp(pkts[i], sizeof pkts[i], &p, &ip), len[i]);
+		m[1].psn++;
+	}
+	CHECK_EQ(len[0], len[1]);
+	{
+		char cbuf[CMSG_SPACE(sizeof(uint16_t))] = { 0 };
+		struct iovec iov[2] = { { pkts[0], (size_t)len[0] }, { pkts[1], (size_t)len[1] } };
+		struct msghdr mh = { .msg_name = &m[1].sw, .msg_namelen = sizeof m[1].sw,
+				     .msg_iov = iov, .msg_iovlen = 2, .msg_control = cbuf,
+				     .msg_controllen = sizeof cbuf };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		uint16_t seg = (uint16_t)len[0];
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof seg);
+		memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+		if (sendmsg(m[1].fd, &mh, 0) != 2 * len[0]) {
+			printf("SKIP: no UDP GSO send (%s)\n", strerror(errno));
+			exit(77);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		static uint8_t buf[2 * WIRE_MAX_UDP_PAYLOAD];
+		char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+		struct iovec iov = { buf, sizeof buf };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				     .msg_controllen = sizeof cbuf };
+		ssize_t n = recvmsg(m[k].fd, &mh, 0);
+		int gso = 0;
+
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO)
+				memcpy(&gso, CMSG_DATA(cm), sizeof gso);
+		CHECK(n > 0 && gso > 0);
+		CHECK_EQ(n, 2 * gso); /* both results in one buffer */
+		unsigned slots = 0;
+		for (int i = 0; i < 2; i++) {
+			struct wire_pkt p;
+			struct wire_ipinfo ip = ipinfo(&m[k].sw, &m[k].addr);
+			CHECK(wire_decode_udp(buf + i * gso, (size_t)gso, &p, &ip) == WIRE_OK);
+			CHECK(p.inca.flags & WIRE_F_RESULT);
+			CHECK_EQ(p.bth.dest_qp, m[k].qpn);
+			for (int e = 0; e < COUNT; e++) {
+				int32_t got;
+				memcpy(&got, p.data + 4 * e, 4);
+				CHECK_EQ(got, (int32_t)((uint32_t)value(ms[0], p.inca.slot, 0, e) +
+							(uint32_t)value(ms[1], p.inca.slot, 0, e)));
+			}
+			slots |= 1u << (p.inca.slot == 15);
+		}
+		CHECK_EQ(slots, 3u); /* slot 0 and slot 15 */
+	}
+	stop_switch(0);
+	close(m[0].fd);
+	close(m[1].fd);
+}
+
 /* Bad configurations exit non-zero with file:line. */
 static void test_badconfig(void)
 {
@@ -1140,6 +1234,8 @@ int main(int argc, char **argv)
 		test_anyaddr();
 	else if (!strcmp(which, "reflect"))
 		test_reflect();
+	else if (!strcmp(which, "member-gso"))
+		test_member_gso();
 	else if (!strcmp(which, "badconfig"))
 		test_badconfig();
 	else if (!strcmp(which, "auth"))
