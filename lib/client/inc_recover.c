@@ -77,8 +77,12 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		 * mends within about one round trip (our resend would only cost a duplicate up and
 		 * a duplicate result down). So a chunk never resent waits one round trip more
 		 * before its first resend, except in the call's tail (every chunk started), where
-		 * nothing else is left to overlap the wait with; every later detection as before. */
-		if (ch->tx_seq < rk->seq)
+		 * nothing else is left to overlap the wait with; every later detection as before.
+		 * Sent before includes sent in the same pass (one timestamp, one GSO send): the
+		 * answers of such chunks come back together, and a call's last chunks have no
+		 * later send to vouch for them (5 % loss, 1 MiB: 3.16-3.35 against 3.37-3.54 ms
+		 * waiting for the stall probe). */
+		if (ch->tx_seq < rk->seq || ch->xmit_ns <= rk->sent_ns)
 			wait = rk->rtt_ns + reo + (ch->retx || tail_phase ? 0 : rk->rtt_ns);
 		else if (ch->retx && ch->tx_seq < rk->rseq)
 			wait = rk->rrtt_ns + reo;
