@@ -53,6 +53,10 @@
 #define INC_REO_MULT_MAX 16
 #define INC_PTO_MIN_NS (500ull * 1000)
 #define INC_PROBE_MAX 8 /* chunks resent by one stall probe */
+/* Loss detection's tail (inc_detect_losses): every chunk started and at most this many in
+ * flight. A call that fits the window starts all its chunks at once, and the tail must not
+ * begin there (5 % loss, 1 MiB: 3.05-3.16 ms against 3.26-3.47, 15 % fewer resends). */
+#define INC_TAIL_INFLIGHT 32
 #define INC_REP_BACKOFF_MAX 6 /* repair-wait rule: at most 64x the repair wait */
 #define INC_RTO_FLAT 8  /* answered timeouts of one chunk before the RTO doubles anyway */
 /* Other-block rule of loss detection (struct client_inc): its window is at most this

@@ -59,7 +59,7 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 	struct client_inc *ic = c->inc;
 	uint64_t reo = reo_wnd_ns(ic);
 	uint64_t tail_wnd = reo > ic->tail_allow_ns ? reo : ic->tail_allow_ns;
-	const bool tail_phase = j->next_i >= j->nchunks;
+	const bool tail_phase = j->next_i >= j->nchunks && ic->inflight <= INC_TAIL_INFLIGHT;
 	int rc;
 
 	*done = false;
@@ -76,8 +76,9 @@ int inc_detect_losses(struct inca_comm *c, const struct inc_job *j, uint64_t now
 		 * or another member's contribution, which the switch's repair notice to that member
 		 * mends within about one round trip (our resend would only cost a duplicate up and
 		 * a duplicate result down). So a chunk never resent waits one round trip more
-		 * before its first resend, except in the call's tail (every chunk started), where
-		 * nothing else is left to overlap the wait with; every later detection as before.
+		 * before its first resend, except in the call's tail (every chunk started and few
+		 * left in flight, INC_TAIL_INFLIGHT), where nothing else is left to overlap the
+		 * wait with; every later detection as before.
 		 * Sent before includes sent in the same pass (one timestamp, one GSO send): the
 		 * answers of such chunks come back together, and a call's last chunks have no
 		 * later send to vouch for them (5 % loss, 1 MiB: 3.16-3.35 against 3.37-3.54 ms
