@@ -144,7 +144,8 @@ struct client_inc {
 	 * RTO. */
 	struct inc_rack {
 		uint64_t seq;     /* first_seq of the latest-sent answered chunk */
-		uint64_t sent_ns; /* that first send's time (chunks of its pass share it) */
+		uint64_t sent_ns; /* that first send's time (chunks of its pass share it; per
+				   * block only: rack_all leaves it 0) */
 		uint64_t rtt_ns;  /* its round trip from that first send */
 		uint64_t rseq;    /* tx_seq of the latest-sent resend answered (resends only) */
 		uint64_t rrtt_ns; /* its round trip from that resend */

@@ -238,7 +238,6 @@ static int inc_rx_one(struct inca_comm *c, const struct inc_job *j, const struct
 	}
 	if (ch->first_seq > ic->rack_all.seq) {
 		ic->rack_all.seq = ch->first_seq;
-		ic->rack_all.sent_ns = ch->sent_ns;
 		ic->rack_all.rtt_ns = now_ns - ch->sent_ns;
 	}
 	/* A resend answered at least a minimum RTT after it left was most likely answered
