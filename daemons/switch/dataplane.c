@@ -528,9 +528,9 @@ static void handle_reflect(struct sw_worker *w, uint8_t *buf, size_t len,
 	}
 	/* Echoes leave in the shape of the aggregating path's results to a member (tx_tag), so
 	 * the baseline gets no bigger sends than the switch can use. */
-	uint32_t tag = tx_tag(SW_NBR_MEMBER, (uint16_t)(((uint32_t)buf[SW_SLOT_OFFSET] << 8) |
-							 buf[SW_SLOT_OFFSET + 1]));
-	out = len <= WIRE_MAX_UDP_PAYLOAD ? reserve_tx(w, from, dst_ip_be, tag, len, &id) : NULL;
+	out = len <= WIRE_MAX_UDP_PAYLOAD
+		      ? reserve_tx(w, from, dst_ip_be, SW_TX_TAG_MEMBER, len, &id)
+		      : NULL;
 	if (!out) {
 		w->cnt.sw_drops[SW_DROP_TX_ENCODE]++;
 		return;
