@@ -246,10 +246,14 @@ static void test_gmac_matches_openssl(void)
 		size_t blen = trial < 600 ? (size_t)trial / 40 : (size_t)rand_r(&seed) % 8200;
 		const uint8_t *a = buf + rand_r(&seed) % 64, *b = buf + 800 + rand_r(&seed) % 3;
 		CHECK(wire__gmac_init(&g, key));
+		/* every other trial on 128-bit lanes, as on a CPU without VPCLMULQDQ */
+		if (trial % 2)
+			g.wide = false;
 		wire__gmac_tag(&g, iv, a, alen, blen ? b : NULL, blen, t1);
 		evp_tag(key, iv, a, alen, b, blen, t2);
 		if (memcmp(t1, t2, 16) != 0) {
-			fprintf(stderr, "gmac mismatch: trial %d alen %zu blen %zu\n", trial, alen, blen);
+			fprintf(stderr, "gmac mismatch: trial %d alen %zu blen %zu wide %d\n", trial,
+				alen, blen, (int)g.wide);
 			CHECK(0);
 		}
 	}

@@ -78,60 +78,53 @@ static __attribute__((target(GMAC_TARGET))) __m128i gf_mul(__m128i a, __m128i b)
 	return fold_mid(lo, mid, hi);
 }
 
-/* Group of m <= WIRE_GMAC_POWERS blocks: y' = (y ^ X1)·H^m ^ X2·H^(m-1) ^ ... ^ Xm·H, one
- * reduction per group. pw[WIRE_GMAC_POWERS - k] holds H^k. */
-static __attribute__((target(GMAC_TARGET))) __m128i ghash_group(const struct wire__gmac *g, __m128i y,
-								  const uint8_t *p, size_t m)
-{
-	const __m128i *pw = (const __m128i *)g->pow + (WIRE_GMAC_POWERS - m);
-	__m128i lo = _mm_setzero_si128(), mid = lo, hi = lo;
-	__m128i x = _mm_xor_si128(bswap128(_mm_loadu_si128((const __m128i *)p)), y);
+/* Unreduced sum of products X·H^k: the low, middle (both cross terms) and high 128 bits. */
+struct gh_acc {
+	__m128i lo, mid, hi;
+};
 
-	clmul_acc(x, _mm_load_si128(pw), &lo, &mid, &hi);
-	for (size_t i = 1; i < m; i++) {
-		x = bswap128(_mm_loadu_si128((const __m128i *)(p + 16 * i)));
-		clmul_acc(x, _mm_load_si128(pw + i), &lo, &mid, &hi);
-	}
-	return fold_mid(lo, mid, hi);
+/* m blocks at p into a, block i times pw[i]. */
+static inline __attribute__((target(GMAC_TARGET))) void acc_narrow(struct gh_acc *a,
+								    const uint8_t *p, size_t m,
+								    const __m128i *pw)
+{
+	for (size_t i = 0; i < m; i++)
+		clmul_acc(bswap128(_mm_loadu_si128((const __m128i *)(p + 16 * i))),
+			  _mm_load_si128(pw + i), &a->lo, &a->mid, &a->hi);
 }
 
-static __attribute__((target(GMAC_VTARGET))) __m128i ghash_group512(const struct wire__gmac *g,
-								     __m128i y, const uint8_t *p,
-								     size_t m)
+/* The same with four blocks per 512-bit vector and three products per block instead of four
+ * (Karatsuba): both cross terms together are (x_lo ^ x_hi)·(h_lo ^ h_hi) ^ lo ^ hi. */
+static __attribute__((target(GMAC_VTARGET))) void acc_wide(struct gh_acc *a, const uint8_t *p,
+							    size_t m, const __m128i *pw)
 {
-	const __m128i *pw = (const __m128i *)g->pow + (WIRE_GMAC_POWERS - m);
 	const __m512i sw = _mm512_broadcast_i32x4(
 		_mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
 	__m512i lo = _mm512_setzero_si512(), mid = lo, hi = lo;
 	size_t i = 0;
 
-	/* y joins the first block: lane 0 of the first vector */
-	__m512i yv = _mm512_zextsi128_si512(y);
 	for (; i + 4 <= m; i += 4) {
 		_mm_prefetch((const char *)p + 16 * i + GMAC_PREFETCH, _MM_HINT_T0);
 		__m512i x = _mm512_shuffle_epi8(_mm512_loadu_si512(p + 16 * i), sw);
 		__m512i h = _mm512_loadu_si512(pw + i);
-		x = _mm512_xor_si512(x, yv);
-		yv = _mm512_setzero_si512();
+		__m512i xk = _mm512_xor_si512(x, _mm512_shuffle_epi32(x, _MM_PERM_BADC));
+		__m512i hk = _mm512_xor_si512(h, _mm512_shuffle_epi32(h, _MM_PERM_BADC));
 		lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(x, h, 0x00));
 		hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(x, h, 0x11));
-		mid = _mm512_ternarylogic_epi64(mid, _mm512_clmulepi64_epi128(x, h, 0x01),
-						_mm512_clmulepi64_epi128(x, h, 0x10), 0x96);
+		mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128(xk, hk, 0x00));
 	}
+	mid = _mm512_ternarylogic_epi64(mid, lo, hi, 0x96);
 	/* fold the four lanes */
 	__m256i lo2 = _mm256_xor_si256(_mm512_castsi512_si256(lo), _mm512_extracti64x4_epi64(lo, 1));
 	__m256i mid2 = _mm256_xor_si256(_mm512_castsi512_si256(mid), _mm512_extracti64x4_epi64(mid, 1));
 	__m256i hi2 = _mm256_xor_si256(_mm512_castsi512_si256(hi), _mm512_extracti64x4_epi64(hi, 1));
-	__m128i l = _mm_xor_si128(_mm256_castsi256_si128(lo2), _mm256_extracti128_si256(lo2, 1));
-	__m128i md = _mm_xor_si128(_mm256_castsi256_si128(mid2), _mm256_extracti128_si256(mid2, 1));
-	__m128i hh = _mm_xor_si128(_mm256_castsi256_si128(hi2), _mm256_extracti128_si256(hi2, 1));
-	for (; i < m; i++) {
-		__m128i x = bswap128(_mm_loadu_si128((const __m128i *)(p + 16 * i)));
-		if (i == 0)
-			x = _mm_xor_si128(x, y);
-		clmul_acc(x, _mm_load_si128(pw + i), &l, &md, &hh);
-	}
-	return fold_mid(l, md, hh);
+	a->lo = _mm_xor_si128(a->lo, _mm_xor_si128(_mm256_castsi256_si128(lo2),
+						   _mm256_extracti128_si256(lo2, 1)));
+	a->mid = _mm_xor_si128(a->mid, _mm_xor_si128(_mm256_castsi256_si128(mid2),
+						     _mm256_extracti128_si256(mid2, 1)));
+	a->hi = _mm_xor_si128(a->hi, _mm_xor_si128(_mm256_castsi256_si128(hi2),
+						   _mm256_extracti128_si256(hi2, 1)));
+	acc_narrow(a, p + 16 * i, m - i, pw + i);
 }
 
 static int have_aes_clmul(void)
@@ -145,19 +138,6 @@ static int have_aes_clmul(void)
 				 : -1;
 	}
 	return cached > 0;
-}
-
-/* Full blocks of p into y. */
-static __attribute__((target(GMAC_TARGET))) __m128i ghash_blocks(const struct wire__gmac *g, __m128i y,
-								  const uint8_t *p, size_t nblocks)
-{
-	while (nblocks) {
-		size_t m = nblocks < WIRE_GMAC_POWERS ? nblocks : WIRE_GMAC_POWERS;
-		y = g->wide && m >= 4 ? ghash_group512(g, y, p, m) : ghash_group(g, y, p, m);
-		p += 16 * m;
-		nblocks -= m;
-	}
-	return y;
 }
 
 /* The AES-256 key schedule with AESKEYGENASSIST (FIPS 197 §5.2): even round keys take
@@ -224,48 +204,88 @@ bool wire__gmac_init(struct wire__gmac *g, const uint8_t key[32])
 	return true;
 }
 
-/* The bytes of a then b as one stream: y absorbs every full block; a partial block of a is
- * completed from b. */
+/* The bytes of a then b as one stream of 16-byte blocks X_1 .. X_n (the last one zero-padded),
+ * then the length block L. With n + 1 <= WIRE_GMAC_POWERS (any packet up to 4 KiB of data)
+ * GHASH is one sum, X_1·H^(n+1) ^ ... ^ X_n·H^2 ^ L·H, and one reduction: no product waits
+ * for another. Longer inputs take windows of WIRE_GMAC_POWERS blocks, each window's sum
+ * also holding the previous window's reduced hash times H^(its length). */
+struct gh_seg {
+	const uint8_t *p;
+	size_t n; /* blocks */
+};
+
 static __attribute__((target(GMAC_TARGET))) void tag_impl(const struct wire__gmac *g,
 							  const uint8_t iv[12], const uint8_t *a,
 							  size_t alen, const uint8_t *b, size_t blen,
 							  uint8_t tag[16])
 {
 	const uint64_t aad_bits = (uint64_t)(alen + blen) * 8u;
-	__m128i y = _mm_setzero_si128();
-	uint8_t blk[16];
-	size_t an = alen / 16, ar = alen % 16;
-	/* E(K, J0) first: its 14 dependent rounds overlap the hash instead of following it. */
-	uint8_t j0[16];
-	memcpy(j0, iv, 12);
-	j0[12] = j0[13] = j0[14] = 0;
-	j0[15] = 1;
-	const __m128i ek = aes256_block((const __m128i *)g->rk, _mm_loadu_si128((const __m128i *)j0));
+	const __m128i *pow = (const __m128i *)g->pow;
+	_Alignas(16) uint8_t ab[16] = { 0 }, bt[16] = { 0 }, lb[16] = { 0 };
+	struct gh_seg seg[5];
+	int nseg = 0;
+	size_t an = alen / 16, ar = alen % 16, total = 0;
+	uint32_t w2;
 
-	y = ghash_blocks(g, y, a, an);
+	/* E(K, J0) first, J0 = nonce || 0x00000001: its 14 dependent rounds overlap the hash
+	 * instead of following it. Built in registers: bytes stored one by one and read back as
+	 * one 16-byte load would stall on store forwarding. */
+	memcpy(&w2, iv + 8, 4);
+	__m128i j0 = _mm_insert_epi32(_mm_loadl_epi64((const __m128i *)iv), (int)w2, 2);
+	j0 = _mm_insert_epi32(j0, 0x01000000, 3);
+	const __m128i ek = aes256_block((const __m128i *)g->rk, j0);
+
+	if (an)
+		seg[nseg++] = (struct gh_seg){ a, an };
 	if (ar) {
 		size_t take = 16 - ar < blen ? 16 - ar : blen;
-		memset(blk, 0, sizeof blk);
-		memcpy(blk, a + 16 * an, ar);
+		memcpy(ab, a + 16 * an, ar);
 		if (take) { /* b may be NULL when blen is 0: no pointer arithmetic on it then */
-			memcpy(blk + ar, b, take);
+			memcpy(ab + ar, b, take);
 			b += take;
 			blen -= take;
 		}
-		y = ghash_blocks(g, y, blk, 1);
+		seg[nseg++] = (struct gh_seg){ ab, 1 };
 	}
 	size_t bn = blen / 16, br = blen % 16;
-	y = ghash_blocks(g, y, b, bn);
+	if (bn)
+		seg[nseg++] = (struct gh_seg){ b, bn };
 	if (br) {
-		memset(blk, 0, sizeof blk);
-		memcpy(blk, b + 16 * bn, br);
-		y = ghash_blocks(g, y, blk, 1);
+		memcpy(bt, b + 16 * bn, br);
+		seg[nseg++] = (struct gh_seg){ bt, 1 };
 	}
-	/* the length block, AAD bits then 0 ciphertext bits (big endian), already in GHASH's
-	 * byte-reversed order */
-	const __m128i h = _mm_load_si128((const __m128i *)g->pow + (WIRE_GMAC_POWERS - 1));
-	y = gf_mul(_mm_xor_si128(y, _mm_set_epi64x((long long)aad_bits, 0)), h);
+	/* AAD bits then 0 ciphertext bits, big endian */
+	for (int i = 0; i < 8; i++)
+		lb[i] = (uint8_t)(aad_bits >> (56 - 8 * i));
+	seg[nseg++] = (struct gh_seg){ lb, 1 };
+	for (int i = 0; i < nseg; i++)
+		total += seg[i].n;
 
+	__m128i y = _mm_setzero_si128();
+	for (size_t done = 0; done < total;) {
+		size_t m = total - done < WIRE_GMAC_POWERS ? total - done : WIRE_GMAC_POWERS;
+		struct gh_acc acc = { _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128() };
+		size_t s0 = 0; /* stream index of seg[i]'s first block */
+
+		if (done)
+			clmul_acc(y, _mm_load_si128(pow + (WIRE_GMAC_POWERS - m)), &acc.lo, &acc.mid,
+				  &acc.hi);
+		/* block j of [done, done + m) times H^(done + m - j) */
+		for (int i = 0; i < nseg; s0 += seg[i].n, i++) {
+			size_t lo = s0 > done ? s0 : done;
+			size_t hi = s0 + seg[i].n < done + m ? s0 + seg[i].n : done + m;
+			if (lo >= hi)
+				continue;
+			const uint8_t *p = seg[i].p + 16 * (lo - s0);
+			const __m128i *pw = pow + (WIRE_GMAC_POWERS - (done + m - lo));
+			if (g->wide && hi - lo >= 4)
+				acc_wide(&acc, p, hi - lo, pw);
+			else
+				acc_narrow(&acc, p, hi - lo, pw);
+		}
+		y = fold_mid(acc.lo, acc.mid, acc.hi);
+		done += m;
+	}
 	_mm_storeu_si128((__m128i *)tag, _mm_xor_si128(bswap128(y), ek));
 }
 

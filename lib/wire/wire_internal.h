@@ -110,8 +110,9 @@ bool wire__icrc_ok(const struct wire_ipinfo *ip, const uint8_t *p, size_t len, u
 
 /* AES-256-GMAC with AES-NI and carry-less multiplies (gmac.c): the round keys and the powers
  * H^WIRE_GMAC_POWERS .. H^1 of the hash key (H^k at pow[WIRE_GMAC_POWERS - k]), in GHASH's
- * byte-reversed order. A group of that many blocks costs one reduction. */
-#define WIRE_GMAC_POWERS 64
+ * byte-reversed order. That many blocks cost one reduction: enough for the MAC input of any
+ * packet (part of its IB payload, at most WIRE_MTU_MAX bytes) and the length block. */
+#define WIRE_GMAC_POWERS (WIRE_MTU_MAX / 16 + 1)
 struct wire__gmac {
 	_Alignas(64) uint8_t pow[WIRE_GMAC_POWERS][16];
 	_Alignas(16) uint8_t rk[15][16];
