@@ -205,7 +205,7 @@ bool wire__gmac_init(struct wire__gmac *g, const uint8_t key[32])
 }
 
 /* The bytes of a then b as one stream of 16-byte blocks X_1 .. X_n (the last one zero-padded),
- * then the length block L. With n + 1 <= WIRE_GMAC_POWERS (any packet up to 4 KiB of data)
+ * then the length block L. With n + 1 <= WIRE_GMAC_POWERS (the MAC input of any packet)
  * GHASH is one sum, X_1·H^(n+1) ^ ... ^ X_n·H^2 ^ L·H, and one reduction: no product waits
  * for another. Longer inputs take windows of WIRE_GMAC_POWERS blocks, each window's sum
  * also holding the previous window's reduced hash times H^(its length). */
