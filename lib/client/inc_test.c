@@ -164,6 +164,12 @@ static void fsw_emit(struct fsw *s, struct wire_pkt *p, int bfr)
 	uint8_t buf[WIRE_MAX_UDP_PAYLOAD];
 	int len;
 
+	/* A member not heard from yet has no address here (a real switch has it from its
+	 * configuration): the engine's notices to a late member go nowhere. Encoded now and
+	 * released later (reorder, pacing), they would reach it with an ICRC over the wrong
+	 * destination. */
+	if (!s->member[bfr].sin_port)
+		return;
 	p->bth.dest_qp = 0x1000u + (uint32_t)bfr;
 	p->bth.psn = s->psn++ & 0xFFFFFF;
 	if ((int64_t)(uint32_t)(p->inca.round - s->round_base) > s->answered[bfr][p->inca.slot])
@@ -696,14 +702,18 @@ static void test_echo_nack(void)
 	memset(out, 0, sizeof out);
 	CHECK_EQ(inca_allreduce_algo(c, in, out, 1000, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
 	CHECK(memcmp(in, out, sizeof in) == 0);
+	/* The first call has no RTT sample, so only the notice can make it resend. (The next
+	 * call has one: on a loaded machine its stall probe may resend too.) */
+	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
+	CHECK(s.repaired0);
+	CHECK_EQ(st.timeouts, 0);
+	CHECK_EQ(st.retransmits, 1);
 	/* The stale notice is sent right after the last result: make sure it has arrived and been
 	 * read (the next call drains it). */
 	usleep(20000);
 	CHECK_EQ(inca_allreduce_algo(c, in, out, 1, INCA_INT64, INCA_SUM, INCA_ALGO_INC), 0);
 	CHECK_EQ(inca_comm_get_stats(c, &st, sizeof st), 0);
-	CHECK(s.repaired0);
 	CHECK_EQ(st.timeouts, 0);
-	CHECK_EQ(st.retransmits, 1);
 	CHECK_EQ(st.rx_nacks, 2);   /* ours: the repair and the stale one */
 	CHECK_EQ(st.rx_bad, 1);     /* the notice for member 2 */
 	inca_comm_destroy(c);
