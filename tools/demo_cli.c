@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,9 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --auth-compare     run everything twice, authentication on then off\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
 		"      --switch-threads N switch worker threads (default 1)\n"
+		"      --switch-cpu N     run inca-switch on CPU N alone, as a switch has silicon of\n"
+		"                         its own: the ranks leave CPU N to it in INC rows and use\n"
+		"                         every CPU in ring rows (default: the scheduler decides)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
@@ -76,7 +80,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 
 enum {
 	OPT_MTU = BENCH_OPT_TOOL, OPT_SLOTS, OPT_DROP, OPT_SWDROP, OPT_DET, OPT_INPLACE, OPT_NOAUTH,
-	OPT_NOINC, OPT_NORING, OPT_SWTHREADS, OPT_RTO, OPT_HOLD,
+	OPT_NOINC, OPT_NORING, OPT_SWTHREADS, OPT_RTO, OPT_HOLD, OPT_SWCPU,
 };
 
 const struct demo_defaults demo_inca_defaults = {
@@ -351,6 +355,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		{ "switch-threads", required_argument, 0, OPT_SWTHREADS },
 		{ "rto-us", required_argument, 0, OPT_RTO },
 		{ "hold", required_argument, 0, OPT_HOLD },
+		{ "switch-cpu", required_argument, 0, OPT_SWCPU },
 		{ 0, 0, 0, 0 },
 	};
 	struct launch_cfg cfg;
@@ -414,6 +419,11 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			if (util_cli_double(tool, "--hold", optarg, 0, 3600, false, &hold_s))
 				return 2;
 			break;
+		case OPT_SWCPU:
+			if (util_cli_int(tool, "--switch-cpu", optarg, 0, CPU_SETSIZE - 1, &ll))
+				return 2;
+			cfg.switch_cpu = (int)ll;
+			break;
 		case OPT_RTO:
 			if (util_cli_double(tool, "--rto-us", optarg, 0, 60e6, false, &v))
 				return 2;
@@ -437,6 +447,18 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	}
 	if (bench_cli_fabric(&b, &plan, &cfg))
 		return 2;
+	if (cfg.switch_cpu >= 0) {
+		char why[320];
+		if (b.fabric_path || no_inc) {
+			util_cli_error(tool, "--switch-cpu places the switch this tool starts: not "
+					     "with --fabric or --no-inc");
+			return 2;
+		}
+		if (launch_switch_cpu_check(cfg.switch_cpu, why, sizeof(why))) {
+			fprintf(stderr, "%s: --switch-cpu %d: %s\n", d->tool, cfg.switch_cpu, why);
+			return 2;
+		}
+	}
 	if (b.fabric_path && (cfg.switch_drop_rate > 0 || det)) {
 		fprintf(stderr, "%s: --switch-drop-rate and --deterministic configure the switch: "
 				"give them to the fabric harness instead\n", d->tool);
@@ -487,6 +509,8 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	o->warmup = b.warmup;
 	o->budget_s = b.budget_s;
 	o->link_bps = b.link_bps;
+	o->switch_alone = cfg.switch_cpu >= 0;
+	o->switch_cpu = cfg.switch_cpu;
 	o->inc = !no_inc;
 	o->ring = !no_ring;
 	o->ratio = d->ratio;
@@ -558,6 +582,15 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		       cfg.bsl_bits, det ? "yes" : "no", cfg.check_icrc ? "yes" : "no",
 		       cfg.switch_threads, cfg.switch_threads == 1 ? "" : "s",
 		       cfg.switch_drop_rate > 0 ? ", drop rate set" : "");
+		if (cfg.switch_cpu >= 0) {
+			/* Read back, not restated: what the kernel applied. */
+			char swc[256] = "?", rest[256] = "?", all[256] = "?";
+			(void)launch_cpus_of(sw.pid, -1, swc, sizeof(swc));
+			(void)launch_cpus_of(0, cfg.switch_cpu, rest, sizeof(rest));
+			(void)launch_cpus_of(0, -1, all, sizeof(all));
+			printf("# cpus   : inca-switch on CPU %s alone; ranks on CPU %s in INC rows, "
+			       "on %s in ring rows\n", swc, rest, all);
+		}
 	}
 	if (!b.fabric_path)
 		printf("# ranks  : %s .. %s, data UDP 4791, QPN 0x%x.., BFR-id 1..%d, bootstrap tcp "

@@ -109,12 +109,83 @@ void launch_cfg_defaults(struct launch_cfg *c)
 	c->seed = 1;
 	c->log_level = 0;
 	c->job_timeout_s = 600;
+	c->switch_cpu = -1;
 	/* A fresh random key per job; if the kernel cannot give random bytes the key stays all
 	 * zero and launch_switch_start refuses the job (never a predictable key, never a silent
 	 * fallback to no authentication). */
 	if (wire_auth_key_random(c->auth_key) < 0)
 		memset(c->auth_key, 0, sizeof c->auth_key);
 	c->auth_key_id = 1;
+}
+
+static void cpus_fmt(const cpu_set_t *s, char *out, size_t cap)
+{
+	size_t n = 0;
+	out[0] = '\0';
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, s))
+			continue;
+		int e = c;
+		while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, s))
+			e++;
+		int w = e > c ? snprintf(out + n, cap - n, "%s%d-%d", n ? "," : "", c, e)
+			      : snprintf(out + n, cap - n, "%s%d", n ? "," : "", c);
+		if (w < 0 || (size_t)w >= cap - n)
+			return; /* truncated: what fits */
+		n += (size_t)w;
+		c = e;
+	}
+}
+
+int launch_cpus_of(pid_t pid, int exclude_cpu, char *out, size_t cap)
+{
+	cpu_set_t s;
+	if (!cap)
+		return -EINVAL;
+	if (sched_getaffinity(pid, sizeof(s), &s))
+		return -errno;
+	if (exclude_cpu >= 0 && exclude_cpu < CPU_SETSIZE)
+		CPU_CLR(exclude_cpu, &s);
+	cpus_fmt(&s, out, cap);
+	return 0;
+}
+
+int launch_switch_cpu_check(int cpu, char *why, size_t cap)
+{
+	cpu_set_t s;
+	char list[256];
+	if (sched_getaffinity(0, sizeof(s), &s)) {
+		snprintf(why, cap, "cannot read this process's CPUs: %s", strerror(errno));
+		return -EINVAL;
+	}
+	cpus_fmt(&s, list, sizeof(list));
+	if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &s)) {
+		snprintf(why, cap, "CPU %d is not one this process may use (%s)", cpu, list);
+		return -EINVAL;
+	}
+	if (CPU_COUNT(&s) < 2) {
+		snprintf(why, cap, "this process has one CPU (%s): none would be left for the ranks",
+			 list);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int launch_rank_cpus(int exclude_cpu)
+{
+	static cpu_set_t orig;
+	static bool have;
+	if (!have) {
+		if (sched_getaffinity(0, sizeof(orig), &orig))
+			return -errno;
+		have = true;
+	}
+	cpu_set_t s = orig, got;
+	if (exclude_cpu >= 0 && exclude_cpu < CPU_SETSIZE && CPU_COUNT(&s) > 1)
+		CPU_CLR(exclude_cpu, &s);
+	if (sched_setaffinity(0, sizeof(s), &s) || sched_getaffinity(0, sizeof(got), &got))
+		return -errno;
+	return CPU_EQUAL(&s, &got) ? 0 : -EIO; /* read back: what the kernel applied */
 }
 
 bool launch_is_exec(const char *p)
@@ -379,6 +450,16 @@ int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a
 		/* The switch must not outlive a demo killed with ^C. */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		int fd = open(sw->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		if (c->switch_cpu >= 0 && c->switch_cpu < CPU_SETSIZE)
+			CPU_SET(c->switch_cpu, &one);
+		if (c->switch_cpu >= 0 && sched_setaffinity(0, sizeof(one), &one)) {
+			if (fd >= 0)
+				dprintf(fd, "launch: inca-switch on CPU %d: %s\n", c->switch_cpu,
+					strerror(errno));
+			_exit(127);
+		}
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);

@@ -60,6 +60,10 @@ struct launch_cfg {
 	bool reflect;            /* inca-switch --reflect (benchmarks) */
 	bool switch_verbose;
 	uint32_t stats_interval_ms;
+	/* >= 0: launch_switch_start runs inca-switch on this CPU alone, as a switch has silicon
+	 * of its own (launch_switch_cpu_check first; the ranks leave that CPU to it during INC
+	 * calls, launch_rank_cpus). -1 (launch_cfg_defaults): the scheduler places it. */
+	int switch_cpu;
 
 	/* clients */
 	uint16_t mtu;
@@ -88,6 +92,17 @@ struct launch_cfg {
 	uint32_t auth_key_id;
 };
 void launch_cfg_defaults(struct launch_cfg *c);
+
+/* Whether cpu can be given to the switch alone: it is in this process's CPU set, which has
+ * at least one more CPU for the ranks. 0, or -EINVAL with the reason in why. */
+int launch_switch_cpu_check(int cpu, char *why, size_t cap);
+/* In a rank process of a job with launch_cfg.switch_cpu: run on every CPU of the process's
+ * original set (recorded by the first call) except exclude_cpu, or on all of them with
+ * exclude_cpu -1. 0, -EIO if the set read back differs, or -errno. */
+int launch_rank_cpus(int exclude_cpu);
+/* The CPUs process pid may run on (0: this one) as a list, "0-3,6", without exclude_cpu
+ * (-1: none left out). 0 or -errno. */
+int launch_cpus_of(pid_t pid, int exclude_cpu, char *out, size_t cap);
 
 /* Path of the inca-switch binary: $INCA_SWITCH, else next to the running executable's build
  * tree (<exe dir>/../daemons/switch, ../../daemons/switch), else "inca-switch" in $PATH. The

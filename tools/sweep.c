@@ -121,7 +121,8 @@ static uint64_t chunks_for(struct inca_comm *comm, const struct sweep_job *j, si
 
 #define SWEEP_SYNC_CHECK_BYTES (64 * 1024)
 
-/* One row for one algorithm. Returns 0, or -1 if the barrier failed (the job is broken). */
+/* One row for one algorithm. Returns 0, or -1 if the barrier failed or the rank could not take
+ * its CPUs (the job is broken). */
 static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_t count,
 		    enum inca_dtype dt, enum inca_op op, uint8_t *sbuf, uint8_t *rbuf,
 		    uint64_t *iter_id, struct sweep_algo_res *res)
@@ -142,6 +143,11 @@ static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_
 	double tsum = 0;
 	uint64_t wrong = 0, errors = 0, reported = 0;
 	uint64_t budget_ns = (uint64_t)(o->budget_s * 1e9);
+	int crc = o->switch_alone ? launch_rank_cpus(algo == 0 ? o->switch_cpu : -1) : 0;
+	if (crc) {
+		fprintf(stderr, "[rank %d] CPU placement (--switch-cpu): %s\n", rank, strerror(-crc));
+		return -1;
+	}
 
 	for (unsigned step = 0;; step++) {
 		if (rank == 0) {

@@ -35,6 +35,9 @@ struct sweep_opts {
 	const char *label;     /* "tool" field of the JSON lines */
 	uint64_t seed;
 	double link_bps;       /* > 0: add an "INC/link" column: INC algbw (bits/s) / link_bps */
+	bool switch_alone;     /* the switch has CPU switch_cpu to itself (launch_cfg.switch_cpu):
+				  ranks run on the other CPUs in INC rows, on all in ring rows */
+	int switch_cpu;
 };
 
 /* Totals written by rank 0 into shared memory for the launching process. */
