@@ -58,8 +58,9 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
 		"      --switch-threads N switch worker threads (default 1)\n"
 		"      --switch-cpu N     run inca-switch on CPU N alone, as a switch has silicon of\n"
-		"                         its own: the ranks leave CPU N to it in INC rows and use\n"
-		"                         every CPU in ring rows (default: the scheduler decides)\n"
+		"                         its own (inca-switch --cpus N: its one worker polls); the\n"
+		"                         ranks leave CPU N to it in INC rows and use every CPU in\n"
+		"                         ring rows (default: the scheduler decides)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
@@ -454,6 +455,11 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 					     "with --fabric or --no-inc");
 			return 2;
 		}
+		if (cfg.switch_threads != 1) {
+			util_cli_error(tool, "--switch-cpu gives one CPU to one switch worker: not "
+					     "with --switch-threads");
+			return 2;
+		}
 		if (launch_switch_cpu_check(cfg.switch_cpu, why, sizeof(why))) {
 			fprintf(stderr, "%s: --switch-cpu %d: %s\n", d->tool, cfg.switch_cpu, why);
 			return 2;
@@ -588,8 +594,8 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			(void)launch_cpus_of(sw.pid, -1, swc, sizeof(swc));
 			(void)launch_cpus_of(0, cfg.switch_cpu, rest, sizeof(rest));
 			(void)launch_cpus_of(0, -1, all, sizeof(all));
-			printf("# cpus   : inca-switch on CPU %s alone; ranks on CPU %s in INC rows, "
-			       "on %s in ring rows\n", swc, rest, all);
+			printf("# cpus   : inca-switch on CPU %s alone (--cpus: its worker polls); "
+			       "ranks on CPU %s in INC rows, on %s in ring rows\n", swc, rest, all);
 		}
 	}
 	if (!b.fabric_path)
@@ -643,6 +649,11 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			       s.rx_pkts, s.tx_pkts, s.contributions, s.aggregations,
 			       (unsigned long long)t->inc_chunks, s.duplicates, s.results_resent,
 			       s.resends_limited, s.notices, s.notices_limited, s.drops);
+			if (cfg.switch_cpu >= 0 && s.own_cpu_workers != 1) {
+				printf("# ERROR: the switch reports %.0f workers on a CPU of their "
+				       "own (--switch-cpu %d)\n", s.own_cpu_workers, cfg.switch_cpu);
+				fail++;
+			}
 			if (s.aggregations != (double)t->inc_chunks) {
 				printf("# ERROR: the switch completed %.0f aggregations for %llu chunk "
 				       "rounds\n", s.aggregations, (unsigned long long)t->inc_chunks);

@@ -431,6 +431,12 @@ int launch_switch_start(const struct launch_cfg *c, const struct launch_addrs *a
 		argv[n++] = "--seed";
 		argv[n++] = seed;
 	}
+	char cpu[16];
+	if (c->switch_cpu >= 0) {
+		snprintf(cpu, sizeof(cpu), "%d", c->switch_cpu);
+		argv[n++] = "--cpus";
+		argv[n++] = cpu;
+	}
 	if (c->reflect)
 		argv[n++] = "--reflect";
 	if (c->switch_verbose)
@@ -826,6 +832,7 @@ void launch_sw_summarize(const struct json *stats, struct launch_sw_summary *s)
 	s->drops = json_num(json_get(stats, "drops_total"), json_sum_all(json_get(stats, "drops")));
 	s->sw_rx_pkts = json_num(json_get(stats, "rx_pkts"), 0);
 	s->sw_tx_pkts = json_num(json_get(stats, "tx_pkts"), 0);
+	s->own_cpu_workers = json_num(json_get(stats, "own_cpu_workers"), 0);
 }
 
 const char *launch_fmt_bytes(uint64_t b, char *buf, size_t cap)

@@ -60,9 +60,11 @@ struct launch_cfg {
 	bool reflect;            /* inca-switch --reflect (benchmarks) */
 	bool switch_verbose;
 	uint32_t stats_interval_ms;
-	/* >= 0: launch_switch_start runs inca-switch on this CPU alone, as a switch has silicon
-	 * of its own (launch_switch_cpu_check first; the ranks leave that CPU to it during INC
-	 * calls, launch_rank_cpus). -1 (launch_cfg_defaults): the scheduler places it. */
+	/* >= 0: launch_switch_start runs inca-switch on this CPU alone (its workers with
+	 * --cpus, polling as on a CPU of their own), as a switch has silicon of its own
+	 * (launch_switch_cpu_check first; one worker thread; the ranks leave that CPU to it
+	 * during INC calls, launch_rank_cpus). -1 (launch_cfg_defaults): the scheduler places
+	 * it. */
 	int switch_cpu;
 
 	/* clients */
@@ -189,6 +191,7 @@ struct launch_sw_summary {
 	double resends_limited, notices_limited; /* withheld for want of credit */
 	double drops;                /* switch-wide drops_total (every reason) */
 	double sw_rx_pkts, sw_tx_pkts; /* switch-wide socket counters */
+	double own_cpu_workers;        /* workers on a CPU of their own (inca-switch --cpus) */
 };
 void launch_sw_summarize(const struct json *stats, struct launch_sw_summary *out);
 

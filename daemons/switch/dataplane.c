@@ -10,6 +10,8 @@
 #include <linux/filter.h>
 #include <netinet/ip.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -593,6 +595,26 @@ static bool worker_pending(const struct sw_worker *w, const struct sw_treeset *s
 	return false;
 }
 
+void sw_worker_pin(struct sw_worker *w)
+{
+	const struct sw_opts *o = &w->sw->opts;
+	cpu_set_t one;
+
+	if (w->idx >= o->ncpus)
+		return;
+	CPU_ZERO(&one);
+	CPU_SET(o->cpus[w->idx], &one);
+	int rc = pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+	if (rc) {
+		sw_log(0, "worker %u: CPU %d: %s; the scheduler places this worker", w->idx,
+		       o->cpus[w->idx], strerror(rc));
+		return;
+	}
+	w->own_cpu = true;
+	w->cnt.own_cpu = 1;
+	sw_log(2, "worker %u: on CPU %d alone", w->idx, o->cpus[w->idx]);
+}
+
 static void *worker_main(void *arg)
 {
 	struct sw_worker *w = arg;
@@ -606,6 +628,7 @@ static void *worker_main(void *arg)
 	uint64_t last_rx_ns = 0, win_start_ns = 0, win_bytes = 0, prev_win_bytes = 0;
 	struct sock_tx stx = { { sock_tx_reserve, sock_tx_send, NULL }, w };
 
+	sw_worker_pin(w);
 	sw_log(2, "worker %u: running on fd %d", w->idx, w->fd);
 	while (!atomic_load_explicit(&sw->stop, memory_order_relaxed)) {
 		const struct sw_treeset *set;
@@ -624,8 +647,10 @@ static void *worker_main(void *arg)
 		 * SW_RX_TIMEOUT_MS, or until woken). Either way take what is queued. */
 		uint64_t idle_ns = spin_ns ? util_now_ns() - last_rx_ns : 0;
 		if (spin_ns && idle_ns < spin_ns &&
-		    win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS &&
-		    (reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV || worker_pending(w, set))) {
+		    (w->own_cpu ||
+		     (win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS &&
+		      (reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV ||
+		       worker_pending(w, set))))) {
 			n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
 			if (n <= 0) {
 				sched_yield();

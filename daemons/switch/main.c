@@ -3,6 +3,7 @@
  * worker threads of dataplane.c. Usage and file format: docs/switch.md. */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,58 @@
 #ifdef SW_HAVE_NETCONF
 #include "netconf.h"
 #endif
+
+/* --cpus LIST: "3", "0,2-3": CPUs this process may use, each once, in order. 0 or -1 (said). */
+static int parse_cpus(const char *arg, struct sw_opts *o)
+{
+	static const char P[] = "inca-switch";
+	cpu_set_t allowed;
+	const char *p = arg;
+
+	if (sched_getaffinity(0, sizeof allowed, &allowed)) {
+		util_cli_error(P, "--cpus: cannot read this process's CPUs: %s", strerror(errno));
+		return -1;
+	}
+	o->ncpus = 0;
+	for (;;) {
+		char *end;
+		errno = 0;
+		long a = strtol(p, &end, 10), b = a;
+		if (end == p || errno || a < 0 || a >= CPU_SETSIZE)
+			goto bad;
+		p = end;
+		if (*p == '-') {
+			b = strtol(++p, &end, 10);
+			if (end == p || errno || b < a || b >= CPU_SETSIZE)
+				goto bad;
+			p = end;
+		}
+		for (long c = a; c <= b; c++) {
+			if (!CPU_ISSET((int)c, &allowed)) {
+				util_cli_error(P, "--cpus '%s': CPU %ld is not one this process may use",
+					       arg, c);
+				return -1;
+			}
+			for (unsigned i = 0; i < o->ncpus; i++)
+				if (o->cpus[i] == (int)c) {
+					util_cli_error(P, "--cpus '%s': CPU %ld twice", arg, c);
+					return -1;
+				}
+			if (o->ncpus == SW_MAX_CPUS) {
+				util_cli_error(P, "--cpus '%s': more than %d CPUs", arg, SW_MAX_CPUS);
+				return -1;
+			}
+			o->cpus[o->ncpus++] = (int)c;
+		}
+		if (!*p)
+			return 0;
+		if (*p++ != ',')
+			goto bad;
+	}
+bad:
+	util_cli_error(P, "--cpus '%s': expected CPU numbers and ranges, e.g. 3 or 0,2-3", arg);
+	return -1;
+}
 
 static void usage(FILE *f)
 {
@@ -42,6 +95,8 @@ static void usage(FILE *f)
 		"      --seed S               seed of the fault injection generator (1)\n"
 		"      --busy-poll-us N       after a packet, poll (yielding the CPU) this long before\n"
 		"                             sleeping in the kernel again (200; 0: always sleep)\n"
+		"      --cpus LIST            worker i on the i-th CPU of LIST alone, e.g. 3 or 2-3,\n"
+		"                             polling after every packet (the CPU is its own)\n"
 		"      --xdp IFACE            data plane on an AF_XDP socket of IFACE (docs/switch.md);\n"
 		"                             falls back to UDP sockets if XDP is unavailable\n"
 		"      --xdp-queue Q          queue of IFACE to bind (0)\n"
@@ -73,6 +128,7 @@ enum {
 	OPT_DROP_RATE,
 	OPT_SEED,
 	OPT_BUSY_POLL,
+	OPT_CPUS,
 	OPT_READY_FILE,
 	OPT_XDP,
 	OPT_XDP_QUEUE,
@@ -110,6 +166,7 @@ static const struct option long_opts[] = {
 	{ "xdp-bind", required_argument, NULL, OPT_XDP_BIND },
 	{ "xdp-required", no_argument, NULL, OPT_XDP_REQUIRED },
 	{ "busy-poll-us", required_argument, NULL, OPT_BUSY_POLL },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
 	{ "ready-file", required_argument, NULL, OPT_READY_FILE },
 	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
 	{ "netconf-unix", required_argument, NULL, OPT_NC_UNIX },
@@ -249,6 +306,10 @@ int main(int argc, char **argv)
 				return 2;
 			opts.busy_poll_us = (uint32_t)ll;
 			break;
+		case OPT_CPUS:
+			if (parse_cpus(optarg, &opts))
+				return 2;
+			break;
 		case OPT_DROP_RATE:
 			if (util_cli_double(P, "--drop-rate", optarg, 0, 1, false, &opts.drop_rate))
 				return 2;
@@ -364,6 +425,12 @@ int main(int argc, char **argv)
 		 * decoder accepts RoCEv2's port only. */
 		fprintf(stderr, "inca-switch: --xdp needs --threads 1, the listen port %d and no "
 				"--reflect\n", WIRE_ROCE_UDP_PORT);
+		sw_config_free(&cfg);
+		return 2;
+	}
+	if (opts.ncpus && opts.ncpus < cfg.threads) {
+		fprintf(stderr, "inca-switch: --cpus names %u CPU%s for %u worker threads (one each)\n",
+			opts.ncpus, opts.ncpus == 1 ? "" : "s", cfg.threads);
 		sw_config_free(&cfg);
 		return 2;
 	}

@@ -26,6 +26,8 @@ const struct sw_ctr sw_ctr_global[] = {
 	  SW_CTR_THREAD, G(tx_batches) },
 	{ "gso_workers", "Worker threads sending with UDP GSO.", SW_CTR_GAUGE, 0, G(gso_on) },
 	{ "gro_workers", "Worker threads receiving with UDP GRO.", SW_CTR_GAUGE, 0, G(gro_on) },
+	{ "own_cpu_workers", "Worker threads on a CPU of their own (--cpus).", SW_CTR_GAUGE, 0,
+	  G(own_cpu) },
 	{ "tx_gso_sends", "UDP GSO sends (one datagram to the kernel, several on the wire).",
 	  SW_CTR_COUNTER, 0, G(tx_gso_sends) },
 	{ "rx_coalesced", "Datagrams that arrived in a UDP GRO buffer after its first.",

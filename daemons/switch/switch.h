@@ -69,6 +69,7 @@ struct sw_counters {
 	uint64_t tx_gso_sends;      /* GSO sends (one datagram for the kernel, several on the wire) */
 	uint64_t gso_on, gro_on;    /* 1 while this worker sends with GSO / receives with GRO (sum:
 				     * how many workers do) */
+	uint64_t own_cpu;           /* 1: this worker runs on a CPU of its own (--cpus) */
 	uint64_t wire_drops[WIRE_E_COUNT_MAX_];
 	uint64_t sw_drops[SW_DROP_COUNT];
 	uint64_t verdicts[AGG_VERDICT_COUNT]; /* every agg_tree_input result */
@@ -192,6 +193,7 @@ struct sw_worker {
 	_Atomic uint64_t qs_epoch; /* last tree-set epoch seen at a quiescent point */
 	size_t max_sends;          /* capacity of io->sends */
 	bool gso, gro;             /* UDP GSO sends / GRO receives in use on fd (cnt.*_on too) */
+	bool own_cpu;              /* pinned to sw->opts.cpus[idx] (cnt.own_cpu too) */
 	struct util_rng rng;       /* fault injection */
 	uint64_t rx_ns;            /* when the batch being handled was read: the engine's clock */
 
@@ -207,6 +209,9 @@ struct sw_worker {
 	/* I/O buffers (see dataplane.c). */
 	struct sw_io *io;
 };
+
+/* Most CPUs --cpus takes: one per worker thread. */
+#define SW_MAX_CPUS SW_THREADS_MAX
 
 /* Default of sw_opts.busy_poll_us: a few round trips of a small collective on loopback. */
 #define SW_BUSY_POLL_US 200
@@ -232,6 +237,12 @@ struct sw_opts {
 	int xdp_bind;           /* 0 = kernel's choice (zero-copy if possible), 1 = copy, 2 = zero-copy */
 	bool xdp_skb_mode;      /* attach in generic (skb) mode instead of native */
 	bool xdp_required;      /* exit instead of falling back to sockets */
+	/* --cpus: worker i runs on cpus[i] alone (sw_worker_pin), as a switch has silicon of its
+	 * own. The CPU being its, the worker polls for busy_poll_us after every packet whatever
+	 * the traffic: the light-traffic and idle rules below spare CPUs shared with ranks. 0: the
+	 * scheduler places the workers. */
+	int cpus[SW_MAX_CPUS];
+	unsigned ncpus;
 };
 
 struct sw_switch {
@@ -316,6 +327,8 @@ const struct sw_treeset *sw_worker_quiescent(struct sw_worker *w);
 void sw_worker_poll_snapshot(struct sw_worker *w, const struct sw_treeset *set);
 bool sw_worker_busy(const struct sw_worker *w, const struct sw_treeset *set);
 bool sw_worker_inject_drop(struct sw_worker *w);
+/* At a worker's start: pin it to sw->opts.cpus[idx] if --cpus names one (w->own_cpu). */
+void sw_worker_pin(struct sw_worker *w);
 
 /* xdp.c: the AF_XDP data path. sw_xdp_create returns 0, or -errno with the reason in err
  * (-EOPNOTSUPP when built without libxdp). */

@@ -769,6 +769,7 @@ void *sw_xdp_worker_main(void *arg)
 	const uint64_t spin_ns = (uint64_t)sw->opts.busy_poll_us * 1000u;
 	uint64_t last_rx_ns = 0;
 
+	sw_worker_pin(w);
 	sw_log(2, "worker %u: AF_XDP on %s queue %u", w->idx, sw->xdp->ifname,
 	       sw->xdp->queue + w->idx);
 	while (!atomic_load_explicit(&sw->stop, memory_order_relaxed)) {
@@ -790,7 +791,8 @@ void *sw_xdp_worker_main(void *arg)
 		 * sleep on the socket and the wake-up eventfd. */
 		uint64_t idle_ns = util_now_ns() - last_rx_ns;
 		if (spin_ns && idle_ns < spin_ns &&
-		    (idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV || sw_worker_busy(w, set))) {
+		    (w->own_cpu || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV ||
+		     sw_worker_busy(w, set))) {
 			sched_yield();
 			continue;
 		}
