@@ -57,10 +57,12 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --auth-compare     run everything twice, authentication on then off\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
 		"      --switch-threads N switch worker threads (default 1)\n"
-		"      --switch-cpu N     run inca-switch on CPU N alone, as a switch has silicon of\n"
-		"                         its own (inca-switch --cpus N: its one worker polls); the\n"
-		"                         ranks leave CPU N to it in INC rows and use every CPU in\n"
-		"                         ring rows (default: the scheduler decides)\n"
+		"      --switch-cpu N|auto|none  run inca-switch on CPU N alone, as a switch has\n"
+		"                         silicon of its own (inca-switch --cpus N: its one worker\n"
+		"                         polls); the ranks leave CPU N to it in INC rows and use\n"
+		"                         every CPU in ring rows. auto: the last CPU, where this\n"
+		"                         process has two or more and the switch one worker; none:\n"
+		"                         the scheduler places everything (default %s)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
@@ -76,7 +78,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and exit\n"
 		"Options follow docs/cli.md; a bad value is reported with the option that took it.\n",
-		d->addr_index);
+		d->switch_cpu_auto ? "auto" : "none", d->addr_index);
 }
 
 enum {
@@ -370,6 +372,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	double v, hold_s = 0;
 	static struct launch_plan plan; /* ~30 KiB: not on the stack */
 	bool det = false, inplace = false, no_inc = false, no_ring = false;
+	bool swcpu_auto = d->switch_cpu_auto;
 	const char *tool = d->tool;
 	long long ll;
 	int c;
@@ -421,6 +424,11 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 				return 2;
 			break;
 		case OPT_SWCPU:
+			swcpu_auto = !strcmp(optarg, "auto");
+			if (swcpu_auto || !strcmp(optarg, "none")) {
+				cfg.switch_cpu = -1;
+				break;
+			}
 			if (util_cli_int(tool, "--switch-cpu", optarg, 0, CPU_SETSIZE - 1, &ll))
 				return 2;
 			cfg.switch_cpu = (int)ll;
@@ -448,6 +456,19 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	}
 	if (bench_cli_fabric(&b, &plan, &cfg))
 		return 2;
+	/* auto: the last CPU where that leaves the ranks at least one; otherwise shared, and
+	 * the header says why. */
+	const char *shared_why = NULL;
+	if (swcpu_auto && !b.fabric_path && !no_inc) {
+		char why[320];
+		int last = launch_last_cpu();
+		if (cfg.switch_threads != 1)
+			shared_why = "several switch workers";
+		else if (launch_switch_cpu_check(last, why, sizeof(why)))
+			shared_why = "one CPU";
+		else
+			cfg.switch_cpu = last;
+	}
 	if (cfg.switch_cpu >= 0) {
 		char why[320];
 		if (b.fabric_path || no_inc) {
@@ -596,6 +617,8 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			(void)launch_cpus_of(0, -1, all, sizeof(all));
 			printf("# cpus   : inca-switch on CPU %s alone (--cpus: its worker polls); "
 			       "ranks on CPU %s in INC rows, on %s in ring rows\n", swc, rest, all);
+		} else if (shared_why) {
+			printf("# cpus   : inca-switch and the ranks share the CPUs (%s)\n", shared_why);
 		}
 	}
 	if (!b.fabric_path)

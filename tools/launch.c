@@ -171,6 +171,17 @@ int launch_switch_cpu_check(int cpu, char *why, size_t cap)
 	return 0;
 }
 
+int launch_last_cpu(void)
+{
+	cpu_set_t s;
+	if (sched_getaffinity(0, sizeof(s), &s))
+		return -1;
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+		if (CPU_ISSET(c, &s))
+			return c;
+	return -1;
+}
+
 int launch_rank_cpus(int exclude_cpu)
 {
 	static cpu_set_t orig;

@@ -98,6 +98,8 @@ void launch_cfg_defaults(struct launch_cfg *c);
 /* Whether cpu can be given to the switch alone: it is in this process's CPU set, which has
  * at least one more CPU for the ranks. 0, or -EINVAL with the reason in why. */
 int launch_switch_cpu_check(int cpu, char *why, size_t cap);
+/* The highest CPU this process may use, or -1 if it cannot tell. */
+int launch_last_cpu(void);
 /* In a rank process of a job with launch_cfg.switch_cpu: run on every CPU of the process's
  * original set (recorded by the first call) except exclude_cpu, or on all of them with
  * exclude_cpu -1. 0, -EIO if the set read back differs, or -errno. */

@@ -69,7 +69,14 @@ if [ "$n" -lt 2 ]; then
 		echo "FAIL: --switch-cpu on a one-CPU process gave exit $rc"
 		exit 1
 	fi
-	echo "SKIP: this process may use one CPU ($cpus): refused as it should be"
+	"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu auto -b 4 -e 4 -n 2 -w 1 >"$out" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ] || ! grep -q "share the CPUs (one CPU)" "$out"; then
+		cat "$out"
+		echo "FAIL: --switch-cpu auto on a one-CPU process (exit $rc) did not share"
+		exit 1
+	fi
+	echo "SKIP: this process may use one CPU ($cpus): refused as it should be, auto shares"
 	exit 77
 fi
 "$demo" --switch "$switch" --addr-index "$idx" --switch-cpu "$last" -b 4 -e 256K -f 16 \
@@ -94,6 +101,21 @@ case ",$rest," in
 	;;
 esac
 grep -q '^# OK:' "$out" || { echo "FAIL: no OK line"; exit 1; }
+# auto picks the same CPU (the last one); none places nothing.
+"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu auto -b 4 -e 4 -n 2 -w 1 >"$out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q "^# cpus   : inca-switch on CPU $last alone" "$out"; then
+	cat "$out"
+	echo "FAIL: --switch-cpu auto (exit $rc) did not give the switch CPU $last"
+	exit 1
+fi
+"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu none -b 4 -e 4 -n 2 -w 1 >"$out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || grep -q "^# cpus" "$out"; then
+	cat "$out"
+	echo "FAIL: --switch-cpu none (exit $rc) placed something"
+	exit 1
+fi
 # The switch's own count (stats JSON own_cpu_workers) is checked by the demo: an ERROR line
 # and exit 1 otherwise.
 echo "PASS: switch on CPU $last alone, ranks on $rest in INC rows and on $cpus in ring rows"
