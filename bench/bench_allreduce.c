@@ -16,9 +16,6 @@ int main(int argc, char **argv)
 		.budget = 2.0,
 		.ratio = true,
 		.addr_index = 41,
-		/* The switch stands for a device of its own: it gets a CPU to itself (INC rows'
-		 * ranks one CPU fewer than the ring's). --switch-cpu none shares. */
-		.switch_cpu_auto = true,
 	};
 	return demo_main(argc, argv, &d);
 }

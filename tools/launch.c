@@ -182,7 +182,7 @@ int launch_last_cpu(void)
 	return -1;
 }
 
-int launch_rank_cpus(int exclude_cpu)
+int launch_rank_cpus(int rank, int exclude_cpu)
 {
 	static cpu_set_t orig;
 	static bool have;
@@ -191,10 +191,21 @@ int launch_rank_cpus(int exclude_cpu)
 			return -errno;
 		have = true;
 	}
-	cpu_set_t s = orig, got;
+	cpu_set_t s = orig, one, got;
 	if (exclude_cpu >= 0 && exclude_cpu < CPU_SETSIZE && CPU_COUNT(&s) > 1)
 		CPU_CLR(exclude_cpu, &s);
-	if (sched_setaffinity(0, sizeof(s), &s) || sched_getaffinity(0, sizeof(got), &got))
+	/* A wider set alone moves nobody until the load balancer runs (a short row would still
+	 * have every rank where the last one put it): first rank r onto the (r mod n)-th CPU of
+	 * the set, then the whole set. */
+	int k = rank % CPU_COUNT(&s);
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &s) && k-- == 0) {
+			CPU_SET(c, &one);
+			break;
+		}
+	if (sched_setaffinity(0, sizeof(one), &one) || sched_setaffinity(0, sizeof(s), &s) ||
+	    sched_getaffinity(0, sizeof(got), &got))
 		return -errno;
 	return CPU_EQUAL(&s, &got) ? 0 : -EIO; /* read back: what the kernel applied */
 }

@@ -100,10 +100,11 @@ void launch_cfg_defaults(struct launch_cfg *c);
 int launch_switch_cpu_check(int cpu, char *why, size_t cap);
 /* The highest CPU this process may use, or -1 if it cannot tell. */
 int launch_last_cpu(void);
-/* In a rank process of a job with launch_cfg.switch_cpu: run on every CPU of the process's
- * original set (recorded by the first call) except exclude_cpu, or on all of them with
- * exclude_cpu -1. 0, -EIO if the set read back differs, or -errno. */
-int launch_rank_cpus(int exclude_cpu);
+/* In rank process `rank` of a job with launch_cfg.switch_cpu: run on every CPU of the
+ * process's original set (recorded by the first call) except exclude_cpu, or on all of them
+ * with exclude_cpu -1, starting on the set's (rank mod size)-th CPU. 0, -EIO if the set read
+ * back differs, or -errno. */
+int launch_rank_cpus(int rank, int exclude_cpu);
 /* The CPUs process pid may run on (0: this one) as a list, "0-3,6", without exclude_cpu
  * (-1: none left out). 0 or -errno. */
 int launch_cpus_of(pid_t pid, int exclude_cpu, char *out, size_t cap);

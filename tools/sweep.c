@@ -143,7 +143,7 @@ static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_
 	double tsum = 0;
 	uint64_t wrong = 0, errors = 0, reported = 0;
 	uint64_t budget_ns = (uint64_t)(o->budget_s * 1e9);
-	int crc = o->switch_alone ? launch_rank_cpus(algo == 0 ? o->switch_cpu : -1) : 0;
+	int crc = o->switch_alone ? launch_rank_cpus(rank, algo == 0 ? o->switch_cpu : -1) : 0;
 	if (crc) {
 		fprintf(stderr, "[rank %d] CPU placement (--switch-cpu): %s\n", rank, strerror(-crc));
 		return -1;
