@@ -621,11 +621,7 @@ static void *worker_main(void *arg)
 	struct sw_switch *sw = w->sw;
 	bool reflect = sw->opts.reflect;
 	const uint64_t spin_ns = (uint64_t)sw->opts.busy_poll_us * 1000u;
-	/* Busy-poll only under light traffic (latency-bound collectives): bulk traffic keeps the
-	 * socket queue busy anyway, and spinning then takes CPU from the ranks and the kernel's
-	 * forwarding on a shared machine. Light: at most SW_BUSY_POLL_MAX_BYTES_PER_MS received
-	 * in the current and the previous millisecond. */
-	uint64_t last_rx_ns = 0, win_start_ns = 0, win_bytes = 0, prev_win_bytes = 0;
+	uint64_t last_rx_ns = 0;
 	struct sock_tx stx = { { sock_tx_reserve, sock_tx_send, NULL }, w };
 
 	sw_worker_pin(w);
@@ -647,10 +643,8 @@ static void *worker_main(void *arg)
 		 * SW_RX_TIMEOUT_MS, or until woken). Either way take what is queued. */
 		uint64_t idle_ns = spin_ns ? util_now_ns() - last_rx_ns : 0;
 		if (spin_ns && idle_ns < spin_ns &&
-		    (w->own_cpu ||
-		     (win_bytes + prev_win_bytes <= SW_BUSY_POLL_MAX_BYTES_PER_MS &&
-		      (reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV ||
-		       worker_pending(w, set))))) {
+		    (w->own_cpu || reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV ||
+		     worker_pending(w, set))) {
 			n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
 			if (n <= 0) {
 				sched_yield();
@@ -682,14 +676,8 @@ static void *worker_main(void *arg)
 			check_snapshot(w, set);
 			continue;
 		}
-		if (spin_ns) {
+		if (spin_ns)
 			last_rx_ns = util_now_ns();
-			if (last_rx_ns - win_start_ns >= 1000000u) {
-				prev_win_bytes = last_rx_ns - win_start_ns < 2000000u ? win_bytes : 0;
-				win_start_ns = last_rx_ns;
-				win_bytes = 0;
-			}
-		}
 		w->cnt.rx_batches++;
 		w->rx_ns = util_now_ns();
 		struct util_udp_dgram d;
@@ -697,7 +685,6 @@ static void *worker_main(void *arg)
 			w->cnt.rx_pkts++;
 			w->cnt.rx_bytes += d.len;
 			w->cnt.rx_coalesced += d.seg > 0;
-			win_bytes += d.len;
 			if (d.truncated) {
 				w->cnt.wire_drops[WIRE_E_TOO_BIG]++;
 				continue;

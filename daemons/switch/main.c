@@ -96,7 +96,7 @@ static void usage(FILE *f)
 		"      --busy-poll-us N       after a packet, poll (yielding the CPU) this long before\n"
 		"                             sleeping in the kernel again (200; 0: always sleep)\n"
 		"      --cpus LIST            worker i on the i-th CPU of LIST alone, e.g. 3 or 2-3,\n"
-		"                             polling after every packet (the CPU is its own)\n"
+		"                             polling also between calls (the CPU is its own)\n"
 		"      --xdp IFACE            data plane on an AF_XDP socket of IFACE (docs/switch.md);\n"
 		"                             falls back to UDP sockets if XDP is unavailable\n"
 		"      --xdp-queue Q          queue of IFACE to bind (0)\n"

@@ -215,10 +215,7 @@ struct sw_worker {
 
 /* Default of sw_opts.busy_poll_us: a few round trips of a small collective on loopback. */
 #define SW_BUSY_POLL_US 200
-/* ... and only while the traffic is light (per worker, per millisecond): a latency-bound
- * collective's packets, not a bulk transfer's (which keeps the queue busy anyway). */
-#define SW_BUSY_POLL_MAX_BYTES_PER_MS (32u << 10)
-/* ... and once no round is under way (agg_tree_pending), only for busy_poll_us / this: the next
+/* ... but once no round is under way (agg_tree_pending), only for busy_poll_us / this: the next
  * call's first packet comes that soon only when the ranks have CPUs to spare. */
 #define SW_BUSY_POLL_IDLE_DIV 8
 
@@ -238,9 +235,9 @@ struct sw_opts {
 	bool xdp_skb_mode;      /* attach in generic (skb) mode instead of native */
 	bool xdp_required;      /* exit instead of falling back to sockets */
 	/* --cpus: worker i runs on cpus[i] alone (sw_worker_pin), as a switch has silicon of its
-	 * own. The CPU being its, the worker polls for busy_poll_us after every packet whatever
-	 * the traffic: the light-traffic and idle rules below spare CPUs shared with ranks. 0: the
-	 * scheduler places the workers. */
+	 * own. The CPU being its, the worker polls for busy_poll_us after every packet, also once
+	 * no round is under way (the SW_BUSY_POLL_IDLE_DIV rule spares a CPU shared with ranks
+	 * between calls). 0: the scheduler places the workers. */
 	int cpus[SW_MAX_CPUS];
 	unsigned ncpus;
 };
