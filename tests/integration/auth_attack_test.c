@@ -33,6 +33,7 @@
 
 #include "itest.h"
 #include "json.h"
+#include "util/util.h"
 #include "wire/wire.h"
 
 enum { K_FUTURE, K_FLIP_DATA, K_REPLAY, K_FLIP_TAG, K_RESULT, K_NACK, K_COUNT };
@@ -45,6 +46,7 @@ struct shared {
 	struct inca_auth_stats auth[LAUNCH_MAX_RANKS];
 	uint64_t sent[K_COUNT];
 	uint64_t captured;
+	int ready; /* the attacker's capture socket is bound */
 };
 
 struct job {
@@ -211,6 +213,7 @@ static int attacker_main(struct shared *sh, uint32_t prefix)
 	at.raw = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
 	if (cap < 0 || at.raw < 0 || bind(cap, (struct sockaddr *)&ll, sizeof ll) < 0)
 		return 3;
+	__atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
 	memset(garbage, 0x5a, sizeof garbage);
 	for (;;) {
 		struct sockaddr_ll from;
@@ -254,7 +257,20 @@ static int rank_main(struct inca_comm *comm, void *arg)
 
 	if (!sbuf || !rbuf)
 		return 4;
-	for (int rep = 0; rep < 6; rep++)
+	/* Six rounds of sizes; then, on the authenticated job, more rounds until the attacker
+	 * has sent every kind (under load it may get little CPU while the job runs), at most
+	 * 20 s more. The ranks agree on going on through a host-path MAX of their views. */
+	uint64_t until = util_now_ns() + 20ull * 1000000000ull;
+	for (int rep = 0;; rep++) {
+		if (rep >= 6) {
+			int32_t more = 0, agreed = 0;
+			for (int k = 0; k < K_COUNT && !j->cfg.no_auth; k++)
+				more |= __atomic_load_n(&j->sh->sent[k], __ATOMIC_RELAXED) == 0;
+			more &= util_now_ns() < until;
+			if (inca_allreduce_algo(comm, &more, &agreed, 1, INCA_INT32, INCA_MAX,
+						INCA_ALGO_RING) || !agreed)
+				break;
+		}
 		for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
 			struct check_spec s = { .dt = INCA_INT32, .op = INCA_SUM, .mode = CHECK_EXACT,
 						.nranks = j->cfg.nranks, .seed = 3, .iter = ++iter };
@@ -262,6 +278,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 				       sbuf, rbuf))
 				bad++;
 		}
+	}
 	itest_save_stats(comm, &j->sh->it);
 	inca_comm_get_auth_stats(comm, &j->sh->auth[inca_comm_rank(comm)], sizeof(j->sh->auth[0]));
 	free(sbuf);
@@ -307,7 +324,14 @@ int main(int argc, char **argv)
 	pid_t atk = fork();
 	if (atk == 0)
 		_exit(attacker_main(j.sh, ntohl(pfx.s_addr)));
-	usleep(200000);
+	/* The job starts once the attacker watches (a fixed pause was too short under load). */
+	for (int i = 0; i < 1000 && !__atomic_load_n(&j.sh->ready, __ATOMIC_ACQUIRE); i++) {
+		if (waitpid(atk, NULL, WNOHANG) == atk) {
+			printf("FAIL: the attacker exited before it watched (capture or raw socket)\n");
+			return 1;
+		}
+		usleep(10000);
+	}
 
 	struct json *st = NULL;
 	int rc = launch_job(&j.cfg, rank_main, &j, &st);
