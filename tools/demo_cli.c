@@ -467,9 +467,8 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 		else if (launch_switch_cpu_check(last, why, sizeof(why)))
 			shared_why = "one CPU";
 		else
-			cfg.switch_cpu = last;
-	}
-	if (cfg.switch_cpu >= 0) {
+			cfg.switch_cpu = last; /* checked just now */
+	} else if (cfg.switch_cpu >= 0) {
 		char why[320];
 		if (b.fabric_path || no_inc) {
 			util_cli_error(tool, "--switch-cpu places the switch this tool starts: not "

@@ -13,42 +13,40 @@ idx=${3:-118}
 out=$(mktemp "${TMPDIR:-/tmp}/inca-swcpu.XXXXXX")
 trap 'rm -f "$out"' EXIT
 
-# Refused: a CPU outside this process's set, and the option where no switch is started.
-"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu 1023 -b 4 -e 4 >"$out" 2>&1
-rc=$?
-if [ $rc -ne 2 ] || ! grep -q "switch-cpu 1023: CPU 1023 is not one this process may use" "$out"; then
-	cat "$out"
-	echo "FAIL: --switch-cpu 1023 gave exit $rc without the expected message"
-	exit 1
-fi
-"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu 0 --no-inc -b 4 -e 4 >"$out" 2>&1
-rc=$?
-if [ $rc -ne 2 ] || ! grep -q "not with --fabric or --no-inc" "$out"; then
-	cat "$out"
-	echo "FAIL: --switch-cpu with --no-inc gave exit $rc without the expected message"
-	exit 1
-fi
+# expect RC PATTERN WHAT CMD...: CMD must exit RC with a line matching PATTERN in its output
+# ("!RE": with no line matching RE); otherwise print the output and fail with WHAT.
+expect() {
+	want=$1 pat=$2 what=$3
+	shift 3
+	"$@" >"$out" 2>&1
+	rc=$?
+	case "$pat" in
+	!*) if grep -q -- "${pat#!}" "$out"; then found=1; else found=0; fi; want_found=0 ;;
+	*) if grep -q -- "$pat" "$out"; then found=1; else found=0; fi; want_found=1 ;;
+	esac
+	if [ $rc -ne "$want" ] || [ $found -ne $want_found ]; then
+		cat "$out"
+		echo "FAIL: $what (exit $rc)"
+		exit 1
+	fi
+}
+demo() { "$demo" --switch "$switch" --addr-index "$idx" "$@"; }
 
-"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu 0 --switch-threads 2 -b 4 -e 4 >"$out" 2>&1
-rc=$?
-if [ $rc -ne 2 ] || ! grep -q "not with --switch-threads" "$out"; then
-	cat "$out"
-	echo "FAIL: --switch-cpu with --switch-threads 2 gave exit $rc without the expected message"
-	exit 1
-fi
+# Refused: a CPU outside this process's set, and the option where no switch is started.
+expect 2 "switch-cpu 1023: CPU 1023 is not one this process may use" \
+	"--switch-cpu 1023 without the expected message" demo --switch-cpu 1023 -b 4 -e 4
+expect 2 "not with --fabric or --no-inc" "--switch-cpu with --no-inc without the expected message" \
+	demo --switch-cpu 0 --no-inc -b 4 -e 4
+expect 2 "not with --switch-threads" \
+	"--switch-cpu with --switch-threads 2 without the expected message" \
+	demo --switch-cpu 0 --switch-threads 2 -b 4 -e 4
 
 # inca-switch --cpus itself: malformed lists, a CPU twice, a CPU outside the process's set
 # and fewer CPUs than worker threads are refused with exit 2 and the reason.
 check_sw() { # expected-message args...
 	msg=$1
 	shift
-	"$switch" "$@" >"$out" 2>&1
-	rc=$?
-	if [ $rc -ne 2 ] || ! grep -q -- "$msg" "$out"; then
-		cat "$out"
-		echo "FAIL: inca-switch $* gave exit $rc without \"$msg\""
-		exit 1
-	fi
+	expect 2 "$msg" "inca-switch $* without \"$msg\"" "$switch" "$@"
 }
 check_sw "expected CPU numbers and ranges" --cpus 1-0
 check_sw "expected CPU numbers and ranges" --cpus 0,x
@@ -62,25 +60,14 @@ cpus=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status)
 last=$(echo "$cpus" | tr ',' '\n' | tail -n 1 | sed 's/.*-//')
 n=$(echo "$cpus" | tr ',' '\n' | awk -F- '{ n += (NF == 2 ? $2 - $1 + 1 : 1) } END { print n }')
 if [ "$n" -lt 2 ]; then
-	"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu "$last" -b 4 -e 4 >"$out" 2>&1
-	rc=$?
-	if [ $rc -ne 2 ] || ! grep -q "none would be left for the ranks" "$out"; then
-		cat "$out"
-		echo "FAIL: --switch-cpu on a one-CPU process gave exit $rc"
-		exit 1
-	fi
-	"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu auto -b 4 -e 4 -n 2 -w 1 >"$out" 2>&1
-	rc=$?
-	if [ $rc -ne 0 ] || ! grep -q "share the CPUs (one CPU)" "$out"; then
-		cat "$out"
-		echo "FAIL: --switch-cpu auto on a one-CPU process (exit $rc) did not share"
-		exit 1
-	fi
+	expect 2 "none would be left for the ranks" "--switch-cpu on a one-CPU process" \
+		demo --switch-cpu "$last" -b 4 -e 4
+	expect 0 "share the CPUs (one CPU)" "--switch-cpu auto on a one-CPU process did not share" \
+		demo --switch-cpu auto -b 4 -e 4 -n 2 -w 1
 	echo "SKIP: this process may use one CPU ($cpus): refused as it should be, auto shares"
 	exit 77
 fi
-"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu "$last" -b 4 -e 256K -f 16 \
-	-n 3 -w 1 --budget 0.5 >"$out" 2>&1
+demo --switch-cpu "$last" -b 4 -e 256K -f 16 -n 3 -w 1 --budget 0.5 >"$out" 2>&1
 rc=$?
 cat "$out"
 [ $rc -eq 0 ] || { echo "FAIL: inca-demo --switch-cpu $last exited $rc"; exit 1; }
@@ -102,20 +89,9 @@ case ",$rest," in
 esac
 grep -q '^# OK:' "$out" || { echo "FAIL: no OK line"; exit 1; }
 # auto picks the same CPU (the last one); none places nothing.
-"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu auto -b 4 -e 4 -n 2 -w 1 >"$out" 2>&1
-rc=$?
-if [ $rc -ne 0 ] || ! grep -q "^# cpus   : inca-switch on CPU $last alone" "$out"; then
-	cat "$out"
-	echo "FAIL: --switch-cpu auto (exit $rc) did not give the switch CPU $last"
-	exit 1
-fi
-"$demo" --switch "$switch" --addr-index "$idx" --switch-cpu none -b 4 -e 4 -n 2 -w 1 >"$out" 2>&1
-rc=$?
-if [ $rc -ne 0 ] || grep -q "^# cpus" "$out"; then
-	cat "$out"
-	echo "FAIL: --switch-cpu none (exit $rc) placed something"
-	exit 1
-fi
+expect 0 "^# cpus   : inca-switch on CPU $last alone" \
+	"--switch-cpu auto did not give the switch CPU $last" demo --switch-cpu auto -b 4 -e 4 -n 2 -w 1
+expect 0 "!^# cpus" "--switch-cpu none placed something" demo --switch-cpu none -b 4 -e 4 -n 2 -w 1
 # The switch's own count (stats JSON own_cpu_workers) is checked by the demo: an ERROR line
 # and exit 1 otherwise.
 echo "PASS: switch on CPU $last alone, ranks on $rest in INC rows and on $cpus in ring rows"
