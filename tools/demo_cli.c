@@ -62,7 +62,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"                         leave CPU N to it in INC rows and use every CPU in ring\n"
 		"                         rows. auto: the last CPU, where this process has two or\n"
 		"                         more and the switch one worker; none: the scheduler\n"
-		"                         places everything (default %s)\n"
+		"                         places everything (default none)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
@@ -78,7 +78,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and exit\n"
 		"Options follow docs/cli.md; a bad value is reported with the option that took it.\n",
-		d->switch_cpu_auto ? "auto" : "none", d->addr_index);
+		d->addr_index);
 }
 
 enum {
@@ -372,7 +372,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	double v, hold_s = 0;
 	static struct launch_plan plan; /* ~30 KiB: not on the stack */
 	bool det = false, inplace = false, no_inc = false, no_ring = false;
-	bool swcpu_auto = d->switch_cpu_auto;
+	bool swcpu_auto = false;
 	const char *tool = d->tool;
 	long long ll;
 	int c;

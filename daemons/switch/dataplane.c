@@ -620,7 +620,6 @@ static void *worker_main(void *arg)
 	struct sw_worker *w = arg;
 	struct sw_switch *sw = w->sw;
 	bool reflect = sw->opts.reflect;
-	const uint64_t spin_ns = (uint64_t)sw->opts.busy_poll_us * 1000u;
 	uint64_t last_rx_ns = 0;
 	struct sock_tx stx = { { sock_tx_reserve, sock_tx_send, NULL }, w };
 
@@ -641,10 +640,7 @@ static void *worker_main(void *arg)
 
 		/* Busy-poll shortly after traffic; otherwise block for the first datagram (up to
 		 * SW_RX_TIMEOUT_MS, or until woken). Either way take what is queued. */
-		uint64_t idle_ns = spin_ns ? util_now_ns() - last_rx_ns : 0;
-		if (spin_ns && idle_ns < spin_ns &&
-		    (w->own_cpu || reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV ||
-		     worker_pending(w, set))) {
+		if (sw_worker_may_spin(w, set, util_now_ns() - last_rx_ns)) {
 			n = util_udprx_recv(io->rx, w->fd, MSG_DONTWAIT);
 			if (n <= 0) {
 				sched_yield();
@@ -676,10 +672,8 @@ static void *worker_main(void *arg)
 			check_snapshot(w, set);
 			continue;
 		}
-		if (spin_ns)
-			last_rx_ns = util_now_ns();
 		w->cnt.rx_batches++;
-		w->rx_ns = util_now_ns();
+		w->rx_ns = last_rx_ns = util_now_ns();
 		struct util_udp_dgram d;
 		while (util_udprx_next(io->rx, &d)) {
 			w->cnt.rx_pkts++;
@@ -775,9 +769,16 @@ void sw_worker_poll_snapshot(struct sw_worker *w, const struct sw_treeset *set)
 	check_snapshot(w, set);
 }
 
-bool sw_worker_busy(const struct sw_worker *w, const struct sw_treeset *set)
+/* Poll (yielding the CPU) rather than sleep: within busy_poll_us of the last batch, and once no
+ * round is under way only for busy_poll_us / SW_BUSY_POLL_IDLE_DIV, unless the CPU is the
+ * worker's own (--cpus) or it reflects. */
+bool sw_worker_may_spin(const struct sw_worker *w, const struct sw_treeset *set, uint64_t idle_ns)
 {
-	return worker_pending(w, set);
+	const uint64_t spin_ns = (uint64_t)w->sw->opts.busy_poll_us * 1000u;
+
+	return spin_ns && idle_ns < spin_ns &&
+	       (w->own_cpu || w->sw->opts.reflect || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV ||
+		worker_pending(w, set));
 }
 
 bool sw_worker_inject_drop(struct sw_worker *w)

@@ -319,10 +319,10 @@ void sw_handle_inca(struct sw_worker *w, const struct sw_treeset *set, const str
 		    struct sw_tx *tx);
 /* Worker loop helpers for other data paths: the quiescent point at the top of a loop
  * (returns the tree set to use until the next call), statistics requests between batches,
- * and whether a round is under way on this worker's slots. */
+ * and the busy-poll rule (idle_ns: time since the last batch that moved data). */
 const struct sw_treeset *sw_worker_quiescent(struct sw_worker *w);
 void sw_worker_poll_snapshot(struct sw_worker *w, const struct sw_treeset *set);
-bool sw_worker_busy(const struct sw_worker *w, const struct sw_treeset *set);
+bool sw_worker_may_spin(const struct sw_worker *w, const struct sw_treeset *set, uint64_t idle_ns);
 bool sw_worker_inject_drop(struct sw_worker *w);
 /* At a worker's start: pin it to sw->opts.cpus[idx] if --cpus names one (w->own_cpu). */
 void sw_worker_pin(struct sw_worker *w);

@@ -766,7 +766,6 @@ void *sw_xdp_worker_main(void *arg)
 	struct sw_worker *w = arg;
 	struct sw_switch *sw = w->sw;
 	struct sw_xsk *xs = sw->xdp->xsk[w->idx];
-	const uint64_t spin_ns = (uint64_t)sw->opts.busy_poll_us * 1000u;
 	uint64_t last_rx_ns = 0;
 
 	sw_worker_pin(w);
@@ -789,10 +788,7 @@ void *sw_xdp_worker_main(void *arg)
 		}
 		/* Nothing received: spin a little after traffic (as the socket path does), else
 		 * sleep on the socket and the wake-up eventfd. */
-		uint64_t idle_ns = util_now_ns() - last_rx_ns;
-		if (spin_ns && idle_ns < spin_ns &&
-		    (w->own_cpu || idle_ns < spin_ns / SW_BUSY_POLL_IDLE_DIV ||
-		     sw_worker_busy(w, set))) {
+		if (sw_worker_may_spin(w, set, util_now_ns() - last_rx_ns)) {
 			sched_yield();
 			continue;
 		}
