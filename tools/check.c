@@ -1,5 +1,6 @@
 /* tools/check: test data generation and expected AllReduce results. The exact-mode reference
- * is written independently of lib/agg (wrap-around integer arithmetic, doubles for floats);
+ * is written independently of lib/agg (wrap-around integer arithmetic, doubles for floats,
+ * integer counts of the unit for float sums);
  * rank-order mode chains agg_reduce over the ranks like a deterministic switch does. */
 #include "check.h"
 
@@ -13,7 +14,9 @@
 #include "util/util.h"
 
 /* Per call: one full mix of (seed, iter); per element one more; per rank a cheap remix, so
- * computing all n ranks' values for verification costs little more than one hash. */
+ * computing all n ranks' values for verification costs little more than one hash. Exact float
+ * sums (every benchmark's default) need only 7 bits per rank: rank r takes byte r % 8 of the
+ * element's lane r / 8 (lane_bits), so verifying 8 ranks costs one hash and a byte sum. */
 static inline uint64_t elem_hash(uint64_t base, size_t i)
 {
 	return util_mix64(base + (uint64_t)i * UTIL_GOLDEN64);
@@ -26,6 +29,34 @@ static inline uint64_t rank_bits(uint64_t h, int rank)
 	x *= 0xAEF17502108EF2D9ull;
 	x ^= x >> 29;
 	return x;
+}
+
+/* Lane k of element hash h: the hash itself for ranks 0-7, a remix for each further 8. */
+static inline uint64_t lane_bits(uint64_t h, int k)
+{
+	return k ? util_mix64(h ^ (uint64_t)k * 0xD1B54A32D192ED03ull) : h;
+}
+
+/* Exact sums of floats: rank r's value is sum_unit(dt) times its byte's low bits less their
+ * midpoint: multiples of 1/16 in [-4, 4) (fp32, fp64), integers in [-8, 8) (fp16, bf16, whose
+ * mantissas are shorter). Any sum of CHECK_EXACT_MAX_RANKS of them is exact in every format. */
+#define SUM_MASK_WIDE 0x7fu
+#define SUM_MASK_NARROW 0x0fu
+static inline bool sum_narrow(enum inca_dtype dt)
+{
+	return dt == INCA_FP16 || dt == INCA_BF16;
+}
+
+static inline int sum_units(enum inca_dtype dt, uint64_t h, int rank)
+{
+	unsigned mask = sum_narrow(dt) ? SUM_MASK_NARROW : SUM_MASK_WIDE;
+	unsigned b = (unsigned)(lane_bits(h, rank / 8) >> (8 * (rank % 8))) & mask;
+	return (int)b - (int)(mask + 1) / 2;
+}
+
+static inline double sum_unit(enum inca_dtype dt)
+{
+	return sum_narrow(dt) ? 1.0 : 0x1p-4;
 }
 
 static uint64_t spec_base(const struct check_spec *s)
@@ -196,15 +227,12 @@ static double random_normal(enum inca_dtype dt, uint64_t x)
 /* Value of element (h, rank) as a double for float types. */
 static double float_value(const struct check_spec *s, uint64_t h, int rank)
 {
-	uint64_t x = rank_bits(h, rank);
 	bool exact = s->mode == CHECK_EXACT;
+	if (exact && s->op == INCA_SUM)
+		return (double)sum_units(s->dt, h, rank) * sum_unit(s->dt);
+	uint64_t x = rank_bits(h, rank);
 	switch (s->op) {
 	case INCA_SUM:
-		if (exact) {
-			if (s->dt == INCA_FP16 || s->dt == INCA_BF16)
-				return (double)((int)(x % 17) - 8); /* small integers */
-			return (double)((int)(x % 129) - 64) * 0x1p-4; /* multiples of 1/16 */
-		}
 		/* Uniform in [-1, 1) scaled by 2^[-3, 3]: rounds on every addition. */
 		return ((double)(int64_t)(x >> 11) * 0x1p-52 - 1.0) * pow2((int)((x & 7) % 7) - 3);
 	case INCA_PROD:
@@ -241,11 +269,69 @@ static int64_t sext(uint64_t v, size_t es)
 	return (int64_t)(v << sh) >> sh;
 }
 
+/* Encodings of the exact float sums of every value of units in [lo, lo + n): fp16 and bf16 from
+ * a table (the reference conversion is slow), fp32 and fp64 by one multiplication. */
+struct sum_enc {
+	enum inca_dtype dt;
+	int lo;
+	uint16_t narrow[2 * SUM_MASK_WIDE * CHECK_EXACT_MAX_RANKS + 2];
+};
+
+static void sum_enc_init(struct sum_enc *e, enum inca_dtype dt, int lo, int n)
+{
+	e->dt = dt;
+	e->lo = lo;
+	if (!sum_narrow(dt))
+		return;
+	for (int i = 0; i < n && i < (int)(sizeof e->narrow / sizeof e->narrow[0]); i++) {
+		double d = (double)(lo + i) * sum_unit(dt);
+		e->narrow[i] = dt == INCA_FP16 ? check_double_to_fp16(d) : check_double_to_bf16(d);
+	}
+}
+
+static inline void sum_enc_store(const struct sum_enc *e, int units, void *p)
+{
+	if (e->dt == INCA_FP32) {
+		float f = (float)units * 0x1p-4f;
+		memcpy(p, &f, 4);
+	} else if (e->dt == INCA_FP64) {
+		double d = (double)units * 0x1p-4;
+		memcpy(p, &d, 8);
+	} else {
+		memcpy(p, &e->narrow[units - e->lo], 2);
+	}
+}
+
+/* Sum of the units of ranks [8k, 8k + m) (m <= 8) of element hash h: bytes masked, added in
+ * 16-bit fields (at most 8 x 127 each), then folded. */
+static inline int lane_units(uint64_t h, int k, int m, uint64_t mask, int mid)
+{
+	uint64_t x = lane_bits(h, k) & mask;
+	if (m < 8)
+		x &= (1ull << (8 * m)) - 1;
+	x = (x & 0x00ff00ff00ff00ffull) + ((x >> 8) & 0x00ff00ff00ff00ffull);
+	return (int)((x * 0x0001000100010001ull) >> 48) - m * mid;
+}
+
+static bool exact_sum(const struct check_spec *s)
+{
+	return s->mode == CHECK_EXACT && s->op == INCA_SUM && is_float(s->dt) && s->nranks > 0 &&
+	       s->nranks <= CHECK_EXACT_MAX_RANKS;
+}
+
 void check_fill(const struct check_spec *s, int rank, void *buf, size_t first, size_t count)
 {
 	uint64_t base = spec_base(s);
 	size_t es = inca_dtype_size(s->dt);
 	uint8_t *p = buf;
+	if (s->mode == CHECK_EXACT && s->op == INCA_SUM && is_float(s->dt)) {
+		struct sum_enc e;
+		int mid = sum_narrow(s->dt) ? (int)(SUM_MASK_NARROW + 1) / 2 : (int)(SUM_MASK_WIDE + 1) / 2;
+		sum_enc_init(&e, s->dt, -mid, 2 * mid);
+		for (size_t i = 0; i < count; i++)
+			sum_enc_store(&e, sum_units(s->dt, elem_hash(base, first + i), rank), p + i * es);
+		return;
+	}
 	if (is_float(s->dt)) {
 		for (size_t i = 0; i < count; i++)
 			store_float(s->dt, p + i * es, float_value(s, elem_hash(base, first + i), rank));
@@ -362,6 +448,27 @@ size_t check_verify(const struct check_spec *s, const void *got, size_t first, s
 	}
 	uint64_t base = spec_base(s);
 	uint8_t exp[8];
+	if (exact_sum(s)) {
+		/* The same values as expected_exact, summed as integers (every partial sum is exact). */
+		int n = s->nranks, narrow = sum_narrow(s->dt);
+		int mid = narrow ? (int)(SUM_MASK_NARROW + 1) / 2 : (int)(SUM_MASK_WIDE + 1) / 2;
+		uint64_t mask = narrow ? 0x0f0f0f0f0f0f0f0full : 0x7f7f7f7f7f7f7f7full;
+		struct sum_enc e;
+		sum_enc_init(&e, s->dt, -n * mid, 2 * n * mid);
+		for (size_t i = 0; i < count; i++) {
+			uint64_t h = elem_hash(base, first + i);
+			int units = 0;
+			for (int k = 0; 8 * k < n; k++)
+				units += lane_units(h, k, n - 8 * k < 8 ? n - 8 * k : 8, mask, mid);
+			sum_enc_store(&e, units, exp);
+			if (!same_elem(exp, g + i * es, es)) {
+				if (first_bad && *first_bad == SIZE_MAX)
+					*first_bad = i;
+				wrong++;
+			}
+		}
+		return wrong;
+	}
 	for (size_t i = 0; i < count; i++) {
 		expected_exact(s, elem_hash(base, first + i), exp);
 		if (!same_elem(exp, g + i * es, es)) {

@@ -13,7 +13,7 @@ enum check_mode {
 	/* Integers: random full-width bits, reference in wrap-around arithmetic (exact).
 	 * Floats: values whose reductions are exact in any order (multiples of 1/16 or small
 	 * integers for sum, +-2^{-1,0,1} for prod, random finite normals for min/max); the
-	 * reference is computed in double, independently of lib/agg. Any reduction order must
+	 * reference is computed in double (sums: in integer units), independently of lib/agg. Any reduction order must
 	 * give these bits. */
 	CHECK_EXACT = 0,
 	/* Floats: random values that do round (not exact). The reference is agg_reduce applied

@@ -102,51 +102,75 @@ static void test_conversions(void)
 	EXPECT(check_double_to_fp16(0x1.8p-25) == 1);
 }
 
+/* acc = the reduction of the nr ranks' data in rank order (lib/agg), tmp scratch. */
+static void reduce_ranks(const struct check_spec *s, uint8_t *acc, uint8_t *tmp, size_t n)
+{
+	check_fill(s, 0, acc, 0, n);
+	for (int r = 1; r < s->nranks; r++) {
+		check_fill(s, r, tmp, 0, n);
+		agg_reduce(acc, tmp, n, s->dt, s->op);
+	}
+}
+
+static void check_case(int nr, enum inca_dtype dt, enum inca_op op, enum check_mode mode)
+{
+	size_t n = 3000, es = inca_dtype_size(dt);
+	struct check_spec s = { .dt = dt, .op = op, .mode = mode, .nranks = nr, .seed = 5, .iter = 9 };
+	uint8_t *acc = malloc(n * es), *tmp = malloc(n * es), one[8];
+
+	reduce_ranks(&s, acc, tmp, n);
+	EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
+	/* The one-element reference agrees with the whole-buffer check. */
+	check_expected(&s, 777, one);
+	EXPECT(memcmp(one, acc + 777 * es, es) == 0);
+	if (mode == CHECK_EXACT) {
+		/* Exact data: reverse order gives the same bits. */
+		check_fill(&s, nr - 1, acc, 0, n);
+		for (int r = nr - 2; r >= 0; r--) {
+			check_fill(&s, r, tmp, 0, n);
+			agg_reduce(acc, tmp, n, s.dt, s.op);
+		}
+		EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
+	}
+	if (nr > 1 && es > 1) {
+		/* Ranks get different data: a switch that mixes them up is caught. */
+		uint8_t *other = malloc(n * es);
+		size_t same = 0;
+		check_fill(&s, nr - 1, tmp, 0, n);
+		check_fill(&s, nr - 2, other, 0, n);
+		for (size_t i = 0; i < n; i++)
+			same += memcmp(other + i * es, tmp + i * es, es) == 0;
+		EXPECT(same < n / 4);
+		free(other);
+		reduce_ranks(&s, acc, tmp, n);
+	}
+	/* One flipped bit is one wrong element, found where it is. */
+	acc[1234 * es] ^= 1;
+	size_t first = 0;
+	EXPECT(check_verify(&s, acc, 0, n, &first) == 1);
+	EXPECT(first == 1234);
+	/* A sub-range verifies against the same global indexes. */
+	EXPECT(check_verify(&s, acc + 2000 * es, 2000, 1000, NULL) == 0);
+	/* Another iteration's data does not pass. */
+	s.iter++;
+	EXPECT(check_verify(&s, acc, 0, n, NULL) > n / 2 || (op == INCA_BAND || op == INCA_BOR) ||
+	       es == 1);
+	free(acc);
+	free(tmp);
+}
+
 static void test_checker(void)
 {
-	for (int dt = 0; dt < INCA_DTYPE_COUNT; dt++) {
-		for (int op = 0; op < INCA_OP_COUNT; op++) {
-			if (!inca_op_valid((enum inca_dtype)dt, (enum inca_op)op))
-				continue;
-			for (int mode = 0; mode < 2; mode++) {
-				size_t n = 3000, es = inca_dtype_size((enum inca_dtype)dt);
-				struct check_spec s = { .dt = (enum inca_dtype)dt,
-							.op = (enum inca_op)op,
-							.mode = (enum check_mode)mode, .nranks = 4,
-							.seed = 5, .iter = 9 };
-				uint8_t *acc = malloc(n * es), *tmp = malloc(n * es);
-				/* Rank-ordered reduction with lib/agg. */
-				check_fill(&s, 0, acc, 0, n);
-				for (int r = 1; r < 4; r++) {
-					check_fill(&s, r, tmp, 0, n);
-					agg_reduce(acc, tmp, n, s.dt, s.op);
-				}
-				EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
-				if (mode == CHECK_EXACT) {
-					/* Exact data: reverse order gives the same bits. */
-					check_fill(&s, 3, acc, 0, n);
-					for (int r = 2; r >= 0; r--) {
-						check_fill(&s, r, tmp, 0, n);
-						agg_reduce(acc, tmp, n, s.dt, s.op);
-					}
-					EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
-				}
-				/* One flipped bit is one wrong element, found where it is. */
-				acc[1234 * es] ^= 1;
-				size_t first = 0;
-				EXPECT(check_verify(&s, acc, 0, n, &first) == 1);
-				EXPECT(first == 1234);
-				/* A sub-range verifies against the same global indexes. */
-				EXPECT(check_verify(&s, acc + 2000 * es, 2000, 1000, NULL) == 0);
-				/* Another iteration's data does not pass. */
-				s.iter++;
-				EXPECT(check_verify(&s, acc, 0, n, NULL) > n / 2 ||
-				       (op == INCA_BAND || op == INCA_BOR) || es == 1);
-				free(acc);
-				free(tmp);
-			}
-		}
-	}
+	/* 1 to CHECK_EXACT_MAX_RANKS ranks: an exact float sum takes each rank's value from one
+	 * byte of an 8-rank lane, so 8 and 9 ranks sit on either side of a lane's end. */
+	static const int nranks[] = { 1, 4, 8, 9, CHECK_EXACT_MAX_RANKS };
+	for (size_t i = 0; i < sizeof nranks / sizeof nranks[0]; i++)
+		for (int dt = 0; dt < INCA_DTYPE_COUNT; dt++)
+			for (int op = 0; op < INCA_OP_COUNT; op++)
+				for (int mode = 0; mode < 2; mode++)
+					if (inca_op_valid((enum inca_dtype)dt, (enum inca_op)op))
+						check_case(nranks[i], (enum inca_dtype)dt,
+							   (enum inca_op)op, (enum check_mode)mode);
 }
 
 static void test_misc(void)
