@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench_cli.h"
+#include "json.h"
 #include "check.h"
 #include "demo_cli.h"
 #include "launch.h"
@@ -55,6 +56,10 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --no-auth          switch and ranks run without packet authentication (the\n"
 		"                         default is a random group key per job, docs/protocol.md §14)\n"
 		"      --auth-compare     run everything twice, authentication on then off\n"
+		"      --loss-compare P   INC only, runs alternated without loss and with --drop-rate P\n"
+		"                         (--loss-pairs of each, default 5); prints the median time of\n"
+		"                         each row both ways and the lossy/lossless ratio of the pairs\n"
+		"      --loss-pairs K     pairs of runs of --loss-compare, 1..50 (default 5)\n"
 		"      --switch PATH      inca-switch binary (default: $INCA_SWITCH or the build tree)\n"
 		"      --switch-threads N switch worker threads (default 1)\n"
 		"      --switch-cpu N|auto|none  run inca-switch on CPU N alone, as a switch has\n"
@@ -309,15 +314,221 @@ static int am_epilogue(struct inca_comm *comm, void *argp)
 
 static int demo_run(int argc, char **argv, const struct demo_defaults *d);
 
+/* --loss-compare: rows of one run, as the JSON lines give them. */
+#define LC_MAX_ROWS 64
+#define LC_MAX_PAIRS 50
+struct lc_row {
+	size_t bytes;
+	char type[16], op[16];
+	double us[2][LC_MAX_PAIRS]; /* [lossless, lossy][pair]; 0 where the run had no figure */
+};
+
+/* Add the INC times of one run's JSON lines (file `path`) as pair `pair`, side `lossy`. */
+static int lc_read(const char *path, struct lc_row *rows, int *nrows, int pair, int lossy)
+{
+	char *text = json_read_file(path, NULL);
+	if (!text)
+		return -1;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		struct json *j = json_parse(line, NULL);
+		const struct json *ty = j ? json_get(j, "type") : NULL, *op = j ? json_get(j, "op") : NULL;
+		double us = j ? json_num(json_get(j, "inc_time_us"), 0) : 0;
+		size_t bytes = j ? (size_t)json_num(json_get(j, "size_bytes"), 0) : 0;
+		if (ty && ty->str && op && op->str && us > 0) {
+			int r = 0;
+			while (r < *nrows && !(rows[r].bytes == bytes && !strcmp(rows[r].type, ty->str) &&
+					       !strcmp(rows[r].op, op->str)))
+				r++;
+			if (r == *nrows && r < LC_MAX_ROWS) {
+				memset(&rows[r], 0, sizeof(rows[r]));
+				rows[r].bytes = bytes;
+				snprintf(rows[r].type, sizeof(rows[r].type), "%s", ty->str);
+				snprintf(rows[r].op, sizeof(rows[r].op), "%s", op->str);
+				(*nrows)++;
+			}
+			if (r < *nrows)
+				rows[r].us[lossy][pair] = us;
+		}
+		json_free(j);
+	}
+	free(text);
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Value of option `name` in argv ("--name V" or "--name=V"); *at, *len: where it is. */
+static const char *find_opt(int argc, char **argv, const char *name, int *at, int *len)
+{
+	size_t l = strlen(name);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], name)) {
+			*at = i;
+			*len = 2;
+			return i + 1 < argc ? argv[i + 1] : "";
+		}
+		if (!strncmp(argv[i], name, l) && argv[i][l] == '=') {
+			*at = i;
+			*len = 1;
+			return argv[i] + l + 1;
+		}
+	}
+	return NULL;
+}
+
+/* --loss-compare P: the drop-injection figure as a measurement of its own. This machine's
+ * speed drifts between runs by more than loss costs, so lossless and lossy runs alternate
+ * (each with its own switch and ranks, INC only) and each size's ratio is taken per pair:
+ * lossless run i against lossy run i. */
+static int loss_compare(int argc, char **argv, const struct demo_defaults *d)
+{
+	const char *tool = d->tool;
+	int at = 0, len = 0, pat = 0, plen = 0;
+	const char *pv = find_opt(argc, argv, "--loss-compare", &at, &len);
+	const char *kv = find_opt(argc, argv, "--loss-pairs", &pat, &plen);
+	double p;
+	long long k = 5;
+	if (util_cli_double(tool, "--loss-compare", pv, 0, 1, true, &p))
+		return 2;
+	if (p <= 0)
+		return util_cli_error(tool, "--loss-compare P needs a drop rate above 0"), 2;
+	if (kv && util_cli_int(tool, "--loss-pairs", kv, 1, LC_MAX_PAIRS, &k))
+		return 2;
+	static const char *const excl[] = { "--auth-compare", "--drop-rate", "--json", "--plot",
+					    "--fabric", "--no-inc" };
+	for (size_t e = 0; e < sizeof excl / sizeof excl[0]; e++) {
+		int a2, l2;
+		if (find_opt(argc, argv, excl[e], &a2, &l2)) {
+			util_cli_error(tool, "--loss-compare runs its own passes: not with %s", excl[e]);
+			return 2;
+		}
+	}
+	char **v = calloc((size_t)argc + 8, sizeof(char *));
+	struct lc_row *rows = calloc(LC_MAX_ROWS, sizeof(*rows));
+	char path[2][PATH_MAX];
+	int n = 0, nrows = 0, fail = 0;
+	if (!v || !rows) {
+		free(v);
+		free(rows);
+		return 2;
+	}
+	for (int i = 0; i < argc; i++)
+		if (!(i >= at && i < at + len) && !(pat && i >= pat && i < pat + plen))
+			v[n++] = argv[i];
+	const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	for (int s = 0; s < 2; s++) {
+		snprintf(path[s], sizeof(path[s]), "%s/inca-loss-compare-XXXXXX", tmp);
+		int fd = mkstemp(path[s]);
+		if (fd < 0) {
+			fprintf(stderr, "%s: %s: %s\n", tool, path[s], strerror(errno));
+			if (s)
+				unlink(path[0]);
+			free(v);
+			free(rows);
+			return 2;
+		}
+		close(fd);
+	}
+	char prate[32];
+	snprintf(prate, sizeof(prate), "%s", pv); /* as given (checked above) */
+	printf("# %s --loss-compare %s: %lld pairs of runs, INC only, each pair a run without loss "
+	       "and one with --drop-rate %s (clients drop that share of data packets on send and on "
+	       "receive)\n", tool, prate, k, prate);
+	fflush(stdout);
+	for (int i = 0; i < k && !fail; i++) {
+		for (int lossy = 0; lossy < 2 && !fail; lossy++) {
+			uint64_t t0 = util_now_ns();
+			FILE *f = fopen(path[lossy], "w"); /* one run's lines at a time */
+			if (f)
+				fclose(f);
+			pid_t pid = fork();
+			if (pid == 0) {
+				/* The run's own table is not shown: the summary below is the result. */
+				if (!freopen("/dev/null", "w", stdout))
+					_exit(2);
+				int m = n;
+				v[m++] = (char *)"--no-ring";
+				v[m++] = (char *)"--drop-rate";
+				v[m++] = lossy ? prate : (char *)"0";
+				v[m++] = (char *)"--json";
+				v[m++] = path[lossy];
+				v[m] = NULL;
+				optind = 0;
+				_exit(demo_run(m, v, d));
+			}
+			int st = 0;
+			if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+			    WEXITSTATUS(st)) {
+				fprintf(stderr, "%s: --loss-compare: run %d (%s) failed (exit %d)\n", tool,
+					2 * i + lossy + 1, lossy ? "lossy" : "lossless",
+					WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+				fail = 1;
+				break;
+			}
+			if (lc_read(path[lossy], rows, &nrows, i, lossy))
+				fail = 1;
+			printf("# run %d of %lld: %s, %.1f s\n", 2 * i + lossy + 1, 2 * k,
+			       lossy ? "lossy" : "lossless", (double)(util_now_ns() - t0) * 1e-9);
+			fflush(stdout);
+		}
+	}
+	unlink(path[0]);
+	unlink(path[1]);
+	if (!fail) {
+		printf("#\n# %10s %6s %6s  %13s %13s  %s\n", "size", "type", "redop", "lossless",
+		       "lossy", "lossy / lossless");
+		printf("# %10s %6s %6s  %13s %13s  %s\n", "(B)", "", "", "(us, median)", "(us, median)",
+		       "(median of the pairs, lowest-highest)");
+		for (int r = 0; r < nrows; r++) {
+			double a[LC_MAX_PAIRS], b[LC_MAX_PAIRS], q[LC_MAX_PAIRS];
+			int na = 0, nb = 0, nq = 0;
+			for (int i = 0; i < k; i++) {
+				double x = rows[r].us[0][i], y = rows[r].us[1][i];
+				if (x > 0)
+					a[na++] = x;
+				if (y > 0)
+					b[nb++] = y;
+				if (x > 0 && y > 0)
+					q[nq++] = y / x;
+			}
+			if (!na || !nb || !nq)
+				continue;
+			double ma = median(a, na), mb = median(b, nb), mq = median(q, nq);
+			printf("  %10zu %6s %6s  %13.1f %13.1f  %.2fx (%.2f-%.2f)\n", rows[r].bytes,
+			       rows[r].type, rows[r].op, ma, mb, mq, q[0], q[nq - 1]);
+		}
+	}
+	free(v);
+	free(rows);
+	return fail ? 1 : 0;
+}
+
 /* --auth-compare: the whole run twice, packet authentication on then off (--no-auth), each
  * with its own switch and ranks; both tables are printed. */
 int demo_main(int argc, char **argv, const struct demo_defaults *d)
 {
-	int at = 0;
+	int at = 0, len = 0;
 	/* gRPC core (libinca's AM client) logs every failed TLS handshake on stderr; libinca
 	 * reports the failure itself in one line ("no connection to the AM (TLS: ...)"). An
 	 * operator's GRPC_VERBOSITY wins. */
 	setenv("GRPC_VERBOSITY", "NONE", 0);
+	if (find_opt(argc, argv, "--loss-compare", &at, &len))
+		return loss_compare(argc, argv, d);
+	if (find_opt(argc, argv, "--loss-pairs", &at, &len)) {
+		util_cli_error(d->tool, "--loss-pairs counts the runs of --loss-compare");
+		return 2;
+	}
+	at = 0;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--auth-compare"))
 			at = i;
