@@ -40,18 +40,26 @@ static inline uint64_t lane_bits(uint64_t h, int k)
 /* Exact sums of floats: rank r's value is sum_unit(dt) times its byte's low bits less their
  * midpoint: multiples of 1/16 in [-4, 4) (fp32, fp64), integers in [-8, 8) (fp16, bf16, whose
  * mantissas are shorter). Any sum of CHECK_EXACT_MAX_RANKS of them is exact in every format. */
-#define SUM_MASK_WIDE 0x7fu
-#define SUM_MASK_NARROW 0x0fu
 static inline bool sum_narrow(enum inca_dtype dt)
 {
 	return dt == INCA_FP16 || dt == INCA_BF16;
 }
 
+/* The low bits of a rank's byte that make its value, and their midpoint. */
+static inline unsigned sum_mask(enum inca_dtype dt)
+{
+	return sum_narrow(dt) ? 0x0fu : 0x7fu;
+}
+
+static inline int sum_mid(enum inca_dtype dt)
+{
+	return (int)(sum_mask(dt) + 1) / 2;
+}
+
 static inline int sum_units(enum inca_dtype dt, uint64_t h, int rank)
 {
-	unsigned mask = sum_narrow(dt) ? SUM_MASK_NARROW : SUM_MASK_WIDE;
-	unsigned b = (unsigned)(lane_bits(h, rank / 8) >> (8 * (rank % 8))) & mask;
-	return (int)b - (int)(mask + 1) / 2;
+	unsigned b = (unsigned)(lane_bits(h, rank / 8) >> (8 * (rank % 8))) & sum_mask(dt);
+	return (int)b - sum_mid(dt);
 }
 
 static inline double sum_unit(enum inca_dtype dt)
@@ -270,11 +278,12 @@ static int64_t sext(uint64_t v, size_t es)
 }
 
 /* Encodings of the exact float sums of every value of units in [lo, lo + n): fp16 and bf16 from
- * a table (the reference conversion is slow), fp32 and fp64 by one multiplication. */
+ * a table (the reference conversion is slow), fp32 and fp64 by one multiplication. n is at most
+ * the span of a sum of CHECK_EXACT_MAX_RANKS narrow values. */
 struct sum_enc {
 	enum inca_dtype dt;
 	int lo;
-	uint16_t narrow[2 * SUM_MASK_WIDE * CHECK_EXACT_MAX_RANKS + 2];
+	uint16_t narrow[2 * 8 * CHECK_EXACT_MAX_RANKS];
 };
 
 static void sum_enc_init(struct sum_enc *e, enum inca_dtype dt, int lo, int n)
@@ -292,10 +301,10 @@ static void sum_enc_init(struct sum_enc *e, enum inca_dtype dt, int lo, int n)
 static inline void sum_enc_store(const struct sum_enc *e, int units, void *p)
 {
 	if (e->dt == INCA_FP32) {
-		float f = (float)units * 0x1p-4f;
+		float f = (float)((double)units * sum_unit(e->dt)); /* exact either way */
 		memcpy(p, &f, 4);
 	} else if (e->dt == INCA_FP64) {
-		double d = (double)units * 0x1p-4;
+		double d = (double)units * sum_unit(e->dt);
 		memcpy(p, &d, 8);
 	} else {
 		memcpy(p, &e->narrow[units - e->lo], 2);
@@ -326,8 +335,7 @@ void check_fill(const struct check_spec *s, int rank, void *buf, size_t first, s
 	uint8_t *p = buf;
 	if (s->mode == CHECK_EXACT && s->op == INCA_SUM && is_float(s->dt)) {
 		struct sum_enc e;
-		int mid = sum_narrow(s->dt) ? (int)(SUM_MASK_NARROW + 1) / 2 : (int)(SUM_MASK_WIDE + 1) / 2;
-		sum_enc_init(&e, s->dt, -mid, 2 * mid);
+		sum_enc_init(&e, s->dt, -sum_mid(s->dt), 2 * sum_mid(s->dt));
 		for (size_t i = 0; i < count; i++)
 			sum_enc_store(&e, sum_units(s->dt, elem_hash(base, first + i), rank), p + i * es);
 		return;
@@ -450,9 +458,8 @@ size_t check_verify(const struct check_spec *s, const void *got, size_t first, s
 	uint8_t exp[8];
 	if (exact_sum(s)) {
 		/* The same values as expected_exact, summed as integers (every partial sum is exact). */
-		int n = s->nranks, narrow = sum_narrow(s->dt);
-		int mid = narrow ? (int)(SUM_MASK_NARROW + 1) / 2 : (int)(SUM_MASK_WIDE + 1) / 2;
-		uint64_t mask = narrow ? 0x0f0f0f0f0f0f0f0full : 0x7f7f7f7f7f7f7f7full;
+		int n = s->nranks, mid = sum_mid(s->dt);
+		uint64_t mask = sum_mask(s->dt) * 0x0101010101010101ull; /* every byte */
 		struct sum_enc e;
 		sum_enc_init(&e, s->dt, -n * mid, 2 * n * mid);
 		for (size_t i = 0; i < count; i++) {

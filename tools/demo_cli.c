@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "bench_cli.h"
-#include "json.h"
 #include "check.h"
 #include "demo_cli.h"
+#include "json.h"
 #include "launch.h"
 #include "sweep.h"
 #include "util/cli.h"
@@ -439,11 +439,9 @@ static int loss_compare(int argc, char **argv, const struct demo_defaults *d)
 		}
 		close(fd);
 	}
-	char prate[32];
-	snprintf(prate, sizeof(prate), "%s", pv); /* as given (checked above) */
 	printf("# %s --loss-compare %s: %lld pairs of runs, INC only, each pair a run without loss "
 	       "and one with --drop-rate %s (clients drop that share of data packets on send and on "
-	       "receive)\n", tool, prate, k, prate);
+	       "receive)\n", tool, pv, k, pv);
 	fflush(stdout);
 	for (int i = 0; i < k && !fail; i++) {
 		for (int lossy = 0; lossy < 2 && !fail; lossy++) {
@@ -459,7 +457,7 @@ static int loss_compare(int argc, char **argv, const struct demo_defaults *d)
 				int m = n;
 				v[m++] = (char *)"--no-ring";
 				v[m++] = (char *)"--drop-rate";
-				v[m++] = lossy ? prate : (char *)"0";
+				v[m++] = lossy ? (char *)pv : (char *)"0"; /* as given, checked above */
 				v[m++] = (char *)"--json";
 				v[m++] = path[lossy];
 				v[m] = NULL;
@@ -475,8 +473,11 @@ static int loss_compare(int argc, char **argv, const struct demo_defaults *d)
 				fail = 1;
 				break;
 			}
-			if (lc_read(path[lossy], rows, &nrows, i, lossy))
+			if (lc_read(path[lossy], rows, &nrows, i, lossy)) {
+				fprintf(stderr, "%s: --loss-compare: %s: %s\n", tool, path[lossy],
+					strerror(errno));
 				fail = 1;
+			}
 			printf("# run %d of %lld: %s, %.1f s\n", 2 * i + lossy + 1, 2 * k,
 			       lossy ? "lossy" : "lossless", (double)(util_now_ns() - t0) * 1e-9);
 			fflush(stdout);
@@ -513,8 +514,8 @@ static int loss_compare(int argc, char **argv, const struct demo_defaults *d)
 	return fail ? 1 : 0;
 }
 
-/* --auth-compare: the whole run twice, packet authentication on then off (--no-auth), each
- * with its own switch and ranks; both tables are printed. */
+/* --loss-compare: loss_compare. --auth-compare: the whole run twice, packet authentication on
+ * then off (--no-auth), each with its own switch and ranks; both tables are printed. */
 int demo_main(int argc, char **argv, const struct demo_defaults *d)
 {
 	int at = 0, len = 0;

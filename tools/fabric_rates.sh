@@ -11,7 +11,7 @@
 #   usage: tools/fabric_rates.sh [BUILD_DIR] [RATES] [SIZE]
 #          RATES: Mbit/s, comma-separated, a rate may repeat (default 100,250,500,1000);
 #          SIZE default 16M
-#   output: BUILD_DIR/fabric-rates/rates.txt, rates.jsonl, rates.png
+#   output: BUILD_DIR/fabric-rates/run-N-RATE.txt (each run's log), rates.jsonl, rates.png
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(dirname "$here")
@@ -26,8 +26,11 @@ printf '# %8s %12s %12s %9s %9s\n' "host_Mb/s" "INC_GB/s" "ring_GB/s" "INC/link"
 best=0
 passed=
 failed=
+run=0
+rm -f "$out"/run-*.txt "$out"/rate-*.txt
 for r in $(echo "$rates" | tr ',' ' '); do
-	log=$out/rate-$r.txt
+	run=$((run + 1))
+	log=$out/run-$run-$r.txt
 	echo "# rate $r Mbit/s: running (up to a minute) ..." >&2
 	# the window (slots x 4 KiB per rank) grows with the bandwidth-delay product: the example's
 	# 32 slots at 100 Mbit/s, up to 256
@@ -38,6 +41,7 @@ for r in $(echo "$rates" | tr ',' ' '); do
 		"$here/fabric_demo.sh" "$build" -- -b "$size" -e "$size" -t fp32:sum -n 10 -w 1 \
 		--budget 0 >"$log" 2>&1; then
 		echo "# rate $r Mbit/s: the fabric run failed, see $log"
+		failed="$failed $r"
 		continue
 	fi
 	# The row of the size: INC time/algbw ... ring time/algbw ... INC/ring INC/link
