@@ -64,10 +64,10 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"      --switch-threads N switch worker threads (default 1)\n"
 		"      --switch-cpu N|auto|none  run inca-switch on CPU N alone, as a switch has\n"
 		"                         silicon of its own (inca-switch --cpus N); the ranks\n"
-		"                         leave CPU N to it in INC rows and use every CPU in ring\n"
-		"                         rows. auto: the last CPU, where this process has two or\n"
-		"                         more and the switch one worker; none: the scheduler\n"
-		"                         places everything (default none)\n"
+		"                         leave CPU N to it in INC rows of %u KiB or more and use\n"
+		"                         every CPU in the others. auto: the last CPU, where this\n"
+		"                         process has two or more and the switch one worker; none:\n"
+		"                         the scheduler places everything (default %s)\n"
 		"      --addr-index K     loopback address block: 0 = 127.0.0.x, 1..255 = 127.1.K.x\n"
 		"                         (run several demos/tests at once); default %u\n"
 		"      --fabric PLAN      run the ranks in the network namespaces of a fabric plan\n"
@@ -83,7 +83,7 @@ static void usage(FILE *f, const struct demo_defaults *d)
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and exit\n"
 		"Options follow docs/cli.md; a bad value is reported with the option that took it.\n",
-		d->addr_index);
+		SWEEP_SWITCH_ALONE_BYTES / 1024, d->switch_cpu_auto ? "auto" : "none", d->addr_index);
 }
 
 enum {
@@ -584,7 +584,7 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 	double v, hold_s = 0;
 	static struct launch_plan plan; /* ~30 KiB: not on the stack */
 	bool det = false, inplace = false, no_inc = false, no_ring = false;
-	bool swcpu_auto = false;
+	bool swcpu_auto = d->switch_cpu_auto;
 	const char *tool = d->tool;
 	long long ll;
 	int c;
@@ -827,7 +827,8 @@ static int demo_run(int argc, char **argv, const struct demo_defaults *d)
 			(void)launch_cpus_of(0, cfg.switch_cpu, rest, sizeof(rest));
 			(void)launch_cpus_of(0, -1, all, sizeof(all));
 			printf("# cpus   : inca-switch on CPU %s alone (--cpus: its worker polls); "
-			       "ranks on CPU %s in INC rows, on %s in ring rows\n", swc, rest, all);
+			       "ranks on CPU %s in INC rows of %u KiB or more, on %s in the others\n",
+			       swc, rest, SWEEP_SWITCH_ALONE_BYTES / 1024, all);
 		} else if (shared_why) {
 			printf("# cpus   : inca-switch and the ranks share the CPUs (%s)\n", shared_why);
 		}

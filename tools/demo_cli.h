@@ -17,6 +17,7 @@ struct demo_defaults {
 	bool ratio;                    /* INC/ring column */
 	unsigned addr_index;
 	uint32_t rto_us;               /* clients' minimum RTO; 0 = libinca's default */
+	bool switch_cpu_auto;          /* --switch-cpu auto by default (else none) */
 };
 
 /* inca-demo's defaults (`make demo`); inca-fabric-demo starts from them. */

@@ -143,7 +143,10 @@ static int run_algo(struct inca_comm *comm, struct sweep_job *j, int algo, size_
 	double tsum = 0;
 	uint64_t wrong = 0, errors = 0, reported = 0;
 	uint64_t budget_ns = (uint64_t)(o->budget_s * 1e9);
-	int crc = o->switch_alone ? launch_rank_cpus(rank, algo == 0 ? o->switch_cpu : -1) : 0;
+	/* --switch-cpu: INC rows from SWEEP_SWITCH_ALONE_BYTES on leave the switch's CPU to it;
+	 * shorter calls are latency, which four ranks squeezed onto fewer CPUs lose. */
+	bool leave = algo == 0 && bytes >= SWEEP_SWITCH_ALONE_BYTES;
+	int crc = o->switch_alone ? launch_rank_cpus(rank, leave ? o->switch_cpu : -1) : 0;
 	if (crc) {
 		fprintf(stderr, "[rank %d] CPU placement (--switch-cpu): %s\n", rank, strerror(-crc));
 		return -1;

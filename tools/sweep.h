@@ -11,6 +11,12 @@
 
 #define SWEEP_MAX_PAIRS 32
 
+/* --switch-cpu: the smallest INC row whose ranks leave the switch's CPU to it. Below it they
+ * use every CPU: with the switch alone on one of 2 CPUs, 4 B-4 KiB calls took 46-65 us
+ * against 40-51 us shared, and 41-47 us with this rule; 1 MiB calls 1.2-1.4 ms against
+ * 1.7-2.2 ms shared, whichever threshold from 64 KiB to 1 MiB. */
+#define SWEEP_SWITCH_ALONE_BYTES (64u * 1024)
+
 struct sweep_pair {
 	enum inca_dtype dt;
 	enum inca_op op;

@@ -4,12 +4,14 @@
 # with exit 2, and so are bad inca-switch --cpus lists. The "# cpus" line is what the kernel
 # applied (read back); each rank reads its own set back and fails the job if it differs, and
 # the demo fails unless the switch counts its worker on a CPU of its own. Results exact.
-# usage: demo_switch_cpu.sh <inca-demo> <inca-switch> [addr-index]
+# bench-allreduce (optional 4th argument) does the same by default, inca-demo only when asked.
+# usage: demo_switch_cpu.sh <inca-demo> <inca-switch> [addr-index] [bench-allreduce]
 # Exit 77 (skip) when this process may use fewer than 2 CPUs.
 set -u
 demo=$1
 switch=$2
 idx=${3:-118}
+bench=${4:-}
 out=$(mktemp "${TMPDIR:-/tmp}/inca-swcpu.XXXXXX")
 trap 'rm -f "$out"' EXIT
 
@@ -73,9 +75,9 @@ cat "$out"
 [ $rc -eq 0 ] || { echo "FAIL: inca-demo --switch-cpu $last exited $rc"; exit 1; }
 line=$(grep '^# cpus' "$out")
 case "$line" in
-"# cpus   : inca-switch on CPU $last alone (--cpus: its worker polls); ranks on CPU "*" in INC rows, on $cpus in ring rows") ;;
+"# cpus   : inca-switch on CPU $last alone (--cpus: its worker polls); ranks on CPU "*" in INC rows of 64 KiB or more, on $cpus in the others") ;;
 *)
-	echo "FAIL: expected the switch on CPU $last alone and the ranks on $cpus in ring rows, got: $line"
+	echo "FAIL: expected the switch on CPU $last alone and the ranks on $cpus in the other rows, got: $line"
 	exit 1
 	;;
 esac
@@ -92,6 +94,13 @@ grep -q '^# OK:' "$out" || { echo "FAIL: no OK line"; exit 1; }
 expect 0 "^# cpus   : inca-switch on CPU $last alone" \
 	"--switch-cpu auto did not give the switch CPU $last" demo --switch-cpu auto -b 4 -e 4 -n 2 -w 1
 expect 0 "!^# cpus" "--switch-cpu none placed something" demo --switch-cpu none -b 4 -e 4 -n 2 -w 1
+# bench-allreduce gives the switch its CPU by default (inca-demo shares by default).
+if [ -n "$bench" ]; then
+	expect 0 "^# cpus   : inca-switch on CPU $last alone" \
+		"bench-allreduce did not give the switch CPU $last by default" \
+		"$bench" --switch "$switch" --addr-index "$idx" -t fp32:sum@4-4 -n 2 -w 1
+	expect 0 "!^# cpus" "inca-demo placed the switch by default" demo -b 4 -e 4 -n 2 -w 1
+fi
 # The switch's own count (stats JSON own_cpu_workers) is checked by the demo: an ERROR line
 # and exit 1 otherwise.
-echo "PASS: switch on CPU $last alone, ranks on $rest in INC rows and on $cpus in ring rows"
+echo "PASS: switch on CPU $last alone, ranks on $rest in INC rows of 64 KiB or more and on $cpus in the others; bench-allreduce places it by default"
