@@ -36,17 +36,6 @@
 #include "wire/auth.h"
 #include "wire/wire.h"
 
-static double median(double *v, int n)
-{
-	for (int i = 1; i < n; i++) /* insertion sort: n <= MAX_TRIALS */
-		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-			double t = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
-}
-
 /* Median of one field over the runs that completed. */
 static double med_of(const struct run_res *r, int n, size_t off)
 {
@@ -55,7 +44,7 @@ static double med_of(const struct run_res *r, int n, size_t off)
 	for (int i = 0; i < n; i++)
 		if (r[i].ok)
 			memcpy(&v[k++], (const char *)&r[i] + off, sizeof(double));
-	return median(v, k);
+	return util_median(v, k);
 }
 #define MED(r, n, field) med_of((r), (n), offsetof(struct run_res, field))
 
@@ -430,9 +419,9 @@ int main(int argc, char **argv)
 							 : 0;
 				nt++;
 			}
-			double ratio = median(ratios, nt), ratio_cpu = median(ratios_cpu, nt);
+			double ratio = util_median(ratios, nt), ratio_cpu = util_median(ratios_cpu, nt);
 			if (auth) {
-				double ra = median(ratios_auth, nt);
+				double ra = util_median(ratios_auth, nt);
 				printf("# %zu B, %d thread(s): authenticated/plain switch = %.3f in packets "
 				       "per daemon CPU-second (cost %.1f%%; medians of %d trials: "
 				       "plain %.0f, authenticated %.0f)\n",

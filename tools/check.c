@@ -78,6 +78,12 @@ static bool is_float(enum inca_dtype dt)
 	return dt == INCA_FP16 || dt == INCA_BF16 || dt == INCA_FP32 || dt == INCA_FP64;
 }
 
+/* Exact float sums: the values of sum_units (one byte per rank). */
+static bool exact_sum(const struct check_spec *s)
+{
+	return s->mode == CHECK_EXACT && s->op == INCA_SUM && is_float(s->dt);
+}
+
 static bool is_signed_int(enum inca_dtype dt)
 {
 	return dt == INCA_INT8 || dt == INCA_INT16 || dt == INCA_INT32 || dt == INCA_INT64;
@@ -236,7 +242,7 @@ static double random_normal(enum inca_dtype dt, uint64_t x)
 static double float_value(const struct check_spec *s, uint64_t h, int rank)
 {
 	bool exact = s->mode == CHECK_EXACT;
-	if (exact && s->op == INCA_SUM)
+	if (exact_sum(s))
 		return (double)sum_units(s->dt, h, rank) * sum_unit(s->dt);
 	uint64_t x = rank_bits(h, rank);
 	switch (s->op) {
@@ -322,18 +328,12 @@ static inline int lane_units(uint64_t h, int k, int m, uint64_t mask, int mid)
 	return (int)((x * 0x0001000100010001ull) >> 48) - m * mid;
 }
 
-static bool exact_sum(const struct check_spec *s)
-{
-	return s->mode == CHECK_EXACT && s->op == INCA_SUM && is_float(s->dt) && s->nranks > 0 &&
-	       s->nranks <= CHECK_EXACT_MAX_RANKS;
-}
-
 void check_fill(const struct check_spec *s, int rank, void *buf, size_t first, size_t count)
 {
 	uint64_t base = spec_base(s);
 	size_t es = inca_dtype_size(s->dt);
 	uint8_t *p = buf;
-	if (s->mode == CHECK_EXACT && s->op == INCA_SUM && is_float(s->dt)) {
+	if (exact_sum(s)) {
 		struct sum_enc e;
 		sum_enc_init(&e, s->dt, -sum_mid(s->dt), 2 * sum_mid(s->dt));
 		for (size_t i = 0; i < count; i++)
@@ -456,7 +456,7 @@ size_t check_verify(const struct check_spec *s, const void *got, size_t first, s
 	}
 	uint64_t base = spec_base(s);
 	uint8_t exp[8];
-	if (exact_sum(s)) {
+	if (exact_sum(s) && s->nranks > 0 && s->nranks <= CHECK_EXACT_MAX_RANKS) {
 		/* The same values as expected_exact, summed as integers (every partial sum is exact). */
 		int n = s->nranks, mid = sum_mid(s->dt);
 		uint64_t mask = sum_mask(s->dt) * 0x0101010101010101ull; /* every byte */

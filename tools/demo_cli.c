@@ -355,18 +355,6 @@ static int lc_read(const char *path, struct lc_row *rows, int *nrows, int pair, 
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Value of option `name` in argv ("--name V" or "--name=V"); *at, *len: where it is. */
 static const char *find_opt(int argc, char **argv, const char *name, int *at, int *len)
 {
@@ -504,7 +492,7 @@ static int loss_compare(int argc, char **argv, const struct demo_defaults *d)
 			}
 			if (!na || !nb || !nq)
 				continue;
-			double ma = median(a, na), mb = median(b, nb), mq = median(q, nq);
+			double ma = util_median(a, na), mb = util_median(b, nb), mq = util_median(q, nq);
 			printf("  %10zu %6s %6s  %13.1f %13.1f  %.2fx (%.2f-%.2f)\n", rows[r].bytes,
 			       rows[r].type, rows[r].op, ma, mb, mq, q[0], q[nq - 1]);
 		}

@@ -1,4 +1,4 @@
-/* lib/util implementation: clock, RNG, IPv4 address parsing. */
+/* lib/util implementation: clock, RNG, median, IPv4 address parsing. */
 #include "util/util.h"
 
 #include <arpa/inet.h>
@@ -83,6 +83,17 @@ int util_parse_addr(const char *s, int default_port, struct sockaddr_in *out)
 	if (inet_pton(AF_INET, host, &out->sin_addr) != 1)
 		return -EINVAL;
 	return 0;
+}
+
+double util_median(double *v, int n)
+{
+	for (int i = 1; i < n; i++) /* insertion sort: the callers' n is a few dozen at most */
+		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n > 0 ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
 }
 
 char *util_format_addr(const struct sockaddr_in *a, char *buf, unsigned long cap)

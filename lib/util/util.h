@@ -1,5 +1,5 @@
 /* lib/util: small dependency-free helpers shared by every module: monotonic time, a seeded
- * RNG (one stream per component), address parsing. No globals, no allocation. */
+ * RNG (one stream per component), a median, address parsing. No globals, no allocation. */
 #ifndef INCA_UTIL_H
 #define INCA_UTIL_H
 
@@ -8,6 +8,10 @@
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t util_now_ns(void);
+
+/* Median of v[0..n) (sorts v in place, for the few dozen values of a benchmark's repeats; the
+ * mean of the middle two for even n); 0 if n is 0. */
+double util_median(double *v, int n);
 
 /* splitmix64 (Steele, Lea and Flood): a counter advanced by the golden ratio and a bijective
  * finalizer. The only copy of its constants; it seeds util_rng and serves as a stateless hash. */

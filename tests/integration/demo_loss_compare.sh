@@ -11,18 +11,7 @@ idx=${3:-119}
 out=$(mktemp "${TMPDIR:-/tmp}/inca-losscmp.XXXXXX")
 trap 'rm -f "$out"' EXIT
 
-# expect RC PATTERN WHAT CMD...: CMD must exit RC with a line matching PATTERN in its output.
-expect() {
-	want=$1 pat=$2 what=$3
-	shift 3
-	"$@" >"$out" 2>&1
-	rc=$?
-	if [ $rc -ne "$want" ] || ! grep -q -- "$pat" "$out"; then
-		cat "$out"
-		echo "FAIL: $what (exit $rc)"
-		exit 1
-	fi
-}
+. "$(dirname "$0")/expect.sh"
 demo() { "$demo" --switch "$switch" --addr-index "$idx" "$@"; }
 
 expect 2 "needs a drop rate above 0" "--loss-compare 0 accepted" demo --loss-compare 0

@@ -15,23 +15,7 @@ bench=${4:-}
 out=$(mktemp "${TMPDIR:-/tmp}/inca-swcpu.XXXXXX")
 trap 'rm -f "$out"' EXIT
 
-# expect RC PATTERN WHAT CMD...: CMD must exit RC with a line matching PATTERN in its output
-# ("!RE": with no line matching RE); otherwise print the output and fail with WHAT.
-expect() {
-	want=$1 pat=$2 what=$3
-	shift 3
-	"$@" >"$out" 2>&1
-	rc=$?
-	case "$pat" in
-	!*) if grep -q -- "${pat#!}" "$out"; then found=1; else found=0; fi; want_found=0 ;;
-	*) if grep -q -- "$pat" "$out"; then found=1; else found=0; fi; want_found=1 ;;
-	esac
-	if [ $rc -ne "$want" ] || [ $found -ne $want_found ]; then
-		cat "$out"
-		echo "FAIL: $what (exit $rc)"
-		exit 1
-	fi
-}
+. "$(dirname "$0")/expect.sh"
 demo() { "$demo" --switch "$switch" --addr-index "$idx" "$@"; }
 
 # Refused: a CPU outside this process's set, and the option where no switch is started.
