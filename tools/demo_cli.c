@@ -492,6 +492,7 @@ static int loss_compare(int argc, char **argv, const struct demo_defaults *d)
 			}
 			if (!na || !nb || !nq)
 				continue;
+			/* util_median sorts: q[0] and q[nq - 1] are then the range. */
 			double ma = util_median(a, na), mb = util_median(b, nb), mq = util_median(q, nq);
 			printf("  %10zu %6s %6s  %13.1f %13.1f  %.2fx (%.2f-%.2f)\n", rows[r].bytes,
 			       rows[r].type, rows[r].op, ma, mb, mq, q[0], q[nq - 1]);

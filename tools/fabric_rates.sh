@@ -71,7 +71,7 @@ else
 fi
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 	/usr/bin/python3 - "$out/rates.jsonl" "$out/rates.png" <<'PY'
-import json, sys
+import json, statistics, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -79,11 +79,7 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 if rows:
     rates = sorted({r["host_mbit"] for r in rows})
     def med(key):
-        out = []
-        for x in rates:
-            v = sorted(r[key] for r in rows if r["host_mbit"] == x)
-            out.append(v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2)
-        return out
+        return [statistics.median(r[key] for r in rows if r["host_mbit"] == x) for x in rates]
     x = [r["host_mbit"] for r in rows]
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
     for key, mk, lab, a in (("inc_gbps", "o", "INC", 0), ("ring_gbps", "s", "host ring", 0),

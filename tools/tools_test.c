@@ -102,12 +102,15 @@ static void test_conversions(void)
 	EXPECT(check_double_to_fp16(0x1.8p-25) == 1);
 }
 
-/* acc = the reduction of the nr ranks' data in rank order (lib/agg), tmp scratch. */
-static void reduce_ranks(const struct check_spec *s, uint8_t *acc, uint8_t *tmp, size_t n)
+/* acc = the reduction of the ranks' data (lib/agg) in rank order, or in reverse order; tmp
+ * scratch. */
+static void reduce_ranks(const struct check_spec *s, uint8_t *acc, uint8_t *tmp, size_t n,
+			 bool reverse)
 {
-	check_fill(s, 0, acc, 0, n);
-	for (int r = 1; r < s->nranks; r++) {
-		check_fill(s, r, tmp, 0, n);
+	int nr = s->nranks;
+	check_fill(s, reverse ? nr - 1 : 0, acc, 0, n);
+	for (int k = 1; k < nr; k++) {
+		check_fill(s, reverse ? nr - 1 - k : k, tmp, 0, n);
 		agg_reduce(acc, tmp, n, s->dt, s->op);
 	}
 }
@@ -118,18 +121,14 @@ static void check_case(int nr, enum inca_dtype dt, enum inca_op op, enum check_m
 	struct check_spec s = { .dt = dt, .op = op, .mode = mode, .nranks = nr, .seed = 5, .iter = 9 };
 	uint8_t *acc = malloc(n * es), *tmp = malloc(n * es), one[8];
 
-	reduce_ranks(&s, acc, tmp, n);
+	reduce_ranks(&s, acc, tmp, n, false);
 	EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
 	/* The one-element reference agrees with the whole-buffer check. */
 	check_expected(&s, 777, one);
 	EXPECT(memcmp(one, acc + 777 * es, es) == 0);
 	if (mode == CHECK_EXACT) {
 		/* Exact data: reverse order gives the same bits. */
-		check_fill(&s, nr - 1, acc, 0, n);
-		for (int r = nr - 2; r >= 0; r--) {
-			check_fill(&s, r, tmp, 0, n);
-			agg_reduce(acc, tmp, n, s.dt, s.op);
-		}
+		reduce_ranks(&s, acc, tmp, n, true);
 		EXPECT(check_verify(&s, acc, 0, n, NULL) == 0);
 	}
 	if (nr > 1 && es > 1) {
@@ -142,7 +141,7 @@ static void check_case(int nr, enum inca_dtype dt, enum inca_op op, enum check_m
 			same += memcmp(other + i * es, tmp + i * es, es) == 0;
 		EXPECT(same < n / 4);
 		free(other);
-		reduce_ranks(&s, acc, tmp, n);
+		reduce_ranks(&s, acc, tmp, n, false);
 	}
 	/* One flipped bit is one wrong element, found where it is. */
 	acc[1234 * es] ^= 1;
