@@ -97,15 +97,15 @@ static int compute(struct wire_mac *m, const struct wire_pkt *pkt, uint8_t tag[W
 	n = wire_auth_aad(pkt, aad);
 	if (!n)
 		return -EINVAL;
+	if (m->fast) {
+		wire__gmac_tag_nonce(&m->g, pkt->auth.ctx, pkt->auth.ctr, aad, n,
+				     pkt->data_len ? pkt->data : NULL, pkt->data_len, tag);
+		return 0;
+	}
 	for (int i = 0; i < 4; i++)
 		iv[i] = (uint8_t)(pkt->auth.ctx >> (24 - 8 * i));
 	for (int i = 0; i < 8; i++)
 		iv[4 + i] = (uint8_t)(pkt->auth.ctr >> (56 - 8 * i));
-	if (m->fast) {
-		wire__gmac_tag(&m->g, iv, aad, n, pkt->data_len ? pkt->data : NULL, pkt->data_len,
-			       tag);
-		return 0;
-	}
 	if (EVP_EncryptInit_ex(m->ctx, NULL, NULL, NULL, iv) != 1 ||
 	    EVP_EncryptUpdate(m->ctx, NULL, &ol, aad, (int)n) != 1 ||
 	    (pkt->data_len && EVP_EncryptUpdate(m->ctx, NULL, &ol, pkt->data, (int)pkt->data_len) != 1) ||

@@ -125,6 +125,10 @@ bool wire__gmac_init(struct wire__gmac *g, const uint8_t key[32]);
  * iv: the tag AES-256-GCM gives with that AAD and no plaintext. g from a true init. */
 void wire__gmac_tag(const struct wire__gmac *g, const uint8_t iv[12], const uint8_t *a,
 		    size_t alen, const uint8_t *b, size_t blen, uint8_t tag[16]);
+/* The same with the nonce given as INCA's (ctx, ctr): ctx big-endian, then ctr big-endian. */
+void wire__gmac_tag_nonce(const struct wire__gmac *g, uint32_t ctx, uint64_t ctr,
+			  const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+			  uint8_t tag[16]);
 /* INCA_MAC_IMPL=openssl in the environment: struct wire_mac uses OpenSSL EVP even where gmac.c
  * could run (comparisons, benchmarks). */
 bool wire__mac_evp_forced(void);
