@@ -283,13 +283,13 @@ static inline __attribute__((target(GMAC_TARGET))) void tag_impl(const struct wi
 	_mm_storeu_si128((__m128i *)tag, _mm_xor_si128(bswap128(y), ek));
 }
 
-/* J0 = nonce || 0x00000001 in a register: from the nonce's bytes (tag_iv), or from INCA's
- * context and counter without a trip through memory (tag_ctr; twelve bytes stored one by one
- * and read back as one load waited on store forwarding). */
-static __attribute__((target(GMAC_TARGET))) void tag_iv(const struct wire__gmac *g,
-							const uint8_t iv[12], const uint8_t *a,
-							size_t alen, const uint8_t *b, size_t blen,
-							uint8_t tag[16])
+/* J0 = nonce || 0x00000001 in a register: from the nonce's bytes, or from INCA's context and
+ * counter without a trip through memory (twelve bytes stored one by one and read back as one
+ * load waited on store forwarding). Callers reach these only after a true wire__gmac_init. */
+__attribute__((target(GMAC_TARGET))) void wire__gmac_tag(const struct wire__gmac *g,
+							  const uint8_t iv[12], const uint8_t *a,
+							  size_t alen, const uint8_t *b, size_t blen,
+							  uint8_t tag[16])
 {
 	uint32_t w2;
 	memcpy(&w2, iv + 8, 4);
@@ -297,28 +297,16 @@ static __attribute__((target(GMAC_TARGET))) void tag_iv(const struct wire__gmac 
 	tag_impl(g, _mm_insert_epi32(j0, 0x01000000, 3), a, alen, b, blen, tag);
 }
 
-static __attribute__((target(GMAC_TARGET))) void tag_ctr(const struct wire__gmac *g,
-							 uint32_t ctx, uint64_t ctr, const uint8_t *a,
-							 size_t alen, const uint8_t *b, size_t blen,
-							 uint8_t tag[16])
+__attribute__((target(GMAC_TARGET))) void wire__gmac_tag_nonce(const struct wire__gmac *g,
+								uint32_t ctx, uint64_t ctr,
+								const uint8_t *a, size_t alen,
+								const uint8_t *b, size_t blen,
+								uint8_t tag[16])
 {
 	__m128i j0 = _mm_set_epi32(0x01000000, (int)__builtin_bswap32((uint32_t)ctr),
 				   (int)__builtin_bswap32((uint32_t)(ctr >> 32)),
 				   (int)__builtin_bswap32(ctx));
 	tag_impl(g, j0, a, alen, b, blen, tag);
-}
-
-void wire__gmac_tag(const struct wire__gmac *g, const uint8_t iv[12], const uint8_t *a,
-		    size_t alen, const uint8_t *b, size_t blen, uint8_t tag[16])
-{
-	tag_iv(g, iv, a, alen, b, blen, tag);
-}
-
-void wire__gmac_tag_nonce(const struct wire__gmac *g, uint32_t ctx, uint64_t ctr,
-			  const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
-			  uint8_t tag[16])
-{
-	tag_ctr(g, ctx, ctr, a, alen, b, blen, tag);
 }
 
 #else /* not x86-64 with GCC/Clang: OpenSSL does it all */
