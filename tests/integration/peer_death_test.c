@@ -71,6 +71,12 @@ static void *killer(void *arg)
 	return NULL;
 }
 
+/* Every rank's element i of the large call (the sum is exact: nranks times it). */
+static inline float big_elem(size_t i)
+{
+	return (float)(i & 1023);
+}
+
 static int rank_main(struct inca_comm *comm, void *arg)
 {
 	struct job *j = arg;
@@ -106,7 +112,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 		if (buf == MAP_FAILED)
 			return 4;
 		for (size_t i = 0; i < BIG_BYTES / 4; i++)
-			buf[i] = (float)(i & 1023);
+			buf[i] = big_elem(i);
 		struct killer_arg ka = { .j = j, .comm = comm };
 		struct inca_comm_stats st;
 		pthread_t th;
@@ -123,7 +129,7 @@ static int rank_main(struct inca_comm *comm, void *arg)
 		if (j->rc1[rank] == 0) {
 			float want = (float)j->cfg.nranks;
 			size_t i = 0;
-			while (i < count && buf[i] == want * (float)(i & 1023))
+			while (i < count && buf[i] == want * big_elem(i))
 				i++;
 			j->exact[rank] = i == count;
 		}
